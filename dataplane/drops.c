@@ -1,0 +1,26 @@
+/* drops.c - names and descriptions of the drop reasons in drops.h. */
+#include "drops.h"
+
+static const char *const names[DROP_COUNT] = {
+	[DROP_NONE] = "none",
+#define X(e, name, text) [DROP_##e] = name,
+	DROP_REASONS(X)
+#undef X
+};
+
+static const char *const texts[DROP_COUNT] = {
+	[DROP_NONE] = "not dropped",
+#define X(e, name, text) [DROP_##e] = text,
+	DROP_REASONS(X)
+#undef X
+};
+
+const char *drop_name(int reason)
+{
+	return reason >= 0 && reason < DROP_COUNT ? names[reason] : "?";
+}
+
+const char *drop_text(int reason)
+{
+	return reason >= 0 && reason < DROP_COUNT ? texts[reason] : "unknown reason";
+}

@@ -1,0 +1,117 @@
+/*
+ * wire.h - the pbox data-packet header, version 1 (docs/protocol.md).
+ *
+ * The one definition of the wire format, compiled into both the box and the
+ * client. The packed struct mirrors the bytes on the wire (network order);
+ * struct wire_msg is the decoded, host-order view the rest of the code uses.
+ */
+#ifndef PBOX_WIRE_H
+#define PBOX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC    0x50424F58u /* "PBOX" */
+#define WIRE_VERSION  1
+#define WIRE_HDR_LEN  40
+/* IPv4 (no options) + UDP + pbox header: what the MTU must also hold. */
+#define WIRE_IP_UDP_LEN 28
+#define WIRE_PAYLOAD_ALIGN 64
+#define WIRE_MAX_PAYLOAD 8896 /* 9000-byte MTU */
+
+enum wire_type {
+	WIRE_PUSH   = 1, /* worker -> box: a contribution */
+	WIRE_RESULT = 2, /* box -> worker: the summed segment */
+	WIRE_ERROR  = 3, /* box -> worker: status says why, no payload */
+};
+
+enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
+	WIRE_F32  = 0,
+	WIRE_F16  = 1,
+	WIRE_BF16 = 2,
+	WIRE_NDTYPES
+};
+
+#define WIRE_FLAG_RETX 0x01u
+#define WIRE_FLAGS_KNOWN WIRE_FLAG_RETX
+
+enum wire_status {
+	WIRE_ST_OK = 0,
+	WIRE_ST_NO_JOB = 1, /* job unknown or aborted */
+};
+
+/* Bytes on the wire; multi-byte fields big-endian. */
+struct wire_hdr {
+	uint32_t magic;
+	uint8_t  version;
+	uint8_t  type;
+	uint8_t  dtype;
+	uint8_t  flags;
+	uint32_t job;
+	uint16_t rank;
+	uint16_t count;
+	uint64_t token;
+	uint32_t key;
+	uint32_t seg;
+	uint32_t round;
+	uint16_t status;
+	uint16_t reserved;
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct wire_hdr) == WIRE_HDR_LEN, "wire header size");
+_Static_assert(offsetof(struct wire_hdr, version) == 4, "version offset");
+_Static_assert(offsetof(struct wire_hdr, type) == 5, "type offset");
+_Static_assert(offsetof(struct wire_hdr, dtype) == 6, "dtype offset");
+_Static_assert(offsetof(struct wire_hdr, flags) == 7, "flags offset");
+_Static_assert(offsetof(struct wire_hdr, job) == 8, "job offset");
+_Static_assert(offsetof(struct wire_hdr, rank) == 12, "rank offset");
+_Static_assert(offsetof(struct wire_hdr, count) == 14, "count offset");
+_Static_assert(offsetof(struct wire_hdr, token) == 16, "token offset");
+_Static_assert(offsetof(struct wire_hdr, key) == 24, "key offset");
+_Static_assert(offsetof(struct wire_hdr, seg) == 28, "segment offset");
+_Static_assert(offsetof(struct wire_hdr, round) == 32, "round offset");
+_Static_assert(offsetof(struct wire_hdr, status) == 36, "status offset");
+_Static_assert(offsetof(struct wire_hdr, reserved) == 38, "reserved offset");
+
+/* Decoded header, host byte order. */
+struct wire_msg {
+	uint8_t  type;
+	uint8_t  dtype;
+	uint8_t  flags;
+	uint16_t rank;
+	uint16_t count;
+	uint16_t status;
+	uint32_t job;
+	uint64_t token;
+	uint32_t key;
+	uint32_t seg;
+	uint32_t round;
+};
+
+/* Size in bytes of one element of a wire dtype, 0 if out of range. */
+static inline size_t wire_dtype_size(unsigned dtype)
+{
+	return dtype == WIRE_F32 ? 4 : (dtype == WIRE_F16 || dtype == WIRE_BF16) ? 2 : 0;
+}
+
+/* "f32", "f16", "bf16", or NULL. */
+const char *wire_dtype_name(unsigned dtype);
+/* Inverse of wire_dtype_name; -1 if unknown. */
+int wire_dtype_parse(const char *name);
+
+/* Segment payload bytes for a path MTU: a multiple of 64, capped at
+ * WIRE_MAX_PAYLOAD; 0 if the MTU is too small to carry 64 bytes. */
+uint32_t wire_seg_bytes(uint32_t mtu);
+
+/*
+ * Decode and check a pbox header + payload of len bytes (the UDP payload).
+ * Checks length, magic, version, type, dtype, flags, reserved and that
+ * len == header + count * dtype size.
+ * Returns 0, or a negative drop reason -DROP_* (dataplane/drops.h).
+ */
+int wire_decode(const void *buf, size_t len, struct wire_msg *out);
+
+/* Encode m into the 40 header bytes at buf (magic and version filled in). */
+void wire_encode(void *buf, const struct wire_msg *m);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * pbox.h - the pbox client API (libpbox).
+ *
+ * A worker joins a job on a pbox aggregation box and sums buffers with the
+ * other workers of the job:
+ *
+ *     pbox_client *c;
+ *     int rc = pbox_connect("10.0.0.1:7470", "resnet", rank, 4, NULL, &c);
+ *     if (rc == 0)
+ *         rc = pbox_allreduce(c, 0, grads, n, PBOX_F32);   // in place
+ *     if (rc < 0)
+ *         fprintf(stderr, "pbox: %s\n", pbox_last_error(c));
+ *     pbox_close(c);
+ *
+ * Every function returning int returns 0 on success or one of the negative
+ * PBOX_E* codes below. pbox_strerror() names a code; pbox_last_error() gives
+ * the detailed message of the client's last failure (which job, rank, key).
+ * A client may be used from several threads; calls on one key must not
+ * overlap.
+ */
+#ifndef PBOX_H
+#define PBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PBOX_VERSION_MAJOR 0
+#define PBOX_VERSION_MINOR 1
+
+typedef enum pbox_dtype {
+	PBOX_F32  = 0, /* float */
+	PBOX_F16  = 1, /* IEEE binary16 bit patterns in uint16_t */
+	PBOX_BF16 = 2, /* bfloat16 bit patterns in uint16_t */
+} pbox_dtype;
+
+/* Error codes: all negative. */
+enum {
+	PBOX_OK        =  0,
+	PBOX_EINVAL    = -1,  /* invalid argument */
+	PBOX_ENOMEM    = -2,  /* out of memory */
+	PBOX_ECONNECT  = -3,  /* cannot reach the box's control address */
+	PBOX_EPROTO    = -4,  /* the box answered something unexpected */
+	PBOX_EREJECTED = -5,  /* the box refused the request (limits, mismatch) */
+	PBOX_ETIMEDOUT = -6,  /* no progress within the timeout */
+	PBOX_EABORTED  = -7,  /* the job was aborted (a worker lost, operator) */
+	PBOX_EBUSY     = -8,  /* this key already has a call in flight */
+	PBOX_ECLOSED   = -9,  /* the connection to the box was lost */
+	PBOX_ESYS      = -10, /* a system call failed (errno in the message) */
+};
+
+typedef struct pbox_opts {
+	/* Total time without progress before a call fails with
+	 * PBOX_ETIMEDOUT; 0 = default 30000 ms. */
+	uint32_t timeout_ms;
+	/* First retransmission timeout of a segment; 0 = default 20 ms. */
+	uint32_t rto_ms;
+	/* Most segments in flight at once over all keys; 0 = default 128. */
+	uint32_t window;
+	/* Path MTU to the box's data ports; 0 = default 1500. */
+	uint32_t mtu;
+} pbox_opts;
+
+typedef struct pbox_client pbox_client;
+typedef struct pbox_req pbox_req;
+
+/* Fill *opts with the defaults. */
+void pbox_opts_init(pbox_opts *opts);
+
+/*
+ * Join job `job` as `rank` of `world` workers through the box whose control
+ * endpoint is `control` ("host:port"; NULL = $PBOX_CONTROL). The first
+ * worker to join creates the job. opts may be NULL (defaults).
+ * Returns 0 and *c, or PBOX_EINVAL, PBOX_ENOMEM, PBOX_ECONNECT,
+ * PBOX_EPROTO, PBOX_EREJECTED, PBOX_ESYS. On failure *c is a client that
+ * holds only the error message (read it with pbox_last_error, then
+ * pbox_close it), or NULL if even that could not be allocated.
+ */
+int pbox_connect(const char *control, const char *job, int rank, int world,
+		 const pbox_opts *opts, pbox_client **c);
+
+/*
+ * Sum buf (count elements of dtype) over all ranks, in place. Blocks until
+ * the sum is in buf. Every rank must use the same key with the same count
+ * and dtype. Returns 0 or PBOX_EINVAL, PBOX_EREJECTED (size or dtype differs
+ * from another rank's), PBOX_EBUSY, PBOX_ETIMEDOUT, PBOX_EABORTED,
+ * PBOX_ECLOSED, PBOX_ENOMEM, PBOX_ESYS.
+ */
+int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		   pbox_dtype dtype);
+
+/*
+ * Start the same sum and return at once with *req; buf must stay valid and
+ * untouched until pbox_wait(req) returns. Returns 0, or the codes of
+ * pbox_allreduce for failures found before starting.
+ */
+int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		    pbox_dtype dtype, pbox_req **req);
+
+/* Wait for req, free it and return its result (codes of pbox_allreduce). */
+int pbox_wait(pbox_req *req);
+
+/* Test without blocking: 1 if req is finished (then pbox_wait returns at
+ * once), 0 if not. */
+int pbox_test(pbox_req *req);
+
+/* Leave the job and free c. NULL is ignored. */
+void pbox_close(pbox_client *c);
+
+/* Static text naming an error code. */
+const char *pbox_strerror(int rc);
+
+/* Detailed message of c's last failure ("" if none); valid until the next
+ * call on c. */
+const char *pbox_last_error(const pbox_client *c);
+
+/* Counters of one client, for tools and tests. */
+typedef struct pbox_stats {
+	uint64_t pkts_sent;
+	uint64_t pkts_recv;
+	uint64_t retransmits;
+	uint64_t dup_results;   /* results for segments already complete */
+	uint64_t bad_packets;   /* received datagrams that failed checks */
+	uint64_t calls;         /* allreduce calls completed */
+} pbox_stats;
+
+void pbox_get_stats(const pbox_client *c, pbox_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
