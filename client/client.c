@@ -1,0 +1,318 @@
+/*
+ * client.c - libpbox's client lifecycle: pbox_connect, pbox_close, options
+ * and counters.
+ *
+ * pbox_connect: parse the control "host:port" (NULL -> $PBOX_CONTROL), TCP
+ * connect within min(timeout_ms, CLIENT_CONNECT_MAX_MS), box_endpoints,
+ * open ONE UDP socket bound to INADDR_ANY:0, find this host's source IP
+ * toward endpoint 0 (a throwaway connected UDP socket + getsockname),
+ * job_join with data_ip/data_port/mtu, keep job_id/token/seg_bytes/
+ * endpoints, then start the progress thread (progress.c) that owns both
+ * sockets from then on. Box errors: ECONNABORTED -> PBOX_EABORTED, others
+ * -> PBOX_EREJECTED, with the box's message as the last error.
+ *
+ * pbox_close: stop the thread, job_leave (bounded), close, free. Requests
+ * not yet waited for are freed too: wait for them before closing.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_RTO_MS     20
+#define DEFAULT_WINDOW     128
+#define DEFAULT_MTU        1500
+#define MAX_WINDOW         65536
+
+void pbox_opts_init(pbox_opts *o)
+{
+	o->timeout_ms = DEFAULT_TIMEOUT_MS;
+	o->rto_ms = DEFAULT_RTO_MS;
+	o->window = DEFAULT_WINDOW;
+	o->mtu = DEFAULT_MTU;
+}
+
+static void opts_resolve(pbox_opts *o, const pbox_opts *in)
+{
+	pbox_opts_init(o);
+	if (!in)
+		return;
+	if (in->timeout_ms)
+		o->timeout_ms = in->timeout_ms;
+	if (in->rto_ms)
+		o->rto_ms = in->rto_ms;
+	if (in->window)
+		o->window = in->window;
+	if (in->mtu)
+		o->mtu = in->mtu;
+}
+
+static pbox_client *client_alloc(void)
+{
+	pbox_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->done_cond, NULL);
+	ctrl_init(&c->ctrl);
+	c->udp.fd = -1;
+	c->evfd = -1;
+	return c;
+}
+
+static bool job_name_ok(const char *job)
+{
+	size_t n = job ? strlen(job) : 0;
+
+	if (n < 1 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", job[i]))
+			return false;
+	return true;
+}
+
+static int check_args(pbox_client *c, const char *control, const char *job, int rank,
+		      int world, const pbox_opts *opts)
+{
+	if (!control || !*control)
+		control = getenv("PBOX_CONTROL");
+	if (!control || !*control)
+		return client_error(c, PBOX_EINVAL,
+				    "no control address: pass one or set PBOX_CONTROL");
+	if (strlen(control) >= sizeof(c->control))
+		return client_error(c, PBOX_EINVAL, "control address is too long");
+	snprintf(c->control, sizeof(c->control), "%s", control);
+	if (!job_name_ok(job))
+		return client_error(c, PBOX_EINVAL, "job name '%s' is not 1-63 characters of "
+				    "[A-Za-z0-9._-]", job ? job : "(null)");
+	snprintf(c->job, sizeof(c->job), "%s", job);
+	if (world < 1 || world > UINT16_MAX || rank < 0 || rank >= world)
+		return client_error(c, PBOX_EINVAL, "job '%s': rank %d of world %d is out of "
+				    "range (0 <= rank < world <= 65535)", job, rank, world);
+	c->rank = rank;
+	c->world = world;
+	opts_resolve(&c->opts, opts);
+	if (wire_seg_bytes(c->opts.mtu) == 0)
+		return client_error(c, PBOX_EINVAL, "mtu %u is too small for a %d-byte payload",
+				    c->opts.mtu, WIRE_PAYLOAD_ALIGN);
+	if (c->opts.window > MAX_WINDOW)
+		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
+				    MAX_WINDOW);
+	return 0;
+}
+
+static int parse_endpoint(const json_t *e, struct sockaddr_in *sa)
+{
+	const char *ip = json_string_value(json_object_get(e, "ip"));
+	json_int_t port = json_integer_value(json_object_get(e, "port"));
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	return ip && port > 0 && port <= 65535 && inet_pton(AF_INET, ip, &sa->sin_addr) == 1
+		       ? 0 : -1;
+}
+
+static int get_endpoints(pbox_client *c)
+{
+	char err[CLIENT_MSG_LEN];
+	json_t *res;
+	int rc = ctrl_call(&c->ctrl, "box_endpoints", NULL, (int)c->opts.timeout_ms, &res,
+			   err, sizeof(err));
+
+	if (rc < 0)
+		return client_error(c, rc, "%s", err);
+	json_int_t ver = json_integer_value(json_object_get(res, "version"));
+	json_t *eps = json_object_get(res, "endpoints");
+	size_t n = json_array_size(eps);
+	if (ver != WIRE_VERSION)
+		rc = client_error(c, PBOX_EPROTO, "box %s speaks wire protocol version %lld, "
+				  "this libpbox speaks %d", c->control, (long long)ver, WIRE_VERSION);
+	else if (n == 0 || n > UINT16_MAX)
+		rc = client_error(c, PBOX_EPROTO, "box %s lists %zu data endpoints", c->control, n);
+	else if (!(c->eps = calloc(n, sizeof(*c->eps))))
+		rc = client_error(c, PBOX_ENOMEM, "out of memory for %zu endpoints", n);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (parse_endpoint(json_array_get(eps, i), &c->eps[i]) < 0)
+			rc = client_error(c, PBOX_EPROTO, "box_endpoints: endpoint %zu of box %s "
+					  "has no valid ip/port", i, c->control);
+	c->neps = rc == 0 ? (unsigned)n : 0;
+	json_decref(res);
+	return rc;
+}
+
+static int parse_join(pbox_client *c, const json_t *res)
+{
+	const char *tok = json_string_value(json_object_get(res, "token"));
+	json_int_t id = json_integer_value(json_object_get(res, "job_id"));
+	json_int_t seg = json_integer_value(json_object_get(res, "seg_bytes"));
+	json_t *w = json_object_get(res, "world");
+	char *end = NULL;
+
+	if (tok && strlen(tok) == 16)
+		c->token = strtoull(tok, &end, 16);
+	if (!end || *end)
+		return client_error(c, PBOX_EPROTO, "job_join: box %s sent token '%s', not 16 "
+				    "hex digits", c->control, tok ? tok : "(none)");
+	if (id < 0 || id > UINT32_MAX || seg <= 0 || seg > WIRE_MAX_PAYLOAD ||
+	    seg % WIRE_PAYLOAD_ALIGN)
+		return client_error(c, PBOX_EPROTO, "job_join: box %s sent job_id %lld, "
+				    "seg_bytes %lld", c->control, (long long)id, (long long)seg);
+	if (w && json_integer_value(w) != c->world)
+		return client_error(c, PBOX_EREJECTED, "job_join: job '%s' has world %lld, "
+				    "not %d", c->job, (long long)json_integer_value(w), c->world);
+	c->job_id = (uint32_t)id;
+	c->seg_bytes = (uint32_t)seg;
+	c->chunk_bytes = (uint32_t)json_integer_value(json_object_get(res, "chunk_bytes"));
+	return 0;
+}
+
+static int open_data_and_join(pbox_client *c)
+{
+	char err[CLIENT_MSG_LEN], ip[INET_ADDRSTRLEN];
+	uint16_t port;
+	struct in_addr src;
+	json_t *res;
+	int rc = udp_open(&c->udp, WIRE_HDR_LEN + WIRE_MAX_PAYLOAD + 64, &port, err, sizeof(err));
+
+	if (rc == 0)
+		rc = udp_source_ip(&c->eps[0], &src, err, sizeof(err));
+	if (rc < 0)
+		return client_error(c, rc, "%s", err);
+	inet_ntop(AF_INET, &src, ip, sizeof(ip));
+	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "job", c->job,
+				   "rank", c->rank, "world", c->world, "data_ip", ip,
+				   "data_port", (int)port, "mtu", (json_int_t)c->opts.mtu);
+	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
+		       sizeof(err));
+	if (rc < 0)
+		return client_error(c, rc, "%s", err);
+	c->joined = true;
+	rc = parse_join(c, res);
+	json_decref(res);
+	return rc;
+}
+
+static int start_thread(pbox_client *c)
+{
+	int e;
+
+	if (xfer_init(&c->x, c->opts.window) < 0)
+		return client_error(c, PBOX_ENOMEM, "out of memory for a window of %u segments",
+				    c->opts.window);
+	c->x.ctrl_open = true;
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->evfd < 0)
+		return client_error(c, PBOX_ESYS, "eventfd: %s", strerror(errno));
+	if ((e = pthread_create(&c->thread, NULL, progress_main, c)) != 0)
+		return client_error(c, PBOX_ESYS, "cannot start the progress thread: %s",
+				    strerror(e));
+	c->thread_started = true;
+	return 0;
+}
+
+int pbox_connect(const char *control, const char *job, int rank, int world,
+		 const pbox_opts *opts, pbox_client **out)
+{
+	pbox_client *c;
+	char err[CLIENT_MSG_LEN];
+	int rc;
+
+	if (!out)
+		return PBOX_EINVAL;
+	*out = c = client_alloc();
+	if (!c)
+		return PBOX_ENOMEM;
+	rc = check_args(c, control, job, rank, world, opts);
+	if (rc == 0) {
+		uint32_t t = c->opts.timeout_ms < CLIENT_CONNECT_MAX_MS ? c->opts.timeout_ms
+									 : CLIENT_CONNECT_MAX_MS;
+		rc = ctrl_connect(&c->ctrl, c->control, (int)t, err, sizeof(err));
+		if (rc < 0)
+			client_error(c, rc, "%s", err);
+	}
+	if (rc == 0)
+		rc = get_endpoints(c);
+	if (rc == 0)
+		rc = open_data_and_join(c);
+	if (rc == 0)
+		rc = start_thread(c);
+	return rc;
+}
+
+static void stop_thread(pbox_client *c)
+{
+	if (!c->thread_started)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_mutex_unlock(&c->lock);
+	client_kick(c);
+	pthread_join(c->thread, NULL);
+	c->thread_started = false;
+}
+
+static void leave_job(pbox_client *c)
+{
+	char err[CLIENT_MSG_LEN];
+	json_t *res = NULL;
+	uint32_t t = c->opts.timeout_ms < CLIENT_LEAVE_MAX_MS ? c->opts.timeout_ms
+							       : CLIENT_LEAVE_MAX_MS;
+
+	/* ctrl_open is false once the progress thread saw the connection end */
+	if (!c->joined || c->ctrl.fd < 0 || (c->x.slots && !c->x.ctrl_open))
+		return;
+	json_t *params = json_pack("{s:I, s:i}", "job_id", (json_int_t)c->job_id, "rank", c->rank);
+	if (ctrl_call(&c->ctrl, "job_leave", params, (int)t, &res, err, sizeof(err)) == 0)
+		json_decref(res);
+}
+
+void pbox_close(pbox_client *c)
+{
+	if (!c)
+		return;
+	stop_thread(c);
+	leave_job(c);
+	while (c->live) {
+		struct pbox_req *r = c->live;
+		c->live = r->live_next;
+		free(r);
+	}
+	xfer_free(&c->x);
+	ctrl_close(&c->ctrl);
+	udp_close(&c->udp);
+	if (c->evfd >= 0)
+		close(c->evfd);
+	free(c->eps);
+	pthread_cond_destroy(&c->done_cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void client_kick(pbox_client *c)
+{
+	uint64_t one = 1;
+	ssize_t w = write(c->evfd, &one, sizeof(one));
+	(void)w; /* EAGAIN: the counter is already non-zero, the thread wakes */
+}
+
+void pbox_get_stats(const pbox_client *c, pbox_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return;
+	out->pkts_sent = __atomic_load_n(&c->stats.pkts_sent, __ATOMIC_RELAXED);
+	out->pkts_recv = __atomic_load_n(&c->stats.pkts_recv, __ATOMIC_RELAXED);
+	out->retransmits = __atomic_load_n(&c->stats.retransmits, __ATOMIC_RELAXED);
+	out->dup_results = __atomic_load_n(&c->stats.dup_results, __ATOMIC_RELAXED);
+	out->bad_packets = __atomic_load_n(&c->stats.bad_packets, __ATOMIC_RELAXED);
+	out->calls = __atomic_load_n(&c->stats.calls, __ATOMIC_RELAXED);
+}

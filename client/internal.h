@@ -1,0 +1,293 @@
+/*
+ * internal.h - libpbox's private structures and the interfaces between its
+ * files. Users include only include/pbox.h.
+ *
+ * Threads and ownership:
+ *   - The caller's threads run the public API (client.c, req.c): they
+ *     validate arguments, queue requests under c->lock and wait on
+ *     c->done_cond.
+ *   - One progress thread per client (progress.c) owns both sockets (control
+ *     TCP, data UDP), the key table and every request between submission and
+ *     completion. It learns of new requests through an eventfd. It touches a
+ *     request's buffer only while the request is active; it sets `finished`
+ *     under c->lock as the last thing it does with a request.
+ *   - Counters (c->stats) are written by the progress thread with relaxed
+ *     atomics and read the same way by pbox_get_stats.
+ * Lock order: c->lock is the only lock; nothing blocks while holding it.
+ */
+#ifndef PBOX_CLIENT_INTERNAL_H
+#define PBOX_CLIENT_INTERNAL_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "jsonl.h"
+#include "pbox.h"
+#include "segment.h"
+#include "wire.h"
+
+#define CLIENT_MSG_LEN      512
+#define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
+#define XFER_RTO_MAX_MS     1000   /* cap of the retransmission back-off */
+#define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
+#define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
+#define ABORT_GRACE_MS      300    /* wait for job_aborted's reason after ERROR */
+#define UDP_SOCKBUF_BYTES   (8 << 20)
+
+/* ---- errors.c ---------------------------------------------------------- */
+
+/* Store a formatted message as c's last error; returns rc. */
+int client_error(pbox_client *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- ctrl.c: the control connection ------------------------------------ */
+
+struct ctrl {
+	int fd;                  /* -1 when closed */
+	struct jsonl_buf in;
+	uint64_t next_id;
+	char addr[128];          /* "host:port" as given, for messages */
+};
+
+void ctrl_init(struct ctrl *k);
+/* Connect to "host:port" within timeout_ms. 0, or PBOX_EINVAL (bad
+ * address), PBOX_ECONNECT, PBOX_ENOMEM with the cause in err. */
+int ctrl_connect(struct ctrl *k, const char *hostport, int timeout_ms,
+		 char *err, size_t errlen);
+void ctrl_close(struct ctrl *k);
+/* Send a request; params is consumed. *id gets its id. 0 or PBOX_ENOMEM,
+ * PBOX_ECLOSED, PBOX_ESYS (message in err). */
+int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+	      uint64_t *id, char *err, size_t errlen);
+/* Send a request and wait for its answer (notifications are skipped), all
+ * within timeout_ms. params is consumed; *result is a new reference on
+ * success. 0, or PBOX_ETIMEDOUT, PBOX_ECLOSED, PBOX_EPROTO, PBOX_EREJECTED,
+ * PBOX_EABORTED, PBOX_ENOMEM, PBOX_ESYS; err starts with the method. */
+int ctrl_call(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+	      json_t **result, char *err, size_t errlen);
+/* Read what the socket has and hand every complete message to cb (a new
+ * parsed object, borrowed by cb). 0, PBOX_ECLOSED (end of stream or a read
+ * error), or PBOX_EPROTO (a line is not JSON or too long); err says which. */
+int ctrl_read(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
+	      char *err, size_t errlen);
+/* Map a JSON-RPC error object of `method` to a PBOX code and a message
+ * "method: box message". */
+int ctrl_error(const json_t *error, const char *method, char *err, size_t errlen);
+
+/* ---- udp.c: the data socket and its batches ---------------------------- */
+
+struct udp {
+	int fd;
+	unsigned ntx;                  /* datagrams queued in tx */
+	struct mmsghdr tx[XFER_BATCH];
+	struct iovec txiov[XFER_BATCH][2];
+	uint8_t txhdr[XFER_BATCH][WIRE_HDR_LEN];
+	struct mmsghdr rx[XFER_BATCH];
+	struct iovec rxiov[XFER_BATCH];
+	struct sockaddr_in rxaddr[XFER_BATCH];
+	uint8_t *rxbuf;                /* XFER_BATCH * rxlen */
+	size_t rxlen;
+};
+
+/* Open a non-blocking UDP socket bound to INADDR_ANY:0 with receive
+ * buffers of max_dgram bytes; *port gets its port (host order). */
+int udp_open(struct udp *u, size_t max_dgram, uint16_t *port, char *err, size_t errlen);
+void udp_close(struct udp *u);
+/* This host's source address toward dst (a throwaway connected socket). */
+int udp_source_ip(const struct sockaddr_in *dst, struct in_addr *src,
+		  char *err, size_t errlen);
+/* Queue one datagram (header copied, payload referenced until flush);
+ * flushes when the batch is full. 0 or PBOX_ESYS. */
+int udp_queue(struct udp *u, const struct sockaddr_in *to, const struct wire_msg *h,
+	      const void *payload, size_t len, char *err, size_t errlen);
+/* Send what is queued. Datagrams the kernel refuses with ENOBUFS/EAGAIN
+ * after a short wait are dropped (retransmission repairs them).
+ * Returns datagrams sent (>= 0) or PBOX_ESYS. */
+int udp_flush(struct udp *u, char *err, size_t errlen);
+/* Receive up to XFER_BATCH datagrams without blocking: count (0 if none)
+ * or PBOX_ESYS. Datagram i is udp_rx_data(u, i), u->rx[i].msg_len bytes. */
+int udp_recv(struct udp *u, char *err, size_t errlen);
+
+static inline const uint8_t *udp_rx_data(const struct udp *u, unsigned i)
+{
+	return u->rxbuf + (size_t)i * u->rxlen;
+}
+
+/* ---- keys.c: the key table of the progress thread ---------------------- */
+
+enum key_phase {
+	KEY_NEW = 0,      /* never declared, or the declaration failed */
+	KEY_DECLARING,    /* key_declare sent, no answer yet */
+	KEY_READY,        /* layout known; rounds can run */
+};
+
+struct pbox_req;
+
+struct key_state {
+	uint32_t key;
+	uint8_t phase;               /* enum key_phase */
+	uint8_t dtype;               /* as declared */
+	uint64_t count;              /* as declared */
+	struct seg_layout lay;       /* valid when READY */
+	uint32_t round;              /* rounds started so far */
+	struct pbox_req *req;        /* the call now using the key, or NULL */
+	uint32_t *slot_of;           /* nsegs: window slot + 1 of a segment in flight */
+	uint64_t *got;               /* nsegs bits: result of this round in */
+};
+
+struct keytab {
+	struct key_state **tab;      /* open addressing, cap entries */
+	uint32_t cap;                /* power of two */
+	uint32_t n;
+};
+
+void keytab_init(struct keytab *t);
+void keytab_free(struct keytab *t);
+struct key_state *keytab_find(const struct keytab *t, uint32_t key);
+/* Find or add (phase KEY_NEW); NULL if out of memory. */
+struct key_state *keytab_get(struct keytab *t, uint32_t key);
+/* Install a checked layout (takes lay.chunk_ep) and allocate the per-
+ * segment arrays. 0 or -1 (out of memory). */
+int key_set_layout(struct key_state *ks, struct seg_layout *lay);
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* State of a request inside the progress thread. */
+enum req_state {
+	REQ_QUEUED = 0,  /* submitted, not yet seen by the thread */
+	REQ_DECLARING,   /* waiting for its key's key_declare answer */
+	REQ_STREAMING,   /* segments being sent and results collected */
+};
+
+struct pbox_req {
+	pbox_client *c;
+	uint32_t key;
+	uint8_t dtype;
+	void *buf;
+	size_t count;
+	/* under c->lock */
+	bool finished;
+	int rc;
+	char msg[CLIENT_MSG_LEN];
+	struct pbox_req *sub_next;            /* submission queue */
+	struct pbox_req *live_prev, *live_next; /* not yet waited for */
+	/* progress thread only */
+	uint8_t state;                        /* enum req_state */
+	struct pbox_req *act_prev, *act_next; /* active list, FIFO */
+	struct key_state *ks;
+	uint32_t round;
+	uint32_t next_seg;                    /* first segment never sent */
+	uint32_t ndone;                       /* segments with their result */
+	uint32_t epoch;                       /* bumped on progress: resets RTO */
+	uint64_t progress_ns;                 /* last new result (or start) */
+};
+
+/* ---- xfer.c: the send/receive/retransmit engine ------------------------ */
+
+struct xslot {
+	struct pbox_req *req;        /* NULL = free */
+	uint32_t seg;
+	uint32_t nretx;              /* retransmissions since req's epoch */
+	uint32_t epoch;
+	uint64_t deadline_ns;        /* next retransmission */
+};
+
+struct rpc_pending {
+	uint64_t id;
+	struct key_state *ks;
+	struct rpc_pending *next;
+};
+
+/* Everything the progress thread owns besides the sockets. */
+struct xfer {
+	struct xslot *slots;         /* opts.window */
+	struct seg_window win;
+	struct pbox_req *act_head, *act_tail;
+	struct keytab keys;
+	struct rpc_pending *rpcs;    /* key_declare calls awaiting an answer */
+	uint64_t next_retx_ns;       /* earliest slot deadline, UINT64_MAX none */
+	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
+	bool ctrl_open;
+	char err[CLIENT_MSG_LEN];    /* scratch for socket errors */
+	int pend_rc;                 /* socket error to apply (xfer_apply_pending) */
+	char pend_msg[CLIENT_MSG_LEN];
+};
+
+int xfer_init(struct xfer *x, uint32_t window);
+void xfer_free(struct xfer *x);
+uint64_t now_ns(void);
+
+/* Append r to the active list. */
+void xfer_activate(pbox_client *c, struct pbox_req *r);
+/* Start round streaming of r (key READY, sizes checked). */
+void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now);
+/* Send new segments while the window has room. */
+void xfer_fill(pbox_client *c, uint64_t now);
+/* Receive and apply what the data socket has. */
+void xfer_recv(pbox_client *c, uint64_t now);
+/* Retransmit overdue segments; fail requests without progress. */
+void xfer_timers(pbox_client *c, uint64_t now);
+/* Complete r with rc (and msg when rc < 0): leave the active list, release
+ * its slots and key, wake waiters. r must not be touched afterwards. */
+void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg);
+/* Fail every active request and remember rc/msg for later calls. */
+void xfer_fatal(pbox_client *c, int rc, const char *msg);
+/* Fail the client with a socket error recorded during I/O, if any. */
+void xfer_apply_pending(pbox_client *c);
+/* Poll timeout in ms until the next timer. */
+int xfer_poll_ms(const pbox_client *c, uint64_t now);
+
+/* ---- progress.c -------------------------------------------------------- */
+
+void *progress_main(void *arg);
+/* Handle a request the thread has just taken from the submission queue. */
+void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now);
+
+/* ---- the client -------------------------------------------------------- */
+
+struct pbox_client {
+	/* set by pbox_connect, read-only afterwards */
+	char control[128];
+	char job[64];
+	int rank, world;
+	pbox_opts opts;
+	uint32_t job_id;
+	uint64_t token;
+	uint32_t seg_bytes, chunk_bytes;
+	unsigned neps;
+	struct sockaddr_in *eps;     /* box_endpoints, index = endpoint */
+	struct ctrl ctrl;
+	struct udp udp;
+	int evfd;                    /* wakes the progress thread */
+	bool joined;
+	/* progress thread */
+	pthread_t thread;
+	bool thread_started;
+	struct xfer x;
+	/* shared, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	bool stop;
+	struct pbox_req *sub_head, *sub_tail;
+	struct pbox_req *live;
+	int fatal_rc;                /* 0, or the error every call now gets */
+	char fatal_msg[CLIENT_MSG_LEN];
+	char last_err[CLIENT_MSG_LEN];
+	/* written by the progress thread (relaxed atomics) */
+	pbox_stats stats;
+};
+
+static inline void stat_add(uint64_t *ctr, uint64_t n)
+{
+	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
+}
+
+/* Wake the progress thread. */
+void client_kick(pbox_client *c);
+
+#endif

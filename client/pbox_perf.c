@@ -1,0 +1,381 @@
+/*
+ * pbox_perf.c - pbox-perf, an allreduce benchmark and checker in the style
+ * of nccl-tests' all_reduce_perf. Every rank of a job runs it; rank 0 prints
+ * one line per size: bytes, count, dtype, time per call, algbw, busbw and
+ * the number of wrong elements. With --check every rank fills its buffer
+ * with small integers (depending on rank, index and iteration) whose sum is
+ * exact in every dtype and verifies every element after every iteration.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pbox.h"
+
+struct perf_args {
+	const char *control, *job;
+	int rank, world;
+	size_t minbytes, maxbytes;
+	double stepfactor;
+	int iters, warmup, keys, check;
+	pbox_dtype dtype;
+	pbox_opts opts;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pbox-perf --control HOST:PORT --job NAME --rank R --world N [options]\n"
+		"  --control H:P       box control address (default $PBOX_CONTROL)\n"
+		"  --job NAME          job to join (all ranks use the same)\n"
+		"  --rank R --world N  this worker's rank and the number of workers\n"
+		"  --minbytes B        smallest size (default 4; K, M, G suffixes)\n"
+		"  --maxbytes B        largest size (default 64M)\n"
+		"  --stepfactor F      size multiplier between lines (default 2)\n"
+		"  --iters I           timed calls per size (default 20)\n"
+		"  --warmup W          untimed calls per size first (default 2)\n"
+		"  --dtype T           f32, f16 or bf16 (default f32)\n"
+		"  --keys K            split each size over K keys reduced at once with\n"
+		"                      pbox_iallreduce (default 1)\n"
+		"  --check             fill exact-sum data and verify every element\n"
+		"  --window W --rto-ms MS --timeout-ms MS --mtu M   pbox_opts (0 = default)\n"
+		"\n"
+		"time is the mean per call (all keys of a size); algbw = bytes / time;\n"
+		"busbw = algbw * 2*(n-1)/n, nccl's allreduce factor, so the numbers compare\n"
+		"with ring allreduce. Each size's keys are declared on first use: the box\n"
+		"keeps every size's keys, about twice maxbytes in total.\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double mul = 1;
+
+	if (end == s || errno || v < 0)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1024; end++; break;
+	case 'm': case 'M': mul = 1024 * 1024; end++; break;
+	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end)
+		return -1;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+static int parse_int(const char *s, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || *end || v < 0 || v > 1 << 30)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct perf_args *a)
+{
+	static const struct option lo[] = {
+		{ "control", 1, 0, 'c' }, { "job", 1, 0, 'j' }, { "rank", 1, 0, 'r' },
+		{ "world", 1, 0, 'n' }, { "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' },
+		{ "stepfactor", 1, 0, 'f' }, { "iters", 1, 0, 'i' }, { "warmup", 1, 0, 'w' },
+		{ "dtype", 1, 0, 'd' }, { "keys", 1, 0, 'k' }, { "check", 0, 0, 'C' },
+		{ "window", 1, 0, 'W' }, { "rto-ms", 1, 0, 'R' }, { "timeout-ms", 1, 0, 'T' },
+		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	int o, v, bad = 0;
+
+	*a = (struct perf_args){ .rank = -1, .world = -1, .minbytes = 4, .maxbytes = 64 << 20,
+				 .stepfactor = 2, .iters = 20, .warmup = 2, .keys = 1 };
+	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (o) {
+		case 'c': a->control = optarg; break;
+		case 'j': a->job = optarg; break;
+		case 'r': bad |= parse_int(optarg, &a->rank); break;
+		case 'n': bad |= parse_int(optarg, &a->world); break;
+		case 'b': bad |= parse_size(optarg, &a->minbytes); break;
+		case 'e': bad |= parse_size(optarg, &a->maxbytes); break;
+		case 'f': a->stepfactor = atof(optarg); break;
+		case 'i': bad |= parse_int(optarg, &a->iters); break;
+		case 'w': bad |= parse_int(optarg, &a->warmup); break;
+		case 'k': bad |= parse_int(optarg, &a->keys); break;
+		case 'C': a->check = 1; break;
+		case 'W': bad |= parse_int(optarg, &v); a->opts.window = (uint32_t)v; break;
+		case 'R': bad |= parse_int(optarg, &v); a->opts.rto_ms = (uint32_t)v; break;
+		case 'T': bad |= parse_int(optarg, &v); a->opts.timeout_ms = (uint32_t)v; break;
+		case 'M': bad |= parse_int(optarg, &v); a->opts.mtu = (uint32_t)v; break;
+		case 'd':
+			a->dtype = !strcmp(optarg, "f32") ? PBOX_F32 : !strcmp(optarg, "f16") ? PBOX_F16
+				 : !strcmp(optarg, "bf16") ? PBOX_BF16 : (pbox_dtype)-1;
+			bad |= (int)a->dtype < 0 ? -1 : 0;
+			break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (bad || optind != argc || !a->job || a->world < 1 || a->rank < 0 ||
+	    a->rank >= a->world || a->keys < 1 || a->iters < 1 || a->stepfactor <= 1 ||
+	    a->minbytes < 1 || a->maxbytes < a->minbytes) {
+		fprintf(stderr, "pbox-perf: bad or missing arguments (need --job, --rank, "
+			"--world; --keys/--iters >= 1; --stepfactor > 1; minbytes <= maxbytes)\n");
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+static size_t elem_size(pbox_dtype t)
+{
+	return t == PBOX_F32 ? 4 : 2;
+}
+
+/* Exact encodings of small integers (|v| <= 2048) in the 16-bit types. */
+static uint16_t int_to_f16(int v)
+{
+	uint16_t sign = v < 0 ? 0x8000 : 0;
+	unsigned a = (unsigned)abs(v), e = 0;
+
+	if (a == 0)
+		return 0;
+	while ((a >> e) > 1)
+		e++;
+	/* a = 1.m * 2^e, 10 fraction bits */
+	return (uint16_t)(sign | (e + 15) << 10 | ((a << 10 >> e) & 0x3FF));
+}
+
+static uint16_t float_bits_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)(u >> 16); /* exact for small integers */
+}
+
+static float f16_to_float(uint16_t h)
+{
+	int e = (h >> 10) & 0x1F;
+	float m = (float)(h & 0x3FF);
+	float v = e == 0 ? ldexpf(m, -24) : e == 31 ? (m ? NAN : INFINITY)
+					   : ldexpf(1024 + m, e - 25);
+	return (h & 0x8000) ? -v : v;
+}
+
+static float bf16_to_float(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Rank r's value at index i in iteration it: an integer in [-4, 3], so any
+ * sum of up to 64 ranks is an integer of magnitude <= 256, exact in f32,
+ * f16 and bf16 at every partial sum. */
+static int value(int r, size_t i, int it)
+{
+	return (int)((i + (size_t)r + (size_t)it) % 8) - 4;
+}
+
+static void store(void *buf, pbox_dtype t, size_t i, int v)
+{
+	if (t == PBOX_F32)
+		((float *)buf)[i] = (float)v;
+	else if (t == PBOX_F16)
+		((uint16_t *)buf)[i] = int_to_f16(v);
+	else
+		((uint16_t *)buf)[i] = float_bits_to_bf16((float)v);
+}
+
+static float load(const void *buf, pbox_dtype t, size_t i)
+{
+	if (t == PBOX_F32)
+		return ((const float *)buf)[i];
+	if (t == PBOX_F16)
+		return f16_to_float(((const uint16_t *)buf)[i]);
+	return bf16_to_float(((const uint16_t *)buf)[i]);
+}
+
+static void fill(void *buf, pbox_dtype t, size_t count, int rank, int it)
+{
+	for (size_t i = 0; i < count; i++)
+		store(buf, t, i, value(rank, i, it));
+}
+
+/* Number of wrong elements; the first is reported on stderr. */
+static size_t verify(const void *buf, pbox_dtype t, size_t count, int world, int it,
+		     int rank, size_t bytes)
+{
+	int expect[8];
+	size_t wrong = 0;
+
+	for (int p = 0; p < 8; p++) {
+		expect[p] = 0;
+		for (int r = 0; r < world; r++)
+			expect[p] += value(r, (size_t)p, it);
+	}
+	for (size_t i = 0; i < count; i++) {
+		float got = load(buf, t, i);
+		if (got != (float)expect[i % 8]) {
+			if (wrong++ == 0)
+				fprintf(stderr, "pbox-perf: rank %d size %zu iteration %d: element %zu "
+					"expected %d got %g\n", rank, bytes, it, i, expect[i % 8],
+					(double)got);
+		}
+	}
+	return wrong;
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* One call of a size: all keys started, then all waited. */
+static int run_once(pbox_client *c, uint32_t key0, int nkeys, char *buf, size_t count,
+		    pbox_dtype t)
+{
+	pbox_req *reqs[nkeys];
+	size_t per = count / (size_t)nkeys, esz = elem_size(t);
+	int rc = 0, started = 0;
+
+	for (int k = 0; k < nkeys && rc == 0; k++, started++) {
+		size_t n = k == nkeys - 1 ? count - per * (size_t)k : per;
+		rc = pbox_iallreduce(c, key0 + (uint32_t)k, buf + per * (size_t)k * esz, n, t,
+				     &reqs[k]);
+		if (rc < 0)
+			break;
+	}
+	for (int k = 0; k < started; k++) {
+		int w = pbox_wait(reqs[k]);
+		if (w < 0 && rc == 0)
+			rc = w;
+	}
+	return rc;
+}
+
+struct size_result {
+	double us;
+	size_t wrong;
+};
+
+static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, int nkeys,
+		    char *buf, size_t count, struct size_result *res)
+{
+	size_t bytes = count * elem_size(a->dtype);
+	double total = 0;
+
+	res->wrong = 0;
+	for (int it = 0; it < a->warmup + a->iters; it++) {
+		if (a->check || it == 0)
+			fill(buf, a->dtype, count, a->rank, it);
+		double t0 = now_us();
+		int rc = run_once(c, key0, nkeys, buf, count, a->dtype);
+		double t1 = now_us();
+		if (rc < 0) {
+			fprintf(stderr, "pbox-perf: rank %d size %zu: %s: %s\n", a->rank, bytes,
+				pbox_strerror(rc), pbox_last_error(c));
+			return rc;
+		}
+		if (it >= a->warmup)
+			total += t1 - t0;
+		if (a->check)
+			res->wrong += verify(buf, a->dtype, count, a->world, it, a->rank, bytes);
+		if (res->wrong)
+			break;
+	}
+	res->us = total / a->iters;
+	return 0;
+}
+
+static void print_header(const struct perf_args *a)
+{
+	printf("# pbox-perf: job %s, world %d, dtype %s, keys %d, iters %d, warmup %d%s\n",
+	       a->job, a->world, a->dtype == PBOX_F32 ? "f32" : a->dtype == PBOX_F16 ? "f16" : "bf16",
+	       a->keys, a->iters, a->warmup, a->check ? ", check" : "");
+	printf("# busbw = algbw * 2*(n-1)/n (nccl's allreduce factor)\n");
+	printf("#%13s %12s %6s %11s %12s %12s %7s\n", "size(B)", "count", "type", "time(us)",
+	       "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+static void print_line(const struct perf_args *a, size_t bytes, size_t count,
+		       const struct size_result *r)
+{
+	double algbw = r->us > 0 ? (double)bytes / (r->us * 1e3) : 0;
+	double busbw = algbw * 2.0 * (a->world - 1) / a->world;
+	char wrong[32];
+
+	if (a->check)
+		snprintf(wrong, sizeof(wrong), "%zu", r->wrong);
+	else
+		snprintf(wrong, sizeof(wrong), "N/A");
+	printf(" %13zu %12zu %6s %11.1f %12.3f %12.3f %7s\n", bytes, count,
+	       a->dtype == PBOX_F32 ? "f32" : a->dtype == PBOX_F16 ? "f16" : "bf16",
+	       r->us, algbw, busbw, wrong);
+	fflush(stdout);
+}
+
+static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
+{
+	size_t esz = elem_size(a->dtype);
+	uint32_t idx = 0;
+
+	for (double s = (double)a->minbytes; s <= (double)a->maxbytes; s *= a->stepfactor, idx++) {
+		size_t count = (size_t)s / esz;
+		if (count == 0)
+			continue;
+		int nkeys = (size_t)a->keys < count ? a->keys : (int)count;
+		struct size_result res;
+		int rc = run_size(c, a, idx * (uint32_t)a->keys, nkeys, buf, count, &res);
+		if (rc < 0)
+			return rc;
+		if (a->rank == 0)
+			print_line(a, count * esz, count, &res);
+		if (res.wrong)
+			return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct perf_args a;
+	pbox_client *c;
+	pbox_stats st;
+
+	if (parse_args(argc, argv, &a) < 0)
+		return 2;
+	char *buf = malloc(a.maxbytes + 64);
+	if (!buf) {
+		fprintf(stderr, "pbox-perf: cannot allocate %zu bytes\n", a.maxbytes);
+		return 1;
+	}
+	int rc = pbox_connect(a.control, a.job, a.rank, a.world, &a.opts, &c);
+	if (rc < 0) {
+		fprintf(stderr, "pbox-perf: rank %d: connect: %s: %s\n", a.rank, pbox_strerror(rc),
+			pbox_last_error(c));
+		pbox_close(c);
+		free(buf);
+		return 1;
+	}
+	if (a.rank == 0)
+		print_header(&a);
+	rc = run_all(c, &a, buf);
+	pbox_get_stats(c, &st);
+	if (a.rank == 0)
+		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
+		       " dup_results %" PRIu64 " bad %" PRIu64 "\n", st.pkts_sent, st.pkts_recv,
+		       st.retransmits, st.dup_results, st.bad_packets);
+	pbox_close(c);
+	free(buf);
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,279 @@
+/*
+ * progress.c - the progress thread of a libpbox client: one poll() loop
+ * over the eventfd (new requests, stop), the control connection (answers to
+ * key_declare, the job_aborted notification, end of stream) and the data
+ * socket (RESULT and ERROR packets), then the window fill and the timers.
+ *
+ * Request life: QUEUED (in c->sub_*) -> admitted here -> DECLARING (first
+ * use of its key: key_declare sent, answer awaited without blocking) ->
+ * STREAMING (xfer.c) -> finished (xfer_finish). A key's state lives in the
+ * key table and outlives requests, so a late key_declare answer for a
+ * request that already timed out still completes the key's declaration.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CTRL_SEND_MS 1000
+
+static void finish_fmt(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void finish_fmt(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
+{
+	char msg[CLIENT_MSG_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	xfer_finish(c, r, rc, msg);
+}
+
+/* Start r on its READY key if the call matches the declaration. */
+static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	struct key_state *ks = r->ks;
+
+	if (ks->count != r->count || ks->dtype != r->dtype) {
+		finish_fmt(c, r, PBOX_EINVAL,
+			   "job '%s' rank %d key %u: declared with %llu %s elements, this call "
+			   "has %zu %s (use another key for another size)", c->job, c->rank,
+			   r->key, (unsigned long long)ks->count, wire_dtype_name(ks->dtype),
+			   r->count, wire_dtype_name(r->dtype));
+		return;
+	}
+	xfer_start(c, r, now);
+}
+
+static void send_declare(pbox_client *c, struct pbox_req *r)
+{
+	struct key_state *ks = r->ks;
+	struct rpc_pending *p = calloc(1, sizeof(*p));
+	char err[CLIENT_MSG_LEN];
+
+	if (!p) {
+		finish_fmt(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
+			   c->job, c->rank, r->key);
+		return;
+	}
+	json_t *params = json_pack("{s:I, s:i, s:I, s:I, s:s}", "job_id", (json_int_t)c->job_id,
+				   "rank", c->rank, "key", (json_int_t)r->key,
+				   "count", (json_int_t)r->count, "dtype", wire_dtype_name(r->dtype));
+	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
+	if (rc < 0) {
+		free(p);
+		finish_fmt(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, err);
+		return;
+	}
+	p->ks = ks;
+	p->next = c->x.rpcs;
+	c->x.rpcs = p;
+	ks->phase = KEY_DECLARING;
+	ks->count = r->count;
+	ks->dtype = r->dtype;
+}
+
+void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	struct key_state *ks;
+	int fatal;
+	char msg[CLIENT_MSG_LEN];
+
+	xfer_activate(c, r);
+	pthread_mutex_lock(&c->lock);
+	fatal = c->fatal_rc;
+	memcpy(msg, c->fatal_msg, sizeof(msg));
+	pthread_mutex_unlock(&c->lock);
+	if (fatal) {
+		xfer_finish(c, r, fatal, msg);
+		return;
+	}
+	ks = keytab_get(&c->x.keys, r->key);
+	if (!ks) {
+		finish_fmt(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for the key",
+			   c->job, c->rank, r->key);
+		return;
+	}
+	r->ks = ks;
+	ks->req = r;
+	r->state = REQ_DECLARING;
+	r->progress_ns = now;
+	if (ks->phase == KEY_READY)
+		start_checked(c, r, now);
+	else if (ks->phase == KEY_NEW)
+		send_declare(c, r);
+	/* KEY_DECLARING: an earlier declaration's answer will start r */
+}
+
+/* Parse a key_declare result into *l (chunk_ep allocated). 0 or -1. */
+static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_bytes,
+			unsigned neps, struct seg_layout *l, char *err, size_t errlen)
+{
+	json_t *chunks = json_object_get(res, "chunks");
+	const char *dtype = json_string_value(json_object_get(res, "dtype"));
+
+	memset(l, 0, sizeof(*l));
+	l->count = (uint64_t)json_integer_value(json_object_get(res, "count"));
+	l->elem = (uint32_t)wire_dtype_size(ks->dtype);
+	l->seg_elems = (uint32_t)json_integer_value(json_object_get(res, "seg_elems"));
+	l->nsegs = (uint32_t)json_integer_value(json_object_get(res, "nsegs"));
+	l->segs_per_chunk = (uint32_t)json_integer_value(json_object_get(res, "segs_per_chunk"));
+	l->nchunks = (uint32_t)json_array_size(chunks);
+	if ((uint32_t)json_integer_value(json_object_get(res, "key")) != ks->key ||
+	    wire_dtype_parse(dtype) != ks->dtype || !json_is_array(chunks)) {
+		snprintf(err, errlen, "key, dtype or chunks differ from the declaration");
+		return -1;
+	}
+	l->chunk_ep = calloc(l->nchunks ? l->nchunks : 1, sizeof(*l->chunk_ep));
+	if (!l->chunk_ep) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < l->nchunks; i++) {
+		json_int_t ep = json_integer_value(json_array_get(chunks, i));
+		l->chunk_ep[i] = ep < 0 || ep > UINT16_MAX ? UINT16_MAX : (uint16_t)ep;
+	}
+	return seg_layout_check(l, ks->count, ks->dtype, seg_bytes, neps, err, errlen);
+}
+
+static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t *res,
+			      uint64_t now)
+{
+	struct seg_layout l;
+	char err[CLIENT_MSG_LEN];
+	struct pbox_req *r = ks->req;
+
+	if (parse_layout(res, ks, c->seg_bytes, c->neps, &l, err, sizeof(err)) < 0 ||
+	    key_set_layout(ks, &l) < 0) {
+		free(l.chunk_ep);
+		ks->phase = KEY_NEW;
+		if (r)
+			finish_fmt(c, r, PBOX_EPROTO, "job '%s' rank %d key %u: bad key_declare "
+				   "answer from box %s: %s", c->job, c->rank, ks->key, c->control, err);
+		return;
+	}
+	if (r && r->state == REQ_DECLARING)
+		start_checked(c, r, now);
+}
+
+static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t now)
+{
+	struct rpc_pending **pp = &c->x.rpcs, *p;
+
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	if (!(p = *pp))
+		return; /* not ours (anymore) */
+	*pp = p->next;
+	struct key_state *ks = p->ks;
+	free(p);
+	json_t *e = json_object_get(msg, "error");
+	if (e) {
+		char err[CLIENT_MSG_LEN];
+		int rc = ctrl_error(e, "key_declare", err, sizeof(err));
+		ks->phase = KEY_NEW;
+		if (ks->req)
+			finish_fmt(c, ks->req, rc, "job '%s' rank %d key %u: %s", c->job,
+				   c->rank, ks->key, err);
+		return;
+	}
+	on_declare_result(c, ks, json_object_get(msg, "result"), now);
+}
+
+static void on_notification(pbox_client *c, const char *method, const json_t *params)
+{
+	char msg[CLIENT_MSG_LEN];
+	json_t *jid = json_object_get(params, "job_id");
+
+	if (strcmp(method, "job_aborted") != 0)
+		return;
+	if (json_is_integer(jid) && (uint32_t)json_integer_value(jid) != c->job_id)
+		return;
+	const char *reason = json_string_value(json_object_get(params, "reason"));
+	snprintf(msg, sizeof(msg), "job '%s' aborted: %s", c->job,
+		 reason ? reason : "(the box gave no reason)");
+	xfer_fatal(c, PBOX_EABORTED, msg);
+}
+
+static void on_ctrl_msg(void *arg, json_t *msg)
+{
+	pbox_client *c = arg;
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	json_t *id = json_object_get(msg, "id");
+
+	if (method && !id)
+		on_notification(c, method, json_object_get(msg, "params"));
+	else if (!method && json_is_integer(id))
+		on_answer(c, msg, (uint64_t)json_integer_value(id), now_ns());
+}
+
+static void read_ctrl(pbox_client *c)
+{
+	char err[CLIENT_MSG_LEN];
+	int rc = ctrl_read(&c->ctrl, on_ctrl_msg, c, err, sizeof(err));
+
+	if (rc < 0) {
+		c->x.ctrl_open = false;
+		xfer_fatal(c, rc, err);
+	}
+}
+
+/* Take the submitted requests; false once pbox_close asked to stop. */
+static bool take_submissions(pbox_client *c, uint64_t now)
+{
+	uint64_t v;
+	struct pbox_req *r;
+	bool stop;
+
+	if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return true;
+	pthread_mutex_lock(&c->lock);
+	r = c->sub_head;
+	c->sub_head = c->sub_tail = NULL;
+	stop = c->stop;
+	pthread_mutex_unlock(&c->lock);
+	while (r) {
+		struct pbox_req *next = r->sub_next;
+		r->sub_next = NULL;
+		progress_admit(c, r, now);
+		r = next;
+	}
+	return !stop;
+}
+
+void *progress_main(void *arg)
+{
+	pbox_client *c = arg;
+
+	for (;;) {
+		struct pollfd p[3] = {
+			{ .fd = c->evfd, .events = POLLIN },
+			{ .fd = c->x.ctrl_open ? c->ctrl.fd : -1, .events = POLLIN },
+			{ .fd = c->udp.fd, .events = POLLIN },
+		};
+		if (poll(p, 3, xfer_poll_ms(c, now_ns())) < 0 && errno != EINTR) {
+			snprintf(c->x.pend_msg, sizeof(c->x.pend_msg), "poll: %s", strerror(errno));
+			xfer_fatal(c, PBOX_ESYS, c->x.pend_msg);
+		}
+		uint64_t now = now_ns();
+		if ((p[0].revents & POLLIN) && !take_submissions(c, now))
+			break;
+		if (p[1].revents)
+			read_ctrl(c);
+		if (p[2].revents & POLLIN)
+			xfer_recv(c, now);
+		xfer_apply_pending(c);
+		xfer_fill(c, now);
+		xfer_timers(c, now_ns());
+		xfer_apply_pending(c);
+	}
+	xfer_fatal(c, PBOX_ECLOSED, "the client was closed (pbox_close) during the call");
+	return NULL;
+}

@@ -1,0 +1,148 @@
+/*
+ * req.c - the calls of libpbox: pbox_iallreduce validates a call and
+ * queues it for the progress thread; pbox_wait blocks on the client's
+ * condition variable until the thread finishes it (every request is
+ * bounded by opts.timeout_ms there, so no wait is unbounded);
+ * pbox_allreduce is the two together.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Checks that need no connection, then the ones that need seg_bytes. */
+static int check_call(pbox_client *c, uint32_t key, const void *buf, size_t count,
+		      pbox_dtype dtype)
+{
+	char err[CLIENT_MSG_LEN];
+	size_t esz = wire_dtype_size((unsigned)dtype);
+
+	if (!buf)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: buf is NULL",
+				    c->job, c->rank, key);
+	if (count == 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: count is 0",
+				    c->job, c->rank, key);
+	if (esz == 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: unknown dtype %d "
+				    "(use PBOX_F32, PBOX_F16 or PBOX_BF16)", c->job, c->rank,
+				    key, (int)dtype);
+	if (!c->thread_started) {
+		char why[CLIENT_MSG_LEN];
+		pthread_mutex_lock(&c->lock);
+		memcpy(why, c->last_err, sizeof(why));
+		pthread_mutex_unlock(&c->lock);
+		return client_error(c, PBOX_EINVAL, "the client is not connected (pbox_connect "
+				    "failed: %s)", why[0] ? why : "?");
+	}
+	if (seg_count_check(count, (unsigned)dtype, c->seg_bytes, err, sizeof(err)) < 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
+				    c->rank, key, err);
+	return 0;
+}
+
+static bool key_busy(const pbox_client *c, uint32_t key)
+{
+	for (const struct pbox_req *r = c->live; r; r = r->live_next)
+		if (r->key == key && !r->finished)
+			return true;
+	return false;
+}
+
+/* Queue r unless the client failed or the key is busy; under c->lock. */
+static int submit_locked(pbox_client *c, struct pbox_req *r)
+{
+	if (c->fatal_rc) {
+		snprintf(c->last_err, sizeof(c->last_err), "%s", c->fatal_msg);
+		return c->fatal_rc;
+	}
+	if (key_busy(c, r->key)) {
+		snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a call on "
+			 "this key is still in flight (wait for it first)", c->job, c->rank, r->key);
+		return PBOX_EBUSY;
+	}
+	if (c->sub_tail)
+		c->sub_tail->sub_next = r;
+	else
+		c->sub_head = r;
+	c->sub_tail = r;
+	r->live_next = c->live;
+	if (c->live)
+		c->live->live_prev = r;
+	c->live = r;
+	return 0;
+}
+
+int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		    pbox_dtype dtype, pbox_req **req)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
+	*req = NULL;
+	int rc = check_call(c, key, buf, count, dtype);
+	if (rc < 0)
+		return rc;
+	struct pbox_req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
+				    c->job, c->rank, key);
+	r->c = c;
+	r->key = key;
+	r->buf = buf;
+	r->count = count;
+	r->dtype = (uint8_t)dtype;
+	pthread_mutex_lock(&c->lock);
+	rc = submit_locked(c, r);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		free(r);
+		return rc;
+	}
+	client_kick(c);
+	*req = r;
+	return 0;
+}
+
+int pbox_wait(pbox_req *r)
+{
+	if (!r)
+		return PBOX_EINVAL;
+	pbox_client *c = r->c;
+	pthread_mutex_lock(&c->lock);
+	while (!r->finished)
+		pthread_cond_wait(&c->done_cond, &c->lock);
+	int rc = r->rc;
+	if (rc < 0)
+		memcpy(c->last_err, r->msg, sizeof(c->last_err));
+	if (r->live_prev)
+		r->live_prev->live_next = r->live_next;
+	else
+		c->live = r->live_next;
+	if (r->live_next)
+		r->live_next->live_prev = r->live_prev;
+	pthread_mutex_unlock(&c->lock);
+	free(r);
+	return rc;
+}
+
+int pbox_test(pbox_req *r)
+{
+	if (!r)
+		return 1;
+	pthread_mutex_lock(&r->c->lock);
+	int done = r->finished;
+	pthread_mutex_unlock(&r->c->lock);
+	return done;
+}
+
+int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		   pbox_dtype dtype)
+{
+	pbox_req *r;
+	int rc = pbox_iallreduce(c, key, buf, count, dtype, &r);
+
+	return rc < 0 ? rc : pbox_wait(r);
+}

@@ -1,0 +1,157 @@
+/*
+ * segment.c - layout math of libpbox: segment and chunk counts, checks of a
+ * box-supplied layout, the window slot pool, RTO back-off and the result
+ * bitmap. Pure functions, see segment.h.
+ */
+#include "segment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "wire.h"
+
+uint32_t seg_elems_of(uint32_t seg_bytes, unsigned dtype)
+{
+	size_t esz = wire_dtype_size(dtype);
+
+	if (esz == 0 || seg_bytes == 0 || seg_bytes % esz != 0)
+		return 0;
+	return seg_bytes / (uint32_t)esz;
+}
+
+uint64_t seg_nsegs(uint64_t count, uint32_t seg_elems)
+{
+	if (seg_elems == 0)
+		return 0;
+	return count / seg_elems + (count % seg_elems != 0);
+}
+
+uint64_t seg_nchunks(uint64_t nsegs, uint32_t segs_per_chunk)
+{
+	if (segs_per_chunk == 0)
+		return 0;
+	return nsegs / segs_per_chunk + (nsegs % segs_per_chunk != 0);
+}
+
+int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
+		    char *err, size_t errlen)
+{
+	size_t esz = wire_dtype_size(dtype);
+	uint32_t seg_elems = seg_elems_of(seg_bytes, dtype);
+
+	if (esz == 0) {
+		snprintf(err, errlen, "unknown dtype %u (use PBOX_F32, PBOX_F16 or PBOX_BF16)", dtype);
+		return -1;
+	}
+	if (count == 0) {
+		snprintf(err, errlen, "count is 0");
+		return -1;
+	}
+	if (count > SIZE_MAX / esz) {
+		snprintf(err, errlen, "count %zu of %s overflows the address space",
+			 count, wire_dtype_name(dtype));
+		return -1;
+	}
+	if (seg_elems == 0) {
+		snprintf(err, errlen, "segment size %u bytes cannot hold %s elements",
+			 seg_bytes, wire_dtype_name(dtype));
+		return -1;
+	}
+	if (seg_nsegs(count, seg_elems) > UINT32_MAX) {
+		snprintf(err, errlen, "count %zu of %s needs more than 2^32 segments of %u bytes",
+			 count, wire_dtype_name(dtype), seg_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+static int layout_sizes_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
+			      uint32_t seg_bytes, char *err, size_t errlen)
+{
+	uint32_t want_elems = seg_elems_of(seg_bytes, dtype);
+
+	if (l->count != count) {
+		snprintf(err, errlen, "count %llu, declared %llu",
+			 (unsigned long long)l->count, (unsigned long long)count);
+		return -1;
+	}
+	if (l->seg_elems != want_elems || want_elems == 0 || want_elems > UINT16_MAX) {
+		snprintf(err, errlen, "seg_elems %u, expected %u for %u-byte segments of %s",
+			 l->seg_elems, want_elems, seg_bytes,
+			 wire_dtype_name(dtype) ? wire_dtype_name(dtype) : "?");
+		return -1;
+	}
+	if (l->nsegs != seg_nsegs(count, want_elems)) {
+		snprintf(err, errlen, "nsegs %u, expected %llu", l->nsegs,
+			 (unsigned long long)seg_nsegs(count, want_elems));
+		return -1;
+	}
+	if (l->segs_per_chunk == 0 || l->nchunks != seg_nchunks(l->nsegs, l->segs_per_chunk)) {
+		snprintf(err, errlen, "%u chunks of %u segments do not cover %u segments",
+			 l->nchunks, l->segs_per_chunk, l->nsegs);
+		return -1;
+	}
+	return 0;
+}
+
+int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
+		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen)
+{
+	if (layout_sizes_check(l, count, dtype, seg_bytes, err, errlen) < 0)
+		return -1;
+	if (l->elem != wire_dtype_size(dtype)) {
+		snprintf(err, errlen, "element size %u, expected %zu", l->elem,
+			 wire_dtype_size(dtype));
+		return -1;
+	}
+	for (uint32_t i = 0; i < l->nchunks; i++) {
+		if (l->chunk_ep[i] >= neps) {
+			snprintf(err, errlen, "chunk %u names endpoint %u of %u", i,
+				 l->chunk_ep[i], neps);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+uint32_t seg_rto_ms(uint32_t base_ms, uint32_t nretx, uint32_t max_ms)
+{
+	uint64_t rto = base_ms;
+
+	for (uint32_t i = 0; i < nretx && rto < max_ms; i++)
+		rto *= 2;
+	return rto > max_ms ? max_ms : (uint32_t)rto;
+}
+
+int seg_window_init(struct seg_window *w, uint32_t cap)
+{
+	w->cap = cap;
+	w->nfree = 0;
+	w->free = cap ? calloc(cap, sizeof(*w->free)) : NULL;
+	if (!w->free)
+		return -1;
+	/* Hand out low indexes first: slot 0 is on top of the stack. */
+	for (uint32_t i = cap; i-- > 0;)
+		w->free[w->nfree++] = i;
+	return 0;
+}
+
+void seg_window_free(struct seg_window *w)
+{
+	free(w->free);
+	w->free = NULL;
+	w->cap = w->nfree = 0;
+}
+
+uint32_t seg_bitmap_first_clear(const uint64_t *bm, uint32_t nsegs)
+{
+	size_t nw = seg_bitmap_words(nsegs);
+
+	for (size_t i = 0; i < nw; i++) {
+		if (bm[i] != UINT64_MAX) {
+			uint32_t s = (uint32_t)(i * 64) + (uint32_t)__builtin_ctzll(~bm[i]);
+			return s < nsegs ? s : nsegs;
+		}
+	}
+	return nsegs;
+}

@@ -1,0 +1,136 @@
+/*
+ * segment.h - the pure layout math of libpbox: how a key's buffer is cut
+ * into segments (one packet each) and chunks (one box endpoint each), the
+ * checks on a layout the box sent back from key_declare, the fixed pool of
+ * in-flight window slots, the retransmission back-off and the per-segment
+ * "result received" bitmap. No I/O and no locks, so it is unit tested on
+ * its own (tests/unit/test_client_segment.c).
+ *
+ * Layout rules (docs/protocol.md "Segments, chunks and sizes"):
+ *   seg_elems = seg_bytes / sizeof(dtype)
+ *   nsegs     = ceil(count / seg_elems); only the last segment may be short
+ *   segment s covers elements [s*seg_elems, min((s+1)*seg_elems, count))
+ *   chunk of segment s = s / segs_per_chunk; chunk_ep[chunk] = endpoint
+ */
+#ifndef PBOX_CLIENT_SEGMENT_H
+#define PBOX_CLIENT_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Layout of one declared key. chunk_ep is owned by whoever filled it. */
+struct seg_layout {
+	uint64_t count;          /* elements of the key */
+	uint32_t elem;           /* bytes per element */
+	uint32_t seg_elems;      /* elements per full segment */
+	uint32_t nsegs;
+	uint32_t segs_per_chunk;
+	uint32_t nchunks;
+	uint16_t *chunk_ep;      /* nchunks endpoint indexes (box_endpoints) */
+};
+
+/* Elements per segment for seg_bytes and a dtype; 0 if either is invalid
+ * (dtype unknown, seg_bytes 0 or not a multiple of the element size). */
+uint32_t seg_elems_of(uint32_t seg_bytes, unsigned dtype);
+
+/* Segments needed for count elements (0 for count 0 or seg_elems 0). */
+uint64_t seg_nsegs(uint64_t count, uint32_t seg_elems);
+
+/* Chunks needed for nsegs segments (0 if segs_per_chunk is 0). */
+uint64_t seg_nchunks(uint64_t nsegs, uint32_t segs_per_chunk);
+
+/*
+ * Whether a call of count elements of dtype can be carried with seg_bytes
+ * payloads: count > 0, count * element size fits in size_t, and the
+ * segment index fits the 32-bit wire field. 0 or -1 (reason in err).
+ */
+int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
+		    char *err, size_t errlen);
+
+/*
+ * Check a layout received from the box against what was declared (count,
+ * dtype) and the job's seg_bytes, and that every chunk names one of neps
+ * endpoints. 0, or -1 with the first inconsistency named in err.
+ */
+int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
+		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen);
+
+/* First element of segment s. */
+static inline uint64_t seg_first(const struct seg_layout *l, uint32_t s)
+{
+	return (uint64_t)s * l->seg_elems;
+}
+
+/* Elements in segment s (< nsegs): seg_elems except a short last one. */
+static inline uint32_t seg_len(const struct seg_layout *l, uint32_t s)
+{
+	uint64_t left = l->count - seg_first(l, s);
+	return left < l->seg_elems ? (uint32_t)left : l->seg_elems;
+}
+
+/* Endpoint index owning segment s (< nsegs). */
+static inline unsigned seg_endpoint(const struct seg_layout *l, uint32_t s)
+{
+	return l->chunk_ep[s / l->segs_per_chunk];
+}
+
+/* Retransmission timeout after nretx retransmissions since the last
+ * progress: base_ms doubled nretx times, capped at max_ms. */
+uint32_t seg_rto_ms(uint32_t base_ms, uint32_t nretx, uint32_t max_ms);
+
+/*
+ * The window: a fixed pool of cap slot indexes [0, cap), taken when a
+ * segment is sent for the first time and put back when its result comes
+ * (or its call ends). Take/put are O(1); nothing is allocated after init.
+ */
+struct seg_window {
+	uint32_t cap;
+	uint32_t nfree;
+	uint32_t *free;          /* stack of free slot indexes */
+};
+
+/* 0 or -1 (out of memory). cap must be > 0. */
+int seg_window_init(struct seg_window *w, uint32_t cap);
+void seg_window_free(struct seg_window *w);
+
+/* Take a free slot: true and *slot, or false if all cap are in flight. */
+static inline bool seg_window_take(struct seg_window *w, uint32_t *slot)
+{
+	if (w->nfree == 0)
+		return false;
+	*slot = w->free[--w->nfree];
+	return true;
+}
+
+/* Give a taken slot back. */
+static inline void seg_window_put(struct seg_window *w, uint32_t slot)
+{
+	w->free[w->nfree++] = slot;
+}
+
+static inline uint32_t seg_window_inflight(const struct seg_window *w)
+{
+	return w->cap - w->nfree;
+}
+
+/* Bitmap of nsegs bits, one per segment: set once its result is in. */
+static inline size_t seg_bitmap_words(uint32_t nsegs)
+{
+	return ((size_t)nsegs + 63) / 64;
+}
+
+static inline bool seg_bit(const uint64_t *bm, uint32_t s)
+{
+	return (bm[s / 64] >> (s % 64)) & 1;
+}
+
+static inline void seg_bit_set(uint64_t *bm, uint32_t s)
+{
+	bm[s / 64] |= (uint64_t)1 << (s % 64);
+}
+
+/* Index of the first clear bit below nsegs, or nsegs if all are set. */
+uint32_t seg_bitmap_first_clear(const uint64_t *bm, uint32_t nsegs);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * job_rpc.c - the job methods of docs/rpc.md: job_create, job_join,
+ * job_leave, job_list, job_status, job_abort. Each decodes and checks its
+ * params, calls the registry (jobs.h) and builds the result.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "jobs.h"
+#include "rpc_methods.h"
+
+#define U16_MAX 65535u
+#define REASON_MAX 160
+
+static json_t *job_entry(const struct job *j)
+{
+	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I}",
+			 "job", j->name, "job_id", (json_int_t)j->id,
+			 "world", (int)j->world, "joined", (int)j->njoined,
+			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
+			 "bytes_used", (json_int_t)j->used, "max_bytes", (json_int_t)j->max_bytes);
+}
+
+RPC_HANDLER(rpc_job_create)
+{
+	static const char *const known[] = { "job", "world", "max_bytes", NULL };
+	const char *name = NULL;
+	uint32_t world = 0;
+	uint64_t max_bytes = 0;
+	const struct job *j;
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &world, err, errlen)) ||
+	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)))
+		return rc;
+	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, &j, err, errlen);
+	if (rc < 0)
+		return rc;
+	*result = json_pack("{s:I}", "job_id", (json_int_t)j->id);
+	return 0;
+}
+
+RPC_HANDLER(rpc_job_join)
+{
+	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
+					     "mtu", NULL };
+	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
+	uint32_t port = 0;
+	const struct job *j;
+	char token[17];
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_str(params, "job", 1, 255, &a.name, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "rank", 1, 0, U16_MAX, &a.rank, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &a.world, err, errlen)) ||
+	    (rc = rpc_param_ipv4(params, "data_ip", 1, &a.ip, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "data_port", 1, 0, U16_MAX, &port, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)))
+		return rc;
+	a.port = (uint16_t)port;
+	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);
+	if (rc < 0)
+		return rc;
+	snprintf(token, sizeof(token), "%016" PRIx64, j->token);
+	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
+			    "token", token, "world", (int)j->world,
+			    "seg_bytes", (json_int_t)j->seg_bytes,
+			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
+			    "max_bytes", (json_int_t)j->max_bytes);
+	return 0;
+}
+
+RPC_HANDLER(rpc_job_leave)
+{
+	static const char *const known[] = { "job_id", "rank", NULL };
+	uint32_t id = 0, rank = 0;
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "job_id", 1, 0, UINT32_MAX, &id, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "rank", 1, 0, U16_MAX, &rank, err, errlen)))
+		return rc;
+	rc = jobs_leave(ctx->box->jobs, id, rank, ctx->session, err, errlen);
+	if (rc < 0)
+		return rc;
+	*result = json_object();
+	return 0;
+}
+
+RPC_HANDLER(rpc_job_list)
+{
+	static const char *const known[] = { NULL };
+	json_t *list = json_array();
+	int rc = rpc_params_known(params, known, err, errlen);
+
+	if (rc < 0) {
+		json_decref(list);
+		return rc;
+	}
+	for (const struct job *j = jobs_next(ctx->box->jobs, NULL); j;
+	     j = jobs_next(ctx->box->jobs, j))
+		json_array_append_new(list, job_entry(j));
+	*result = json_pack("{s:o}", "jobs", list);
+	return 0;
+}
+
+static json_t *ranks_of(const struct job *j)
+{
+	json_t *a = json_array();
+	char ip[16];
+
+	for (unsigned r = 0; r < j->world; r++) {
+		const struct job_rank *k = &j->ranks[r];
+		json_t *e = json_pack("{s:i, s:b}", "rank", (int)r, "joined", k->joined);
+		if (k->ip) {
+			json_object_set_new(e, "data_ip", json_string(rpc_ip_str(k->ip, ip, sizeof(ip))));
+			json_object_set_new(e, "data_port", json_integer(k->port));
+		} else {
+			json_object_set_new(e, "data_ip", json_null());
+			json_object_set_new(e, "data_port", json_null());
+		}
+		json_array_append_new(a, e);
+	}
+	return a;
+}
+
+static json_t *keys_of(const struct job *j)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		const struct job_key *k = &j->keys[i];
+		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i}",
+			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
+			"dtype", wire_dtype_name(k->geom.dtype), "nsegs", (json_int_t)k->geom.nsegs,
+			"nchunks", (json_int_t)k->geom.nchunks,
+			"declared", __builtin_popcountll(k->declared)));
+	}
+	return a;
+}
+
+RPC_HANDLER(rpc_job_status)
+{
+	static const char *const known[] = { "job", NULL };
+	const char *name = NULL;
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)))
+		return rc;
+	const struct job *j = jobs_find(ctx->box->jobs, name);
+	if (!j) {
+		snprintf(err, errlen, "no job named '%.80s'", name);
+		return -ENOENT;
+	}
+	json_t *e = job_entry(j);
+	json_object_set_new(e, "reason", j->reason[0] ? json_string(j->reason) : json_null());
+	json_object_set_new(e, "seg_bytes", json_integer(j->seg_bytes));
+	json_object_set_new(e, "ranks", ranks_of(j));
+	json_object_set_new(e, "key_list", keys_of(j));
+	*result = e;
+	return 0;
+}
+
+RPC_HANDLER(rpc_job_abort)
+{
+	static const char *const known[] = { "job", "reason", NULL };
+	const char *name = NULL, *reason = "aborted by operator";
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
+	    (rc = rpc_param_str(params, "reason", 0, REASON_MAX, &reason, err, errlen)))
+		return rc;
+	rc = jobs_abort(ctx->box->jobs, name, reason, err, errlen);
+	if (rc < 0)
+		return rc;
+	*result = json_object();
+	return 0;
+}

@@ -1,0 +1,593 @@
+/*
+ * jobs.c - the job life cycle: admission (ids, tokens, the arena and the
+ * JOB_INSTALL on every lcore), ranks joining and leaving, abort, and
+ * removal that frees the arena only once every lcore has applied the
+ * REMOVE. Keys are in jobs_keys.c. See jobs.h for the contract.
+ */
+#include "jobs_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "log.h"
+
+#define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+#define POST_TRIES 10000   /* x 100 us: about a second */
+#define DEFAULT_MTU 1500
+
+_Static_assert(BOX_MAX_EPS <= ASSIGN_MAX_EPS, "assign cannot cover every endpoint");
+_Static_assert(BOX_MAX_LCORES <= 256, "chunk owners are uint8_t");
+
+int jobs_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m)
+{
+	struct box *b = js->box;
+
+	for (int i = 0; i < POST_TRIES; i++) {
+		int rc = b->dp.post(b->dp.ctx, lcore, m);
+		if (rc == 0) {
+			js->posted[lcore]++;
+			return 0;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+		usleep(100);
+	}
+	return -EAGAIN;
+}
+
+static int post_all(struct jobs *js, const struct engine_msg *m, unsigned *failed)
+{
+	for (unsigned l = 0; l < js->box->nlcores; l++) {
+		int rc = jobs_post(js, l, m);
+		if (rc < 0) {
+			*failed = l;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* ---- registry ---- */
+
+int jobs_open(struct box *box, struct jobs **out)
+{
+	struct jobs *js = calloc(1, sizeof(*js));
+	if (!js)
+		return -ENOMEM;
+	js->box = box;
+	*out = js;
+	return 0;
+}
+
+static void job_free(struct jobs *js, struct job *j)
+{
+	unsigned idx = engine_job_index(j->id);
+
+	jobs_keys_release(js, j);
+	if (j->arena)
+		js->box->dp.mem_free(js->box->dp.ctx, j->arena, j->max_bytes);
+	if (js->table[idx] == j)
+		js->table[idx] = NULL;
+	free(j);
+}
+
+void jobs_close(struct jobs *js)
+{
+	if (!js)
+		return;
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++)
+		if (js->table[i])
+			job_free(js, js->table[i]);
+	free(js);
+}
+
+void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx)
+{
+	js->notify = fn;
+	js->notify_ctx = ctx;
+}
+
+const char *job_state_name(enum job_state s)
+{
+	switch (s) {
+	case JOB_FORMING: return "forming";
+	case JOB_ACTIVE: return "active";
+	case JOB_ABORTED: return "aborted";
+	}
+	return "?";
+}
+
+int job_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > JOB_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+const struct job *jobs_find(const struct jobs *js, const char *name)
+{
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		const struct job *j = js->table[i];
+		if (j && !j->removing && strcmp(j->name, name) == 0)
+			return j;
+	}
+	return NULL;
+}
+
+const struct job *jobs_find_id(const struct jobs *js, uint32_t id)
+{
+	const struct job *j = js->table[engine_job_index(id)];
+	return j && !j->removing && j->id == id ? j : NULL;
+}
+
+const struct job *jobs_next(const struct jobs *js, const struct job *prev)
+{
+	unsigned i = prev ? engine_job_index(prev->id) + 1 : 0;
+
+	for (; i < ENGINE_MAX_JOBS; i++)
+		if (js->table[i] && !js->table[i]->removing)
+			return js->table[i];
+	return NULL;
+}
+
+unsigned jobs_count(const struct jobs *js) { return js->nlive; }
+unsigned jobs_removing(const struct jobs *js) { return js->nremoving; }
+const uint64_t *jobs_ep_load(const struct jobs *js) { return js->load; }
+
+/* ---- removal ---- */
+
+/* Post the REMOVEs not posted yet (a full ring is retried by jobs_tick). */
+static void post_removes(struct jobs *js, struct job *j)
+{
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_REMOVE, .job = j->id };
+
+	for (unsigned l = 0; l < js->box->nlcores; l++) {
+		if (j->remove_mark[l])
+			continue;
+		int rc = js->box->dp.post(js->box->dp.ctx, l, &m);
+		if (rc == 0)
+			j->remove_mark[l] = ++js->posted[l];
+	}
+}
+
+/* Take j out of service; its memory goes once every lcore let go. */
+static void start_remove(struct jobs *js, struct job *j, const char *why)
+{
+	if (j->removing)
+		return;
+	j->removing = 1;
+	js->nlive--;
+	js->nremoving++;
+	jobs_keys_release(js, j);
+	ctl_log(js->box, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removing (%s)",
+		j->name, j->id, why);
+	post_removes(js, j);
+}
+
+static int lcores_done(const struct jobs *js, const struct job *j)
+{
+	const struct box_dp *dp = &js->box->dp;
+
+	for (unsigned l = 0; l < js->box->nlcores; l++)
+		if (!j->remove_mark[l] || dp->applied(dp->ctx, l) < j->remove_mark[l])
+			return 0;
+	return 1;
+}
+
+void jobs_tick(struct jobs *js)
+{
+	if (!js)
+		return;
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		struct job *j = js->table[i];
+		if (!j || !j->removing)
+			continue;
+		post_removes(js, j);
+		if (!lcores_done(js, j))
+			continue;
+		ctl_log(js->box, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removed, %" PRIu64
+			" bytes freed", j->name, j->id, j->max_bytes);
+		js->nremoving--;
+		job_free(js, j);
+	}
+}
+
+static int has_session(const struct job *j)
+{
+	for (unsigned r = 0; r < j->world; r++)
+		if (j->ranks[r].session)
+			return 1;
+	return 0;
+}
+
+/* ---- abort ---- */
+
+void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
+{
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_ABORT, .job = j->id };
+	unsigned failed;
+
+	if (j->state == JOB_ABORTED || j->removing)
+		return;
+	j->state = JOB_ABORTED;
+	snprintf(j->reason, sizeof(j->reason), "%s", reason);
+	ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): aborted: %s",
+		j->name, j->id, reason);
+	if (post_all(js, &m, &failed) < 0)
+		ctl_log(js->box, CTL_LOG_ERROR, "job %s: lcore %u's ring is full; "
+			"it keeps aggregating until the job is removed", j->name, failed);
+	for (unsigned r = 0; r < j->world; r++)
+		if (j->ranks[r].session && js->notify)
+			js->notify(js->notify_ctx, j->ranks[r].session, j);
+	if (!has_session(j))
+		start_remove(js, j, "aborted, no session left");
+}
+
+int jobs_abort(struct jobs *js, const char *name, const char *reason,
+	       char *err, size_t errlen)
+{
+	struct job *j = (struct job *)jobs_find(js, name);
+
+	if (!j)
+		return jobs_fail(err, errlen, -ENOENT, "no job named '%s'", name);
+	jobs_abort_job(js, j, reason && *reason ? reason : "aborted by operator");
+	return 0;
+}
+
+void jobs_session_closed(struct jobs *js, void *session)
+{
+	char why[96];
+
+	if (!js || !session)
+		return;
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		struct job *j = js->table[i];
+		if (!j || j->removing)
+			continue;
+		int lost = -1;
+		for (unsigned r = 0; r < j->world; r++) {
+			if (j->ranks[r].session != session)
+				continue;
+			j->ranks[r].session = NULL;
+			if (j->ranks[r].joined && lost < 0)
+				lost = (int)r;
+		}
+		if (lost >= 0) {
+			snprintf(why, sizeof(why), "rank %d lost (control connection closed)", lost);
+			jobs_abort_job(js, j, why);
+		}
+		if (j->state == JOB_ABORTED && !has_session(j))
+			start_remove(js, j, "aborted, no session left");
+	}
+}
+
+/* ---- admission ---- */
+
+static int new_token(uint64_t *t)
+{
+	do {
+		ssize_t n = getrandom(t, sizeof(*t), 0);
+		if (n != (ssize_t)sizeof(*t))
+			return n < 0 ? -errno : -EIO;
+	} while (*t == 0);
+	return 0;
+}
+
+/* A table entry free in the registry, hence in every lcore's table (an
+ * entry is only reused after its REMOVE was applied everywhere). */
+static int free_index(struct jobs *js)
+{
+	for (unsigned k = 0; k < ENGINE_MAX_JOBS; k++) {
+		unsigned i = (js->next + k) % ENGINE_MAX_JOBS;
+		if (!js->table[i]) {
+			js->next = (i + 1) % ENGINE_MAX_JOBS;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static uint32_t next_id(struct jobs *js, unsigned idx)
+{
+	uint32_t g = js->gen[idx] + 1;
+	if (g >= UINT32_MAX / ENGINE_MAX_JOBS)
+		g = 1; /* never 0: id 0 is invalid */
+	js->gen[idx] = g;
+	return g * ENGINE_MAX_JOBS + idx;
+}
+
+static uint32_t key_cap_for(uint32_t max_keys)
+{
+	uint32_t c = 1;
+	while (c < 2 * max_keys)
+		c <<= 1;
+	return c;
+}
+
+static int check_admission(struct jobs *js, const char *name, uint32_t world,
+			   char *err, size_t errlen)
+{
+	const struct box_config *cfg = &js->box->cfg;
+
+	if (!job_name_valid(name))
+		return jobs_fail(err, errlen, -EINVAL, "job name '%.80s' is not 1-%d characters "
+				 "of [A-Za-z0-9._-]", name ? name : "", JOB_NAME_MAX);
+	if (world < 1 || world > cfg->max_world || world > ENGINE_MAX_WORLD)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: world %" PRIu32 " is outside "
+				 "[1, %" PRIu32 "] (--max-world)", name, world, cfg->max_world);
+	if (jobs_find(js, name))
+		return jobs_fail(err, errlen, -EEXIST, "job %s already exists", name);
+	if (js->nlive >= cfg->max_jobs)
+		return jobs_fail(err, errlen, -ENOSPC, "job %s: the box already runs %u jobs, "
+				 "its limit (--max-jobs)", name, js->nlive);
+	if (js->box->nlcores == 0)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: the box has no data lcores", name);
+	return 0;
+}
+
+/* Lay out each lcore's engine memory at the start of the arena and install. */
+static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t key_cap,
+		   char *err, size_t errlen)
+{
+	const struct box_config *cfg = &js->box->cfg;
+	unsigned failed;
+	struct engine_msg m = {
+		.type = ENGINE_MSG_JOB_INSTALL, .job = j->id,
+		.u.desc = { .id = j->id, .token = j->token, .world = j->world,
+			    .seg_bytes = j->seg_bytes, .key_cap = key_cap,
+			    .nslots = cfg->slots_per_lcore },
+	};
+
+	for (unsigned l = 0; l < js->box->nlcores; l++) {
+		m.u.desc.mem = j->arena + l * per_lcore;
+		int rc = jobs_post(js, l, &m);
+		if (rc < 0) {
+			failed = l;
+			return jobs_fail(err, errlen, rc, "job %s: cannot reach lcore %u "
+					 "(message ring full)", j->name, failed);
+		}
+	}
+	j->used = js->box->nlcores * per_lcore;
+	return 0;
+}
+
+static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t max_bytes,
+		   uint32_t seg_bytes, struct job **out, char *err, size_t errlen)
+{
+	const struct box_config *cfg = &js->box->cfg;
+	uint32_t key_cap = key_cap_for(cfg->max_keys);
+	uint64_t per_lcore = ALIGN64(engine_job_mem_bytes((uint16_t)world, seg_bytes, key_cap,
+							  cfg->slots_per_lcore));
+	uint64_t engine = per_lcore * js->box->nlcores;
+
+	if (engine > max_bytes)
+		return jobs_fail(err, errlen, -ENOSPC, "job %s: world %" PRIu32 " with %" PRIu32
+				 "-byte segments needs %" PRIu64 " bytes of engine memory on %u lcores "
+				 "(%" PRIu32 " slots each), more than its max_bytes %" PRIu64
+				 "; raise max_bytes (--job-bytes, --max-job-bytes) or lower --slots",
+				 name, world, seg_bytes, engine, js->box->nlcores,
+				 cfg->slots_per_lcore, max_bytes);
+	int idx = free_index(js);
+	if (idx < 0)
+		return jobs_fail(err, errlen, -ENOSPC, "job %s: all %d job table entries are held "
+				 "by jobs being removed; retry shortly", name, ENGINE_MAX_JOBS);
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return jobs_fail(err, errlen, -ENOMEM, "job %s: out of memory", name);
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->world = (uint16_t)world;
+	j->seg_bytes = seg_bytes;
+	j->max_bytes = max_bytes;
+	int rc = new_token(&j->token);
+	if (rc < 0) {
+		free(j);
+		return jobs_fail(err, errlen, rc, "job %s: getrandom failed: %s", name, strerror(-rc));
+	}
+	if (jobs_keys_init(js, j) < 0) {
+		free(j);
+		return jobs_fail(err, errlen, -ENOMEM, "job %s: out of memory", name);
+	}
+	j->arena = js->box->dp.mem_alloc(js->box->dp.ctx, max_bytes);
+	if (!j->arena) {
+		jobs_keys_release(js, j);
+		free(j);
+		return jobs_fail(err, errlen, -ENOMEM, "job %s: the box could not allocate %" PRIu64
+				 " bytes of job memory (hugepages exhausted?)", name, max_bytes);
+	}
+	j->id = next_id(js, (unsigned)idx);
+	js->table[idx] = j;
+	js->nlive++;
+	rc = install(js, j, per_lcore, key_cap, err, errlen);
+	if (rc < 0) {
+		start_remove(js, j, "install failed");
+		return rc;
+	}
+	ctl_log(js->box, CTL_LOG_INFO, "job %s (id %" PRIu32 "): admitted, world %" PRIu32
+		", %" PRIu32 "-byte segments, %" PRIu64 " bytes", name, j->id, world,
+		seg_bytes, max_bytes);
+	*out = j;
+	return 0;
+}
+
+static uint32_t effective_mtu(const struct jobs *js, uint32_t mtu)
+{
+	uint32_t box_mtu = js->box->mtu;
+	if (mtu == 0)
+		mtu = box_mtu ? box_mtu : DEFAULT_MTU;
+	return box_mtu && box_mtu < mtu ? box_mtu : mtu;
+}
+
+int jobs_create(struct jobs *js, const char *name, uint32_t world,
+		uint64_t max_bytes, uint32_t mtu, const struct job **out,
+		char *err, size_t errlen)
+{
+	const struct box_config *cfg = &js->box->cfg;
+	struct job *j = NULL;
+	int rc = check_admission(js, name, world, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	uint32_t seg = wire_seg_bytes(effective_mtu(js, mtu));
+	if (seg == 0)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: MTU %" PRIu32 " is too small "
+				 "(at least %d)", name, effective_mtu(js, mtu),
+				 WIRE_IP_UDP_LEN + WIRE_HDR_LEN + WIRE_PAYLOAD_ALIGN);
+	if (max_bytes == 0)
+		max_bytes = cfg->default_job_bytes;
+	if (max_bytes > cfg->max_job_bytes)
+		max_bytes = cfg->max_job_bytes;
+	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, &j, err, errlen);
+	if (rc == 0 && out)
+		*out = j;
+	return rc;
+}
+
+/* ---- ranks ---- */
+
+static void ip_str(uint32_t ip, char *buf, size_t len)
+{
+	struct in_addr a = { .s_addr = htonl(ip) };
+	if (!inet_ntop(AF_INET, &a, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+}
+
+static int check_rank(const struct jobs *js, const struct job *j,
+		      const struct jobs_join_args *a, char *err, size_t errlen)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	if (j->state == JOB_ABORTED)
+		return jobs_fail(err, errlen, -ECONNABORTED, "job %s is aborted (%s); it is "
+				 "removed once its workers disconnect", j->name, j->reason);
+	if (a->world != j->world)
+		return jobs_fail(err, errlen, -EINVAL, "job %s has world %u, rank %" PRIu32
+				 " joined with world %" PRIu32, j->name, j->world, a->rank, a->world);
+	if (a->rank >= j->world)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
+				 "[0, %u)", j->name, a->rank, j->world);
+	if (j->ranks[a->rank].joined) {
+		ip_str(j->ranks[a->rank].ip, ip, sizeof(ip));
+		return jobs_fail(err, errlen, -EEXIST, "job %s: rank %" PRIu32 " already joined "
+				 "(data address %s:%u)", j->name, a->rank, ip, j->ranks[a->rank].port);
+	}
+	if (a->ip == 0 || a->port == 0)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has no data "
+				 "address (data_ip and data_port must be set)", j->name, a->rank);
+	for (unsigned r = 0; r < j->world; r++) {
+		if (j->ranks[r].joined && j->ranks[r].ip == a->ip && j->ranks[r].port == a->port) {
+			ip_str(a->ip, ip, sizeof(ip));
+			return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s data "
+					 "address %s:%u is already rank %u's", j->name, a->rank,
+					 ip, a->port, r);
+		}
+	}
+	uint32_t mtu = effective_mtu(js, a->mtu);
+	if (wire_seg_bytes(mtu) < j->seg_bytes)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s MTU %" PRIu32
+				 " is too small for the job's %" PRIu32 "-byte segments (needs %"
+				 PRIu32 ")", j->name, a->rank, mtu, j->seg_bytes,
+				 j->seg_bytes + WIRE_IP_UDP_LEN + WIRE_HDR_LEN);
+	return 0;
+}
+
+static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args *a,
+		    char *err, size_t errlen)
+{
+	unsigned failed;
+	struct engine_msg m = {
+		.type = ENGINE_MSG_WORKER_SET, .job = j->id,
+		.u.worker = { .rank = (uint16_t)a->rank, .port = a->port, .ip = a->ip },
+	};
+	int rc = post_all(js, &m, &failed);
+
+	if (rc < 0)
+		return jobs_fail(err, errlen, rc, "job %s: rank %" PRIu32 ": cannot reach lcore "
+				 "%u (message ring full)", j->name, a->rank, failed);
+	struct job_rank *r = &j->ranks[a->rank];
+	r->joined = 1;
+	r->ip = a->ip;
+	r->port = a->port;
+	r->mtu = effective_mtu(js, a->mtu);
+	r->session = a->session;
+	j->njoined++;
+	if (j->njoined == j->world && j->state == JOB_FORMING)
+		j->state = JOB_ACTIVE;
+	ctl_log(js->box, CTL_LOG_INFO, "job %s: rank %" PRIu32 " joined (%u of %u)",
+		j->name, a->rank, j->njoined, j->world);
+	return 0;
+}
+
+int jobs_join(struct jobs *js, const struct jobs_join_args *a,
+	      const struct job **out, char *err, size_t errlen)
+{
+	struct job *j = (struct job *)jobs_find(js, a->name ? a->name : "");
+	int created = 0, rc;
+
+	if (!j) {
+		if (a->world >= 1 && a->rank >= a->world)
+			return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
+					 "[0, %" PRIu32 ")", a->name, a->rank, a->world);
+		rc = jobs_create(js, a->name, a->world, 0, a->mtu ? a->mtu : DEFAULT_MTU,
+				 (const struct job **)&j, err, errlen);
+		if (rc < 0)
+			return rc;
+		created = 1;
+	}
+	rc = check_rank(js, j, a, err, errlen);
+	if (rc == 0)
+		rc = add_rank(js, j, a, err, errlen);
+	if (rc < 0 && created)
+		start_remove(js, j, "first join failed");
+	if (rc == 0)
+		*out = j;
+	return rc;
+}
+
+int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
+	       char *err, size_t errlen)
+{
+	struct job *j = (struct job *)jobs_find_id(js, job_id);
+
+	if (!j)
+		return jobs_fail(err, errlen, -ENOENT, "no job with id %" PRIu32, job_id);
+	if (rank >= j->world || !j->ranks[rank].joined)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has not joined",
+				 j->name, rank);
+	if (session && j->ranks[rank].session && j->ranks[rank].session != session)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " joined on "
+				 "another connection; only that one may leave", j->name, rank);
+	j->ranks[rank].joined = 0;
+	j->ranks[rank].session = NULL;
+	j->njoined--;
+	ctl_log(js->box, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
+		j->name, rank, j->njoined);
+	if (j->njoined == 0)
+		start_remove(js, j, "every rank left");
+	else if (j->state == JOB_ABORTED && !has_session(j))
+		start_remove(js, j, "aborted, no session left");
+	return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * jobs.h - the job registry: admission, ranks, keys, abort and removal.
+ *
+ * The registry owns every job's control-plane state and its arena: one
+ * block of box->dp.mem_alloc(max_bytes) allocated at admission and carved
+ * by a bump allocator into each lcore's engine job memory and, later, the
+ * declared keys. It reaches the lcores only through box->dp.post (and must
+ * be the only poster: it counts posts per lcore to know, from
+ * box->dp.applied, when a removed job's memory is no longer used).
+ *
+ * Single-threaded: called from pboxd's main lcore (the RPC server) only.
+ * Every function returning int returns 0 or a negative errno and, on
+ * failure, writes a message naming job, rank, key and sizes into err.
+ * Structures below are read-only outside jobs*.c.
+ */
+#ifndef PBOX_JOBS_H
+#define PBOX_JOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "assign.h"
+#include "box.h"
+#include "engine.h"
+
+#define JOB_NAME_MAX 63
+
+/*
+ * Job states. Order: FORMING -> ACTIVE -> ABORTED, or FORMING -> ABORTED.
+ * ABORTED is terminal. Independently of the state a job may be *removing*
+ * (every rank left, or aborted with no session left): it is then gone from
+ * lookups and listings and waits for its lcores to let go of its memory.
+ */
+enum job_state {
+	JOB_FORMING = 0, /* admitted; not every rank has joined yet */
+	JOB_ACTIVE,      /* every rank has joined (at some point) */
+	JOB_ABORTED,     /* lcores answer ERROR; reason says why */
+};
+
+struct job_rank {
+	uint8_t joined;     /* joined and not left */
+	uint32_t ip;        /* data address, host order (kept after leave) */
+	uint16_t port;
+	uint32_t mtu;
+	void *session;      /* RPC connection that joined; NULL once gone */
+};
+
+struct job_key {
+	uint32_t key;
+	uint16_t first_rank;       /* rank that declared it first */
+	uint64_t declared;         /* bit r: rank r declared it */
+	struct assign_geom geom;
+	uint16_t *chunk_ep;        /* geom.nchunks endpoint indexes (box->eps) */
+	struct engine_key *ek;     /* in the job arena */
+	size_t bytes;              /* arena bytes it took */
+};
+
+struct job {
+	char name[JOB_NAME_MAX + 1];
+	uint32_t id;
+	uint64_t token;
+	enum job_state state;
+	uint16_t world;
+	uint16_t njoined;          /* ranks joined and not left */
+	uint32_t seg_bytes;
+	uint64_t max_bytes;        /* arena size */
+	uint64_t used;             /* arena bytes carved so far */
+	uint8_t *arena;
+	struct job_rank ranks[ENGINE_MAX_WORLD];
+	struct job_key *keys;      /* nkeys, in declaration order */
+	uint32_t nkeys, keys_cap;
+	uint32_t *key_index;       /* open addressing: index+1, 0 = empty */
+	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
+	char reason[192];          /* abort reason, "" if none */
+	int removing;
+	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
+};
+
+struct jobs;
+
+/* Called for each live session of a job when it is aborted. */
+typedef void (*jobs_notify_fn)(void *ctx, void *session, const struct job *j);
+
+/* Create an empty registry for box. 0 or -ENOMEM. */
+int jobs_open(struct box *box, struct jobs **out);
+/* Free every job and the registry. Call only once the lcores no longer run
+ * (their memory is freed without waiting for them). NULL is ignored. */
+void jobs_close(struct jobs *js);
+void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx);
+
+/*
+ * Admit job `name` with `world` ranks and an arena of max_bytes (0: the
+ * box default; above the box limit: capped), segments sized for mtu (0:
+ * the box MTU). Installs it on every lcore. Returns 0 and *out, or
+ * -EINVAL (bad name, world outside [1, max_world], MTU too small),
+ * -EEXIST (name in use), -ENOSPC (too many jobs, or max_bytes cannot hold
+ * the engine memory), -ENOMEM (the box has no memory for it), -EAGAIN (an
+ * lcore's message ring stayed full).
+ */
+int jobs_create(struct jobs *js, const char *name, uint32_t world,
+		uint64_t max_bytes, uint32_t mtu, const struct job **out,
+		char *err, size_t errlen);
+
+struct jobs_join_args {
+	const char *name;
+	uint32_t rank, world;
+	uint32_t ip;        /* data address, host order */
+	uint16_t port;
+	uint32_t mtu;       /* 0: 1500 */
+	void *session;      /* the joining connection */
+};
+
+/*
+ * Join (creating the job if it does not exist, with the joiner's world and
+ * MTU). Returns 0 and *out, or -EINVAL (world differs from the job's,
+ * rank outside [0, world), MTU too small for the job's segments, data
+ * address 0 or used by another rank), -EEXIST (rank already joined),
+ * -ENOSPC, -ENOMEM, -EAGAIN (as jobs_create), -ECONNABORTED (job aborted).
+ */
+int jobs_join(struct jobs *js, const struct jobs_join_args *a,
+	      const struct job **out, char *err, size_t errlen);
+
+/*
+ * Rank leaves; when no rank is left the job is removed. session must be
+ * the one that joined (NULL: any). Returns 0, -ENOENT (no such job),
+ * -EINVAL (rank not joined, or joined on another connection).
+ */
+int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
+	       char *err, size_t errlen);
+
+struct jobs_declare_args {
+	uint32_t job_id;
+	uint32_t rank;
+	uint32_t key;
+	uint64_t count;     /* elements */
+	unsigned dtype;     /* enum wire_dtype */
+};
+
+/*
+ * Declare a key. The first declaration creates it in the arena, assigns
+ * its chunks and installs it on the owning lcores; later ones must match.
+ * Returns 0 and *out, or -ENOENT (no such job), -ECONNABORTED (aborted),
+ * -EINVAL (rank not joined, dtype unknown, count 0 or larger than the job,
+ * count/dtype differ from the first declaration), -ENOSPC (key limit, or
+ * arena exhausted: the message says how much is left), -EAGAIN.
+ */
+int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
+		 const struct job_key **out, char *err, size_t errlen);
+
+/*
+ * Abort job `name` with reason: the lcores answer its packets with ERROR,
+ * its sessions are notified, and it is removed once no session is left.
+ * Aborting an aborted job is a no-op. Returns 0 or -ENOENT.
+ */
+int jobs_abort(struct jobs *js, const char *name, const char *reason,
+	       char *err, size_t errlen);
+
+/* A connection closed: every rank it holds is lost (its job is aborted
+ * with "rank R lost (control connection closed)" unless that rank left).
+ * js NULL is ignored. */
+void jobs_session_closed(struct jobs *js, void *session);
+
+/* Periodic work: finish removals whose lcores have applied the REMOVE
+ * (then the arena is freed), retry REMOVE posts that found a full ring.
+ * js NULL is ignored. */
+void jobs_tick(struct jobs *js);
+
+const struct job *jobs_find(const struct jobs *js, const char *name);
+const struct job *jobs_find_id(const struct jobs *js, uint32_t id);
+/* Live (not removing) jobs in table order: start with prev = NULL. */
+const struct job *jobs_next(const struct jobs *js, const struct job *prev);
+const struct job_key *job_key_find(const struct job *j, uint32_t key);
+
+unsigned jobs_count(const struct jobs *js);     /* live jobs */
+unsigned jobs_removing(const struct jobs *js);  /* waiting for lcores */
+/* Endpoint loads (bytes of declared chunks per box->eps entry). */
+const uint64_t *jobs_ep_load(const struct jobs *js);
+
+/* "forming", "active", "aborted". */
+const char *job_state_name(enum job_state s);
+
+/* 1 if name is 1-63 characters of [A-Za-z0-9._-]. */
+int job_name_valid(const char *name);
+
+#endif

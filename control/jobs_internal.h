@@ -1,0 +1,40 @@
+/*
+ * jobs_internal.h - what jobs.c (life cycle) and jobs_keys.c (keys) share:
+ * the registry layout, posting to lcores and the message helper. Not for
+ * use outside jobs*.c.
+ */
+#ifndef PBOX_JOBS_INTERNAL_H
+#define PBOX_JOBS_INTERNAL_H
+
+#include "jobs.h"
+
+struct jobs {
+	struct box *box;
+	struct job *table[ENGINE_MAX_JOBS];  /* by engine_job_index(id) */
+	uint32_t gen[ENGINE_MAX_JOBS];       /* last generation used per entry */
+	unsigned next;                       /* where to look for a free entry */
+	unsigned nlive, nremoving;
+	uint64_t posted[BOX_MAX_LCORES];     /* messages posted per lcore */
+	uint64_t load[BOX_MAX_EPS];          /* bytes of chunks per endpoint */
+	jobs_notify_fn notify;
+	void *notify_ctx;
+};
+
+/* Post m to lcore, retrying a full ring for up to about a second.
+ * 0, -EAGAIN (still full) or the post's error. */
+int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m);
+
+/* Write a message into err; returns rc (a negative errno). */
+int jobs_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Abort j (helper of jobs_abort, also used when a key cannot be installed). */
+void jobs_abort_job(struct jobs *js, struct job *j, const char *reason);
+
+/* Free a job's key bookkeeping and give its chunks' loads back. */
+void jobs_keys_release(struct jobs *js, struct job *j);
+
+/* Allocate key bookkeeping for a new job (index sized for max_keys). */
+int jobs_keys_init(struct jobs *js, struct job *j);
+
+#endif

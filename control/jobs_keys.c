@@ -1,0 +1,245 @@
+/*
+ * jobs_keys.c - key declaration: check a declaration against the first
+ * one, cut a new key into chunks, place them on endpoints, build the
+ * engine's key in the job arena and install it on the owning lcores.
+ */
+#include "jobs_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* ---- per-job key index ---- */
+
+static uint32_t hash(uint32_t key, uint32_t cap)
+{
+	return (key * 2654435761u) & (cap - 1);
+}
+
+int jobs_keys_init(struct jobs *js, struct job *j)
+{
+	uint32_t cap = 1;
+
+	while (cap < 2 * js->box->cfg.max_keys)
+		cap <<= 1;
+	j->key_index = calloc(cap, sizeof(*j->key_index));
+	if (!j->key_index)
+		return -ENOMEM;
+	j->key_index_cap = cap;
+	return 0;
+}
+
+const struct job_key *job_key_find(const struct job *j, uint32_t key)
+{
+	if (!j->key_index)
+		return NULL;
+	for (uint32_t h = hash(key, j->key_index_cap);; h = (h + 1) & (j->key_index_cap - 1)) {
+		uint32_t v = j->key_index[h];
+		if (v == 0)
+			return NULL;
+		if (j->keys[v - 1].key == key)
+			return &j->keys[v - 1];
+	}
+}
+
+static void index_add(struct job *j, uint32_t pos)
+{
+	uint32_t h = hash(j->keys[pos].key, j->key_index_cap);
+
+	while (j->key_index[h])
+		h = (h + 1) & (j->key_index_cap - 1);
+	j->key_index[h] = pos + 1;
+}
+
+void jobs_keys_release(struct jobs *js, struct job *j)
+{
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		assign_release(&j->keys[i].geom, js->load, js->box->neps, j->keys[i].chunk_ep);
+		free(j->keys[i].chunk_ep);
+	}
+	free(j->keys);
+	free(j->key_index);
+	j->keys = NULL;
+	j->key_index = NULL;
+	j->nkeys = j->keys_cap = j->key_index_cap = 0;
+}
+
+/* Room for one more key record (grows by doubling up to max_keys). */
+static int reserve_key(struct job *j, uint32_t max_keys)
+{
+	if (j->nkeys < j->keys_cap)
+		return 0;
+	uint32_t cap = j->keys_cap ? j->keys_cap * 2 : 16;
+	if (cap > max_keys)
+		cap = max_keys;
+	struct job_key *k = realloc(j->keys, (size_t)cap * sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	j->keys = k;
+	j->keys_cap = cap;
+	return 0;
+}
+
+/* ---- declaration ---- */
+
+static int check_same(const struct job *j, const struct job_key *k,
+		      const struct jobs_declare_args *a, char *err, size_t errlen)
+{
+	if (k->geom.count == a->count && k->geom.dtype == a->dtype)
+		return 0;
+	return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			 " declares %" PRIu64 " %s (%" PRIu64 " bytes) but rank %u declared %"
+			 PRIu64 " %s (%" PRIu64 " bytes)", j->name, a->key, a->rank, a->count,
+			 wire_dtype_name(a->dtype), a->count * wire_dtype_size(a->dtype),
+			 k->first_rank, k->geom.count, wire_dtype_name(k->geom.dtype),
+			 k->geom.count * wire_dtype_size(k->geom.dtype));
+}
+
+static int check_new(const struct jobs *js, const struct job *j,
+		     const struct jobs_declare_args *a, char *err, size_t errlen)
+{
+	uint32_t max_keys = js->box->cfg.max_keys;
+
+	if (j->nkeys >= max_keys)
+		return jobs_fail(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": the job already "
+				 "has %" PRIu32 " keys, the limit (--max-keys)", j->name, a->key,
+				 max_keys);
+	if (a->count == 0 || a->count > j->max_bytes / wire_dtype_size(a->dtype))
+		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": count %" PRIu64
+				 " is outside [1, %" PRIu64 "] for %s (job memory %" PRIu64 " bytes)",
+				 j->name, a->key, a->count, j->max_bytes / wire_dtype_size(a->dtype),
+				 wire_dtype_name(a->dtype), j->max_bytes);
+	if (js->box->neps == 0)
+		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
+				 "data endpoints", j->name, a->key);
+	return 0;
+}
+
+/* Post KEY_INSTALL to every lcore that owns at least one chunk. */
+static int install_key(struct jobs *js, struct job *j, struct engine_key *ek,
+		       const uint8_t *owner_of, unsigned *failed)
+{
+	uint8_t owns[BOX_MAX_LCORES] = { 0 };
+	struct engine_msg m = { .type = ENGINE_MSG_KEY_INSTALL, .job = j->id, .u.key = ek };
+
+	for (uint32_t c = 0; c < ek->nchunks; c++)
+		owns[owner_of[c]] = 1;
+	for (unsigned l = 0; l < js->box->nlcores; l++) {
+		if (!owns[l])
+			continue;
+		int rc = jobs_post(js, l, &m);
+		if (rc < 0) {
+			*failed = l;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Place the chunks and build the engine key in the arena. */
+static int build_key(struct jobs *js, struct job *j, struct job_key *k,
+		     const struct jobs_declare_args *a, uint8_t **owner_out,
+		     char *err, size_t errlen)
+{
+	const struct box *b = js->box;
+	size_t need = engine_key_mem_bytes(a->count, a->dtype, j->seg_bytes,
+					   k->geom.segs_per_chunk);
+	uint64_t left = j->max_bytes - j->used;
+
+	if (need > left)
+		return jobs_fail(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
+				 "of job memory, %" PRIu64 " of %" PRIu64 " left", j->name, a->key,
+				 need, left, j->max_bytes);
+	k->chunk_ep = malloc((size_t)k->geom.nchunks * sizeof(*k->chunk_ep));
+	uint8_t *owner = malloc(k->geom.nchunks);
+	if (!k->chunk_ep || !owner) {
+		free(k->chunk_ep);
+		free(owner);
+		k->chunk_ep = NULL;
+		return jobs_fail(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+				 j->name, a->key);
+	}
+	assign_chunks(&k->geom, js->load, b->neps, k->chunk_ep);
+	for (uint32_t c = 0; c < k->geom.nchunks; c++)
+		owner[c] = (uint8_t)b->eps[k->chunk_ep[c]].lcore;
+	k->ek = engine_key_init(j->arena + j->used, a->key, a->count, a->dtype,
+				j->seg_bytes, k->geom.segs_per_chunk, owner);
+	k->bytes = need;
+	j->used += need;
+	*owner_out = owner;
+	return 0;
+}
+
+static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_args *a,
+		   struct job_key **out, char *err, size_t errlen)
+{
+	struct job_key k = { .key = a->key, .first_rank = (uint16_t)a->rank };
+	uint8_t *owner = NULL;
+	unsigned failed = 0;
+	int rc = check_new(js, j, a, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (assign_geom(a->count, a->dtype, j->seg_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
+		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
+				 " %s cannot be cut into %" PRIu32 "-byte segments", j->name,
+				 a->key, a->count, wire_dtype_name(a->dtype), j->seg_bytes);
+	if (reserve_key(j, js->box->cfg.max_keys) < 0)
+		return jobs_fail(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+				 j->name, a->key);
+	rc = build_key(js, j, &k, a, &owner, err, errlen);
+	if (rc < 0)
+		return rc;
+	j->keys[j->nkeys] = k;
+	index_add(j, j->nkeys);
+	j->nkeys++;
+	rc = install_key(js, j, k.ek, owner, &failed);
+	free(owner);
+	if (rc < 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "key %" PRIu32 " could not be installed on lcore %u "
+			 "(message ring full)", a->key, failed);
+		jobs_abort_job(js, j, why);
+		return jobs_fail(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
+	}
+	ctl_log(js->box, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
+		" segments in %" PRIu32 " chunks, %zu bytes", j->name, a->key, a->count,
+		wire_dtype_name(a->dtype), k.geom.nsegs, k.geom.nchunks, k.bytes);
+	*out = &j->keys[j->nkeys - 1];
+	return 0;
+}
+
+int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
+		 const struct job_key **out, char *err, size_t errlen)
+{
+	struct job *j = (struct job *)jobs_find_id(js, a->job_id);
+	struct job_key *k;
+	int rc;
+
+	if (!j)
+		return jobs_fail(err, errlen, -ENOENT, "no job with id %" PRIu32, a->job_id);
+	if (j->state == JOB_ABORTED)
+		return jobs_fail(err, errlen, -ECONNABORTED, "job %s is aborted (%s)",
+				 j->name, j->reason);
+	if (a->rank >= j->world || !j->ranks[a->rank].joined)
+		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+				 " has not joined the job", j->name, a->key, a->rank);
+	if (!wire_dtype_name(a->dtype))
+		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
+				 j->name, a->key, a->dtype);
+	k = (struct job_key *)job_key_find(j, a->key);
+	if (k) {
+		rc = check_same(j, k, a, err, errlen);
+	} else {
+		rc = new_key(js, j, a, &k, err, errlen);
+	}
+	if (rc < 0)
+		return rc;
+	k->declared |= 1ull << a->rank;
+	*out = k;
+	return 0;
+}

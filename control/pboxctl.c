@@ -1,0 +1,572 @@
+/*
+ * pboxctl.c - the operator's command line for pboxd: a thin client of the
+ * JSON-RPC control protocol (docs/rpc.md) that prints aligned tables, or
+ * the raw result with --json.
+ *
+ *   pboxctl [--socket PATH | --control ADDR:PORT] [--json] CMD
+ *     status | jobs | job show NAME | job abort NAME [--reason TEXT]
+ *     | stats [--all]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "rpc_client.h"
+
+#define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
+#define DEFAULT_TIMEOUT_MS 5000
+#define MAX_COLS 16
+
+struct ctl {
+	const char *target;
+	int json;
+	int timeout_ms;
+	struct rpc_client *rpc;
+};
+
+static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int die(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("pboxctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json] [--timeout MS] CMD\n"
+		"\n"
+		"commands:\n"
+		"  status                        box, ports, lcores and limits\n"
+		"  jobs                          the jobs on the box\n"
+		"  job show NAME                 one job: ranks and keys\n"
+		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
+		"  stats [--all]                 port and lcore counters, drops by reason\n"
+		"                                (non-zero drops only, unless --all)\n"
+		"\n"
+		"options:\n"
+		"  --socket PATH       pboxd's Unix socket (default $PBOX_SOCKET or %s)\n"
+		"  --control ADDR:PORT pboxd's TCP control address instead of the socket\n"
+		"  --json              print the raw JSON result\n"
+		"  --timeout MS        wait at most MS for an answer (default %d)\n"
+		"  --help              this text\n", DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
+}
+
+/* ---- JSON field access that tolerates missing fields ---- */
+
+static long long jint(const json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (long long)json_real_value(v) : 0;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? json_string_value(v) : "-";
+}
+
+static const char *human_bytes(unsigned long long b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", b);
+	else
+		snprintf(buf, len, "%.1f %s", v, unit[u]);
+	return buf;
+}
+
+/* ---- aligned tables ---- */
+
+struct table {
+	unsigned ncols, ncells, cap;
+	char **cells;
+	size_t width[MAX_COLS];
+};
+
+static void table_cell(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void table_cell(struct table *t, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	if (t->ncells == t->cap) {
+		unsigned cap = t->cap ? t->cap * 2 : 64;
+		char **c = realloc(t->cells, cap * sizeof(*c));
+		if (!c) {
+			free(s);
+			return;
+		}
+		t->cells = c;
+		t->cap = cap;
+	}
+	s = s ? s : strdup("?");
+	size_t w = s ? strlen(s) : 1;
+	unsigned col = t->ncells % t->ncols;
+	if (w > t->width[col])
+		t->width[col] = w;
+	t->cells[t->ncells++] = s;
+}
+
+static void table_init(struct table *t, unsigned ncols, const char *const *header)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	for (unsigned i = 0; i < ncols; i++)
+		table_cell(t, "%s", header[i]);
+}
+
+static int numeric(const char *s)
+{
+	if (*s == '-' && s[1])
+		s++;
+	for (; *s; s++)
+		if ((*s < '0' || *s > '9') && *s != '.')
+			return 0;
+	return 1;
+}
+
+/* Print and free: columns of numbers right-aligned (header too), text
+ * left-aligned. */
+static void table_print(struct table *t)
+{
+	int num[MAX_COLS];
+
+	for (unsigned c = 0; c < t->ncols; c++)
+		num[c] = t->ncells > t->ncols;
+	for (unsigned i = t->ncols; i < t->ncells; i++)
+		if (!t->cells[i] || !numeric(t->cells[i]))
+			num[i % t->ncols] = 0;
+	for (unsigned i = 0; i < t->ncells; i++) {
+		unsigned col = i % t->ncols;
+		const char *s = t->cells[i] ? t->cells[i] : "?";
+		int w = (int)t->width[col];
+		int last = col == t->ncols - 1;
+		if (num[col])
+			printf("%*s%s", w, s, last ? "\n" : "  ");
+		else if (last)
+			printf("%s\n", s);
+		else
+			printf("%-*s  ", w, s);
+		free(t->cells[i]);
+	}
+	free(t->cells);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- RPC ---- */
+
+static int call(struct ctl *c, const char *method, json_t *params, json_t **result)
+{
+	struct rpc_error e;
+	int rc;
+
+	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0)
+		return die("%s", e.message);
+	rc = rpc_client_call(c->rpc, method, params, c->timeout_ms, result, &e);
+	json_decref(params);
+	if (rc < 0)
+		return die("%s", e.message);
+	return 0;
+}
+
+static int print_json(const json_t *r)
+{
+	json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+	putchar('\n');
+	return 0;
+}
+
+/* ---- status ---- */
+
+static void print_ports(const json_t *ports)
+{
+	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING" };
+	struct table t;
+	size_t i;
+	json_t *p;
+
+	table_init(&t, 8, h);
+	json_array_foreach(ports, i, p) {
+		table_cell(&t, "%lld", jint(p, "port"));
+		table_cell(&t, "%s", jstr(p, "name"));
+		table_cell(&t, "%s", jstr(p, "mac"));
+		table_cell(&t, "%s", jstr(p, "ip"));
+		table_cell(&t, "%lld", jint(p, "mtu"));
+		table_cell(&t, "%s", jstr(p, "link"));
+		table_cell(&t, "%lld", jint(p, "rx_queues"));
+		table_cell(&t, "%s", jstr(p, "steering"));
+	}
+	table_print(&t);
+}
+
+static void print_lcores(const json_t *lcores)
+{
+	static const char *const h[] = { "LCORE", "INDEX", "UDP_PORT", "SOCKET" };
+	struct table t;
+	size_t i;
+	json_t *l;
+
+	table_init(&t, 4, h);
+	json_array_foreach(lcores, i, l) {
+		table_cell(&t, "%lld", jint(l, "lcore"));
+		table_cell(&t, "%lld", jint(l, "index"));
+		table_cell(&t, "%lld", jint(l, "udp_port"));
+		table_cell(&t, "%lld", jint(l, "socket"));
+	}
+	table_print(&t);
+}
+
+static int cmd_status(struct ctl *c)
+{
+	json_t *r;
+	char b1[32], b2[32];
+
+	if (call(c, "box_status", NULL, &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	json_t *lim = json_object_get(r, "limits");
+	json_t *up = json_object_get(r, "uptime_s");
+	printf("pboxd %s, protocol %lld, sum kernel %s, up %.1f s, %lld job(s)\n\n",
+	       jstr(r, "version"), jint(r, "protocol"), jstr(r, "kernel"),
+	       json_is_number(up) ? json_number_value(up) : 0.0, jint(r, "jobs"));
+	print_ports(json_object_get(r, "ports"));
+	putchar('\n');
+	print_lcores(json_object_get(r, "lcores"));
+	printf("\nlimits: %lld jobs, %lld workers/job, %lld keys/job, job memory %s "
+	       "(max %s), chunks %lld bytes, %lld slots/lcore\n",
+	       jint(lim, "max_jobs"), jint(lim, "max_world"), jint(lim, "max_keys"),
+	       human_bytes((unsigned long long)jint(lim, "default_job_bytes"), b1, sizeof(b1)),
+	       human_bytes((unsigned long long)jint(lim, "max_job_bytes"), b2, sizeof(b2)),
+	       jint(lim, "chunk_bytes"), jint(lim, "slots_per_lcore"));
+	json_decref(r);
+	return 0;
+}
+
+/* ---- jobs ---- */
+
+static int cmd_jobs(struct ctl *c)
+{
+	static const char *const h[] = { "JOB", "ID", "STATE", "WORLD", "JOINED", "KEYS", "USED", "MAX" };
+	struct table t;
+	json_t *r, *j;
+	size_t i;
+	char b1[32], b2[32];
+
+	if (call(c, "job_list", NULL, &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	json_t *jobs = json_object_get(r, "jobs");
+	if (json_array_size(jobs) == 0) {
+		printf("no jobs\n");
+		json_decref(r);
+		return 0;
+	}
+	table_init(&t, 8, h);
+	json_array_foreach(jobs, i, j) {
+		table_cell(&t, "%s", jstr(j, "job"));
+		table_cell(&t, "%lld", jint(j, "job_id"));
+		table_cell(&t, "%s", jstr(j, "state"));
+		table_cell(&t, "%lld", jint(j, "world"));
+		table_cell(&t, "%lld", jint(j, "joined"));
+		table_cell(&t, "%lld", jint(j, "keys"));
+		table_cell(&t, "%s", human_bytes((unsigned long long)jint(j, "bytes_used"), b1, sizeof(b1)));
+		table_cell(&t, "%s", human_bytes((unsigned long long)jint(j, "max_bytes"), b2, sizeof(b2)));
+	}
+	table_print(&t);
+	json_decref(r);
+	return 0;
+}
+
+static void print_ranks(const json_t *ranks)
+{
+	static const char *const h[] = { "RANK", "JOINED", "DATA_ADDRESS" };
+	struct table t;
+	size_t i;
+	json_t *k;
+
+	table_init(&t, 3, h);
+	json_array_foreach(ranks, i, k) {
+		table_cell(&t, "%lld", jint(k, "rank"));
+		table_cell(&t, "%s", json_is_true(json_object_get(k, "joined")) ? "yes" : "no");
+		if (json_is_string(json_object_get(k, "data_ip")))
+			table_cell(&t, "%s:%lld", jstr(k, "data_ip"), jint(k, "data_port"));
+		else
+			table_cell(&t, "-");
+	}
+	table_print(&t);
+}
+
+static void print_keys(const json_t *keys)
+{
+	static const char *const h[] = { "KEY", "COUNT", "DTYPE", "SEGMENTS", "CHUNKS", "DECLARED" };
+	struct table t;
+	size_t i;
+	json_t *k;
+
+	table_init(&t, 6, h);
+	json_array_foreach(keys, i, k) {
+		table_cell(&t, "%lld", jint(k, "key"));
+		table_cell(&t, "%lld", jint(k, "count"));
+		table_cell(&t, "%s", jstr(k, "dtype"));
+		table_cell(&t, "%lld", jint(k, "nsegs"));
+		table_cell(&t, "%lld", jint(k, "nchunks"));
+		table_cell(&t, "%lld", jint(k, "declared"));
+	}
+	table_print(&t);
+}
+
+static int cmd_job_show(struct ctl *c, const char *name)
+{
+	json_t *r;
+	char b1[32], b2[32];
+
+	if (call(c, "job_status", json_pack("{s:s}", "job", name), &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	printf("job %s (id %lld): %s, %lld of %lld ranks joined\n", jstr(r, "job"),
+	       jint(r, "job_id"), jstr(r, "state"), jint(r, "joined"), jint(r, "world"));
+	if (json_is_string(json_object_get(r, "reason")))
+		printf("reason: %s\n", jstr(r, "reason"));
+	printf("segments %lld bytes, %lld keys, memory %s used of %s\n\n", jint(r, "seg_bytes"),
+	       jint(r, "keys"),
+	       human_bytes((unsigned long long)jint(r, "bytes_used"), b1, sizeof(b1)),
+	       human_bytes((unsigned long long)jint(r, "max_bytes"), b2, sizeof(b2)));
+	print_ranks(json_object_get(r, "ranks"));
+	json_t *keys = json_object_get(r, "key_list");
+	if (json_array_size(keys)) {
+		putchar('\n');
+		print_keys(keys);
+	}
+	json_decref(r);
+	return 0;
+}
+
+static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
+{
+	json_t *r;
+	json_t *p = json_pack("{s:s}", "job", name);
+
+	if (reason)
+		json_object_set_new(p, "reason", json_string(reason));
+	if (call(c, "job_abort", p, &r))
+		return 1;
+	if (c->json)
+		print_json(r);
+	else
+		printf("job %s aborted\n", name);
+	json_decref(r);
+	return 0;
+}
+
+/* ---- stats ---- */
+
+static void print_port_stats(const json_t *ports)
+{
+	static const char *const h[] = { "PORT", "IPACKETS", "OPACKETS", "IBYTES", "OBYTES",
+					 "IMISSED", "IERRORS", "OERRORS", "RX_NOMBUF" };
+	static const char *const f[] = { "port", "ipackets", "opackets", "ibytes", "obytes",
+					 "imissed", "ierrors", "oerrors", "rx_nombuf" };
+	struct table t;
+	size_t i;
+	json_t *p;
+
+	table_init(&t, 9, h);
+	json_array_foreach(ports, i, p)
+		for (unsigned k = 0; k < 9; k++)
+			table_cell(&t, "%lld", jint(p, f[k]));
+	table_print(&t);
+}
+
+static void print_lcore_stats(const json_t *lcores)
+{
+	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "COMPLETES", "DUP_OPEN",
+					 "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN", "HANDOFF_OUT",
+					 "BUSY_POLLS", "IDLE_POLLS" };
+	static const char *const f[] = { "index", "rx", "tx", "pushes", "completes", "dup_open",
+					 "dup_done", "retx", "errors_sent", "handoff_in",
+					 "handoff_out", "busy_polls", "idle_polls" };
+	struct table t;
+	size_t i;
+	json_t *l;
+
+	table_init(&t, 13, h);
+	json_array_foreach(lcores, i, l)
+		for (unsigned k = 0; k < 13; k++)
+			table_cell(&t, "%lld", jint(l, f[k]));
+	table_print(&t);
+}
+
+/* One row per reason: total, then per lcore (up to MAX_COLS - 2 lcores). */
+static void print_drops(const json_t *drops, const json_t *lcores, int all)
+{
+	const char *h[MAX_COLS] = { "DROP", "TOTAL" };
+	char names[MAX_COLS][16];
+	size_t nl = json_array_size(lcores), i;
+	unsigned ncols = 2;
+	const char *reason;
+	json_t *v;
+	struct table t;
+	int shown = 0;
+
+	for (i = 0; i < nl && ncols < MAX_COLS; i++, ncols++) {
+		snprintf(names[ncols], sizeof(names[ncols]), "LCORE%zu", i);
+		h[ncols] = names[ncols];
+	}
+	table_init(&t, ncols, h);
+	json_object_foreach((json_t *)drops, reason, v) {
+		if (!all && jint(drops, reason) == 0)
+			continue;
+		shown++;
+		table_cell(&t, "%s", reason);
+		table_cell(&t, "%lld", jint(drops, reason));
+		for (i = 0; i + 2 < ncols; i++)
+			table_cell(&t, "%lld", jint(json_object_get(json_array_get(lcores, i), "drops"),
+						    reason));
+	}
+	if (shown)
+		table_print(&t);
+	else {
+		table_print(&t);
+		printf("(no drops)\n");
+	}
+}
+
+static int cmd_stats(struct ctl *c, int all)
+{
+	json_t *r;
+
+	if (call(c, "box_stats", NULL, &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	print_port_stats(json_object_get(r, "ports"));
+	putchar('\n');
+	print_lcore_stats(json_object_get(r, "lcores"));
+	putchar('\n');
+	print_drops(json_object_get(r, "drops"), json_object_get(r, "lcores"), all);
+	json_decref(r);
+	return 0;
+}
+
+/* ---- command line ---- */
+
+static int run_job(struct ctl *c, int argc, char **argv)
+{
+	if (argc < 2)
+		return die("'job' needs 'show NAME' or 'abort NAME [--reason TEXT]'");
+	if (strcmp(argv[0], "show") == 0) {
+		if (argc != 2)
+			return die("usage: pboxctl job show NAME");
+		return cmd_job_show(c, argv[1]);
+	}
+	if (strcmp(argv[0], "abort") == 0) {
+		const char *reason = NULL;
+		if (argc == 4 && strcmp(argv[2], "--reason") == 0)
+			reason = argv[3];
+		else if (argc != 2)
+			return die("usage: pboxctl job abort NAME [--reason TEXT]");
+		return cmd_job_abort(c, argv[1], reason);
+	}
+	return die("unknown job command '%s' (show, abort)", argv[0]);
+}
+
+static int run(struct ctl *c, int argc, char **argv)
+{
+	const char *cmd = argv[0];
+
+	if (strcmp(cmd, "status") == 0 && argc == 1)
+		return cmd_status(c);
+	if (strcmp(cmd, "jobs") == 0 && argc == 1)
+		return cmd_jobs(c);
+	if (strcmp(cmd, "job") == 0)
+		return run_job(c, argc - 1, argv + 1);
+	if (strcmp(cmd, "stats") == 0 && (argc == 1 || (argc == 2 && strcmp(argv[1], "--all") == 0)))
+		return cmd_stats(c, argc == 2);
+	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") && strcmp(cmd, "stats"))
+		return die("unknown command '%s' (see --help)", cmd);
+	return die("unexpected arguments after '%s' (see --help)", cmd);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *env = getenv("PBOX_SOCKET");
+	struct ctl c = { .target = env && *env ? env : DEFAULT_SOCKET,
+			 .timeout_ms = DEFAULT_TIMEOUT_MS };
+	char unix_target[128];
+	int opt, rc;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			snprintf(unix_target, sizeof(unix_target), "unix:%s", optarg);
+			c.target = unix_target;
+			break;
+		case 'c':
+			c.target = optarg;
+			break;
+		case 'j':
+			c.json = 1;
+			break;
+		case 't': {
+			char *end;
+			long t = strtol(optarg, &end, 10);
+			if (*end || t <= 0 || t > 3600000)
+				return die("--timeout: '%s' is not a time in ms in [1, 3600000]", optarg);
+			c.timeout_ms = (int)t;
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			return die("unknown option or missing value: '%s' (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 1;
+	}
+	if (strncmp(c.target, "unix:", 5) != 0 && strchr(c.target, '/')) {
+		snprintf(unix_target, sizeof(unix_target), "unix:%s", c.target);
+		c.target = unix_target;
+	}
+	rc = run(&c, argc - optind, argv + optind);
+	rpc_client_close(c.rpc);
+	return rc;
+}

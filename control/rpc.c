@@ -1,0 +1,304 @@
+/*
+ * rpc.c - JSON-RPC 2.0 request decoding, dispatch by method name, reply
+ * and error objects, and the parameter helpers. See rpc.h.
+ */
+#include "rpc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc_methods.h"
+
+const struct rpc_method rpc_methods[] = {
+	{ "box_endpoints", rpc_box_endpoints },
+	{ "box_status", rpc_box_status },
+	{ "box_stats", rpc_box_stats },
+	{ "job_create", rpc_job_create },
+	{ "job_join", rpc_job_join },
+	{ "job_leave", rpc_job_leave },
+	{ "job_list", rpc_job_list },
+	{ "job_status", rpc_job_status },
+	{ "job_abort", rpc_job_abort },
+	{ "key_declare", rpc_key_declare },
+	{ NULL, NULL },
+};
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* ---- reply objects ---- */
+
+/* Messages may quote client input cut anywhere: keep printable ASCII only,
+ * so the reply is always valid UTF-8. */
+static void sanitize(char *dst, size_t cap, const char *msg)
+{
+	size_t i;
+
+	for (i = 0; msg[i] && i + 1 < cap; i++)
+		dst[i] = (msg[i] >= 0x20 && msg[i] < 0x7f) ? msg[i] : '?';
+	dst[i] = '\0';
+}
+
+json_t *rpc_error_reply(json_t *id, int code, const char *msg)
+{
+	char clean[RPC_ERR_MAX];
+
+	sanitize(clean, sizeof(clean), msg);
+	return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
+			 "id", id ? id : json_null(), "error", "code", code,
+			 "message", clean);
+}
+
+json_t *rpc_notification(const char *method, json_t *params)
+{
+	return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
+			 "params", params);
+}
+
+static json_t *result_reply(json_t *id, json_t *result)
+{
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+}
+
+/* ---- decoding ---- */
+
+static const struct rpc_method *find_method(const char *name)
+{
+	for (const struct rpc_method *m = rpc_methods; m->name; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+static json_t *parse(const char *line, size_t len, char *err, size_t errlen)
+{
+	json_error_t e;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+
+	/* An integer beyond 64 bits is valid JSON: parse it as a number so
+	 * the parameter check can name it, instead of a parse error. */
+	if (!req && json_error_code(&e) == json_error_numeric_overflow)
+		req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
+				 &e);
+	if (!req)
+		snprintf(err, errlen, "parse error at column %d: %s", e.column, e.text);
+	return req;
+}
+
+static int valid_id(const json_t *id)
+{
+	return json_is_string(id) || json_is_number(id) || json_is_null(id);
+}
+
+/* Check the envelope; returns 0 and the parts, or an RPC_* code. */
+static int envelope(json_t *req, json_t **id, const char **method, json_t **params,
+		    char *err, size_t errlen)
+{
+	if (json_is_array(req))
+		return fail(err, errlen, RPC_INVALID_REQUEST, "batch requests are not supported");
+	if (!json_is_object(req))
+		return fail(err, errlen, RPC_INVALID_REQUEST, "a request must be a JSON object");
+	*id = json_object_get(req, "id");
+	if (*id && !valid_id(*id)) {
+		*id = NULL;
+		return fail(err, errlen, RPC_INVALID_REQUEST, "id must be a string, number or null");
+	}
+	json_t *v = json_object_get(req, "jsonrpc");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0)
+		return fail(err, errlen, RPC_INVALID_REQUEST, "jsonrpc must be \"2.0\"");
+	v = json_object_get(req, "method");
+	if (!json_is_string(v))
+		return fail(err, errlen, RPC_INVALID_REQUEST, "method must be a string");
+	*method = json_string_value(v);
+	*params = json_object_get(req, "params");
+	if (*params && !json_is_object(*params))
+		return fail(err, errlen, json_is_array(*params) ? RPC_INVALID_PARAMS : RPC_INVALID_REQUEST,
+			    "params must be an object (parameters by name)");
+	return 0;
+}
+
+/* Handler return codes: RPC_* or a negative errno; anything else is ours. */
+static int sane_code(int rc)
+{
+	if ((rc <= -32000 && rc >= -32768) || (rc < 0 && rc > -4096))
+		return rc;
+	return RPC_INTERNAL_ERROR;
+}
+
+static json_t *dispatch(struct rpc_ctx *ctx, json_t *id, const char *method,
+			json_t *params)
+{
+	char err[RPC_ERR_MAX] = "";
+	const struct rpc_method *m = find_method(method);
+	json_t *result = NULL, *reply;
+
+	if (!m) {
+		snprintf(err, sizeof(err), "method '%.64s' not found", method);
+		return rpc_error_reply(id, RPC_METHOD_NOT_FOUND, err);
+	}
+	json_t *p = params ? json_incref(params) : json_object();
+	int rc = m->fn(ctx, p, &result, err, sizeof(err));
+	json_decref(p);
+	if (rc == 0 && result)
+		return result_reply(id, result);
+	json_decref(result);
+	if (rc == 0)
+		snprintf(err, sizeof(err), "%s: no result", m->name);
+	if (!err[0])
+		snprintf(err, sizeof(err), "%s: %s", m->name, strerror(-rc));
+	reply = rpc_error_reply(id, rc ? sane_code(rc) : RPC_INTERNAL_ERROR, err);
+	return reply;
+}
+
+json_t *rpc_handle_line(struct rpc_ctx *ctx, const char *line, size_t len)
+{
+	char err[RPC_ERR_MAX];
+	json_t *id = NULL, *params = NULL, *reply;
+	const char *method = NULL;
+	json_t *req = parse(line, len, err, sizeof(err));
+
+	if (!req)
+		return rpc_error_reply(NULL, RPC_PARSE_ERROR, err);
+	int rc = envelope(req, &id, &method, &params, err, sizeof(err));
+	if (rc < 0)
+		reply = rpc_error_reply(id, rc, err);
+	else
+		reply = dispatch(ctx, id, method, params);
+	if (rc == 0 && !id) { /* a notification: no answer, even on error */
+		json_decref(reply);
+		reply = NULL;
+	}
+	json_decref(req);
+	return reply;
+}
+
+/* ---- parameter helpers ---- */
+
+int rpc_params_known(json_t *params, const char *const *names, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(params, key, v) {
+		const char *const *n;
+		for (n = names; *n && strcmp(*n, key) != 0; n++)
+			;
+		if (*n)
+			continue;
+		size_t off = (size_t)snprintf(err, errlen, "params: unknown parameter '%.64s' (known:",
+					      key);
+		for (n = names; *n && off < errlen; n++)
+			off += (size_t)snprintf(err + off, errlen - off, " %s", *n);
+		if (off < errlen)
+			snprintf(err + off, errlen - off, ")");
+		return RPC_INVALID_PARAMS;
+	}
+	return 0;
+}
+
+static int missing(const char *name, char *err, size_t errlen)
+{
+	return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s is required", name);
+}
+
+int rpc_param_u64(json_t *params, const char *name, int required, uint64_t min,
+		  uint64_t max, uint64_t *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(params, name);
+	uint64_t x;
+
+	if (!v)
+		return required ? missing(name, err, errlen) : 0;
+	if (json_is_integer(v)) {
+		json_int_t i = json_integer_value(v);
+		if (i < 0)
+			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %lld is outside "
+				    "[%" PRIu64 ", %" PRIu64 "]", name, (long long)i, min, max);
+		x = (uint64_t)i;
+	} else if (json_is_real(v)) {
+		double d = json_real_value(v);
+		if (!isfinite(d) || d != floor(d))
+			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is not an "
+				    "integer", name, d);
+		if (d < 0 || d >= 18446744073709551616.0)
+			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is outside "
+				    "[%" PRIu64 ", %" PRIu64 "]", name, d, min, max);
+		x = (uint64_t)d;
+	} else {
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s must be an integer", name);
+	}
+	if (x < min || x > max)
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %" PRIu64 " is outside "
+			    "[%" PRIu64 ", %" PRIu64 "]", name, x, min, max);
+	*out = x;
+	return 0;
+}
+
+int rpc_param_u32(json_t *params, const char *name, int required, uint32_t min,
+		  uint32_t max, uint32_t *out, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = rpc_param_u64(params, name, required, min, max, &x, err, errlen);
+
+	if (rc == 0 && json_object_get(params, name))
+		*out = (uint32_t)x;
+	return rc;
+}
+
+int rpc_param_str(json_t *params, const char *name, int required, size_t maxlen,
+		  const char **out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(params, name);
+
+	if (!v)
+		return required ? missing(name, err, errlen) : 0;
+	if (!json_is_string(v))
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s must be a string", name);
+	size_t n = json_string_length(v);
+	if (n > maxlen)
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s is %zu bytes long, "
+			    "more than %zu", name, n, maxlen);
+	if (strlen(json_string_value(v)) != n)
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s contains a NUL", name);
+	*out = json_string_value(v);
+	return 0;
+}
+
+int rpc_param_ipv4(json_t *params, const char *name, int required, uint32_t *out,
+		   char *err, size_t errlen)
+{
+	const char *s = NULL;
+	struct in_addr a;
+	int rc = rpc_param_str(params, name, required, 15, &s, err, errlen);
+
+	if (rc < 0 || !s)
+		return rc;
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: '%s' is not a "
+			    "dotted-quad IPv4 address", name, s);
+	*out = ntohl(a.s_addr);
+	return 0;
+}
+
+const char *rpc_ip_str(uint32_t ip, char *buf, size_t len)
+{
+	struct in_addr a = { .s_addr = htonl(ip) };
+
+	if (!inet_ntop(AF_INET, &a, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}

@@ -1,0 +1,25 @@
+/*
+ * rpc_methods.h - the handlers of the control protocol (docs/rpc.md), one
+ * small file per object: job_rpc.c, key_rpc.c, box_rpc.c. rpc.c lists them
+ * in its method table. Each has the rpc_handler_fn signature.
+ */
+#ifndef PBOX_RPC_METHODS_H
+#define PBOX_RPC_METHODS_H
+
+#include "rpc.h"
+
+#define RPC_HANDLER(name) \
+	int name(struct rpc_ctx *ctx, json_t *params, json_t **result, char *err, size_t errlen)
+
+RPC_HANDLER(rpc_job_create);
+RPC_HANDLER(rpc_job_join);
+RPC_HANDLER(rpc_job_leave);
+RPC_HANDLER(rpc_job_list);
+RPC_HANDLER(rpc_job_status);
+RPC_HANDLER(rpc_job_abort);
+RPC_HANDLER(rpc_key_declare);
+RPC_HANDLER(rpc_box_endpoints);
+RPC_HANDLER(rpc_box_status);
+RPC_HANDLER(rpc_box_stats);
+
+#endif

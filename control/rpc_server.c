@@ -1,0 +1,556 @@
+/*
+ * rpc_server.c - the control plane's event loop: accept connections on the
+ * listeners, read request lines, answer through rpc.c, queue replies and
+ * notifications per connection, and end sessions. See rpc_server.h.
+ *
+ * Connections are never freed in the middle of a batch of events: a
+ * connection that ends is marked dead, taken out of epoll and closed at
+ * once (its session ends, which may abort jobs and notify others), and its
+ * memory is freed at the end of rpc_server_poll.
+ */
+#include "rpc_server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jobs.h"
+#include "jsonl.h"
+#include "log.h"
+#include "rpc.h"
+#include "rpc_listen.h"
+
+#define MAX_EVENTS   64
+#define READS_PER_EVENT 16
+#define CLOSE_GRACE_MS 1000  /* to flush a last reply before closing */
+
+enum { EP_TCP_LISTEN = 1, EP_UNIX_LISTEN, EP_CONN };
+
+struct listener {
+	int kind;   /* EP_TCP_LISTEN / EP_UNIX_LISTEN: first, as in struct conn */
+	int fd;
+};
+
+struct conn {
+	int kind;   /* EP_CONN */
+	int fd;
+	int is_tcp;
+	int dead;
+	int closing;          /* answer what is queued, then close */
+	long deadline_ms;     /* of closing */
+	char peer[64];
+	struct jsonl_buf in;
+	char *out;
+	size_t out_len, out_off, out_cap;
+	uint32_t events;      /* registered with epoll */
+	struct conn *next, *prev;
+};
+
+struct rpc_server {
+	struct box *box;
+	int ep;
+	struct listener tcp, unx;
+	unsigned tcp_port;
+	char unix_path[108];
+	struct conn *conns;   /* live */
+	struct conn *dead;    /* to free at the end of the poll */
+	unsigned nconns;
+	int owns_jobs;        /* created box->jobs, so closes it */
+};
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+/* ---- connection list and teardown ---- */
+
+static void conn_unlink(struct rpc_server *s, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static void conn_kill(struct rpc_server *s, struct conn *c, const char *why)
+{
+	if (c->dead)
+		return;
+	c->dead = 1;
+	ctl_log(s->box, CTL_LOG_DEBUG, "control connection %s closed (%s)", c->peer, why);
+	epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	conn_unlink(s, c);
+	s->nconns--;
+	c->next = s->dead;
+	s->dead = c;
+	jobs_session_closed(s->box->jobs, c); /* may notify other sessions */
+}
+
+static void conn_free(struct conn *c)
+{
+	jsonl_free(&c->in);
+	free(c->out);
+	free(c);
+}
+
+static void free_dead(struct rpc_server *s)
+{
+	while (s->dead) {
+		struct conn *c = s->dead;
+		s->dead = c->next;
+		conn_free(c);
+	}
+}
+
+/* ---- output ---- */
+
+static void set_events(struct rpc_server *s, struct conn *c, uint32_t ev)
+{
+	if (c->dead || c->events == ev)
+		return;
+	struct epoll_event e = { .events = ev, .data.ptr = c };
+	if (epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &e) == 0)
+		c->events = ev;
+}
+
+/* Write what the socket takes now; wait for EPOLLOUT for the rest. */
+static void flush(struct rpc_server *s, struct conn *c)
+{
+	while (!c->dead && c->out_off < c->out_len) {
+		ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			c->out_off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		conn_kill(s, c, "write failed");
+		return;
+	}
+	if (c->dead)
+		return;
+	if (c->out_off == c->out_len) {
+		c->out_off = c->out_len = 0;
+		if (c->closing) {
+			conn_kill(s, c, "closed after last reply");
+			return;
+		}
+	}
+	uint32_t ev = (c->closing ? 0 : EPOLLIN) | (c->out_len ? EPOLLOUT : 0);
+	set_events(s, c, ev);
+}
+
+static int queue(struct rpc_server *s, struct conn *c, const json_t *msg)
+{
+	char *line = json_dumps(msg, JSON_COMPACT);
+	if (!line)
+		return -ENOMEM;
+	size_t n = strlen(line);
+	size_t pending = c->out_len - c->out_off;
+	if (pending + n + 1 > RPC_SERVER_OUT_MAX) {
+		free(line);
+		ctl_log(s->box, CTL_LOG_WARN, "control connection %s: more than %u bytes of "
+			"replies unread; closing it", c->peer, RPC_SERVER_OUT_MAX);
+		conn_kill(s, c, "output limit");
+		return -ENOBUFS;
+	}
+	if (c->out_off > 0 && c->out_len + n + 1 > c->out_cap) { /* compact */
+		memmove(c->out, c->out + c->out_off, pending);
+		c->out_len = pending;
+		c->out_off = 0;
+	}
+	if (c->out_len + n + 1 > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		while (cap < c->out_len + n + 1)
+			cap *= 2;
+		char *p = realloc(c->out, cap);
+		if (!p) {
+			free(line);
+			return -ENOMEM;
+		}
+		c->out = p;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, line, n);
+	c->out[c->out_len + n] = '\n';
+	c->out_len += n + 1;
+	free(line);
+	return 0;
+}
+
+int rpc_server_send(struct rpc_server *s, void *session, const json_t *msg)
+{
+	struct conn *c = session;
+
+	if (c->dead)
+		return 0;
+	int rc = queue(s, c, msg);
+	if (rc == 0)
+		flush(s, c);
+	return rc;
+}
+
+static void close_after_reply(struct rpc_server *s, struct conn *c)
+{
+	c->closing = 1;
+	c->deadline_ms = now_ms() + CLOSE_GRACE_MS;
+	flush(s, c);
+}
+
+/* ---- requests ---- */
+
+static void reply_to(struct rpc_server *s, struct conn *c, json_t *reply)
+{
+	if (!reply)
+		return;
+	if (queue(s, c, reply) < 0 && !c->dead) {
+		json_t *e = rpc_error_reply(NULL, RPC_INTERNAL_ERROR, "out of memory for the reply");
+		if (e)
+			queue(s, c, e);
+		json_decref(e);
+	}
+	json_decref(reply);
+}
+
+static void line_too_long(struct rpc_server *s, struct conn *c)
+{
+	char msg[96];
+
+	snprintf(msg, sizeof(msg), "request line longer than %d bytes; closing the connection",
+		 JSONL_MAX_LINE);
+	reply_to(s, c, rpc_error_reply(NULL, RPC_INVALID_REQUEST, msg));
+	close_after_reply(s, c);
+}
+
+static int blank(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (line[i] != ' ' && line[i] != '\t')
+			return 0;
+	return 1;
+}
+
+/* Answer every complete line buffered. 0, or -1 if the connection ended. */
+static int handle_lines(struct rpc_server *s, struct conn *c)
+{
+	struct rpc_ctx ctx = { .box = s->box, .session = c };
+	char *line;
+	size_t len;
+	int rc;
+
+	while (!c->dead && !c->closing && (rc = jsonl_next(&c->in, &line, &len)) != 0) {
+		if (rc < 0) {
+			line_too_long(s, c);
+			return -1;
+		}
+		if (!blank(line, len))
+			reply_to(s, c, rpc_handle_line(&ctx, line, len));
+	}
+	return c->dead || c->closing ? -1 : 0;
+}
+
+static void conn_readable(struct rpc_server *s, struct conn *c)
+{
+	for (int i = 0; i < READS_PER_EVENT && !c->dead && !c->closing; i++) {
+		ssize_t r = jsonl_fill(&c->in, c->fd);
+		if (r == -EAGAIN)
+			break;
+		if (r == -E2BIG) {
+			line_too_long(s, c);
+			break;
+		}
+		if (r < 0) {
+			conn_kill(s, c, "read failed");
+			break;
+		}
+		if (handle_lines(s, c) < 0)
+			break;
+		if (r == 0) { /* peer done sending: answer, then close */
+			jobs_session_closed(s->box->jobs, c);
+			close_after_reply(s, c);
+			break;
+		}
+	}
+	if (!c->dead)
+		flush(s, c);
+}
+
+/* ---- accepting ---- */
+
+static void tune_tcp(int fd)
+{
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
+	unsigned user_timeout = 30000;
+
+	/* A worker host that dies without closing is noticed in ~25 s. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+static void peer_name(int fd, int is_tcp, char *buf, size_t len)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char ip[16];
+
+	if (is_tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET)
+		snprintf(buf, len, "%s:%u", rpc_ip_str(ntohl(sa.sin_addr.s_addr), ip, sizeof(ip)),
+			 ntohs(sa.sin_port));
+	else
+		snprintf(buf, len, is_tcp ? "tcp peer" : "unix peer");
+}
+
+static void add_conn(struct rpc_server *s, int fd, int is_tcp)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c || jsonl_init(&c->in, JSONL_MAX_LINE) < 0) {
+		free(c);
+		close(fd);
+		ctl_log(s->box, CTL_LOG_ERROR, "out of memory for a control connection");
+		return;
+	}
+	c->kind = EP_CONN;
+	c->fd = fd;
+	c->is_tcp = is_tcp;
+	c->events = EPOLLIN;
+	peer_name(fd, is_tcp, c->peer, sizeof(c->peer));
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
+		conn_free(c);
+		close(fd);
+		return;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	ctl_log(s->box, CTL_LOG_DEBUG, "control connection from %s", c->peer);
+}
+
+static void accept_all(struct rpc_server *s, struct listener *l)
+{
+	for (int i = 0; i < MAX_EVENTS; i++) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				ctl_log(s->box, CTL_LOG_WARN, "accept: %s", strerror(errno));
+			return;
+		}
+		if (s->nconns >= RPC_SERVER_MAX_CONNS) {
+			ctl_log(s->box, CTL_LOG_WARN, "%d control connections open; refusing "
+				"another", RPC_SERVER_MAX_CONNS);
+			close(fd);
+			continue;
+		}
+		if (l->kind == EP_TCP_LISTEN)
+			tune_tcp(fd);
+		add_conn(s, fd, l->kind == EP_TCP_LISTEN);
+	}
+}
+
+/* ---- the loop ---- */
+
+static void handle_event(struct rpc_server *s, struct epoll_event *e)
+{
+	int kind = *(int *)e->data.ptr;
+
+	if (kind != EP_CONN) {
+		accept_all(s, e->data.ptr);
+		return;
+	}
+	struct conn *c = e->data.ptr;
+	if (c->dead)
+		return;
+	if (e->events & EPOLLOUT)
+		flush(s, c);
+	if (!c->dead && (e->events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing)
+		conn_readable(s, c);
+	else if (!c->dead && (e->events & (EPOLLHUP | EPOLLERR)))
+		conn_kill(s, c, "hang-up");
+}
+
+static void expire_closing(struct rpc_server *s)
+{
+	long now = now_ms();
+
+	for (struct conn *c = s->conns, *n; c; c = n) {
+		n = c->next;
+		if (c->closing && now >= c->deadline_ms)
+			conn_kill(s, c, "last reply not read in time");
+	}
+}
+
+int rpc_server_poll(struct rpc_server *s, int timeout_ms)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	int n = epoll_wait(s->ep, ev, MAX_EVENTS, timeout_ms);
+
+	if (n < 0) {
+		if (errno != EINTR)
+			return -errno;
+		n = 0;
+	}
+	for (int i = 0; i < n; i++)
+		handle_event(s, &ev[i]);
+	expire_closing(s);
+	free_dead(s);
+	jobs_tick(s->box->jobs);
+	return n;
+}
+
+/* ---- set-up and teardown ---- */
+
+static void notify_aborted(void *ctx, void *session, const struct job *j)
+{
+	struct rpc_server *s = ctx;
+	json_t *m = rpc_notification("job_aborted",
+				     json_pack("{s:s, s:I, s:s}", "job", j->name,
+					       "job_id", (json_int_t)j->id, "reason", j->reason));
+	if (m)
+		rpc_server_send(s, session, m);
+	json_decref(m);
+}
+
+static int add_listener(struct rpc_server *s, struct listener *l, int kind, int fd)
+{
+	l->kind = kind;
+	l->fd = fd;
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = l };
+	return epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+static int open_listeners(struct rpc_server *s, char *err, size_t errlen)
+{
+	const struct box_config *cfg = &s->box->cfg;
+	int fd, rc;
+
+	if (!cfg->control[0] && !cfg->rpc_socket[0]) {
+		snprintf(err, errlen, "no control listener configured (--control, --rpc-socket)");
+		return -EINVAL;
+	}
+	if (cfg->control[0]) {
+		fd = rpc_listen_tcp(cfg->control, &s->tcp_port, err, errlen);
+		if (fd < 0)
+			return fd;
+		if ((rc = add_listener(s, &s->tcp, EP_TCP_LISTEN, fd)) < 0) {
+			close(fd);
+			snprintf(err, errlen, "epoll: %s", strerror(-rc));
+			return rc;
+		}
+	}
+	if (cfg->rpc_socket[0]) {
+		fd = rpc_listen_unix(cfg->rpc_socket, cfg->rpc_socket_mode, err, errlen);
+		if (fd < 0)
+			return fd;
+		snprintf(s->unix_path, sizeof(s->unix_path), "%s", cfg->rpc_socket);
+		if ((rc = add_listener(s, &s->unx, EP_UNIX_LISTEN, fd)) < 0) {
+			close(fd);
+			snprintf(err, errlen, "epoll: %s", strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t errlen)
+{
+	struct rpc_server *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->box = box;
+	s->tcp.fd = s->unx.fd = -1;
+	s->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (s->ep < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
+		free(s);
+		return rc;
+	}
+	if (!box->jobs) {
+		rc = jobs_open(box, &box->jobs);
+		if (rc < 0) {
+			snprintf(err, errlen, "out of memory for the job registry");
+			close(s->ep);
+			free(s);
+			return rc;
+		}
+		s->owns_jobs = 1;
+	}
+	jobs_set_notify(box->jobs, notify_aborted, s);
+	rc = open_listeners(s, err, errlen);
+	if (rc < 0) {
+		rpc_server_close(s);
+		return rc;
+	}
+	if (s->tcp.fd >= 0)
+		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on tcp %s (port %u)",
+			box->cfg.control, s->tcp_port);
+	if (s->unx.fd >= 0)
+		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on unix %s", s->unix_path);
+	*out = s;
+	return 0;
+}
+
+void rpc_server_close(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	/* Our registry goes first: with the lcores stopped there is nothing
+	 * to abort, and the sessions below then end without touching a job.
+	 * A registry the caller made outlives us but no longer notifies us. */
+	if (s->owns_jobs) {
+		jobs_close(s->box->jobs);
+		s->box->jobs = NULL;
+	} else if (s->box->jobs) {
+		jobs_set_notify(s->box->jobs, NULL, NULL);
+	}
+	while (s->conns)
+		conn_kill(s, s->conns, "server closing");
+	free_dead(s);
+	if (s->tcp.fd >= 0)
+		close(s->tcp.fd);
+	if (s->unx.fd >= 0) {
+		close(s->unx.fd);
+		unlink(s->unix_path);
+	}
+	close(s->ep);
+	free(s);
+}
+
+unsigned rpc_server_tcp_port(const struct rpc_server *s)
+{
+	return s->tcp.fd >= 0 ? s->tcp_port : 0;
+}
+
+unsigned rpc_server_nconns(const struct rpc_server *s)
+{
+	return s->nconns;
+}

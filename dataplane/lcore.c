@@ -1,0 +1,269 @@
+/*
+ * lcore.c - the DPDK poll loop of a data lcore: apply control messages,
+ * rx burst -> parse -> (hand off | engine) -> results to every worker,
+ * buffered tx flushed once per iteration. No locks, no allocation beyond
+ * mbufs, no system calls (except the opt-in idle sleep for shared
+ * development machines, --idle-sleep-us).
+ */
+#include "lcore.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_prefetch.h>
+
+#include "drops.h"
+#include "frame.h"
+#include "wire.h"
+
+#define MSG_BURST 8
+#define MSG_RING_SIZE 1024
+#define HANDOFF_RING_SIZE 4096
+#define TX_RETRIES 4
+
+struct lcore_ctx *lcore_ctx_create(unsigned index, unsigned eal_id, int socket,
+				   const struct dp_shared *sh,
+				   const struct sum_kernels *sum)
+{
+	char name[RTE_RING_NAMESIZE];
+	struct lcore_ctx *lc = rte_zmalloc_socket("lcore_ctx", sizeof(*lc),
+						  RTE_CACHE_LINE_SIZE, socket);
+	if (!lc)
+		return NULL;
+	lc->index = index;
+	lc->eal_id = eal_id;
+	lc->sh = sh;
+	lc->txq = (uint16_t)index;
+	engine_init(&lc->eng, (uint16_t)index, sum);
+	snprintf(name, sizeof(name), "pbox_msg%u", index);
+	lc->msgs = rte_ring_create_elem(name, sizeof(struct engine_msg), MSG_RING_SIZE,
+					socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	snprintf(name, sizeof(name), "pbox_hand%u", index);
+	lc->handoff = rte_ring_create(name, HANDOFF_RING_SIZE, socket, RING_F_SC_DEQ);
+	if (!lc->msgs || !lc->handoff) {
+		lcore_ctx_free(lc);
+		return NULL;
+	}
+	return lc;
+}
+
+void lcore_ctx_free(struct lcore_ctx *lc)
+{
+	if (!lc)
+		return;
+	rte_ring_free(lc->msgs);
+	rte_ring_free(lc->handoff);
+	rte_free(lc);
+}
+
+static inline void drop(struct lcore_ctx *lc, struct rte_mbuf *m, int reason)
+{
+	lc->st.drops[reason]++;
+	rte_pktmbuf_free(m);
+}
+
+static void flush_port(struct lcore_ctx *lc, uint16_t port)
+{
+	uint16_t n = lc->ntx[port], sent = 0;
+
+	for (int t = 0; t < TX_RETRIES && sent < n; t++)
+		sent += rte_eth_tx_burst(port, lc->txq, lc->tx[port] + sent, n - sent);
+	lc->st.tx += sent;
+	for (uint16_t i = sent; i < n; i++)
+		drop(lc, lc->tx[port][i], DROP_TX_FULL);
+	lc->ntx[port] = 0;
+}
+
+static inline void tx(struct lcore_ctx *lc, uint16_t port, struct rte_mbuf *m)
+{
+	lc->tx[port][lc->ntx[port]++] = m;
+	if (lc->ntx[port] == LCORE_BURST)
+		flush_port(lc, port);
+}
+
+static void flush_all(struct lcore_ctx *lc)
+{
+	for (uint16_t p = 0; p < BOX_MAX_PORTS; p++)
+		if (lc->ntx[p])
+			flush_port(lc, p);
+}
+
+/* Build and queue one RESULT/ERROR packet of out for rank. */
+static void send_to(struct lcore_ctx *lc, const struct engine_out *out, uint16_t rank)
+{
+	const struct dp_peer *peer = &lc->peers[engine_job_index(out->job->id)][rank];
+	const struct engine_worker *w = &out->job->workers[rank];
+	const struct dp_port *port = &lc->sh->ports[peer->port_id];
+	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
+	struct rte_mbuf *m = rte_pktmbuf_alloc(port->pool);
+
+	if (!m) {
+		lc->st.drops[DROP_NO_MBUF]++;
+		return;
+	}
+	uint8_t *p = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(FRAME_HDRS_LEN + WIRE_HDR_LEN + plen));
+	if (!p) {
+		drop(lc, m, DROP_NO_MBUF);
+		return;
+	}
+	struct wire_msg h = out->hdr;
+	h.rank = rank;
+	frame_udp_headers(p, peer->mac, port->mac, port->ip, w->ip,
+			  (uint16_t)(lc->sh->udp_base + lc->index), w->port,
+			  WIRE_HDR_LEN + plen);
+	wire_encode(p + FRAME_HDRS_LEN, &h);
+	if (plen)
+		memcpy(p + FRAME_HDRS_LEN + WIRE_HDR_LEN, out->payload, plen);
+	tx(lc, peer->port_id, m);
+}
+
+/* A pbox datagram for this lcore: validate, aggregate, answer. */
+static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
+			const struct frame_info *fi)
+{
+	struct wire_msg msg;
+	struct engine_out out;
+	int rc = wire_decode(fi->payload, fi->payload_len, &msg);
+
+	if (rc == 0)
+		rc = engine_push(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,
+				 fi->src_ip, fi->src_port, &out);
+	if (rc < 0) {
+		drop(lc, m, -rc);
+		return;
+	}
+	/* Token and source checked: remember where this rank is. */
+	struct dp_peer *peer = &lc->peers[engine_job_index(msg.job)][msg.rank];
+	memcpy(peer->mac, fi->src_mac, 6);
+	peer->port_id = m->port;
+	rte_pktmbuf_free(m);
+
+	switch (rc) {
+	case ENGINE_SEND_ALL:
+		for (uint16_t r = 0; r < out.job->world; r++)
+			send_to(lc, &out, r);
+		break;
+	case ENGINE_SEND_ONE:
+	case ENGINE_SEND_ERROR:
+		send_to(lc, &out, out.rank);
+		break;
+	default:
+		break;
+	}
+}
+
+static inline int csum_bad(const struct rte_mbuf *m)
+{
+	return (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
+	       (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
+}
+
+/* Every received frame: classify, answer ARP/ICMP, route UDP to its owner. */
+static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
+{
+	const struct dp_port *port = &lc->sh->ports[m->port];
+	struct frame_info fi;
+
+	if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+		drop(lc, m, DROP_BAD_LEN);
+		return;
+	}
+	if (csum_bad(m)) {
+		drop(lc, m, DROP_BAD_CSUM);
+		return;
+	}
+	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
+	int kind = frame_parse(frame, rte_pktmbuf_data_len(m), port->ip, &fi);
+	switch (kind) {
+	case FRAME_UDP: {
+		unsigned owner = (unsigned)(uint16_t)(fi.dst_port - lc->sh->udp_base);
+		if (owner >= lc->sh->nlcores) {
+			drop(lc, m, DROP_BAD_PORT);
+		} else if (owner == lc->index || handed) {
+			handle_push(lc, m, &fi);
+		} else if (rte_ring_enqueue(lc->sh->lcores[owner]->handoff, m) != 0) {
+			drop(lc, m, DROP_RING_FULL);
+		} else {
+			lc->st.handoff_out++;
+		}
+		return;
+	}
+	case FRAME_ARP:
+		m->data_len = m->pkt_len = (uint32_t)frame_arp_reply(frame, m->data_len, port->mac, port->ip);
+		lc->st.arp++;
+		tx(lc, m->port, m);
+		return;
+	case FRAME_ICMP_ECHO:
+		m->data_len = m->pkt_len = (uint32_t)frame_icmp_reply(frame, m->data_len);
+		lc->st.icmp++;
+		tx(lc, m->port, m);
+		return;
+	case FRAME_IGNORE:
+		rte_pktmbuf_free(m);
+		return;
+	default:
+		drop(lc, m, -kind);
+		return;
+	}
+}
+
+static unsigned apply_msgs(struct lcore_ctx *lc)
+{
+	struct engine_msg ms[MSG_BURST];
+	unsigned n = rte_ring_dequeue_burst_elem(lc->msgs, ms, sizeof(ms[0]), MSG_BURST, NULL);
+
+	for (unsigned i = 0; i < n; i++) {
+		if (ms[i].type == ENGINE_MSG_JOB_INSTALL || ms[i].type == ENGINE_MSG_JOB_REMOVE)
+			memset(lc->peers[engine_job_index(ms[i].job)], 0,
+			       sizeof(lc->peers[0]));
+		engine_apply(&lc->eng, &ms[i]);
+	}
+	if (n)
+		__atomic_store_n(&lc->applied, lc->applied + n, __ATOMIC_RELEASE);
+	return n;
+}
+
+static unsigned poll_burst(struct lcore_ctx *lc, struct rte_mbuf **pkts,
+			   unsigned n, int handed)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		handle_rx(lc, pkts[i], handed);
+	}
+	return n;
+}
+
+int lcore_main(void *arg)
+{
+	struct lcore_ctx *lc = arg;
+	const struct dp_shared *sh = lc->sh;
+	struct rte_mbuf *pkts[LCORE_BURST];
+
+	while (!*sh->quit) {
+		unsigned work = apply_msgs(lc);
+		for (unsigned q = 0; q < lc->nrxq; q++) {
+			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port_id, lc->rxq[q].queue,
+						      pkts, LCORE_BURST);
+			lc->st.rx += n;
+			work += poll_burst(lc, pkts, n, 0);
+		}
+		unsigned h = rte_ring_dequeue_burst(lc->handoff, (void **)pkts, LCORE_BURST, NULL);
+		lc->st.handoff_in += h;
+		work += poll_burst(lc, pkts, h, 1);
+		flush_all(lc);
+		if (work) {
+			lc->st.busy_polls++;
+		} else {
+			lc->st.idle_polls++;
+			if (sh->idle_sleep_us)
+				rte_delay_us_sleep(sh->idle_sleep_us);
+		}
+	}
+	flush_all(lc);
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * lcore.h - the DPDK poll loop of one data lcore and what it shares.
+ *
+ * Each data lcore owns: its engine (the chunks assigned to it), its
+ * counters, one tx queue on every port, the rx queues given to it, and
+ * two rings it consumes: control messages (struct engine_msg by value) and
+ * hand-off packets that another lcore received for it. Packets are steered
+ * to the owning lcore by UDP destination port (udp_base + lcore index):
+ * by the NIC where it can (rte_flow), else by the lcore that polled the
+ * queue, through the owner's hand-off ring.
+ */
+#ifndef PBOX_LCORE_H
+#define PBOX_LCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "box.h"
+#include "engine.h"
+
+#define LCORE_MAX_RXQ 32
+#define LCORE_BURST 32
+
+/* Read-only after start: what every lcore may look at. */
+struct dp_port {
+	uint16_t port_id;
+	uint32_t ip;        /* host order */
+	uint8_t mac[6];
+	struct rte_mempool *pool;
+};
+
+struct dp_shared {
+	unsigned nports;
+	struct dp_port ports[BOX_MAX_PORTS];   /* indexed by DPDK port id */
+	unsigned nlcores;
+	struct lcore_ctx *lcores[BOX_MAX_LCORES];
+	uint16_t udp_base;
+	uint32_t idle_sleep_us;
+	volatile bool *quit;
+};
+
+/* Where to send results to a rank: learned from its packets. */
+struct dp_peer {
+	uint8_t mac[6];
+	uint16_t port_id;
+};
+
+struct lcore_ctx {
+	struct engine eng;
+	struct lcore_stats st;
+	uint64_t applied;          /* control messages applied; read by control */
+	unsigned index;            /* 0..nlcores-1 */
+	unsigned eal_id;
+	struct rte_ring *msgs;     /* control -> this lcore, engine_msg elems */
+	struct rte_ring *handoff;  /* other lcores -> this lcore, mbufs */
+	unsigned nrxq;
+	struct { uint16_t port_id, queue; } rxq[LCORE_MAX_RXQ];
+	uint16_t txq;              /* this lcore's tx queue on every port */
+	const struct dp_shared *sh;
+	struct dp_peer peers[ENGINE_MAX_JOBS][ENGINE_MAX_WORLD];
+	/* per-port transmit buffers, flushed after every burst */
+	uint16_t ntx[BOX_MAX_PORTS];
+	struct rte_mbuf *tx[BOX_MAX_PORTS][LCORE_BURST];
+} __rte_cache_aligned;
+
+/* Create an lcore context and its rings on socket. NULL on failure. */
+struct lcore_ctx *lcore_ctx_create(unsigned index, unsigned eal_id, int socket,
+				   const struct dp_shared *sh,
+				   const struct sum_kernels *sum);
+void lcore_ctx_free(struct lcore_ctx *lc);
+
+/* The loop, for rte_eal_remote_launch: runs until *sh->quit. */
+int lcore_main(void *arg);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * frame.c - parse and build the few frame types the box speaks: ARP
+ * (answer requests for our IPs), ICMP echo, and UDP/IPv4 carrying pbox.
+ * Every length is checked before the byte it covers is read.
+ */
+#include "frame.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "drops.h"
+
+#define ETH_P_IPV4 0x0800
+#define ETH_P_ARP  0x0806
+#define IPPROTO_ICMP_ 1
+#define IPPROTO_UDP_ 17
+
+struct eth { uint8_t dst[6], src[6]; uint16_t type; } __attribute__((packed));
+struct arp {
+	uint16_t htype, ptype;
+	uint8_t hlen, plen;
+	uint16_t op;
+	uint8_t sha[6];
+	uint32_t spa;
+	uint8_t tha[6];
+	uint32_t tpa;
+} __attribute__((packed));
+struct ipv4 {
+	uint8_t vihl, tos;
+	uint16_t len, id, frag;
+	uint8_t ttl, proto;
+	uint16_t csum;
+	uint32_t src, dst;
+} __attribute__((packed));
+struct udp { uint16_t sport, dport, len, csum; } __attribute__((packed));
+struct icmp { uint8_t type, code; uint16_t csum; } __attribute__((packed));
+
+_Static_assert(sizeof(struct eth) == 14, "eth");
+_Static_assert(sizeof(struct arp) == 28, "arp");
+_Static_assert(sizeof(struct ipv4) == 20, "ipv4");
+_Static_assert(FRAME_HDRS_LEN == 14 + 20 + 8, "headers");
+
+uint16_t frame_csum(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint32_t sum = 0;
+
+	for (; len > 1; len -= 2, b += 2)
+		sum += (uint32_t)(b[0] << 8 | b[1]);
+	if (len)
+		sum += (uint32_t)b[0] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xFFFF) + (sum >> 16);
+	return htons((uint16_t)~sum);
+}
+
+static int parse_arp(const uint8_t *frame, size_t len, uint32_t my_ip)
+{
+	struct arp a;
+
+	if (len < FRAME_ETH_LEN + sizeof(a))
+		return -DROP_SHORT;
+	memcpy(&a, frame + FRAME_ETH_LEN, sizeof(a));
+	if (ntohs(a.htype) != 1 || ntohs(a.ptype) != ETH_P_IPV4 || a.hlen != 6 || a.plen != 4)
+		return -DROP_BAD_IP;
+	if (ntohs(a.op) == 1 && ntohl(a.tpa) == my_ip)
+		return FRAME_ARP;
+	return FRAME_IGNORE;
+}
+
+int frame_parse(const uint8_t *frame, size_t len, uint32_t my_ip,
+		struct frame_info *fi)
+{
+	struct eth e;
+	struct ipv4 ip;
+
+	if (len < FRAME_ETH_LEN)
+		return -DROP_SHORT;
+	memcpy(&e, frame, sizeof(e));
+	if (ntohs(e.type) == ETH_P_ARP)
+		return parse_arp(frame, len, my_ip);
+	if (ntohs(e.type) != ETH_P_IPV4)
+		return -DROP_NOT_IP;
+	if (len < FRAME_ETH_LEN + sizeof(ip))
+		return -DROP_SHORT;
+	memcpy(&ip, frame + FRAME_ETH_LEN, sizeof(ip));
+	size_t iplen = ntohs(ip.len);
+	if (ip.vihl != 0x45 || (ntohs(ip.frag) & 0x3FFF) || iplen < sizeof(ip) ||
+	    FRAME_ETH_LEN + iplen > len)
+		return -DROP_BAD_IP;
+	if (ntohl(ip.dst) != my_ip)
+		return -DROP_NOT_MINE;
+	fi->src_mac = frame + 6;
+	fi->src_ip = ntohl(ip.src);
+	fi->dst_ip = my_ip;
+	const uint8_t *l4 = frame + FRAME_ETH_LEN + sizeof(ip);
+	size_t l4len = iplen - sizeof(ip);
+	if (ip.proto == IPPROTO_ICMP_) {
+		if (l4len < sizeof(struct icmp) || l4[0] != 8 || l4[1] != 0)
+			return -DROP_NOT_UDP;
+		return FRAME_ICMP_ECHO;
+	}
+	if (ip.proto != IPPROTO_UDP_)
+		return -DROP_NOT_UDP;
+	struct udp u;
+	if (l4len < sizeof(u))
+		return -DROP_SHORT;
+	memcpy(&u, l4, sizeof(u));
+	if (ntohs(u.len) != l4len)
+		return -DROP_BAD_LEN;
+	fi->src_port = ntohs(u.sport);
+	fi->dst_port = ntohs(u.dport);
+	fi->payload = l4 + sizeof(u);
+	fi->payload_len = l4len - sizeof(u);
+	return FRAME_UDP;
+}
+
+size_t frame_arp_reply(uint8_t *frame, size_t len, const uint8_t my_mac[6],
+		       uint32_t my_ip)
+{
+	struct eth e;
+	struct arp a;
+
+	memcpy(&e, frame, sizeof(e));
+	memcpy(&a, frame + FRAME_ETH_LEN, sizeof(a));
+	memcpy(e.dst, a.sha, 6);
+	memcpy(e.src, my_mac, 6);
+	a.op = htons(2);
+	memcpy(a.tha, a.sha, 6);
+	a.tpa = a.spa;
+	memcpy(a.sha, my_mac, 6);
+	a.spa = htonl(my_ip);
+	memcpy(frame, &e, sizeof(e));
+	memcpy(frame + FRAME_ETH_LEN, &a, sizeof(a));
+	(void)len;
+	return FRAME_ETH_LEN + sizeof(a);
+}
+
+size_t frame_icmp_reply(uint8_t *frame, size_t len)
+{
+	struct eth e;
+	struct ipv4 ip;
+	uint8_t mac[6];
+
+	memcpy(&e, frame, sizeof(e));
+	memcpy(mac, e.dst, 6);
+	memcpy(e.dst, e.src, 6);
+	memcpy(e.src, mac, 6);
+	memcpy(frame, &e, sizeof(e));
+	memcpy(&ip, frame + FRAME_ETH_LEN, sizeof(ip));
+	uint32_t t = ip.src;
+	ip.src = ip.dst;
+	ip.dst = t;
+	ip.ttl = 64;
+	ip.csum = 0;
+	ip.csum = frame_csum(&ip, sizeof(ip));
+	memcpy(frame + FRAME_ETH_LEN, &ip, sizeof(ip));
+	size_t iplen = ntohs(ip.len);
+	uint8_t *icmp = frame + FRAME_ETH_LEN + sizeof(ip);
+	size_t icmplen = iplen - sizeof(ip);
+	icmp[0] = 0; /* echo reply */
+	icmp[2] = icmp[3] = 0;
+	uint16_t c = frame_csum(icmp, icmplen);
+	memcpy(icmp + 2, &c, 2);
+	(void)len;
+	return FRAME_ETH_LEN + iplen;
+}
+
+void frame_udp_headers(uint8_t *out, const uint8_t dst_mac[6],
+		       const uint8_t src_mac[6], uint32_t src_ip, uint32_t dst_ip,
+		       uint16_t src_port, uint16_t dst_port, size_t payload_len)
+{
+	struct eth e;
+	struct ipv4 ip = {
+		.vihl = 0x45, .len = htons((uint16_t)(20 + 8 + payload_len)),
+		.frag = htons(0x4000), /* DF */
+		.ttl = 64, .proto = IPPROTO_UDP_,
+		.src = htonl(src_ip), .dst = htonl(dst_ip),
+	};
+	struct udp u = { .sport = htons(src_port), .dport = htons(dst_port),
+			 .len = htons((uint16_t)(8 + payload_len)), .csum = 0 };
+
+	memcpy(e.dst, dst_mac, 6);
+	memcpy(e.src, src_mac, 6);
+	e.type = htons(ETH_P_IPV4);
+	ip.csum = frame_csum(&ip, sizeof(ip));
+	memcpy(out, &e, sizeof(e));
+	memcpy(out + FRAME_ETH_LEN, &ip, sizeof(ip));
+	memcpy(out + FRAME_ETH_LEN + sizeof(ip), &u, sizeof(u));
+}

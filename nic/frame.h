@@ -1,0 +1,58 @@
+/*
+ * frame.h - Ethernet/ARP/IPv4/ICMP/UDP parsing and building on plain byte
+ * buffers. Pure C (no DPDK types) so the box's whole input path can be unit
+ * tested and fuzzed: every frame a port receives goes through frame_parse
+ * before anything else looks at it.
+ */
+#ifndef PBOX_FRAME_H
+#define PBOX_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRAME_ETH_LEN 14
+#define FRAME_HDRS_LEN 42 /* Ethernet + IPv4 (no options) + UDP */
+
+enum frame_kind {
+	FRAME_ARP = 1,   /* an ARP request for our address */
+	FRAME_ICMP_ECHO, /* an ICMP echo request to our address */
+	FRAME_UDP,       /* a UDP datagram to our address: see info */
+	FRAME_IGNORE,    /* harmless traffic not for us (ARP replies, other ARP targets) */
+};
+
+struct frame_info {
+	const uint8_t *src_mac;  /* into the frame */
+	uint32_t src_ip, dst_ip; /* host order */
+	uint16_t src_port, dst_port;
+	const uint8_t *payload;  /* UDP payload */
+	size_t payload_len;
+};
+
+/*
+ * Classify a received frame of len bytes for a port whose IPv4 address is
+ * my_ip (host order). Returns an enum frame_kind, or a negative drop reason
+ * (-DROP_SHORT, -DROP_NOT_IP, -DROP_BAD_IP, -DROP_NOT_MINE, -DROP_NOT_UDP,
+ * -DROP_BAD_LEN). For FRAME_UDP, *fi describes the datagram.
+ */
+int frame_parse(const uint8_t *frame, size_t len, uint32_t my_ip,
+		struct frame_info *fi);
+
+/* Turn an ARP request (FRAME_ARP) in place into our reply. Returns the
+ * length to send. */
+size_t frame_arp_reply(uint8_t *frame, size_t len, const uint8_t my_mac[6],
+		       uint32_t my_ip);
+
+/* Turn an ICMP echo request (FRAME_ICMP_ECHO) in place into the echo reply.
+ * Returns the length to send. */
+size_t frame_icmp_reply(uint8_t *frame, size_t len);
+
+/* Write Ethernet + IPv4 + UDP headers (FRAME_HDRS_LEN bytes) for a UDP
+ * payload of payload_len bytes; IPv4 checksum computed, UDP checksum 0. */
+void frame_udp_headers(uint8_t *out, const uint8_t dst_mac[6],
+		       const uint8_t src_mac[6], uint32_t src_ip, uint32_t dst_ip,
+		       uint16_t src_port, uint16_t dst_port, size_t payload_len);
+
+/* The Internet checksum (RFC 1071) of len bytes, in network order. */
+uint16_t frame_csum(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * port.c - DPDK port bring-up for pboxd (see port.h). Steering: with one rx
+ * queue per data lcore and rte_flow rules "UDP dst port udp_base+i -> queue
+ * i" every packet lands on its owner; if the port has fewer queues or
+ * refuses the rules, the lcores hand packets to their owners through rings.
+ */
+#include "port.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_mbuf.h>
+
+#define RX_DESC 1024
+#define TX_DESC 1024
+#define MBUF_CACHE 256
+
+static int steer_flows(uint16_t port_id, unsigned nq, uint16_t udp_base)
+{
+	struct rte_flow_error ferr;
+
+	for (unsigned q = 0; q < nq; q++) {
+		struct rte_flow_attr attr = { .ingress = 1 };
+		struct rte_flow_item_udp spec = { .hdr.dst_port = rte_cpu_to_be_16((uint16_t)(udp_base + q)) };
+		struct rte_flow_item_udp mask = { .hdr.dst_port = 0xFFFF };
+		struct rte_flow_item pattern[] = {
+			{ .type = RTE_FLOW_ITEM_TYPE_ETH },
+			{ .type = RTE_FLOW_ITEM_TYPE_IPV4 },
+			{ .type = RTE_FLOW_ITEM_TYPE_UDP, .spec = &spec, .mask = &mask },
+			{ .type = RTE_FLOW_ITEM_TYPE_END },
+		};
+		struct rte_flow_action_queue queue = { .index = (uint16_t)q };
+		struct rte_flow_action actions[] = {
+			{ .type = RTE_FLOW_ACTION_TYPE_QUEUE, .conf = &queue },
+			{ .type = RTE_FLOW_ACTION_TYPE_END },
+		};
+		if (rte_flow_validate(port_id, &attr, pattern, actions, &ferr) != 0 ||
+		    !rte_flow_create(port_id, &attr, pattern, actions, &ferr)) {
+			rte_flow_flush(port_id, &ferr);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+int port_start(const struct port_setup *ps, struct box_port_info *info,
+	       struct rte_mempool **pool, char *err, size_t errlen)
+{
+	struct rte_eth_dev_info di;
+	struct rte_eth_conf conf;
+	struct rte_ether_addr mac;
+	uint16_t pid = ps->port_id, mtu = 1500;
+	char pname[RTE_MEMPOOL_NAMESIZE];
+	int rc;
+
+	memset(info, 0, sizeof(*info));
+	info->port = pid;
+	if ((rc = rte_eth_dev_info_get(pid, &di)) != 0) {
+		snprintf(err, errlen, "port %u: cannot read device info: %s", pid, rte_strerror(-rc));
+		return rc;
+	}
+	rte_eth_dev_get_name_by_port(pid, info->name);
+	if (di.max_tx_queues < ps->nlcores) {
+		snprintf(err, errlen,
+			 "port %u (%s) has %u tx queues; pboxd needs one per data lcore (%u)"
+			 " (for net_af_packet add qpairs=%u to the --vdev)",
+			 pid, info->name, di.max_tx_queues, ps->nlcores, ps->nlcores);
+		return -EINVAL;
+	}
+	uint16_t nrxq = di.max_rx_queues >= ps->nlcores ? (uint16_t)ps->nlcores : 1;
+	rte_eth_dev_get_mtu(pid, &mtu);
+	uint32_t room = RTE_PKTMBUF_HEADROOM + mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 64;
+	if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
+		room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	snprintf(pname, sizeof(pname), "pbox_mb%u", pid);
+	*pool = rte_pktmbuf_pool_create(pname, ps->nmbufs, MBUF_CACHE, 0,
+					(uint16_t)room, ps->socket);
+	if (!*pool) {
+		snprintf(err, errlen, "port %u (%s): cannot create a pool of %u mbufs: %s"
+			 " (more memory: -m or hugepages, or fewer --mbufs)",
+			 pid, info->name, ps->nmbufs, rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	memset(&conf, 0, sizeof(conf));
+	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)
+		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)
+		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0) {
+		snprintf(err, errlen, "port %u (%s): configure with %u rx / %u tx queues failed: %s",
+			 pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));
+		return rc;
+	}
+	uint16_t nrx = RX_DESC, ntx = TX_DESC;
+	rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
+	for (uint16_t q = 0; q < nrxq; q++)
+		if ((rc = rte_eth_rx_queue_setup(pid, q, nrx, (unsigned)ps->socket, NULL, *pool)) != 0)
+			goto qfail;
+	for (uint16_t q = 0; q < ps->nlcores; q++)
+		if ((rc = rte_eth_tx_queue_setup(pid, q, ntx, (unsigned)ps->socket, NULL)) != 0)
+			goto qfail;
+	if ((rc = rte_eth_dev_start(pid)) != 0) {
+		snprintf(err, errlen, "port %u (%s): start failed: %s", pid, info->name, rte_strerror(-rc));
+		return rc;
+	}
+	info->steering = "ring";
+	if (nrxq > 1 && steer_flows(pid, nrxq, ps->udp_base) == 0)
+		info->steering = "rte_flow";
+	rte_eth_macaddr_get(pid, &mac);
+	memcpy(info->mac, mac.addr_bytes, 6);
+	info->mtu = mtu;
+	info->rx_queues = nrxq;
+	return 0;
+qfail:
+	snprintf(err, errlen, "port %u (%s): queue setup failed: %s", pid, info->name, rte_strerror(-rc));
+	return rc;
+}
+
+void port_stop(uint16_t port_id)
+{
+	struct rte_flow_error ferr;
+
+	rte_flow_flush(port_id, &ferr);
+	rte_eth_dev_stop(port_id);
+	rte_eth_dev_close(port_id);
+}

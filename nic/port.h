@@ -1,0 +1,36 @@
+/*
+ * port.h - bring up one DPDK port for pboxd: queues (one tx queue per data
+ * lcore, rx queues as the port allows), its mbuf pool, and steering of
+ * each lcore's UDP port to that lcore's rx queue with rte_flow where the
+ * port supports it. Works for PCI NICs and virtual devices alike.
+ */
+#ifndef PBOX_PORT_H
+#define PBOX_PORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_mempool.h>
+
+#include "box.h"
+
+struct port_setup {
+	uint16_t port_id;
+	unsigned nlcores;     /* data lcores: one tx queue each */
+	uint32_t nmbufs;
+	uint16_t udp_base;
+	int socket;
+};
+
+/*
+ * Configure and start the port; fill info (name, mac, mtu, rx queues,
+ * steering) and *pool. Returns 0 or a negative errno with a message in err
+ * naming the port and what it lacks.
+ */
+int port_start(const struct port_setup *ps, struct box_port_info *info,
+	       struct rte_mempool **pool, char *err, size_t errlen);
+
+/* Stop and close the port. */
+void port_stop(uint16_t port_id);
+
+#endif

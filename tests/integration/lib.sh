@@ -1,0 +1,140 @@
+# lib.sh - test topology for pbox, shared by the integration tests and
+# `make demo`. Source it, then call topo_up / box_start / ... ; topo_down
+# (installed as an EXIT trap by topo_up) stops every process these
+# functions started, by PID, and deletes the namespaces and links they made.
+#
+# Topology (a real box has a management interface for control and DPDK
+# ports for data; this mirrors it with two veth pairs):
+#
+#   netns $NS_BOX                               netns $NS_WK (workers)
+#   pboxd: DPDK net_af_packet on $IF_BD  <-veth->  $IF_WD 198.18.0.2/24
+#          box data IP 198.18.0.1 (ARP/ICMP by pboxd)
+#   kernel $IF_BM 198.18.1.1/24         <-veth->  $IF_WM 198.18.1.2/24
+#   pboxd control: TCP 198.18.1.1:7470, Unix socket $PBOX_SOCKET
+#
+# Addresses are from 198.18.0.0/15 (RFC 2544 benchmarking range) and exist
+# only inside the namespaces made here.
+
+BUILD=${BUILD:-build}
+TAG=${PBOX_TAG:-$$}
+NS_BOX=pbox-box-$TAG
+NS_WK=pbox-wk-$TAG
+IF_BD=pbd$TAG; IF_WD=pwd$TAG; IF_BM=pbm$TAG; IF_WM=pwm$TAG
+BOX_IP=198.18.0.1
+WK_IP=198.18.0.2
+BOX_MGMT=198.18.1.1
+CONTROL=$BOX_MGMT:7470
+WORKDIR=${WORKDIR:-$(mktemp -d /tmp/pbox-test.XXXXXX)}
+PBOX_SOCKET=$WORKDIR/pboxd.sock
+PIDS=()
+BOX_PID=
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+need_root() {
+	if [ "$(id -u)" != 0 ]; then
+		log "$1 needs root (network namespaces, veth links and DPDK). Run it as root, e.g. sudo make ${2:-test}."
+		exit 2
+	fi
+}
+
+topo_down() {
+	local rc=$?
+	for p in "${PIDS[@]}" $BOX_PID; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}" $BOX_PID; do
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null
+	done
+	ip netns del "$NS_BOX" 2>/dev/null
+	ip netns del "$NS_WK" 2>/dev/null
+	[ -n "${KEEP_WORKDIR:-}" ] || rm -rf "$WORKDIR"
+	return $rc
+}
+
+topo_up() {
+	trap topo_down EXIT
+	trap 'exit 130' INT TERM
+	ip netns add "$NS_BOX" && ip netns add "$NS_WK" || die "cannot create network namespaces"
+	ip link add "$IF_BD" type veth peer name "$IF_WD" || die "cannot create veth"
+	ip link add "$IF_BM" type veth peer name "$IF_WM" || die "cannot create veth"
+	ip link set "$IF_BD" netns "$NS_BOX"; ip link set "$IF_BM" netns "$NS_BOX"
+	ip link set "$IF_WD" netns "$NS_WK"; ip link set "$IF_WM" netns "$NS_WK"
+	ip -n "$NS_BOX" link set lo up; ip -n "$NS_WK" link set lo up
+	ip -n "$NS_BOX" link set "$IF_BD" up
+	ip -n "$NS_BOX" addr add $BOX_MGMT/24 dev "$IF_BM"; ip -n "$NS_BOX" link set "$IF_BM" up
+	ip -n "$NS_WK" addr add $WK_IP/24 dev "$IF_WD"; ip -n "$NS_WK" link set "$IF_WD" up
+	ip -n "$NS_WK" addr add 198.18.1.2/24 dev "$IF_WM"; ip -n "$NS_WK" link set "$IF_WM" up
+	# The box's data port belongs to DPDK: keep the kernel from answering on it.
+	ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BD".disable_ipv6=1 2>/dev/null
+	ip netns exec "$NS_WK" sysctl -qw net.ipv6.conf."$IF_WD".disable_ipv6=1 2>/dev/null
+}
+
+# box_start [VDEV_KIND] [extra pboxd options...]; VDEV_KIND: af_packet (default) or af_xdp
+box_start() {
+	local kind=${1:-af_packet}; shift || true
+	local vdev
+	case $kind in
+	af_packet) vdev="net_af_packet0,iface=$IF_BD" ;;
+	af_xdp) vdev="net_af_xdp0,iface=$IF_BD" ;;
+	*) die "unknown vdev kind $kind" ;;
+	esac
+	BOX_LOG=$WORKDIR/pboxd.log
+	ip netns exec "$NS_BOX" "$BUILD/pboxd" -l 0-1 --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
+		--vdev="$vdev" --log-level=lib.eal:error -- \
+		--ip 0:$BOX_IP/24 --control 0.0.0.0:7470 --rpc-socket "$PBOX_SOCKET" \
+		--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" "$@" > "$BOX_LOG" 2>&1 &
+	BOX_PID=$!
+	for _ in $(seq 200); do
+		grep -q 'pboxd: ready' "$BOX_LOG" 2>/dev/null && return 0
+		kill -0 $BOX_PID 2>/dev/null || { cat "$BOX_LOG" >&2; die "pboxd exited during start-up"; }
+		sleep 0.1
+	done
+	cat "$BOX_LOG" >&2
+	die "pboxd not ready within 20 s"
+}
+
+box_stop() {
+	[ -n "$BOX_PID" ] || return 0
+	kill -TERM $BOX_PID 2>/dev/null
+	for _ in $(seq 100); do kill -0 $BOX_PID 2>/dev/null || break; sleep 0.1; done
+	if kill -0 $BOX_PID 2>/dev/null; then kill -9 $BOX_PID; die "pboxd did not stop within 10 s of SIGTERM"; fi
+	wait $BOX_PID 2>/dev/null
+	local rc=$?
+	BOX_PID=
+	return $rc
+}
+
+ctl() { "$BUILD/pboxctl" --socket "$PBOX_SOCKET" "$@"; }
+
+# in_wk CMD...: run in the workers' namespace
+in_wk() { ip netns exec "$NS_WK" "$@"; }
+
+# workers N JOB OUTPREFIX pbox-perf-args... : start N pbox-perf ranks in the
+# background; their PIDs are appended to WK_PIDS and PIDS.
+workers() {
+	local n=$1 job=$2 out=$3; shift 3
+	WK_PIDS=()
+	for r in $(seq 0 $((n - 1))); do
+		in_wk "$BUILD/pbox-perf" --control "$CONTROL" --job "$job" --rank "$r" --world "$n" "$@" \
+			> "$out.$r.log" 2>&1 &
+		WK_PIDS+=($!); PIDS+=($!)
+	done
+}
+
+# wait_workers TIMEOUT_S: wait for WK_PIDS; fail if any fails or time runs out
+wait_workers() {
+	local limit=$1 start=$SECONDS rc=0
+	for p in "${WK_PIDS[@]}"; do
+		while kill -0 "$p" 2>/dev/null; do
+			if [ $((SECONDS - start)) -ge "$limit" ]; then
+				log "workers still running after ${limit}s"; return 124
+			fi
+			sleep 0.2
+		done
+		wait "$p" || rc=1
+	done
+	return $rc
+}

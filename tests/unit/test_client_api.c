@@ -1,0 +1,267 @@
+/*
+ * test_client_api.c - libpbox's public API at its edges: argument errors,
+ * a missing control address, connecting to a closed port (PBOX_ECONNECT
+ * within its bound), a rejected join, EBUSY, and pbox_strerror for every
+ * code. Uses the in-test box (client_fakebox.h) where a connected client
+ * is needed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "client_fakebox.h"
+#include "pbox.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void strerror__every_code_named(void **state)
+{
+	const int codes[] = { PBOX_OK, PBOX_EINVAL, PBOX_ENOMEM, PBOX_ECONNECT, PBOX_EPROTO,
+			      PBOX_EREJECTED, PBOX_ETIMEDOUT, PBOX_EABORTED, PBOX_EBUSY,
+			      PBOX_ECLOSED, PBOX_ESYS };
+	const char *unknown = pbox_strerror(-999);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		const char *s = pbox_strerror(codes[i]);
+		assert_non_null(s);
+		assert_true(strlen(s) > 3);
+		assert_string_not_equal(s, unknown);
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(s, pbox_strerror(codes[j]));
+	}
+	assert_string_equal(pbox_strerror(1), unknown);
+}
+
+static void opts_init__defaults(void **state)
+{
+	pbox_opts o;
+
+	(void)state;
+	pbox_opts_init(&o);
+	assert_int_equal(o.timeout_ms, 30000);
+	assert_int_equal(o.rto_ms, 20);
+	assert_int_equal(o.window, 128);
+	assert_int_equal(o.mtu, 1500);
+}
+
+static void connect__no_control_address(void **state)
+{
+	pbox_client *c = NULL;
+
+	(void)state;
+	unsetenv("PBOX_CONTROL");
+	assert_int_equal(pbox_connect(NULL, "job", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_non_null(c);
+	assert_string_equal(pbox_last_error(c),
+			    "no control address: pass one or set PBOX_CONTROL");
+	pbox_close(c);
+}
+
+static void connect__bad_arguments(void **state)
+{
+	pbox_client *c = NULL;
+	pbox_opts o;
+
+	(void)state;
+	assert_int_equal(pbox_connect("127.0.0.1:1", "job", 0, 1, NULL, NULL), PBOX_EINVAL);
+	assert_int_equal(pbox_connect("127.0.0.1:1", "bad name!", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "bad name!"));
+	pbox_close(c);
+	assert_int_equal(pbox_connect("127.0.0.1:1", "job", 4, 4, NULL, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "rank 4 of world 4"));
+	pbox_close(c);
+	assert_int_equal(pbox_connect("no-port-here", "job", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "host:port"));
+	pbox_close(c);
+	pbox_opts_init(&o);
+	o.mtu = 100;
+	assert_int_equal(pbox_connect("127.0.0.1:1", "job", 0, 1, &o, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "mtu 100"));
+	pbox_close(c);
+}
+
+static void connect__closed_port_fails_fast(void **state)
+{
+	uint16_t port;
+	int fd = fk_bind(SOCK_STREAM, &port); /* bound, not listening: refused */
+	char addr[64];
+	pbox_client *c = NULL;
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	double t0 = now_s();
+	assert_int_equal(pbox_connect(addr, "job", 0, 1, NULL, &c), PBOX_ECONNECT);
+	assert_true(now_s() - t0 < 1.0);
+	assert_non_null(strstr(pbox_last_error(c), addr));
+	assert_non_null(strstr(pbox_last_error(c), "refused"));
+	pbox_close(c);
+	close(fd);
+}
+
+static void connect__env_address_used(void **state)
+{
+	uint16_t port;
+	int fd = fk_bind(SOCK_STREAM, &port);
+	char addr[64];
+	pbox_client *c = NULL;
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	setenv("PBOX_CONTROL", addr, 1);
+	assert_int_equal(pbox_connect(NULL, "job", 0, 1, NULL, &c), PBOX_ECONNECT);
+	assert_non_null(strstr(pbox_last_error(c), addr));
+	unsetenv("PBOX_CONTROL");
+	pbox_close(c);
+	close(fd);
+}
+
+static void connect__unanswered_address_bounded(void **state)
+{
+	pbox_client *c = NULL;
+	pbox_opts o;
+
+	(void)state;
+	pbox_opts_init(&o);
+	o.timeout_ms = 300;
+	/* TEST-NET-1: never answers (or is unreachable at once) */
+	double t0 = now_s();
+	assert_int_equal(pbox_connect("192.0.2.1:7470", "job", 0, 1, &o, &c), PBOX_ECONNECT);
+	assert_true(now_s() - t0 < 2.0);
+	assert_non_null(strstr(pbox_last_error(c), "192.0.2.1:7470"));
+	pbox_close(c);
+}
+
+static void calls__on_unconnected_client(void **state)
+{
+	pbox_client *c = NULL;
+	float x[4];
+	pbox_req *r;
+
+	(void)state;
+	unsetenv("PBOX_CONTROL");
+	assert_int_equal(pbox_connect(NULL, "job", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce(c, 1, NULL, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "buf is NULL"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 0, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "count is 0"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 4, (pbox_dtype)7), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "dtype 7"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "not connected"));
+	assert_int_equal(pbox_iallreduce(c, 1, x, 4, PBOX_F32, NULL), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce(NULL, 1, x, 4, PBOX_F32), PBOX_EINVAL);
+	assert_int_equal(pbox_iallreduce(NULL, 1, x, 4, PBOX_F32, &r), PBOX_EINVAL);
+	assert_int_equal(pbox_wait(NULL), PBOX_EINVAL);
+	assert_non_null(pbox_last_error(NULL));
+	pbox_close(c);
+	pbox_close(NULL);
+}
+
+static int setup_box(void **state)
+{
+	struct fakebox *b = malloc(sizeof(*b));
+
+	fakebox_init(b);
+	b->world = 1;
+	fakebox_start(b);
+	*state = b;
+	return 0;
+}
+
+static int teardown_box(void **state)
+{
+	fakebox_stop(*state);
+	free(*state);
+	return 0;
+}
+
+static void calls__argument_errors_when_connected(void **state)
+{
+	struct fakebox *b = *state;
+	char addr[64];
+	pbox_client *c;
+	float x[4] = { 1, 2, 3, 4 };
+
+	assert_int_equal(pbox_connect(fakebox_addr(b, addr, sizeof(addr)), "api", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_allreduce(c, 1, NULL, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "job 'api' rank 0 key 1: buf is NULL"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 0, PBOX_F32), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce(c, 1, x, 4, (pbox_dtype)3), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce(c, 1, x, SIZE_MAX / 2, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "overflows"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 4, PBOX_F32), 0);
+	assert_true(x[0] == 1 && x[3] == 4); /* world 1: the sum is the input */
+	pbox_close(c);
+}
+
+static void iallreduce__busy_key(void **state)
+{
+	struct fakebox *b = *state;
+	char addr[64];
+	pbox_client *c;
+	float x[1000], y[10];
+	pbox_req *r1, *r2;
+
+	for (int i = 0; i < 1000; i++)
+		x[i] = (float)i;
+	assert_int_equal(pbox_connect(fakebox_addr(b, addr, sizeof(addr)), "busy", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_iallreduce(c, 9, x, 1000, PBOX_F32, &r1), 0);
+	assert_int_equal(pbox_iallreduce(c, 9, y, 10, PBOX_F32, &r2), PBOX_EBUSY);
+	assert_null(r2);
+	assert_non_null(strstr(pbox_last_error(c), "key 9"));
+	assert_int_equal(pbox_wait(r1), 0);
+	assert_true(x[999] == 999);
+	assert_int_equal(pbox_iallreduce(c, 9, x, 1000, PBOX_F32, &r2), 0);
+	while (!pbox_test(r2))
+		usleep(100);
+	assert_int_equal(pbox_wait(r2), 0);
+	pbox_close(c);
+}
+
+static void connect__join_rejected_keeps_box_message(void **state)
+{
+	struct fakebox b;
+	char addr[64];
+	pbox_client *c;
+
+	(void)state;
+	fakebox_init(&b);
+	b.reject_join = "world 4 differs from job 'x' world 8";
+	fakebox_start(&b);
+	assert_int_equal(pbox_connect(fakebox_addr(&b, addr, sizeof(addr)), "x", 0, 4, NULL, &c),
+			 PBOX_EREJECTED);
+	assert_string_equal(pbox_last_error(c), "job_join: world 4 differs from job 'x' world 8");
+	pbox_close(c);
+	fakebox_stop(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(strerror__every_code_named),
+		cmocka_unit_test(opts_init__defaults),
+		cmocka_unit_test(connect__no_control_address),
+		cmocka_unit_test(connect__bad_arguments),
+		cmocka_unit_test(connect__closed_port_fails_fast),
+		cmocka_unit_test(connect__env_address_used),
+		cmocka_unit_test(connect__unanswered_address_bounded),
+		cmocka_unit_test(calls__on_unconnected_client),
+		cmocka_unit_test_setup_teardown(calls__argument_errors_when_connected, setup_box,
+						teardown_box),
+		cmocka_unit_test_setup_teardown(iallreduce__busy_key, setup_box, teardown_box),
+		cmocka_unit_test(connect__join_rejected_keeps_box_message),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,241 @@
+/*
+ * test_config.c - pboxd's settings (control/config.c): defaults, options,
+ * the INI file, and error messages that name the option or line.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "box.h"
+
+struct t {
+	struct box_config c;
+	char err[512];
+	char ini[64];
+};
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	box_config_defaults(&t->c);
+	snprintf(t->ini, sizeof(t->ini), "/tmp/pbox-test-config-XXXXXX");
+	int fd = mkstemp(t->ini);
+	close(fd);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	unlink(t->ini);
+	free(t);
+	return 0;
+}
+
+/* Parse a NULL-terminated list of options after "pboxd". */
+static int parse(struct t *t, ...)
+{
+	char *argv[64] = { "pboxd" };
+	int argc = 1;
+	va_list ap;
+
+	va_start(ap, t);
+	for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 63;)
+		argv[argc++] = a;
+	va_end(ap);
+	t->err[0] = '\0';
+	return box_config_parse(&t->c, argc, argv, t->err, sizeof(t->err));
+}
+
+static void write_ini(struct t *t, const char *text)
+{
+	FILE *f = fopen(t->ini, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+static void defaults__documented_values(void **state)
+{
+	struct t *t = *state;
+
+	assert_string_equal(t->c.control, "0.0.0.0:7470");
+	assert_string_equal(t->c.rpc_socket, "/run/pbox/pboxd.sock");
+	assert_int_equal(t->c.rpc_socket_mode, 0660);
+	assert_int_equal(t->c.udp_base, 47000);
+	assert_int_equal(t->c.chunk_bytes, 32768);
+	assert_int_equal(t->c.max_jobs, 16);
+	assert_int_equal(t->c.max_world, 64);
+	assert_int_equal(t->c.max_keys, 4096);
+	assert_int_equal(t->c.max_job_bytes, 1ull << 30);
+	assert_int_equal(t->c.default_job_bytes, 256ull << 20);
+	assert_int_equal(t->c.slots_per_lcore, 256);
+	assert_int_equal(t->c.mbufs, 16383);
+	assert_int_equal(t->c.idle_sleep_us, 0);
+	assert_int_equal(t->c.nports, 0);
+	assert_int_equal(parse(t, NULL), 0);
+}
+
+static void parse__all_options(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(parse(t, "--ip", "0:198.18.0.1/24", "--ip", "1:198.19.0.1/16",
+			       "--control", "127.0.0.1:9000", "--rpc-socket", "/tmp/x.sock",
+			       "--rpc-socket-mode", "0600", "--udp-base", "50000",
+			       "--chunk-bytes", "64K", "--max-jobs", "8", "--max-world", "32",
+			       "--max-keys", "100", "--max-job-bytes", "2G", "--job-bytes", "512M",
+			       "--slots", "128", "--mbufs", "8191", "--idle-sleep-us", "10",
+			       "--log-level", "debug", NULL), 0);
+	assert_int_equal(t->c.nports, 2);
+	assert_int_equal(t->c.ip[0].port, 0);
+	assert_int_equal(t->c.ip[0].ip, 0xC6120001u);
+	assert_int_equal(t->c.ip[0].prefix, 24);
+	assert_int_equal(t->c.ip[1].port, 1);
+	assert_int_equal(t->c.ip[1].prefix, 16);
+	assert_string_equal(t->c.control, "127.0.0.1:9000");
+	assert_string_equal(t->c.rpc_socket, "/tmp/x.sock");
+	assert_int_equal(t->c.rpc_socket_mode, 0600);
+	assert_int_equal(t->c.udp_base, 50000);
+	assert_int_equal(t->c.chunk_bytes, 65536);
+	assert_int_equal(t->c.max_jobs, 8);
+	assert_int_equal(t->c.max_world, 32);
+	assert_int_equal(t->c.max_keys, 100);
+	assert_int_equal(t->c.max_job_bytes, 2ull << 30);
+	assert_int_equal(t->c.default_job_bytes, 512ull << 20);
+	assert_int_equal(t->c.slots_per_lcore, 128);
+	assert_int_equal(t->c.mbufs, 8191);
+	assert_int_equal(t->c.idle_sleep_us, 10);
+	assert_string_equal(t->c.log_level, "debug");
+}
+
+static void parse__ip_same_port_replaces(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(parse(t, "--ip", "0:198.18.0.1/24", "--ip", "0:10.0.0.1/8", NULL), 0);
+	assert_int_equal(t->c.nports, 1);
+	assert_int_equal(t->c.ip[0].ip, 0x0A000001u);
+}
+
+static void parse__errors_name_the_option(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(parse(t, "--max-world", "100", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--max-world"));
+	assert_non_null(strstr(t->err, "[1, 64]"));
+	assert_int_equal(parse(t, "--max-jobs", "abc", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--max-jobs"));
+	assert_int_equal(parse(t, "--max-jobs", "-1", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--max-jobs", "33", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--ip", "0:300.1.1.1/24", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--ip"));
+	assert_non_null(strstr(t->err, "300.1.1.1"));
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.1", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "PORT:ADDR/PREFIX"));
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.1/33", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--control", "nohostport", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--control"));
+	assert_int_equal(parse(t, "--control", "1.2.3.4:99999", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--rpc-socket-mode", "0999", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--log-level", "loud", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "loud"));
+	assert_int_equal(parse(t, "--chunk-bytes", "12Q", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--max-job-bytes", "99999999999999999999999", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "too large"));
+	assert_int_equal(parse(t, "--bogus", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--bogus"));
+	assert_int_equal(parse(t, "--max-world", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "needs a value"));
+	assert_int_equal(parse(t, "stray", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "stray"));
+}
+
+static void parse__cross_checks(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(parse(t, "--max-job-bytes", "64M", "--job-bytes", "128M", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--job-bytes"));
+	assert_int_equal(parse(t, "--control", "", "--rpc-socket", "", "--job-bytes", "32M", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(t->err, "both off"));
+}
+
+static void parse__help_returns_1(void **state)
+{
+	struct t *t = *state;
+	assert_int_equal(parse(t, "--help", NULL), 1);
+	assert_int_equal(parse(t, "-h", NULL), 1);
+}
+
+static void ini__reads_section_and_later_options_override(void **state)
+{
+	struct t *t = *state;
+
+	write_ini(t, "# pbox box\n[other]\nmax_world = 3\n\n[pboxd]\n"
+		  "ip = 0:198.18.0.1/24\nip = 1:198.19.0.1/24\n"
+		  "max-world = 8\n  max_jobs = 4   ; no inline comments\n");
+	/* an inline ';' is part of the value: error naming file and line */
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":9:"));
+	assert_non_null(strstr(t->err, "max-jobs"));
+
+	box_config_defaults(&t->c);
+	write_ini(t, "[pboxd]\nip = 0:198.18.0.1/24\nip = 1:198.19.0.1/24\nmax-world = 8\n"
+		  "log_level = \"warn\"\n");
+	assert_int_equal(parse(t, "--config", t->ini, "--max-world", "16", NULL), 0);
+	assert_int_equal(t->c.nports, 2);
+	assert_int_equal(t->c.max_world, 16);
+	assert_string_equal(t->c.log_level, "warn");
+}
+
+static void ini__errors_name_file_and_line(void **state)
+{
+	struct t *t = *state;
+
+	write_ini(t, "[pboxd]\nmax-world = 8\nfrobnicate = 1\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, t->ini));
+	assert_non_null(strstr(t->err, ":3:"));
+	assert_non_null(strstr(t->err, "frobnicate"));
+
+	write_ini(t, "[pboxd]\njust words\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":2:"));
+
+	write_ini(t, "[pboxd]\nconfig = /etc/other.ini\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "another"));
+
+	write_ini(t, "[other]\nx = 1\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "no [pboxd] section"));
+
+	assert_int_equal(parse(t, "--config", "/nonexistent/pboxd.ini", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "/nonexistent/pboxd.ini"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(defaults__documented_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__all_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__ip_same_port_replaces, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__errors_name_the_option, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__cross_checks, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__help_returns_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(ini__reads_section_and_later_options_override, setup, teardown),
+		cmocka_unit_test_setup_teardown(ini__errors_name_file_and_line, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

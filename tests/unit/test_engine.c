@@ -1,0 +1,366 @@
+/*
+ * test_engine.c - the per-lcore aggregation engine: rounds, duplicates,
+ * shadow copies, rank-ordered sums and every validation drop.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine.h"
+
+#define SEG_BYTES 256u
+#define IP(r) (0xC6120002u + (r)) /* 198.18.0.2 + r */
+#define PORT(r) (40000u + (r))
+
+struct fx {
+	struct engine e;
+	void *jobmem;
+	void *keymem[4];
+	uint32_t job;
+	uint64_t token;
+	uint16_t world;
+};
+
+static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
+{
+	size_t n = engine_job_mem_bytes(world, SEG_BYTES, 16, nslots);
+	f->jobmem = aligned_alloc(64, (n + 63) & ~(size_t)63);
+	memset(f->jobmem, 0, n);
+	f->job = 65;
+	f->token = 0x1122334455667788ull;
+	f->world = world;
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL, .job = f->job,
+		.u.desc = { .id = f->job, .token = f->token, .world = world,
+			    .seg_bytes = SEG_BYTES, .mem = f->jobmem, .key_cap = 16,
+			    .nslots = nslots } };
+	assert_int_equal(engine_apply(&f->e, &m), 0);
+	for (uint16_t r = 0; r < world; r++) {
+		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = f->job,
+			.u.worker = { .rank = r, .ip = IP(r), .port = PORT(r) } };
+		assert_int_equal(engine_apply(&f->e, &w), 0);
+	}
+}
+
+/* Key with count elements; chunk owners: lcore 0 except chunk `other`. */
+static struct engine_key *install_key(struct fx *f, int i, uint32_t key,
+				      uint64_t count, unsigned dtype, int other)
+{
+	uint8_t owners[64] = { 0 };
+	uint32_t nch = engine_key_nchunks(count, dtype, SEG_BYTES, 1);
+	if (other >= 0 && (uint32_t)other < nch)
+		owners[other] = 1;
+	size_t n = engine_key_mem_bytes(count, dtype, SEG_BYTES, 1);
+	f->keymem[i] = aligned_alloc(64, (n + 63) & ~(size_t)63);
+	memset(f->keymem[i], 0, n);
+	struct engine_key *k = engine_key_init(f->keymem[i], key, count, dtype,
+					       SEG_BYTES, 1, owners);
+	struct engine_msg m = { .type = ENGINE_MSG_KEY_INSTALL, .job = f->job, .u.key = k };
+	assert_int_equal(engine_apply(&f->e, &m), 0);
+	return k;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	engine_init(&f->e, 0, sum_by_name("scalar"));
+	install_job(f, 4, 8);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	free(f->jobmem);
+	for (int i = 0; i < 4; i++)
+		free(f->keymem[i]);
+	free(f);
+	return 0;
+}
+
+static struct wire_msg push_hdr(struct fx *f, uint16_t rank, uint32_t key,
+				uint32_t seg, uint32_t round, uint16_t count)
+{
+	return (struct wire_msg){ .type = WIRE_PUSH, .dtype = WIRE_F32, .job = f->job,
+		.token = f->token, .rank = rank, .key = key, .seg = seg,
+		.round = round, .count = count };
+}
+
+static int push(struct fx *f, struct wire_msg m, const void *payload,
+		struct engine_out *out)
+{
+	return engine_push(&f->e, &m, payload, IP(m.rank), PORT(m.rank), out);
+}
+
+/* Values whose float sum depends on the order of addition. */
+static const float vals[4] = { 1e8f, 1.0f, -1e8f, 1.0f };
+
+static void push__sum_is_rank_ordered_whatever_the_arrival(void **state)
+{
+	struct fx *f = *state;
+	static const int orders[3][4] = { { 0, 1, 2, 3 }, { 3, 2, 1, 0 }, { 2, 0, 3, 1 } };
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	float expect = ((vals[0] + vals[1]) + vals[2]) + vals[3];
+
+	for (int o = 0; o < 3; o++) {
+		struct engine_out out;
+		int rc = 0;
+		for (int i = 0; i < 4; i++) {
+			int r = orders[o][i];
+			rc = push(f, push_hdr(f, (uint16_t)r, 7, 0, (uint32_t)o + 1, 1), &vals[r], &out);
+			assert_int_equal(rc, i < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+		}
+		float got;
+		memcpy(&got, out.payload, sizeof(got));
+		assert_memory_equal(&got, &expect, sizeof(got));
+		assert_int_equal(out.hdr.type, WIRE_RESULT);
+		assert_int_equal(out.hdr.round, (uint32_t)o + 1);
+		assert_int_equal(out.hdr.count, 1);
+	}
+	assert_int_equal(f->e.c.completes, 3);
+	assert_int_equal(f->e.c.pushes, 12);
+}
+
+static void push__duplicate_of_open_round_is_ignored(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float one = 1.0f, big = 1000.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 1, 1), &one, &out), ENGINE_ABSORBED);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 1, 1), &big, &out), ENGINE_ABSORBED);
+	assert_int_equal(f->e.c.dup_open, 1);
+	for (uint16_t r = 1; r < 4; r++)
+		push(f, push_hdr(f, r, 7, 0, 1, 1), &one, &out);
+	float got;
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 4.0f); /* the duplicate's 1000 never counted */
+}
+
+static void push__duplicate_of_done_round_gets_shadow_copy(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float two = 2.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	for (uint16_t r = 0; r < 4; r++)
+		push(f, push_hdr(f, r, 7, 0, 1, 1), &two, &out);
+
+	struct wire_msg m = push_hdr(f, 2, 7, 0, 1, 1);
+	m.flags = WIRE_FLAG_RETX;
+	assert_int_equal(push(f, m, &two, &out), ENGINE_SEND_ONE);
+	assert_int_equal(out.rank, 2);
+	float got;
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 8.0f);
+	assert_int_equal(f->e.c.dup_done, 1);
+	assert_int_equal(f->e.c.retx, 1);
+	assert_int_equal(f->e.c.completes, 1);
+}
+
+static void push__round_zero_is_stale_and_skipping_is_future(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 0, 1), &v, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 2, 1), &v, &out), -DROP_FUTURE_ROUND);
+}
+
+static void push__round_zero_and_far_rounds_dropped(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 3, 1), &v, &out), -DROP_FUTURE_ROUND);
+	for (uint32_t round = 1; round <= 2; round++)
+		for (uint16_t r = 0; r < 4; r++)
+			push(f, push_hdr(f, r, 7, 0, round, 1), &v, &out);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 1, 1), &v, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 4, 1), &v, &out), -DROP_FUTURE_ROUND);
+}
+
+static void push__validation_drops_each_reason(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[SEG_BYTES / 4] = { 0 };
+	install_key(f, 0, 7, 100, WIRE_F32, 1); /* 64 elems/seg: 2 segs, seg 1 on lcore 1 */
+	struct wire_msg m;
+
+	m = push_hdr(f, 0, 7, 0, 1, 64); m.type = WIRE_RESULT;
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_TYPE);
+	m = push_hdr(f, 0, 7, 0, 1, 64); m.job = f->job + ENGINE_MAX_JOBS;
+	assert_int_equal(push(f, m, v, &out), -DROP_NO_JOB);
+	m = push_hdr(f, 0, 7, 0, 1, 64); m.token ^= 1;
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_TOKEN);
+	m = push_hdr(f, 0, 7, 0, 1, 64); m.rank = 4;
+	assert_int_equal(engine_push(&f->e, &m, v, IP(0), PORT(0), &out), -DROP_BAD_RANK);
+	m = push_hdr(f, 1, 7, 0, 1, 64);
+	assert_int_equal(engine_push(&f->e, &m, v, IP(0), PORT(1), &out), -DROP_BAD_SOURCE);
+	assert_int_equal(engine_push(&f->e, &m, v, IP(1), PORT(0), &out), -DROP_BAD_SOURCE);
+	m = push_hdr(f, 0, 8, 0, 1, 64);
+	assert_int_equal(push(f, m, v, &out), -DROP_NO_KEY);
+	m = push_hdr(f, 0, 7, 0, 1, 64); m.dtype = WIRE_F16;
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_DTYPE);
+	m = push_hdr(f, 0, 7, 2, 1, 36);
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_SEGMENT);
+	m = push_hdr(f, 0, 7, 1, 1, 36);
+	assert_int_equal(push(f, m, v, &out), -DROP_WRONG_LCORE);
+	m = push_hdr(f, 0, 7, 0, 1, 63);
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_COUNT);
+	assert_int_equal(f->e.c.pushes, 0);
+}
+
+static void push__short_last_segment_on_its_lcore(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[36];
+	for (int i = 0; i < 36; i++)
+		v[i] = (float)i;
+	struct engine_key *k = install_key(f, 0, 7, 100, WIRE_F32, 0);
+	assert_int_equal(k->nsegs, 2);
+	f->e.lcore = 1; /* now the engine owns segment 1 only... */
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 1, 1, 36), v, &out), -DROP_WRONG_LCORE);
+	f->e.lcore = 0;
+	for (uint16_t r = 0; r < 4; r++)
+		push(f, push_hdr(f, r, 7, 1, 1, 36), v, &out);
+	assert_int_equal(out.hdr.count, 36);
+	const float *res = out.payload;
+	for (int i = 0; i < 36; i++)
+		assert_true(res[i] == 4.0f * (float)i);
+}
+
+static void push__pool_exhaustion_drops_no_slot(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[64] = { 0 };
+	install_key(f, 0, 7, 64 * 10, WIRE_F32, -1); /* 10 segments, 8 slots */
+	for (uint32_t s = 0; s < 8; s++)
+		assert_int_equal(push(f, push_hdr(f, 0, 7, s, 1, 64), v, &out), ENGINE_ABSORBED);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 8, 1, 64), v, &out), -DROP_NO_SLOT);
+	for (uint16_t r = 1; r < 4; r++) /* finish segment 0: frees a slot */
+		push(f, push_hdr(f, r, 7, 0, 1, 64), v, &out);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 8, 1, 64), v, &out), ENGINE_ABSORBED);
+}
+
+static void push__f16_and_bf16_sum_with_one_rounding(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	install_key(f, 0, 1, 3, WIRE_F16, -1);
+	install_key(f, 1, 2, 3, WIRE_BF16, -1);
+	/* 1 + 2^-11 four times: fp32 accumulation keeps the small parts. */
+	uint16_t h[3] = { float_to_half(1.0f), float_to_half(0.5f), float_to_half(-2.0f) };
+	uint16_t b[3] = { float_to_bf16(1.5f), float_to_bf16(-0.25f), float_to_bf16(3.0f) };
+	for (uint16_t r = 0; r < 4; r++) {
+		struct wire_msg m = push_hdr(f, r, 1, 0, 1, 3);
+		m.dtype = WIRE_F16;
+		push(f, m, h, &out);
+	}
+	const uint16_t *rh = out.payload;
+	assert_true(half_to_float(rh[0]) == 4.0f);
+	assert_true(half_to_float(rh[1]) == 2.0f);
+	assert_true(half_to_float(rh[2]) == -8.0f);
+	for (uint16_t r = 0; r < 4; r++) {
+		struct wire_msg m = push_hdr(f, r, 2, 0, 1, 3);
+		m.dtype = WIRE_BF16;
+		push(f, m, b, &out);
+	}
+	const uint16_t *rb = out.payload;
+	assert_true(bf16_to_float(rb[0]) == 6.0f);
+	assert_true(bf16_to_float(rb[1]) == -1.0f);
+	assert_true(bf16_to_float(rb[2]) == 12.0f);
+}
+
+static void apply__abort_answers_error_then_remove_forgets(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	struct engine_msg a = { .type = ENGINE_MSG_JOB_ABORT, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &a), 0);
+	assert_int_equal(push(f, push_hdr(f, 3, 7, 0, 1, 1), &v, &out), ENGINE_SEND_ERROR);
+	assert_int_equal(out.hdr.type, WIRE_ERROR);
+	assert_int_equal(out.hdr.status, WIRE_ST_NO_JOB);
+	assert_int_equal(out.rank, 3);
+	/* a forged token still gets nothing back */
+	struct wire_msg m = push_hdr(f, 3, 7, 0, 1, 1);
+	m.token++;
+	assert_int_equal(push(f, m, &v, &out), -DROP_BAD_TOKEN);
+	struct engine_msg rm = { .type = ENGINE_MSG_JOB_REMOVE, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &rm), 0);
+	assert_int_equal(push(f, push_hdr(f, 3, 7, 0, 1, 1), &v, &out), -DROP_NO_JOB);
+	assert_int_equal(engine_apply(&f->e, &rm), -ENOENT);
+}
+
+static void apply__bad_messages_rejected(void **state)
+{
+	struct fx *f = *state;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	struct engine_msg dup = { .type = ENGINE_MSG_JOB_INSTALL, .job = f->job,
+		.u.desc = { .id = f->job, .world = 4, .seg_bytes = SEG_BYTES,
+			    .mem = f->jobmem, .key_cap = 16, .nslots = 8 } };
+	assert_int_equal(engine_apply(&f->e, &dup), -EEXIST);
+	struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = f->job,
+		.u.worker = { .rank = 4 } };
+	assert_int_equal(engine_apply(&f->e, &w), -EINVAL);
+	struct engine_msg k = { .type = ENGINE_MSG_KEY_INSTALL, .job = f->job,
+		.u.key = (struct engine_key *)f->keymem[0] };
+	assert_int_equal(engine_apply(&f->e, &k), -EEXIST);
+	struct engine_msg bad = { .type = 99, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &bad), -EINVAL);
+	struct engine_msg odd = dup;
+	odd.u.desc.id = f->job + 1;
+	odd.job = f->job + 1;
+	odd.u.desc.key_cap = 12; /* not a power of two */
+	assert_int_equal(engine_apply(&f->e, &odd), -EINVAL);
+}
+
+static void apply__key_table_full_is_enospc(void **state)
+{
+	struct fx *f = *state;
+	uint8_t own = 0;
+	static _Alignas(64) uint8_t mem[9][1024];
+	int rc = 0;
+	for (uint32_t i = 0; i < 9 && rc == 0; i++) {
+		struct engine_key *k = engine_key_init(mem[i], 100 + i, 1, WIRE_F32,
+						       SEG_BYTES, 1, &own);
+		struct engine_msg m = { .type = ENGINE_MSG_KEY_INSTALL, .job = f->job, .u.key = k };
+		rc = engine_apply(&f->e, &m);
+		if (i < 8)
+			assert_int_equal(rc, 0);
+	}
+	assert_int_equal(rc, -ENOSPC); /* key_cap 16 holds at most 8 keys */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(push__sum_is_rank_ordered_whatever_the_arrival, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__duplicate_of_open_round_is_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__duplicate_of_done_round_gets_shadow_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__round_zero_is_stale_and_skipping_is_future, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__round_zero_and_far_rounds_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__validation_drops_each_reason, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__short_last_segment_on_its_lcore, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__pool_exhaustion_drops_no_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__f16_and_bf16_sum_with_one_rounding, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply__abort_answers_error_then_remove_forgets, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply__bad_messages_rejected, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply__key_table_full_is_enospc, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}

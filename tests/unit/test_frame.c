@@ -1,0 +1,142 @@
+/*
+ * test_frame.c - the box's frame parser and the ARP, ICMP and UDP frames it
+ * builds: every drop reason, and every built frame parses back.
+ */
+#include <arpa/inet.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "drops.h"
+#include "frame.h"
+
+#define MY_IP 0xC6120001u   /* 198.18.0.1 */
+#define PEER_IP 0xC6120002u
+static const uint8_t my_mac[6] = { 2, 0, 0, 0, 0, 1 };
+static const uint8_t peer_mac[6] = { 2, 0, 0, 0, 0, 2 };
+
+static size_t udp_frame(uint8_t *f, size_t payload)
+{
+	frame_udp_headers(f, my_mac, peer_mac, PEER_IP, MY_IP, 40000, 47000, payload);
+	memset(f + FRAME_HDRS_LEN, 0xAB, payload);
+	return FRAME_HDRS_LEN + payload;
+}
+
+static void parse__udp_frame_built_by_us(void **state)
+{
+	(void)state;
+	uint8_t f[256];
+	struct frame_info fi;
+	size_t n = udp_frame(f, 100);
+	assert_int_equal(frame_parse(f, n, MY_IP, &fi), FRAME_UDP);
+	assert_int_equal(fi.src_ip, PEER_IP);
+	assert_int_equal(fi.dst_ip, MY_IP);
+	assert_int_equal(fi.src_port, 40000);
+	assert_int_equal(fi.dst_port, 47000);
+	assert_int_equal(fi.payload_len, 100);
+	assert_ptr_equal(fi.payload, f + FRAME_HDRS_LEN);
+	assert_memory_equal(fi.src_mac, peer_mac, 6);
+	assert_int_equal(frame_csum(f + 14, 20), 0); /* IPv4 checksum valid */
+	/* Ethernet padding after the IP packet is allowed */
+	assert_int_equal(frame_parse(f, n + 10, MY_IP, &fi), FRAME_UDP);
+	assert_int_equal(fi.payload_len, 100);
+}
+
+static void parse__drops_each_malformed_frame(void **state)
+{
+	(void)state;
+	uint8_t f[256], g[256];
+	struct frame_info fi;
+	size_t n = udp_frame(f, 100);
+
+	assert_int_equal(frame_parse(f, 13, MY_IP, &fi), -DROP_SHORT);
+	assert_int_equal(frame_parse(f, 30, MY_IP, &fi), -DROP_SHORT);
+	memcpy(g, f, n); g[12] = 0x86; g[13] = 0xDD; /* IPv6 */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_NOT_IP);
+	memcpy(g, f, n); g[14] = 0x46; /* options */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_BAD_IP);
+	memcpy(g, f, n); g[20] = 0x20; /* more fragments */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_BAD_IP);
+	assert_int_equal(frame_parse(f, n - 1, MY_IP, &fi), -DROP_BAD_IP); /* ip len > frame */
+	assert_int_equal(frame_parse(f, n, MY_IP + 1, &fi), -DROP_NOT_MINE);
+	memcpy(g, f, n); g[23] = 6; /* TCP */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_NOT_UDP);
+	memcpy(g, f, n); g[39] ^= 1; /* udp length */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_BAD_LEN);
+	memcpy(g, f, n); g[16] = 0; g[17] = 20 + 4; /* ip len too short for udp */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_SHORT);
+}
+
+static size_t arp_request(uint8_t *f, uint32_t target)
+{
+	uint8_t a[42] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 2, 0x08, 0x06,
+		0, 1, 0x08, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 2, 198, 18, 0, 2,
+		0, 0, 0, 0, 0, 0 };
+	uint32_t t = htonl(target);
+	memcpy(a + 38, &t, 4);
+	memcpy(f, a, sizeof(a));
+	return sizeof(a);
+}
+
+static void arp__request_for_us_gets_reply(void **state)
+{
+	(void)state;
+	uint8_t f[64];
+	struct frame_info fi;
+	size_t n = arp_request(f, MY_IP);
+	assert_int_equal(frame_parse(f, n, MY_IP, &fi), FRAME_ARP);
+	assert_int_equal(frame_arp_reply(f, n, my_mac, MY_IP), 42);
+	assert_memory_equal(f, peer_mac, 6);            /* to the asker */
+	assert_memory_equal(f + 6, my_mac, 6);
+	assert_int_equal(f[21], 2);                      /* op reply */
+	assert_memory_equal(f + 22, my_mac, 6);         /* sender hw = us */
+	uint8_t ip[4] = { 198, 18, 0, 1 };
+	assert_memory_equal(f + 28, ip, 4);
+	assert_memory_equal(f + 32, peer_mac, 6);
+	/* the reply itself, and requests for others, are ignored */
+	assert_int_equal(frame_parse(f, n, MY_IP, &fi), FRAME_IGNORE);
+	n = arp_request(f, MY_IP + 5);
+	assert_int_equal(frame_parse(f, n, MY_IP, &fi), FRAME_IGNORE);
+	assert_int_equal(frame_parse(f, 30, MY_IP, &fi), -DROP_SHORT);
+}
+
+static void icmp__echo_request_gets_valid_reply(void **state)
+{
+	(void)state;
+	uint8_t f[128];
+	frame_udp_headers(f, my_mac, peer_mac, PEER_IP, MY_IP, 0, 0, 16 - 8); /* 16-byte ICMP message */
+	f[23] = 1; /* ICMP */
+	f[24] = 0; f[25] = 0; /* recompute ip checksum */
+	uint16_t c = frame_csum(f + 14, 20);
+	memcpy(f + 24, &c, 2);
+	uint8_t *icmp = f + 34;
+	memset(icmp, 0x5A, 16);
+	icmp[0] = 8; icmp[1] = 0; icmp[2] = icmp[3] = 0;
+	c = frame_csum(icmp, 16);
+	memcpy(icmp + 2, &c, 2);
+	size_t n = 34 + 16;
+	struct frame_info fi;
+	assert_int_equal(frame_parse(f, n, MY_IP, &fi), FRAME_ICMP_ECHO);
+	assert_int_equal(frame_icmp_reply(f, n), n);
+	assert_int_equal(icmp[0], 0);
+	assert_int_equal(frame_csum(icmp, 16), 0);
+	assert_int_equal(frame_csum(f + 14, 20), 0);
+	assert_memory_equal(f, peer_mac, 6);
+	/* an echo reply is not answered */
+	assert_int_equal(frame_parse(f, n, PEER_IP, &fi), -DROP_NOT_UDP);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(parse__udp_frame_built_by_us),
+		cmocka_unit_test(parse__drops_each_malformed_frame),
+		cmocka_unit_test(arp__request_for_us_gets_reply),
+		cmocka_unit_test(icmp__echo_request_gets_valid_reply),
+	};
+	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
+}

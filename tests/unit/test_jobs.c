@@ -1,0 +1,515 @@
+/*
+ * test_jobs.c - the job registry (control/jobs.c, jobs_keys.c) against a
+ * box of real engines (box_fixture.h): admission, ranks, keys, limits,
+ * abort and removal, and that every byte of job memory is given back.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "box_fixture.h"
+#include "jobs.h"
+
+struct t {
+	struct fixture *f;
+	struct jobs *js;
+	char err[512];
+	void *notified[16];
+	unsigned nnotified;
+	char last_reason[192];
+};
+
+static void on_abort(void *ctx, void *session, const struct job *j)
+{
+	struct t *t = ctx;
+	if (t->nnotified < 16)
+		t->notified[t->nnotified++] = session;
+	snprintf(t->last_reason, sizeof(t->last_reason), "%s", j->reason);
+}
+
+static int setup_box(void **state, unsigned nports, unsigned nlcores)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	t->f = fixture_new(nports, nlcores);
+	assert_int_equal(jobs_open(&t->f->box, &t->js), 0);
+	t->f->box.jobs = t->js;
+	jobs_set_notify(t->js, on_abort, t);
+	*state = t;
+	return 0;
+}
+
+static int setup(void **state) { return setup_box(state, 2, 4); }
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	jobs_close(t->js);
+	assert_int_equal(t->f->allocs, t->f->frees);     /* nothing leaked */
+	assert_int_equal(t->f->live_bytes, 0);
+	assert_int_equal(t->f->apply_errors, 0);         /* engines took every message */
+	fixture_free(t->f);
+	free(t);
+	return 0;
+}
+
+static int join(struct t *t, const char *name, uint32_t rank, uint32_t world, void *session,
+		const struct job **j)
+{
+	struct jobs_join_args a = { .name = name, .rank = rank, .world = world,
+				    .ip = 0x0A000001u + rank, .port = (uint16_t)(40000 + rank),
+				    .mtu = 1500, .session = session };
+	const struct job *dummy;
+	return jobs_join(t->js, &a, j ? j : &dummy, t->err, sizeof(t->err));
+}
+
+static int declare(struct t *t, uint32_t id, uint32_t rank, uint32_t key, uint64_t count,
+		   unsigned dtype, const struct job_key **k)
+{
+	struct jobs_declare_args a = { .job_id = id, .rank = rank, .key = key, .count = count,
+				       .dtype = dtype };
+	const struct job_key *dummy;
+	return jobs_declare(t->js, &a, k ? k : &dummy, t->err, sizeof(t->err));
+}
+
+/* ---- admission and join ---- */
+
+static void join__creates_job(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "resnet", 0, 2, (void *)1, &j), 0);
+	assert_non_null(jobs_find(t->js, "resnet"));
+	assert_int_equal(j->state, JOB_FORMING);
+	assert_int_not_equal(j->id, 0);
+	assert_int_not_equal(j->token, 0);
+	assert_int_equal(j->seg_bytes, 1408);
+	assert_int_equal(jobs_count(t->js), 1);
+	for (unsigned l = 0; l < 4; l++) {
+		const struct engine_job *ej = &t->f->eng[l].jobs[engine_job_index(j->id)];
+		assert_int_equal(ej->state, ENGINE_JOB_ACTIVE);
+		assert_int_equal(ej->id, j->id);
+		assert_int_equal(ej->token, j->token);
+		assert_int_equal(ej->world, 2);
+		assert_int_equal(ej->workers[0].ip, 0x0A000001u);
+		assert_int_equal(ej->workers[0].port, 40000);
+		assert_int_equal(ej->nslots, t->f->box.cfg.slots_per_lcore);
+		assert_true(ej->key_cap >= 2 * t->f->box.cfg.max_keys);
+	}
+	assert_int_equal(join(t, "resnet", 1, 2, (void *)2, &j), 0);
+	assert_int_equal(j->state, JOB_ACTIVE);
+	assert_int_equal(j->njoined, 2);
+}
+
+static void join__world_mismatch(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join(t, "bert", 0, 2, NULL, NULL), 0);
+	assert_int_equal(join(t, "bert", 1, 4, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "job bert has world 2"));
+	assert_non_null(strstr(t->err, "rank 1 joined with world 4"));
+}
+
+static void join__rank_reuse_is_eexist(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join(t, "gpt", 1, 4, NULL, NULL), 0);
+	assert_int_equal(join(t, "gpt", 1, 4, NULL, NULL), -EEXIST);
+	assert_non_null(strstr(t->err, "rank 1 already joined"));
+}
+
+static void join__out_of_range(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join(t, "x", 4, 4, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "rank 4"));
+	assert_int_equal(join(t, "x", 0, 65, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "world 65"));
+	assert_int_equal(join(t, "x", 0, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(join(t, "bad name!", 0, 1, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "A-Za-z0-9"));
+	assert_int_equal(jobs_count(t->js), 0);
+	assert_int_equal(t->f->allocs, 0);
+}
+
+static void join__same_data_address_rejected(void **state)
+{
+	struct t *t = *state;
+	struct jobs_join_args a = { .name = "dup", .rank = 0, .world = 2, .ip = 0x0A000001,
+				    .port = 5000 };
+	const struct job *j;
+
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	a.rank = 1;
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), -EINVAL);
+	assert_non_null(strstr(t->err, "already rank 0's"));
+}
+
+static void join__seg_bytes_from_smallest_mtu(void **state)
+{
+	struct t *t = *state;
+	struct jobs_join_args a = { .name = "jumbo", .rank = 0, .world = 2, .ip = 1,
+				    .port = 1, .mtu = 9000 };
+	const struct job *j;
+
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->seg_bytes, wire_seg_bytes(1500)); /* box MTU is smaller */
+
+	t->f->box.mtu = 9000;
+	a = (struct jobs_join_args){ .name = "j2", .rank = 0, .world = 2, .ip = 1, .port = 1,
+				     .mtu = 9000 };
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->seg_bytes, 8896);
+	a.rank = 1;
+	a.port = 2;
+	a.mtu = 1500; /* too small for this job's segments */
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), -EINVAL);
+	assert_non_null(strstr(t->err, "MTU 1500"));
+	a.mtu = 64;
+	assert_int_equal(jobs_join(t->js, &(struct jobs_join_args){ .name = "tiny", .world = 1,
+		.ip = 1, .port = 1, .mtu = 64 }, &j, t->err, sizeof(t->err)), -EINVAL);
+	assert_non_null(strstr(t->err, "too small"));
+}
+
+static void create__limits(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	char name[16];
+
+	t->f->box.cfg.max_jobs = 3;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "j%d", i);
+		assert_int_equal(jobs_create(t->js, name, 2, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	}
+	assert_int_equal(jobs_create(t->js, "j3", 2, 0, 0, &j, t->err, sizeof(t->err)), -ENOSPC);
+	assert_non_null(strstr(t->err, "--max-jobs"));
+	assert_int_equal(jobs_create(t->js, "j0", 2, 0, 0, &j, t->err, sizeof(t->err)), -EEXIST);
+
+	/* max_bytes above the box limit is capped; too little for the engine is ENOSPC */
+	t->f->box.cfg.max_jobs = 16;
+	assert_int_equal(jobs_create(t->js, "big", 2, 1ull << 40, 0, &j, t->err,
+				     sizeof(t->err)), 0);
+	assert_int_equal(j->max_bytes, t->f->box.cfg.max_job_bytes);
+	assert_int_equal(jobs_create(t->js, "small", 64, 1 << 20, 0, &j, t->err,
+				     sizeof(t->err)), -ENOSPC);
+	assert_non_null(strstr(t->err, "engine memory"));
+
+	t->f->fail_alloc = 1;
+	assert_int_equal(jobs_create(t->js, "nomem", 2, 0, 0, &j, t->err, sizeof(t->err)), -ENOMEM);
+	assert_non_null(strstr(t->err, "could not allocate"));
+}
+
+static void create__ids_unique_and_nonzero(void **state)
+{
+	struct t *t = *state;
+	uint32_t seen[200];
+	const struct job *j;
+	char name[16];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		assert_int_equal(jobs_create(t->js, name, 1, 2 << 20, 0, &j, t->err,
+					     sizeof(t->err)), 0);
+		seen[i] = j->id;
+		assert_int_not_equal(j->id, 0);
+		for (int k = 0; k < i; k++)
+			assert_int_not_equal(seen[k], j->id);
+		assert_int_equal(jobs_abort(t->js, name, "test", t->err, sizeof(t->err)), 0);
+		jobs_tick(t->js); /* removed at once: no sessions, engines applied */
+		assert_int_equal(jobs_removing(t->js), 0);
+	}
+	assert_int_equal(t->f->allocs, t->f->frees);
+}
+
+/* ---- keys ---- */
+
+static void declare__creates_key_on_owners(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	const struct job_key *k;
+
+	assert_int_equal(join(t, "k", 0, 2, NULL, &j), 0);
+	uint64_t used0 = j->used;
+	assert_int_equal(declare(t, j->id, 0, 7, 1000000, WIRE_F32, &k), 0);
+	assert_int_equal(k->geom.seg_elems, 352);
+	assert_int_equal(k->geom.nsegs, 2841);
+	assert_int_equal(k->geom.segs_per_chunk, 23);
+	assert_int_equal(k->geom.nchunks, 124);
+	assert_int_equal(k->bytes, engine_key_mem_bytes(1000000, WIRE_F32, 1408, 23));
+	assert_int_equal(j->used, used0 + k->bytes);
+	assert_int_equal(j->nkeys, 1);
+	/* every lcore owns chunks of a 124-chunk key over 8 endpoints */
+	for (unsigned l = 0; l < 4; l++)
+		assert_int_equal(t->f->eng[l].jobs[engine_job_index(j->id)].nkeys, 1);
+	for (uint32_t c = 0; c < k->geom.nchunks; c++) {
+		assert_true(k->chunk_ep[c] < t->f->box.neps);
+		assert_int_equal(k->ek->chunk_lcore[c], t->f->box.eps[k->chunk_ep[c]].lcore);
+	}
+	/* a second declaration by another rank returns the same key */
+	const struct job_key *k2;
+	assert_int_equal(join(t, "k", 1, 2, NULL, NULL), 0);
+	assert_int_equal(declare(t, j->id, 1, 7, 1000000, WIRE_F32, &k2), 0);
+	assert_ptr_equal(k, k2);
+	assert_int_equal(k->declared, 3);
+	assert_int_equal(j->nkeys, 1);
+}
+
+static void declare__small_key_only_on_owner(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	const struct job_key *k;
+	unsigned installed = 0;
+
+	assert_int_equal(join(t, "s", 0, 1, NULL, &j), 0);
+	assert_int_equal(declare(t, j->id, 0, 1, 10, WIRE_F16, &k), 0);
+	assert_int_equal(k->geom.nchunks, 1);
+	for (unsigned l = 0; l < 4; l++)
+		installed += t->f->eng[l].jobs[engine_job_index(j->id)].nkeys;
+	assert_int_equal(installed, 1);
+}
+
+static void declare__mismatch_names_key_ranks_sizes(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "m", 0, 2, NULL, &j), 0);
+	assert_int_equal(join(t, "m", 1, 2, NULL, NULL), 0);
+	assert_int_equal(declare(t, j->id, 0, 9, 1000, WIRE_F32, NULL), 0);
+	assert_int_equal(declare(t, j->id, 1, 9, 2000, WIRE_F32, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "key 9"));
+	assert_non_null(strstr(t->err, "rank 1 declares 2000 f32 (8000 bytes)"));
+	assert_non_null(strstr(t->err, "rank 0 declared 1000 f32 (4000 bytes)"));
+	assert_int_equal(declare(t, j->id, 1, 9, 1000, WIRE_BF16, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "bf16"));
+}
+
+static void declare__errors(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(declare(t, 12345, 0, 1, 10, WIRE_F32, NULL), -ENOENT);
+	assert_non_null(strstr(t->err, "12345"));
+	assert_int_equal(join(t, "e", 0, 2, NULL, &j), 0);
+	assert_int_equal(declare(t, j->id, 1, 1, 10, WIRE_F32, NULL), -EINVAL); /* not joined */
+	assert_non_null(strstr(t->err, "rank 1 has not joined"));
+	assert_int_equal(declare(t, j->id, 0, 1, 0, WIRE_F32, NULL), -EINVAL);
+	assert_int_equal(declare(t, j->id, 0, 1, 10, 7, NULL), -EINVAL);
+	assert_int_equal(declare(t, j->id, 0, 1, UINT64_MAX / 2, WIRE_F32, NULL), -EINVAL);
+}
+
+static void declare__memory_exhausted_is_enospc(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(jobs_create(t->js, "tight", 1, 16 << 20, 0, &j, t->err,
+				     sizeof(t->err)), 0);
+	assert_int_equal(join(t, "tight", 0, 1, NULL, NULL), 0);
+	uint64_t left = j->max_bytes - j->used;
+	/* more than what is left but under max_bytes */
+	uint64_t count = left / 4 + 1000;
+	assert_int_equal(declare(t, j->id, 0, 3, count, WIRE_F32, NULL), -ENOSPC);
+	assert_non_null(strstr(t->err, "key 3"));
+	assert_non_null(strstr(t->err, "left"));
+	assert_int_equal(j->nkeys, 0);
+	assert_int_equal(declare(t, j->id, 0, 3, 1000, WIRE_F32, NULL), 0);
+}
+
+static void declare__key_limit_is_enospc(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	t->f->box.cfg.max_keys = 3;
+	assert_int_equal(join(t, "lim", 0, 1, NULL, &j), 0);
+	for (uint32_t k = 0; k < 3; k++)
+		assert_int_equal(declare(t, j->id, 0, k * 64, 100, WIRE_F32, NULL), 0);
+	assert_int_equal(declare(t, j->id, 0, 999, 100, WIRE_F32, NULL), -ENOSPC);
+	assert_non_null(strstr(t->err, "--max-keys"));
+	/* redeclaring an existing key is still fine */
+	assert_int_equal(declare(t, j->id, 0, 64, 100, WIRE_F32, NULL), 0);
+}
+
+static void declare__many_keys_lookup(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "many", 0, 1, NULL, &j), 0);
+	for (uint32_t k = 0; k < 1000; k++)
+		assert_int_equal(declare(t, j->id, 0, k * 7919, 64 + k, WIRE_F32, NULL), 0);
+	for (uint32_t k = 0; k < 1000; k++) {
+		const struct job_key *jk = job_key_find(j, k * 7919);
+		assert_non_null(jk);
+		assert_int_equal(jk->geom.count, 64 + k);
+	}
+	assert_null(job_key_find(j, 1));
+}
+
+/* ---- leave, abort, removal ---- */
+
+static void leave__last_rank_removes_and_frees(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "l", 0, 2, (void *)1, &j), 0);
+	assert_int_equal(join(t, "l", 1, 2, (void *)2, NULL), 0);
+	uint32_t id = j->id;
+	assert_int_equal(declare(t, id, 0, 1, 100000, WIRE_F32, NULL), 0);
+	assert_int_equal(jobs_leave(t->js, id, 0, (void *)2, t->err, sizeof(t->err)), -EINVAL);
+	assert_non_null(strstr(t->err, "another connection"));
+	assert_int_equal(jobs_leave(t->js, id, 0, (void *)1, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_leave(t->js, id, 0, (void *)1, t->err, sizeof(t->err)), -EINVAL);
+	assert_non_null(jobs_find_id(t->js, id));
+	assert_int_equal(jobs_leave(t->js, id, 1, (void *)2, t->err, sizeof(t->err)), 0);
+	assert_null(jobs_find_id(t->js, id));
+	jobs_tick(t->js);
+	assert_int_equal(t->f->allocs, 1);
+	assert_int_equal(t->f->frees, 1);
+	assert_int_equal(t->f->eng[0].jobs[engine_job_index(id)].state, ENGINE_JOB_FREE);
+	for (unsigned e = 0; e < t->f->box.neps; e++) /* chunk loads given back */
+		assert_int_equal(jobs_ep_load(t->js)[e], 0);
+	assert_int_equal(jobs_leave(t->js, id, 1, NULL, t->err, sizeof(t->err)), -ENOENT);
+}
+
+static void abort__memory_freed_only_after_lcores_applied(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(jobs_create(t->js, "a", 2, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	uint32_t id = j->id;
+	t->f->deferred = 1;
+	assert_int_equal(jobs_abort(t->js, "a", "operator", t->err, sizeof(t->err)), 0);
+	assert_null(jobs_find(t->js, "a"));   /* gone from lookups at once */
+	assert_int_equal(jobs_removing(t->js), 1);
+	jobs_tick(t->js);
+	assert_int_equal(t->f->frees, 0);     /* lcores have not applied the REMOVE */
+	assert_int_equal(t->f->eng[2].jobs[engine_job_index(id)].state, ENGINE_JOB_ACTIVE);
+	fixture_drain(t->f);
+	assert_int_equal(t->f->eng[2].jobs[engine_job_index(id)].state, ENGINE_JOB_FREE);
+	jobs_tick(t->js);
+	assert_int_equal(t->f->frees, 1);
+	assert_int_equal(jobs_removing(t->js), 0);
+	assert_int_equal(jobs_abort(t->js, "a", NULL, t->err, sizeof(t->err)), -ENOENT);
+}
+
+static void remove__full_ring_retried_by_tick(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "r", 0, 1, (void *)1, &j), 0);
+	uint32_t id = j->id;
+	t->f->full_posts = 2;   /* the REMOVEs to lcores 0 and 1 find a full ring */
+	assert_int_equal(jobs_leave(t->js, id, 0, (void *)1, t->err, sizeof(t->err)), 0);
+	jobs_tick(t->js);       /* posts them now, and all are applied */
+	assert_int_equal(t->f->frees, 1);
+	assert_int_equal(t->f->eng[0].jobs[engine_job_index(id)].state, ENGINE_JOB_FREE);
+}
+
+static void session_close__aborts_and_notifies(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	void *a = (void *)0xA, *b = (void *)0xB;
+
+	assert_int_equal(join(t, "s", 0, 2, a, &j), 0);
+	assert_int_equal(join(t, "s", 1, 2, b, NULL), 0);
+	uint32_t id = j->id;
+	jobs_session_closed(t->js, a);
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_string_equal(j->reason, "rank 0 lost (control connection closed)");
+	assert_int_equal(t->nnotified, 1);
+	assert_ptr_equal(t->notified[0], b);
+	assert_string_equal(t->last_reason, "rank 0 lost (control connection closed)");
+	for (unsigned l = 0; l < 4; l++)
+		assert_int_equal(t->f->eng[l].jobs[engine_job_index(id)].state, ENGINE_JOB_ABORTED);
+	/* new joiners and declarations see the abort */
+	assert_int_equal(join(t, "s", 0, 2, NULL, NULL), -ECONNABORTED);
+	assert_non_null(strstr(t->err, "rank 0 lost"));
+	assert_int_equal(declare(t, id, 1, 1, 10, WIRE_F32, NULL), -ECONNABORTED);
+	/* the last session going removes it */
+	jobs_session_closed(t->js, b);
+	assert_null(jobs_find(t->js, "s"));
+	jobs_tick(t->js);
+	assert_int_equal(t->f->frees, 1);
+	/* the name is free again */
+	assert_int_equal(join(t, "s", 0, 2, a, &j), 0);
+	assert_int_not_equal(j->id, id);
+}
+
+static void session_close__after_leave_is_quiet(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "q", 0, 2, (void *)1, &j), 0);
+	assert_int_equal(join(t, "q", 1, 2, (void *)2, NULL), 0);
+	assert_int_equal(jobs_leave(t->js, j->id, 0, (void *)1, t->err, sizeof(t->err)), 0);
+	jobs_session_closed(t->js, (void *)1);
+	assert_int_equal(j->state, JOB_ACTIVE);
+	assert_int_equal(t->nnotified, 0);
+}
+
+static void list__iterates_live_jobs(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	unsigned n = 0;
+
+	assert_int_equal(jobs_create(t->js, "a", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "b", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "c", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	t->f->deferred = 1;
+	assert_int_equal(jobs_abort(t->js, "b", NULL, t->err, sizeof(t->err)), 0);
+	for (j = jobs_next(t->js, NULL); j; j = jobs_next(t->js, j)) {
+		assert_string_not_equal(j->name, "b");
+		n++;
+	}
+	assert_int_equal(n, 2);
+	fixture_drain(t->f);
+	t->f->deferred = 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(join__creates_job, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__world_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__rank_reuse_is_eexist, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__same_data_address_rejected, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__seg_bytes_from_smallest_mtu, setup, teardown),
+		cmocka_unit_test_setup_teardown(create__limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(create__ids_unique_and_nonzero, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__creates_key_on_owners, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__small_key_only_on_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__mismatch_names_key_ranks_sizes, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__memory_exhausted_is_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
+		cmocka_unit_test_setup_teardown(leave__last_rank_removes_and_frees, setup, teardown),
+		cmocka_unit_test_setup_teardown(abort__memory_freed_only_after_lcores_applied, setup, teardown),
+		cmocka_unit_test_setup_teardown(remove__full_ring_retried_by_tick, setup, teardown),
+		cmocka_unit_test_setup_teardown(session_close__aborts_and_notifies, setup, teardown),
+		cmocka_unit_test_setup_teardown(session_close__after_leave_is_quiet, setup, teardown),
+		cmocka_unit_test_setup_teardown(list__iterates_live_jobs, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

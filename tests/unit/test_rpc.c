@@ -1,0 +1,604 @@
+/*
+ * test_rpc.c - the JSON-RPC layer (control/rpc.c and the *_rpc.c
+ * handlers) on hostile and normal input, and the server (rpc_server.c)
+ * with the client (rpc_client.c) over a real Unix socket in a temporary
+ * directory: sessions, notifications, over-long lines.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "box_fixture.h"
+#include "jobs.h"
+#include "rpc.h"
+#include "rpc_client.h"
+#include "rpc_server.h"
+
+/* ---- rpc_handle_line against a fixture box ---- */
+
+struct t {
+	struct fixture *f;
+	struct rpc_ctx ctx;
+};
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	t->f = fixture_new(2, 2);
+	assert_int_equal(jobs_open(&t->f->box, &t->f->box.jobs), 0);
+	t->ctx = (struct rpc_ctx){ .box = &t->f->box, .session = (void *)1 };
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	jobs_close(t->f->box.jobs);
+	assert_int_equal(t->f->allocs, t->f->frees);
+	assert_int_equal(t->f->apply_errors, 0);
+	fixture_free(t->f);
+	free(t);
+	return 0;
+}
+
+static json_t *call_line(struct t *t, const char *line)
+{
+	return rpc_handle_line(&t->ctx, line, strlen(line));
+}
+
+/* The reply's error code (0 if a result), checking the envelope. */
+static int code_of(json_t *r)
+{
+	assert_non_null(r);
+	assert_string_equal(json_string_value(json_object_get(r, "jsonrpc")), "2.0");
+	json_t *e = json_object_get(r, "error");
+	if (!e) {
+		assert_non_null(json_object_get(r, "result"));
+		return 0;
+	}
+	assert_true(json_is_string(json_object_get(e, "message")));
+	return (int)json_integer_value(json_object_get(e, "code"));
+}
+
+static const char *message_of(json_t *r)
+{
+	return json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+}
+
+static void expect_code(struct t *t, const char *line, int code, const char *in_message)
+{
+	json_t *r = call_line(t, line);
+	int c = code_of(r);
+	if (c != code)
+		fail_msg("%s -> %d (%s), expected %d", line, c, message_of(r) ? message_of(r) : "",
+			 code);
+	if (in_message && !strstr(message_of(r), in_message))
+		fail_msg("%s -> message '%s' lacks '%s'", line, message_of(r), in_message);
+	json_decref(r);
+}
+
+static void hostile__framing_and_envelope(void **state)
+{
+	struct t *t = *state;
+
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\"", RPC_PARSE_ERROR, "parse");
+	expect_code(t, "", RPC_PARSE_ERROR, NULL);
+	expect_code(t, "nonsense", RPC_PARSE_ERROR, NULL);
+	expect_code(t, "{\"a\":1}{\"b\":2}", RPC_PARSE_ERROR, NULL);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"job_list\"}", RPC_PARSE_ERROR, NULL);
+	expect_code(t, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\"}]", RPC_INVALID_REQUEST, "batch");
+	expect_code(t, "42", RPC_INVALID_REQUEST, NULL);
+	expect_code(t, "{\"id\":1,\"method\":\"job_list\"}", RPC_INVALID_REQUEST, "jsonrpc");
+	expect_code(t, "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"job_list\"}", RPC_INVALID_REQUEST, NULL);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", RPC_INVALID_REQUEST, "method");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"job_list\"}", RPC_INVALID_REQUEST, "id");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\",\"params\":[1]}",
+		    RPC_INVALID_PARAMS, "object");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\",\"params\":\"x\"}",
+		    RPC_INVALID_REQUEST, NULL);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"rm_rf\"}", RPC_METHOD_NOT_FOUND, "rm_rf");
+	/* deep nesting is refused by the parser, not a crash */
+	char deep[8192];
+	memset(deep, '[', 4000);
+	deep[4000] = '\0';
+	expect_code(t, deep, RPC_PARSE_ERROR, NULL);
+}
+
+static void hostile__params(void **state)
+{
+	struct t *t = *state;
+#define JOIN "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_join\",\"params\":"
+	expect_code(t, JOIN "{}}", RPC_INVALID_PARAMS, "params.job is required");
+	expect_code(t, JOIN "{\"job\":5,\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.job must be a string");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":\"0\",\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.rank must be an integer");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":-1,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.rank");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0.5,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "not an integer");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":99999999999999999999999,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.world");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":1e300,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.world");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":true,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "params.world");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3\",\"data_port\":1}}",
+		    RPC_INVALID_PARAMS, "data_ip");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":70000}}",
+		    RPC_INVALID_PARAMS, "data_port");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1,\"wrld\":1}}",
+		    RPC_INVALID_PARAMS, "wrld");
+	/* over-long strings */
+	char line[2048];
+	char name[600];
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(line, sizeof(line), JOIN "{\"job\":\"%s\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}", name);
+	expect_code(t, line, RPC_INVALID_PARAMS, "params.job");
+	/* in range for the decoder, but not for the box: errno codes */
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":65,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    -EINVAL, "world 65");
+	expect_code(t, JOIN "{\"job\":\"a b\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    -EINVAL, "A-Za-z0-9");
+	expect_code(t, JOIN "{\"job\":\"\\u00e9t\\u00e9\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    -EINVAL, NULL);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"key_declare\",\"params\":"
+		    "{\"job_id\":1,\"rank\":0,\"key\":1,\"count\":10,\"dtype\":\"f64\"}}", -EINVAL, "f64");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"key_declare\",\"params\":"
+		    "{\"job_id\":1,\"rank\":0,\"key\":4294967296,\"count\":10,\"dtype\":\"f32\"}}",
+		    RPC_INVALID_PARAMS, "params.key");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"key_declare\",\"params\":"
+		    "{\"job_id\":1,\"rank\":0,\"key\":1,\"count\":10,\"dtype\":\"f32\"}}", -ENOENT, "1");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_status\",\"params\":{\"job\":\"nope\"}}",
+		    -ENOENT, "nope");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"box_status\",\"params\":{\"x\":1}}",
+		    RPC_INVALID_PARAMS, "'x'");
+#undef JOIN
+}
+
+static void notification__no_reply_but_runs(void **state)
+{
+	struct t *t = *state;
+
+	assert_null(call_line(t, "{\"jsonrpc\":\"2.0\",\"method\":\"job_create\",\"params\":"
+				 "{\"job\":\"n\",\"world\":1}}"));
+	assert_non_null(jobs_find(t->f->box.jobs, "n"));
+	assert_null(call_line(t, "{\"jsonrpc\":\"2.0\",\"method\":\"no_such\"}"));
+}
+
+static void id__echoed(void **state)
+{
+	struct t *t = *state;
+	json_t *r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"job_list\"}");
+
+	assert_string_equal(json_string_value(json_object_get(r, "id")), "abc");
+	json_decref(r);
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"job_list\"}");
+	assert_true(json_is_null(json_object_get(r, "id")));
+	assert_int_equal(code_of(r), 0);
+	json_decref(r);
+}
+
+static json_t *result_of(struct t *t, const char *line)
+{
+	json_t *r = call_line(t, line);
+	if (code_of(r) != 0)
+		fail_msg("%s -> %s", line, message_of(r));
+	json_t *res = json_incref(json_object_get(r, "result"));
+	json_decref(r);
+	return res;
+}
+
+static void flow__join_declare_status(void **state)
+{
+	struct t *t = *state;
+	json_t *r;
+
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_join\",\"params\":"
+		      "{\"job\":\"resnet\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":40000}}");
+	uint32_t id = (uint32_t)json_integer_value(json_object_get(r, "job_id"));
+	assert_int_not_equal(id, 0);
+	assert_int_equal(strlen(json_string_value(json_object_get(r, "token"))), 16);
+	assert_int_equal(json_integer_value(json_object_get(r, "seg_bytes")), 1408);
+	assert_int_equal(json_integer_value(json_object_get(r, "chunk_bytes")), 32768);
+	assert_int_equal(json_integer_value(json_object_get(r, "world")), 2);
+	json_decref(r);
+
+	char line[512];
+	t->ctx.session = (void *)2;
+	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_join\",\"params\":"
+		 "{\"job\":\"resnet\",\"rank\":1,\"world\":2,\"data_ip\":\"10.0.0.2\",\"data_port\":40000,\"mtu\":9000}}");
+	json_decref(result_of(t, line));
+	expect_code(t, line, -EEXIST, "rank 1 already joined");
+
+	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"key_declare\",\"params\":"
+		 "{\"job_id\":%u,\"rank\":0,\"key\":7,\"count\":1000000,\"dtype\":\"f32\"}}", id);
+	r = result_of(t, line);
+	assert_int_equal(json_integer_value(json_object_get(r, "seg_elems")), 352);
+	assert_int_equal(json_integer_value(json_object_get(r, "nsegs")), 2841);
+	assert_int_equal(json_integer_value(json_object_get(r, "segs_per_chunk")), 23);
+	assert_int_equal(json_array_size(json_object_get(r, "chunks")), 124);
+	assert_string_equal(json_string_value(json_object_get(r, "dtype")), "f32");
+	json_decref(r);
+	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"key_declare\",\"params\":"
+		 "{\"job_id\":%u,\"rank\":1,\"key\":7,\"count\":999,\"dtype\":\"f32\"}}", id);
+	expect_code(t, line, -EINVAL, "key 7");
+
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"job_status\",\"params\":{\"job\":\"resnet\"}}");
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "active");
+	assert_int_equal(json_integer_value(json_object_get(r, "keys")), 1);
+	assert_true(json_is_null(json_object_get(r, "reason")));
+	json_t *ranks = json_object_get(r, "ranks");
+	assert_int_equal(json_array_size(ranks), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(ranks, 1), "data_ip")),
+			    "10.0.0.2");
+	json_t *keys = json_object_get(r, "key_list");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(keys, 0), "declared")), 1);
+	json_decref(r);
+
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_list\"}");
+	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 1);
+	json_decref(r);
+
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_abort\",\"params\":"
+				 "{\"job\":\"resnet\",\"reason\":\"maintenance\"}}"));
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"job_status\",\"params\":{\"job\":\"resnet\"}}");
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "aborted");
+	assert_string_equal(json_string_value(json_object_get(r, "reason")), "maintenance");
+	json_decref(r);
+	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"key_declare\",\"params\":"
+		 "{\"job_id\":%u,\"rank\":1,\"key\":8,\"count\":9,\"dtype\":\"f32\"}}", id);
+	expect_code(t, line, -ECONNABORTED, "maintenance");
+	jobs_session_closed(t->f->box.jobs, (void *)1);
+	jobs_session_closed(t->f->box.jobs, (void *)2);
+	jobs_tick(t->f->box.jobs);
+}
+
+static void box__status_stats_endpoints(void **state)
+{
+	struct t *t = *state;
+	json_t *r;
+
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"box_endpoints\"}");
+	json_t *eps = json_object_get(r, "endpoints");
+	assert_int_equal(json_array_size(eps), 4);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(eps, 1), "ip")), "198.18.0.1");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(eps, 1), "port")), 47001);
+	assert_int_equal(json_integer_value(json_object_get(r, "mtu")), 1500);
+	json_decref(r);
+
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"box_status\"}");
+	assert_int_equal(json_array_size(json_object_get(r, "ports")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "ports"), 0), "ip")),
+			    "198.18.0.1/24");
+	assert_int_equal(json_array_size(json_object_get(r, "lcores")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "max_world")), 64);
+	json_decref(r);
+
+	t->f->lstats[1].drops[DROP_BAD_TOKEN] = 5;
+	t->f->lstats[0].drops[DROP_BAD_TOKEN] = 2;
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"box_stats\"}");
+	json_t *drops = json_object_get(r, "drops");
+	assert_int_equal(json_object_size(drops), DROP_COUNT - 1);   /* every reason, zero or not */
+	assert_int_equal(json_integer_value(json_object_get(drops, "bad_token")), 7);
+	assert_int_equal(json_integer_value(json_object_get(drops, "no_mbuf")), 0);
+	json_t *l1 = json_array_get(json_object_get(r, "lcores"), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l1, "drops"), "bad_token")), 5);
+	assert_non_null(json_object_get(l1, "pushes"));
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(r, "ports"), 1),
+							    "ipackets")), 101);
+	json_decref(r);
+}
+
+/* ---- the server over a Unix socket ---- */
+
+struct srv_t {
+	struct fixture *f;
+	struct rpc_server *srv;
+	pthread_t th;
+	atomic_int stop;
+	char dir[32], path[64];
+};
+
+static void *serve(void *arg)
+{
+	struct srv_t *s = arg;
+	while (!atomic_load(&s->stop))
+		rpc_server_poll(s->srv, 10);
+	return NULL;
+}
+
+static int srv_setup(void **state)
+{
+	struct srv_t *s = calloc(1, sizeof(*s));
+	char err[256];
+
+	snprintf(s->dir, sizeof(s->dir), "/tmp/pbox-rpc-XXXXXX");
+	assert_non_null(mkdtemp(s->dir));
+	snprintf(s->path, sizeof(s->path), "%s/pboxd.sock", s->dir);
+	s->f = fixture_new(1, 2);
+	snprintf(s->f->box.cfg.rpc_socket, sizeof(s->f->box.cfg.rpc_socket), "%s", s->path);
+	snprintf(s->f->box.cfg.control, sizeof(s->f->box.cfg.control), "127.0.0.1:0");
+	s->f->box.cfg.rpc_socket_mode = 0600;
+	int rc = rpc_server_open(&s->srv, &s->f->box, err, sizeof(err));
+	if (rc < 0)
+		fail_msg("rpc_server_open: %s", err);
+	assert_int_not_equal(rpc_server_tcp_port(s->srv), 0);
+	pthread_create(&s->th, NULL, serve, s);
+	*state = s;
+	return 0;
+}
+
+static int srv_teardown(void **state)
+{
+	struct srv_t *s = *state;
+	atomic_store(&s->stop, 1);
+	pthread_join(s->th, NULL);
+	rpc_server_close(s->srv);
+	assert_int_equal(access(s->path, F_OK), -1);   /* socket unlinked */
+	assert_int_equal(s->f->allocs, s->f->frees);
+	assert_int_equal(s->f->apply_errors, 0);
+	fixture_free(s->f);
+	rmdir(s->dir);
+	free(s);
+	return 0;
+}
+
+static struct rpc_client *connect_ok(struct srv_t *s)
+{
+	struct rpc_client *c;
+	struct rpc_error e;
+	if (rpc_client_connect(s->path, 2000, &c, &e) < 0)
+		fail_msg("connect: %s", e.message);
+	return c;
+}
+
+static json_t *rcall(struct rpc_client *c, const char *method, json_t *params)
+{
+	json_t *r = NULL;
+	struct rpc_error e;
+	int rc = rpc_client_call(c, method, params, 2000, &r, &e);
+	json_decref(params);
+	if (rc < 0)
+		fail_msg("%s: %d %s", method, e.code, e.message);
+	return r;
+}
+
+static json_t *join_params(const char *job, int rank, int world)
+{
+	return json_pack("{s:s, s:i, s:i, s:s, s:i}", "job", job, "rank", rank, "world", world,
+			 "data_ip", "10.0.0.1", "data_port", 40000 + rank);
+}
+
+static void server__calls_and_errors(void **state)
+{
+	struct srv_t *s = *state;
+	struct rpc_client *c = connect_ok(s);
+	struct rpc_error e;
+	json_t *r;
+	struct stat st;
+
+	assert_int_equal(stat(s->path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	r = rcall(c, "box_endpoints", NULL);
+	assert_int_equal(json_array_size(json_object_get(r, "endpoints")), 2);
+	json_decref(r);
+	assert_int_equal(rpc_client_call(c, "nope", NULL, 2000, &r, &e), -EREMOTEIO);
+	assert_int_equal(e.code, RPC_METHOD_NOT_FOUND);
+	assert_int_equal(e.remote, 1);
+	json_t *p = json_pack("{s:s}", "job", "ghost");
+	assert_int_equal(rpc_client_call(c, "job_status", p, 2000, &r, &e), -EREMOTEIO);
+	json_decref(p);
+	assert_int_equal(e.code, -ENOENT);
+	assert_non_null(strstr(e.message, "ghost"));
+	rpc_client_close(c);
+
+	/* the same over TCP */
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", rpc_server_tcp_port(s->srv));
+	assert_int_equal(rpc_client_connect(addr, 2000, &c, &e), 0);
+	r = rcall(c, "job_list", NULL);
+	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 0);
+	json_decref(r);
+	rpc_client_close(c);
+
+	assert_int_equal(rpc_client_connect("/nonexistent/x.sock", 500, &c, &e), -ENOENT);
+	assert_non_null(strstr(e.message, "/nonexistent/x.sock"));
+	assert_int_equal(rpc_client_connect("localhost", 500, &c, &e), -EINVAL);
+}
+
+struct note {
+	char method[32];
+	char reason[192];
+	int n;
+};
+
+static void on_note(void *arg, const char *method, json_t *params)
+{
+	struct note *n = arg;
+	snprintf(n->method, sizeof(n->method), "%s", method);
+	snprintf(n->reason, sizeof(n->reason), "%s",
+		 json_string_value(json_object_get(params, "reason")));
+	n->n++;
+}
+
+static void server__closed_session_aborts_job_and_notifies(void **state)
+{
+	struct srv_t *s = *state;
+	struct rpc_client *a = connect_ok(s), *b = connect_ok(s), *op = connect_ok(s);
+	struct note note = { 0 };
+	struct rpc_error e;
+	json_t *r;
+
+	json_decref(rcall(a, "job_join", join_params("train", 0, 2)));
+	json_decref(rcall(b, "job_join", join_params("train", 1, 2)));
+	rpc_client_set_notify(b, on_note, &note);
+	rpc_client_close(a);   /* rank 0's session ends without job_leave */
+
+	for (int i = 0; i < 100 && note.n == 0; i++)
+		assert_true(rpc_client_poll(b, 20, &e) >= 0);
+	assert_int_equal(note.n, 1);
+	assert_string_equal(note.method, "job_aborted");
+	assert_string_equal(note.reason, "rank 0 lost (control connection closed)");
+
+	r = rcall(op, "job_status", json_pack("{s:s}", "job", "train"));
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "aborted");
+	json_decref(r);
+	rpc_client_close(b);   /* last session: the job goes */
+	for (int i = 0; i < 100; i++) {
+		r = rcall(op, "job_list", NULL);
+		size_t n = json_array_size(json_object_get(r, "jobs"));
+		json_decref(r);
+		if (n == 0)
+			break;
+		usleep(10000);
+	}
+	r = rcall(op, "box_status", NULL);
+	assert_int_equal(json_integer_value(json_object_get(r, "jobs")), 0);
+	json_decref(r);
+	rpc_client_close(op);
+}
+
+static void server__leave_then_close_is_clean(void **state)
+{
+	struct srv_t *s = *state;
+	struct rpc_client *a = connect_ok(s);
+	json_t *r = rcall(a, "job_join", join_params("solo", 0, 1));
+	json_int_t id = json_integer_value(json_object_get(r, "job_id"));
+	json_decref(r);
+	json_decref(rcall(a, "job_leave", json_pack("{s:I, s:i}", "job_id", id, "rank", 0)));
+	r = rcall(a, "job_list", NULL);
+	assert_int_equal(json_array_size(json_object_get(r, "jobs")), 0);
+	json_decref(r);
+	rpc_client_close(a);
+}
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void server__long_line_is_32600_and_close(void **state)
+{
+	struct srv_t *s = *state;
+	int fd = raw_connect(s->path);
+	size_t n = 70 * 1024;
+	char *big = malloc(n);
+	char buf[4096];
+	size_t got = 0;
+
+	memset(big, 'a', n);
+	big[0] = '"';
+	/* the server may close before taking it all */
+	for (size_t off = 0; off < n;) {
+		ssize_t w = send(fd, big + off, n - off, MSG_NOSIGNAL);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	for (;;) {
+		ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	assert_non_null(strstr(buf, "-32600"));
+	assert_non_null(strstr(buf, "longer than"));
+	close(fd);
+	free(big);
+}
+
+static void server__pipelined_requests_in_order(void **state)
+{
+	struct srv_t *s = *state;
+	int fd = raw_connect(s->path);
+	const char *req = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\"}\n"
+			  "\n"
+			  "garbage\n"
+			  "{\"jsonrpc\":\"2.0\",\"method\":\"job_list\"}\n"
+			  "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"box_endpoints\"}\n";
+	char buf[8192];
+	size_t got = 0;
+
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	shutdown(fd, SHUT_WR);
+	for (;;) {
+		ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	/* three replies: id 1, parse error (id null), id 3; none for the notification */
+	char *l1 = buf, *l2 = strchr(l1, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
+	assert_non_null(strstr(l1, "\"id\":1"));
+	assert_non_null(strstr(l2, "-32700"));
+	assert_non_null(strstr(l3, "\"id\":3"));
+	assert_string_equal(strchr(l3, '\n'), "\n");
+	close(fd);
+}
+
+static void server__refuses_live_socket_replaces_stale(void **state)
+{
+	struct srv_t *s = *state;
+	struct fixture *f2 = fixture_new(1, 1);
+	struct rpc_server *srv2;
+	char err[256];
+
+	snprintf(f2->box.cfg.rpc_socket, sizeof(f2->box.cfg.rpc_socket), "%s", s->path);
+	f2->box.cfg.control[0] = '\0';
+	assert_int_equal(rpc_server_open(&srv2, &f2->box, err, sizeof(err)), -EADDRINUSE);
+	assert_non_null(strstr(err, s->path));
+
+	/* a stale socket file (nobody listening) is replaced */
+	char stale[80];
+	snprintf(stale, sizeof(stale), "%s/stale.sock", s->dir);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", stale);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	snprintf(f2->box.cfg.rpc_socket, sizeof(f2->box.cfg.rpc_socket), "%s", stale);
+	assert_int_equal(rpc_server_open(&srv2, &f2->box, err, sizeof(err)), 0);
+	rpc_server_close(srv2);
+	fixture_free(f2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(hostile__framing_and_envelope, setup, teardown),
+		cmocka_unit_test_setup_teardown(hostile__params, setup, teardown),
+		cmocka_unit_test_setup_teardown(notification__no_reply_but_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(id__echoed, setup, teardown),
+		cmocka_unit_test_setup_teardown(flow__join_declare_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(box__status_stats_endpoints, setup, teardown),
+		cmocka_unit_test_setup_teardown(server__calls_and_errors, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__closed_session_aborts_job_and_notifies, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__leave_then_close_is_clean, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__long_line_is_32600_and_close, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__pipelined_requests_in_order, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__refuses_live_socket_replaces_stale, srv_setup, srv_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
