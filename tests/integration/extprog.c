@@ -1,0 +1,44 @@
+/*
+ * extprog.c - a program outside the project, built only against an
+ * installed pbox (pkg-config pbox): 4 ranks allreduce and check the sums.
+ * usage: extprog CONTROL JOB RANK WORLD
+ */
+#include <pbox.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 5)
+		return 2;
+	int rank = atoi(argv[3]), world = atoi(argv[4]);
+	size_t n = 1000003;
+	float *x = malloc(n * sizeof(*x));
+	pbox_client *c;
+	int rc = pbox_connect(argv[1], argv[2], rank, world, NULL, &c);
+	if (rc < 0) {
+		fprintf(stderr, "connect: %s\n", c ? pbox_last_error(c) : pbox_strerror(rc));
+		return 1;
+	}
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < n; i++)
+			x[i] = (float)((i % 97) * (rank + 1) + round);
+		rc = pbox_allreduce(c, 42, x, n, PBOX_F32);
+		if (rc < 0) {
+			fprintf(stderr, "allreduce: %s\n", pbox_last_error(c));
+			return 1;
+		}
+		float ranks = (float)(world * (world + 1) / 2);
+		for (size_t i = 0; i < n; i++) {
+			float want = (float)(i % 97) * ranks + (float)(round * world);
+			if (x[i] != want) {
+				fprintf(stderr, "rank %d round %d: x[%zu] = %g, want %g\n", rank, round, i, x[i], want);
+				return 1;
+			}
+		}
+	}
+	printf("rank %d: 3 rounds of %zu floats exact\n", rank, n);
+	pbox_close(c);
+	free(x);
+	return 0;
+}
