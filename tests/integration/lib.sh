@@ -72,17 +72,18 @@ topo_up() {
 	ip netns exec "$NS_WK" sysctl -qw net.ipv6.conf."$IF_WD".disable_ipv6=1 2>/dev/null
 }
 
-# box_start [VDEV_KIND] [extra pboxd options...]; VDEV_KIND: af_packet (default) or af_xdp
+# box_start [VDEV_KIND] [extra pboxd options...]; VDEV_KIND: af_packet (default) or af_xdp.
+# EAL_LCORES overrides "-l 0-1"; VDEV_ARGS is appended to the --vdev (e.g. ",qpairs=2").
 box_start() {
 	local kind=${1:-af_packet}; shift || true
 	local vdev
 	case $kind in
-	af_packet) vdev="net_af_packet0,iface=$IF_BD" ;;
-	af_xdp) vdev="net_af_xdp0,iface=$IF_BD" ;;
+	af_packet) vdev="net_af_packet0,iface=$IF_BD${VDEV_ARGS:-}" ;;
+	af_xdp) vdev="net_af_xdp0,iface=$IF_BD${VDEV_ARGS:-}" ;;
 	*) die "unknown vdev kind $kind" ;;
 	esac
 	BOX_LOG=$WORKDIR/pboxd.log
-	ip netns exec "$NS_BOX" "$BUILD/pboxd" -l 0-1 --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
+	ip netns exec "$NS_BOX" "$BUILD/pboxd" ${EAL_LCORES:--l 0-1} --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
 		--vdev="$vdev" --log-level=lib.eal:error -- \
 		--ip 0:$BOX_IP/24 --control 0.0.0.0:7470 --rpc-socket "$PBOX_SOCKET" \
 		--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" "$@" > "$BOX_LOG" 2>&1 &
