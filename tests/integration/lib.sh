@@ -119,7 +119,8 @@ workers() {
 	local n=$1 job=$2 out=$3; shift 3
 	WK_PIDS=()
 	for r in $(seq 0 $((n - 1))); do
-		in_wk "$BUILD/pbox-perf" --control "$CONTROL" --job "$job" --rank "$r" --world "$n" "$@" \
+		# not through in_wk: $! must be the worker itself (ip execs it)
+		ip netns exec "$NS_WK" "$BUILD/pbox-perf" --control "$CONTROL" --job "$job" --rank "$r" --world "$n" "$@" \
 			> "$out.$r.log" 2>&1 &
 		WK_PIDS+=($!); PIDS+=($!)
 	done

@@ -18,7 +18,7 @@ topo_up
 box_start af_packet
 WK_PIDS=()
 for r in 0 1 2 3; do
-	in_wk env LD_LIBRARY_PATH="$PREFIX/lib" "$WORKDIR/ext/extprog" "$CONTROL" ext $r 4 > "$WORKDIR/ext.$r.log" 2>&1 &
+	ip netns exec "$NS_WK" env LD_LIBRARY_PATH="$PREFIX/lib" "$WORKDIR/ext/extprog" "$CONTROL" ext $r 4 > "$WORKDIR/ext.$r.log" 2>&1 &
 	WK_PIDS+=($!); PIDS+=($!)
 done
 wait_workers 60 || { cat "$WORKDIR"/ext.*.log; die "external program failed"; }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_failures.sh - nothing hangs silently: a worker killed with SIGKILL
+# mid-run makes every other worker of its job fail with "rank R lost" within
+# a bound while another job on the box goes on exactly; pboxd killed
+# mid-run makes every worker fail with a named error within a bound.
+set -u
+. "$(dirname "$0")/lib.sh"
+need_root "$0"
+topo_up
+box_start af_packet
+
+# job "victim" loses rank 2; job "bystander" runs beside it and must finish exactly
+workers 4 victim "$WORKDIR/v" --minbytes 256K --maxbytes 256K --iters 100000 --check
+VICTIMS=("${WK_PIDS[@]}")
+workers 2 bystander "$WORKDIR/b" --minbytes 4 --maxbytes 2M --iters 3 --check
+BYSTANDERS=("${WK_PIDS[@]}")
+for _ in $(seq 100); do ctl --json jobs | grep -q '"victim".*"active"\|"active".*"victim"' && break; sleep 0.1; done
+sleep 1
+kill -9 "${VICTIMS[2]}"
+start=$SECONDS
+WK_PIDS=("${VICTIMS[0]}" "${VICTIMS[1]}" "${VICTIMS[3]}")
+wait_workers 15 && die "surviving workers succeeded after rank 2 was killed"
+took=$((SECONDS - start))
+for r in 0 1 3; do
+	grep -q "rank 2 lost" "$WORKDIR/v.$r.log" || { cat "$WORKDIR/v.$r.log"; die "rank $r does not name the lost rank"; }
+done
+echo "rank 2 loss reported to ranks 0, 1, 3 within ${took}s"
+[ $took -le 10 ] || die "loss detection took ${took}s"
+WK_PIDS=("${BYSTANDERS[@]}")
+wait_workers 120 || { tail -3 "$WORKDIR"/b.*.log; die "the other job was disturbed"; }
+echo "bystander job finished exactly"
+
+# the victim's name is free again and its memory released
+for _ in $(seq 50); do ctl --json jobs | grep -q victim || break; sleep 0.1; done
+ctl --json status | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["jobs"] == 0, s["jobs"]' || die "aborted job not removed"
+
+# the box dies under running workers
+workers 4 orphan "$WORKDIR/o" --minbytes 256K --maxbytes 256K --iters 100000 --check
+sleep 2
+kill -9 $BOX_PID; wait $BOX_PID 2>/dev/null; BOX_PID=
+start=$SECONDS
+wait_workers 40 && die "workers succeeded with the box gone"
+took=$((SECONDS - start))
+for r in 0 1 2 3; do
+	grep -qiE "lost the control connection|aborted|timed out|no new result" "$WORKDIR/o.$r.log" || { cat "$WORKDIR/o.$r.log"; die "rank $r has no clear error for the box's death"; }
+done
+echo "box death reported to all 4 workers within ${took}s: $(tail -1 "$WORKDIR/o.0.log")"
+echo "failures: ok"
