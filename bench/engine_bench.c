@@ -1,0 +1,167 @@
+/*
+ * engine_bench.c - one lcore's engine at packet rate, without a NIC.
+ *
+ * Feeds engine_push with synthetic PUSH packets from memory: for each
+ * segment of a key, one contribution from every rank (ranks in a rotating
+ * order), so every world-th packet completes a segment and is summed. Reports
+ * packets/s, payload GB/s in and cycles per packet, for 1 KiB and 8 KiB
+ * payloads and N = 4, 8, 16, beside the bound of the sum kernel alone on
+ * the same data (the sum must read N payloads and write one).
+ * Usage: engine_bench [--quick] [--csv]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "engine.h"
+
+#define NSEGS 4096
+#define REPS 5
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+struct setup {
+	struct engine e;
+	void *jobmem, *keymem;
+	struct engine_key *key;
+	uint8_t *payload; /* world * seg_bytes source data */
+};
+
+static void setup_init(struct setup *s, uint16_t world, uint32_t seg_bytes)
+{
+	uint32_t key_cap = 16, nslots = 256;
+	size_t jb = engine_job_mem_bytes(world, seg_bytes, key_cap, nslots);
+	uint32_t count = NSEGS * (seg_bytes / 4);
+	size_t kb = engine_key_mem_bytes(count, WIRE_F32, seg_bytes, 1);
+	uint8_t *owners = calloc(NSEGS, 1);
+
+	engine_init(&s->e, 0, sum_best());
+	s->jobmem = aligned_alloc(64, (jb + 63) & ~(size_t)63);
+	s->keymem = aligned_alloc(64, (kb + 63) & ~(size_t)63);
+	memset(s->jobmem, 0, jb);
+	memset(s->keymem, 0, kb);
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL, .job = 1,
+		.u.desc = { .id = 1, .token = 7, .world = world, .seg_bytes = seg_bytes,
+			    .mem = s->jobmem, .key_cap = key_cap, .nslots = nslots } };
+	engine_apply(&s->e, &m);
+	for (uint16_t r = 0; r < world; r++) {
+		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = 1,
+			.u.worker = { .rank = r, .ip = 1, .port = (uint16_t)(100 + r) } };
+		engine_apply(&s->e, &w);
+	}
+	s->key = engine_key_init(s->keymem, 9, count, WIRE_F32, seg_bytes, 1, owners);
+	struct engine_msg k = { .type = ENGINE_MSG_KEY_INSTALL, .job = 1, .u.key = s->key };
+	engine_apply(&s->e, &k);
+	s->payload = aligned_alloc(64, (size_t)world * seg_bytes);
+	for (size_t i = 0; i < (size_t)world * seg_bytes / 4; i++)
+		((float *)s->payload)[i] = (float)(i % 101);
+	free(owners);
+}
+
+static void setup_free(struct setup *s)
+{
+	free(s->jobmem);
+	free(s->keymem);
+	free(s->payload);
+}
+
+/* One round over every segment; returns seconds and cycles. */
+static void one_round(struct setup *s, uint16_t world, uint32_t seg_bytes,
+		      uint32_t round, double *secs, double *cycles)
+{
+	struct wire_msg m = { .type = WIRE_PUSH, .dtype = WIRE_F32, .job = 1, .token = 7,
+			      .key = 9, .round = round, .count = (uint16_t)(seg_bytes / 4) };
+	struct engine_out out;
+	unsigned sends = 0;
+	double t0 = now_s();
+	uint64_t c0 = __rdtsc();
+
+	for (uint32_t seg = 0; seg < NSEGS; seg++) {
+		m.seg = seg;
+		for (uint16_t i = 0; i < world; i++) {
+			m.rank = (uint16_t)((i + seg) % world);
+			int rc = engine_push(&s->e, &m, s->payload + (size_t)m.rank * seg_bytes,
+					     1, (uint16_t)(100 + m.rank), &out);
+			sends += rc == ENGINE_SEND_ALL;
+		}
+	}
+	*cycles = (double)(__rdtsc() - c0);
+	*secs = now_s() - t0;
+	if (sends != NSEGS) {
+		fprintf(stderr, "engine_bench: %u of %u segments completed\n", sends, NSEGS);
+		exit(1);
+	}
+}
+
+/* The sum kernel alone over the same bytes. */
+static double kernel_only(struct setup *s, uint16_t world, uint32_t seg_bytes)
+{
+	const void *src[ENGINE_MAX_WORLD];
+	const struct sum_kernels *k = sum_best();
+	for (unsigned r = 0; r < world; r++)
+		src[r] = s->payload + (size_t)r * seg_bytes;
+	double t0 = now_s();
+	for (uint32_t seg = 0; seg < NSEGS; seg++)
+		k->fn[WIRE_F32](s->key->result + (size_t)seg * seg_bytes, src, world, seg_bytes / 4);
+	return now_s() - t0;
+}
+
+int main(int argc, char **argv)
+{
+	int quick = 0, csv = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else if (!strcmp(argv[i], "--csv"))
+			csv = 1;
+		else {
+			fprintf(stderr, "usage: engine_bench [--quick] [--csv]\n");
+			return 2;
+		}
+	}
+	static const uint32_t sizes[] = { 1024, 8896 };
+	static const uint16_t worlds[] = { 4, 8, 16 };
+	int reps = quick ? 2 : REPS;
+
+	printf(csv ? "payload,world,mpps,gbps_in,cycles_per_pkt,kernel_gbps_in,ratio\n"
+		   : "# engine_bench: kernel %s, %u segments per round, median of %d rounds\n"
+		     "# payload  world   Mpkt/s   GB/s in  cycles/pkt  kernel-only GB/s in  engine/kernel\n",
+	       sum_best()->name, NSEGS, reps);
+	for (unsigned si = 0; si < 2; si++) {
+		for (unsigned wi = 0; wi < 3; wi++) {
+			uint32_t sb = sizes[si];
+			uint16_t w = worlds[wi];
+			struct setup s;
+			double t[REPS], c[REPS], kt[REPS];
+			setup_init(&s, w, sb);
+			for (int r = 0; r < reps; r++) {
+				one_round(&s, w, sb, (uint32_t)r + 1, &t[r], &c[r]);
+				kt[r] = kernel_only(&s, w, sb);
+			}
+			qsort(t, (size_t)reps, sizeof(double), cmp_double);
+			qsort(c, (size_t)reps, sizeof(double), cmp_double);
+			qsort(kt, (size_t)reps, sizeof(double), cmp_double);
+			double pkts = (double)NSEGS * w, bytes = pkts * sb;
+			double tm = t[reps / 2], km = kt[reps / 2];
+			printf(csv ? "%u,%u,%.3f,%.2f,%.0f,%.2f,%.2f\n"
+				   : "  %6u  %5u  %7.3f  %8.2f  %10.0f  %19.2f  %13.2f\n",
+			       sb, w, pkts / tm / 1e6, bytes / tm / 1e9, c[reps / 2] / pkts,
+			       bytes / km / 1e9, km / tm);
+			setup_free(&s);
+		}
+	}
+	return 0;
+}
