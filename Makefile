@@ -115,11 +115,17 @@ integration: all
 
 # Unit tests run under ASan+UBSan; integration against the normal build.
 test:
+	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (integration tests use network namespaces, veth and DPDK): sudo make test"; exit 1; }
+	@bash deploy/install-deps.sh
 	$(MAKE) SAN=1 unit
 	$(MAKE) all
 	$(MAKE) integration
 
-demo: all
+# Both set-up commands install missing Debian packages first (root needed).
+demo:
+	@[ "$$(id -u)" = 0 ] || { echo "make demo needs root (network namespaces, veth and DPDK): sudo make demo"; exit 1; }
+	@bash deploy/install-deps.sh
+	$(MAKE) all
 	@BUILD=$(BUILD) bash deploy/demo.sh
 
 clean:

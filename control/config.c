@@ -227,7 +227,7 @@ static void usage(FILE *f)
 		fprintf(f, "  %-34s %s\n", lhs, opts[i].help);
 	}
 	fprintf(f, "\nSizes take a K, M or G suffix (binary). INI keys are the long\n"
-		"option names without dashes, e.g. `max-world = 8`.\n");
+		"option names without the leading \"--\", e.g. `max-world = 8`.\n");
 }
 
 static int read_ini(struct box_config *c, const char *path, char *err, size_t errlen);

@@ -32,6 +32,7 @@ struct pboxd {
 	struct box box;
 	struct dp_shared sh;
 	bool ports_started[BOX_MAX_PORTS];
+	int mem_socket;   /* NUMA node of the first data port: job memory */
 };
 
 static void on_signal(int sig)
@@ -66,9 +67,9 @@ static uint64_t dp_applied(void *ctx, unsigned lcore)
  * hugepages, else anonymous zeroed pages (development, --no-huge). */
 static void *dp_mem_alloc(void *ctx, size_t bytes)
 {
-	(void)ctx;
+	struct pboxd *d = ctx;
 	if (rte_eal_has_hugepages())
-		return rte_zmalloc_socket("pbox_job", bytes, 64, rte_socket_id());
+		return rte_zmalloc_socket("pbox_job", bytes, 64, d->mem_socket);
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -123,8 +124,11 @@ static int setup_lcores(struct pboxd *d, const struct sum_kernels *sum)
 	unsigned id, n = 0;
 
 	RTE_LCORE_FOREACH_WORKER(id) {
-		if (n == BOX_MAX_LCORES || n == ENGINE_MAX_LCORES)
+		if (n == BOX_MAX_LCORES || n == ENGINE_MAX_LCORES) {
+			fprintf(stderr, "pboxd: warning: only %u data lcores are used;"
+				" lcore %u and later stay idle\n", n, id);
 			break;
+		}
 		int socket = (int)rte_lcore_to_socket_id(id);
 		struct lcore_ctx *lc = lcore_ctx_create(n, id, socket, &d->sh, sum);
 		if (!lc) {
@@ -193,6 +197,8 @@ static int setup_ports(struct pboxd *d)
 			return rc;
 		}
 		d->ports_started[pid] = true;
+		if (i == 0)
+			d->mem_socket = ps.socket;
 		info->ip = c->ip[i].ip;
 		info->prefix = c->ip[i].prefix;
 		dp->port_id = pid;
