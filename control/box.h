@@ -42,6 +42,7 @@ struct box_config {
 	uint32_t slots_per_lcore;    /* --slots, per job per lcore, default 256 */
 	uint32_t mbufs;              /* --mbufs per port, default 16383 */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
+	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
 	char log_level[16];          /* --log-level error|warn|info|debug */
 };
 
@@ -115,6 +116,10 @@ struct box_dp {
 	const struct engine_counters *(*engine_stats)(void *ctx, unsigned lcore);
 	/* Port counters; 0 or negative errno. */
 	int (*port_stats)(void *ctx, unsigned port_index, struct box_port_stats *out);
+	/* Snapshot of a job's progress on an lcore (engine_job_progress);
+	 * 0 or -ENOENT. May be NULL: no stall detection. */
+	int (*job_progress)(void *ctx, unsigned lcore, uint32_t job_id,
+			    struct engine_progress *out);
 };
 
 struct jobs; /* control/jobs.h */

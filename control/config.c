@@ -37,6 +37,7 @@ void box_config_defaults(struct box_config *c)
 	c->slots_per_lcore = 256;
 	c->mbufs = 16383;
 	c->idle_sleep_us = 0;
+	c->stall_timeout_ms = 5000;
 	snprintf(c->log_level, sizeof(c->log_level), "info");
 }
 
@@ -166,7 +167,7 @@ static int set_string(char *dst, size_t cap, const char *s, char *err, size_t er
 enum opt_id {
 	OPT_IP = 256, OPT_CONTROL, OPT_RPC_SOCKET, OPT_RPC_SOCKET_MODE, OPT_UDP_BASE,
 	OPT_CHUNK_BYTES, OPT_MAX_JOBS, OPT_MAX_WORLD, OPT_MAX_KEYS,
-	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_IDLE_SLEEP,
+	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_IDLE_SLEEP, OPT_STALL,
 	OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
 };
 
@@ -192,6 +193,7 @@ static const struct opt opts[] = {
 	{ "slots", OPT_SLOTS, "N", "contribution slots per job per lcore (default 256)" },
 	{ "mbufs", OPT_MBUFS, "N", "mbufs per port (default 16383)" },
 	{ "idle-sleep-us", OPT_IDLE_SLEEP, "US", "sleep of an idle lcore (default 0: pure polling)" },
+	{ "stall-timeout-ms", OPT_STALL, "MS", "abort a job whose open rounds make no progress for MS (default 5000; 0 = never)" },
 	{ "log-level", OPT_LOG_LEVEL, "LEVEL", "error, warn, info or debug (default info)" },
 	{ "config", OPT_CONFIG, "FILE", "read options from the [pboxd] section of an INI file" },
 	{ "help", OPT_HELP, NULL, "print this help and exit" },
@@ -286,6 +288,8 @@ static int apply(struct box_config *c, const struct opt *o, const char *v,
 		return set_u32(&c->mbufs, v, 10, 1023, 1u << 24, 0, err, errlen);
 	case OPT_IDLE_SLEEP:
 		return set_u32(&c->idle_sleep_us, v, 10, 0, 1000000, 0, err, errlen);
+	case OPT_STALL:
+		return set_u32(&c->stall_timeout_ms, v, 10, 0, 3600000, 0, err, errlen);
 	case OPT_LOG_LEVEL:
 		if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
 			return fail(err, errlen, "'%s' is not one of error, warn, info, debug", v);

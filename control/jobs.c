@@ -202,6 +202,7 @@ void jobs_tick(struct jobs *js)
 {
 	if (!js)
 		return;
+	jobs_watch(js);
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
 		if (!j || !j->removing)

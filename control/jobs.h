@@ -73,6 +73,8 @@ struct job {
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */
 	int removing;
+	uint64_t watch_completes;  /* stall watch: completes when last seen */
+	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
 	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
 };
 

@@ -31,6 +31,10 @@ int jobs_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 /* Abort j (helper of jobs_abort, also used when a key cannot be installed). */
 void jobs_abort_job(struct jobs *js, struct job *j, const char *reason);
 
+/* Stall watch (jobs_watch.c): abort jobs whose open rounds have made no
+ * progress for cfg.stall_timeout_ms, naming the missing ranks. */
+void jobs_watch(struct jobs *js);
+
 /* Free a job's key bookkeeping and give its chunks' loads back. */
 void jobs_keys_release(struct jobs *js, struct job *j);
 

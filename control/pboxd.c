@@ -97,6 +97,13 @@ static const struct engine_counters *dp_engine_stats(void *ctx, unsigned lcore)
 	return &d->sh.lcores[lcore]->eng.c;
 }
 
+static int dp_job_progress(void *ctx, unsigned lcore, uint32_t job_id,
+			   struct engine_progress *out)
+{
+	struct pboxd *d = ctx;
+	return engine_job_progress(&d->sh.lcores[lcore]->eng, job_id, out);
+}
+
 static int dp_port_stats(void *ctx, unsigned idx, struct box_port_stats *out)
 {
 	struct pboxd *d = ctx;
@@ -312,7 +319,7 @@ int main(int argc, char **argv)
 		.ctx = &d, .post = dp_post, .applied = dp_applied,
 		.mem_alloc = dp_mem_alloc, .mem_free = dp_mem_free,
 		.lcore_stats = dp_lcore_stats, .engine_stats = dp_engine_stats,
-		.port_stats = dp_port_stats,
+		.port_stats = dp_port_stats, .job_progress = dp_job_progress,
 	};
 	rc = setup_lcores(&d, sum);
 	if (rc == 0)

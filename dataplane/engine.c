@@ -212,6 +212,7 @@ static void complete(struct engine *e, struct engine_job *j,
 	sg->slot = ENGINE_NO_SLOT;
 	sl->key = NULL;
 	j->free_slots[j->nfree++] = (uint16_t)(sl - j->slots);
+	j->completes++;
 	e->c.completes++;
 }
 
@@ -305,4 +306,32 @@ int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 	complete(e, j, k, sg, sl, m->seg, count);
 	fill_out(out, j, k, m, count);
 	return ENGINE_SEND_ALL;
+}
+
+/* ---- stall watch (read from the control thread) ---- */
+
+int engine_job_progress(const struct engine *e, uint32_t job_id,
+			struct engine_progress *p)
+{
+	const struct engine_job *j = &e->jobs[engine_job_index(job_id)];
+	uint64_t all = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (j->state == ENGINE_JOB_FREE || j->id != job_id)
+		return -ENOENT;
+	all = j->world >= 64 ? ~0ull : (1ull << j->world) - 1;
+	p->completes = j->completes;
+	for (uint32_t s = 0; s < j->nslots; s++) {
+		const struct engine_slot *sl = &j->slots[s];
+		const struct engine_key *k = sl->key;
+		if (!k)
+			continue;
+		if (p->open++ == 0) {
+			p->key = k->key;
+			p->seg = sl->seg;
+			p->round = sl->round;
+		}
+		p->missing |= ~sl->have & all;
+	}
+	return 0;
 }

@@ -99,6 +99,7 @@ struct engine_job {
 	uint16_t *free_slots;     /* stack of free slot indexes */
 	uint32_t nslots;
 	uint32_t nfree;
+	uint64_t completes;       /* segment rounds completed in this job */
 };
 
 /* What the control plane prepares for one lcore when it admits a job. */
@@ -199,5 +200,22 @@ struct engine_out {
  */
 int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		uint32_t src_ip, uint16_t src_port, struct engine_out *out);
+
+/* A job's progress on one lcore, for the control plane's stall watch. */
+struct engine_progress {
+	uint64_t completes;  /* segment rounds completed so far */
+	uint32_t open;       /* rounds waiting for contributions */
+	uint64_t missing;    /* bit r: rank r is missing from an open round */
+	uint32_t key, seg, round; /* one open round (for messages), if open */
+};
+
+/*
+ * Read job_id's progress. Called from the control thread while the lcore
+ * runs: the snapshot may be stale, never invalid (it only reads counters,
+ * bitmaps and pointers into the job's memory, which outlives the job on
+ * the lcore). Returns 0 or -ENOENT.
+ */
+int engine_job_progress(const struct engine *e, uint32_t job_id,
+			struct engine_progress *p);
 
 #endif

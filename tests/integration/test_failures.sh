@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_failures.sh - nothing hangs silently: a worker killed with SIGKILL
 # mid-run makes every other worker of its job fail with "rank R lost" within
-# a bound while another job on the box goes on exactly; pboxd killed
+# a bound while another job on the box goes on exactly; a stopped worker
+# is named by the box's stall watch; pboxd killed
 # mid-run makes every worker fail with a named error within a bound.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -33,6 +34,23 @@ echo "bystander job finished exactly"
 # the victim's name is free again and its memory released
 for _ in $(seq 50); do ctl --json jobs | grep -q victim || break; sleep 0.1; done
 ctl --json status | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["jobs"] == 0, s["jobs"]' || die "aborted job not removed"
+
+# a worker that stops (SIGSTOP) keeps its control connection open: the box's
+# stall watch (--stall-timeout-ms, default 5 s) must name it
+workers 4 stuck "$WORKDIR/s" --minbytes 256K --maxbytes 256K --iters 100000 --check
+STUCK=("${WK_PIDS[@]}")
+sleep 2
+kill -STOP "${STUCK[1]}"
+start=$SECONDS
+WK_PIDS=("${STUCK[0]}" "${STUCK[2]}" "${STUCK[3]}")
+wait_workers 20 && die "workers succeeded with rank 1 stopped"
+took=$((SECONDS - start))
+kill -9 "${STUCK[1]}"; kill -CONT "${STUCK[1]}" 2>/dev/null
+for r in 0 2 3; do
+	grep -q "rank 1 stalled" "$WORKDIR/s.$r.log" || { cat "$WORKDIR/s.$r.log"; die "rank $r does not name the stalled rank"; }
+done
+echo "stalled rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR/s.0.log" | head -1)"
+[ $took -le 12 ] || die "stall detection took ${took}s"
 
 # the box dies under running workers
 workers 4 orphan "$WORKDIR/o" --minbytes 256K --maxbytes 256K --iters 100000 --check

@@ -346,6 +346,32 @@ static void apply__key_table_full_is_enospc(void **state)
 	assert_int_equal(rc, -ENOSPC); /* key_cap 16 holds at most 8 keys */
 }
 
+static void progress__names_missing_ranks_of_open_rounds(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	struct engine_progress p;
+	float v = 1.0f;
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
+	assert_int_equal(p.open, 0);
+	push(f, push_hdr(f, 0, 7, 0, 1, 1), &v, &out);
+	push(f, push_hdr(f, 2, 7, 0, 1, 1), &v, &out);
+	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
+	assert_int_equal(p.open, 1);
+	assert_int_equal(p.missing, 0xA); /* ranks 1 and 3 */
+	assert_int_equal(p.key, 7);
+	assert_int_equal(p.round, 1);
+	assert_int_equal(p.completes, 0);
+	push(f, push_hdr(f, 1, 7, 0, 1, 1), &v, &out);
+	push(f, push_hdr(f, 3, 7, 0, 1, 1), &v, &out);
+	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
+	assert_int_equal(p.open, 0);
+	assert_int_equal(p.missing, 0);
+	assert_int_equal(p.completes, 1);
+	assert_int_equal(engine_job_progress(&f->e, f->job + 1, &p), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +387,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(apply__abort_answers_error_then_remove_forgets, setup, teardown),
 		cmocka_unit_test_setup_teardown(apply__bad_messages_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(apply__key_table_full_is_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(progress__names_missing_ranks_of_open_rounds, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -1,0 +1,94 @@
+/*
+ * jobs_watch.c - nothing hangs silently: the box notices a worker that
+ * stops contributing while keeping its control connection open (a stuck
+ * process, a dead data path). A job whose open rounds make no progress for
+ * --stall-timeout-ms is aborted with a reason naming the missing ranks and
+ * one open round; the workers get it as job_aborted (and ERROR packets).
+ * Runs on the control thread from jobs_tick, reading each lcore's
+ * engine_job_progress snapshot.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "jobs_internal.h"
+#include "log.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sum of a job's progress over every lcore. */
+static void job_progress(const struct jobs *js, const struct job *j,
+			 struct engine_progress *sum)
+{
+	const struct box_dp *dp = &js->box->dp;
+
+	memset(sum, 0, sizeof(*sum));
+	for (unsigned l = 0; l < js->box->nlcores; l++) {
+		struct engine_progress p;
+		if (dp->job_progress(dp->ctx, l, j->id, &p) != 0)
+			continue;
+		sum->completes += p.completes;
+		sum->missing |= p.missing;
+		if (p.open && !sum->open) {
+			sum->key = p.key;
+			sum->seg = p.seg;
+			sum->round = p.round;
+		}
+		sum->open += p.open;
+	}
+}
+
+/* "rank 2 stalled" / "ranks 1, 3 stalled" / "rank 3 never joined". */
+static void describe(const struct job *j, uint64_t missing, char *buf, size_t len)
+{
+	size_t n = 0;
+	unsigned count = 0, unjoined = 0;
+
+	for (unsigned r = 0; r < j->world; r++)
+		if (missing >> r & 1) {
+			count++;
+			unjoined += !j->ranks[r].joined && !j->ranks[r].ip;
+		}
+	n += (size_t)snprintf(buf + n, len - n, "%s", count == 1 ? "rank" : "ranks");
+	for (unsigned r = 0, i = 0; r < j->world && n < len; r++)
+		if (missing >> r & 1)
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", i++ ? ", " : " ", r);
+	if (n < len)
+		snprintf(buf + n, len - n, "%s", unjoined == count ? " never joined" : " stalled");
+}
+
+void jobs_watch(struct jobs *js)
+{
+	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
+	double now = now_s();
+
+	if (!limit_ms || !js->box->dp.job_progress)
+		return;
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		struct job *j = js->table[i];
+		struct engine_progress p;
+		if (!j || j->removing || j->state == JOB_ABORTED)
+			continue;
+		job_progress(js, j, &p);
+		if (p.open == 0 || p.completes != j->watch_completes || j->watch_since == 0) {
+			j->watch_completes = p.completes;
+			j->watch_since = now;
+			continue;
+		}
+		if ((now - j->watch_since) * 1000.0 < limit_ms)
+			continue;
+		char who[128], reason[sizeof(j->reason)];
+		describe(j, p.missing, who, sizeof(who));
+		snprintf(reason, sizeof(reason),
+			 "%s: no contribution for %.1f s (key %" PRIu32 " segment %" PRIu32
+			 " round %" PRIu32 ")", who, now - j->watch_since, p.key, p.seg, p.round);
+		ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+		jobs_abort_job(js, j, reason);
+	}
+}
