@@ -138,8 +138,9 @@ int udp_flush(struct udp *u, char *err, size_t errlen)
 			wait_writable(u->fd);
 			continue;
 		}
+		/* EPERM: a local firewall (netfilter) dropped the datagram. */
 		if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != ECONNREFUSED &&
-		    errno != EHOSTUNREACH && errno != ENETUNREACH) {
+		    errno != EHOSTUNREACH && errno != ENETUNREACH && errno != EPERM) {
 			snprintf(err, errlen, "sendmmsg on the UDP data socket: %s", strerror(errno));
 			u->ntx = 0;
 			return PBOX_ESYS;
