@@ -13,6 +13,8 @@ BUILD   ?= build
 SANFLAGS =
 endif
 
+PYTHON  ?= /usr/bin/python3
+PYDIR   ?= $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)/dist-packages
 PKGS_BOX    = libdpdk jansson hwloc
 PKGS_CLIENT = jansson
 VERSION     = 0.1.0
@@ -106,6 +108,8 @@ install: all
 	ln -sf libpbox.so.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/pbox.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/pbox.pc
+	install -d $(DESTDIR)$(PYDIR)/pbox
+	install -m 644 client/python/pbox/*.py $(DESTDIR)$(PYDIR)/pbox/
 
 unit: $(UNIT_TESTS)
 	@bash tests/run-unit.sh $(UNIT_TESTS)

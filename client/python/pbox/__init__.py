@@ -1,0 +1,326 @@
+"""pbox - Python binding of libpbox, the pbox gradient-aggregation client.
+
+    import pbox
+    with pbox.Client() as c:            # PBOX_CONTROL, RANK, WORLD_SIZE, job from env
+        c.allreduce(tensor, key=0)      # in-place sum over all ranks
+
+Buffers: contiguous CPU torch tensors (float32, float16, bfloat16) and
+C-contiguous writeable numpy arrays (float32, float16; a numpy dtype named
+'bfloat16', e.g. from ml_dtypes, maps to PBOX_BF16). Every failure raises
+pbox.Error with the library's message (which job, rank, key) and its code.
+
+For PyTorch DDP, see pbox.torch (allreduce_hook, fp16/bf16_compress_hook).
+"""
+import ctypes
+import os
+import re
+import sys
+import threading
+
+from . import _lib
+from ._lib import PBOX_F32, PBOX_F16, PBOX_BF16
+
+__all__ = ["Client", "Request", "Error", "PBOX_F32", "PBOX_F16", "PBOX_BF16",
+           "strerror", "library_path"]
+__version__ = "0.1.0"
+
+# Error codes (include/pbox.h)
+OK = 0
+EINVAL = -1
+ENOMEM = -2
+ECONNECT = -3
+EPROTO = -4
+EREJECTED = -5
+ETIMEDOUT = -6
+EABORTED = -7
+EBUSY = -8
+ECLOSED = -9
+ESYS = -10
+
+_CODE_NAMES = {EINVAL: "EINVAL", ENOMEM: "ENOMEM", ECONNECT: "ECONNECT", EPROTO: "EPROTO",
+               EREJECTED: "EREJECTED", ETIMEDOUT: "ETIMEDOUT", EABORTED: "EABORTED",
+               EBUSY: "EBUSY", ECLOSED: "ECLOSED", ESYS: "ESYS"}
+
+_MAX_KEY = 0xFFFFFFFF
+
+
+class Error(RuntimeError):
+    """A pbox failure. .code is the negative PBOX_E* code, .name its name
+    (e.g. 'ETIMEDOUT'), .message the detailed message."""
+
+    def __init__(self, code, message):
+        self.code = int(code)
+        self.name = _CODE_NAMES.get(self.code, str(self.code))
+        self.message = message
+        super().__init__(f"pbox: {message} [{self.name}]")
+
+
+def strerror(code):
+    """Static text naming an error code."""
+    s = _lib.load().pbox_strerror(int(code))
+    return s.decode() if s else f"error {code}"
+
+
+def library_path():
+    """Where libpbox was loaded from."""
+    return _lib.path()
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise Error(EINVAL, f"${name}={v!r} is not an integer")
+
+
+def _default_job():
+    for name in ("PBOX_JOB", "TORCHELASTIC_RUN_ID"):
+        v = os.environ.get(name)
+        if v:
+            # job names are 1-63 of [A-Za-z0-9._-]; make a run id fit
+            return re.sub(r"[^A-Za-z0-9._-]", "-", v)[:63]
+    return None
+
+
+def _buffer_info(buf):
+    """(address, element count, pbox dtype, what) for a supported buffer, or
+    raise Error(EINVAL) saying what is wrong."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(buf, torch.Tensor):
+        dt = {torch.float32: PBOX_F32, torch.float16: PBOX_F16,
+              torch.bfloat16: PBOX_BF16}.get(buf.dtype)
+        if dt is None:
+            raise Error(EINVAL, f"tensor dtype {buf.dtype} is not supported "
+                                "(use torch.float32, torch.float16 or torch.bfloat16)")
+        if buf.device.type != "cpu":
+            raise Error(EINVAL, f"tensor is on {buf.device}; pbox sums CPU tensors only "
+                                "(copy to a CPU staging tensor first)")
+        if buf.is_sparse or buf.layout != torch.strided:
+            raise Error(EINVAL, f"tensor layout {buf.layout} is not supported (dense only)")
+        if not buf.is_contiguous():
+            raise Error(EINVAL, "tensor is not contiguous (pass t.contiguous() and copy the "
+                                "result back, or use a contiguous buffer)")
+        if buf.numel() == 0:
+            raise Error(EINVAL, "tensor is empty")
+        return buf.data_ptr(), buf.numel(), dt, "tensor"
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(buf, np.ndarray):
+        name = buf.dtype.name
+        dt = {"float32": PBOX_F32, "float16": PBOX_F16, "bfloat16": PBOX_BF16}.get(name)
+        if dt is None or not buf.dtype.isnative:
+            raise Error(EINVAL, f"array dtype {buf.dtype} is not supported "
+                                "(use native float32 or float16)")
+        if not buf.flags.c_contiguous:
+            raise Error(EINVAL, "array is not C-contiguous (use np.ascontiguousarray and "
+                                "copy the result back)")
+        if not buf.flags.writeable:
+            raise Error(EINVAL, "array is read-only (the sum is written in place)")
+        if buf.size == 0:
+            raise Error(EINVAL, "array is empty")
+        return buf.ctypes.data, buf.size, dt, "array"
+    raise Error(EINVAL, f"cannot allreduce a {type(buf).__module__}.{type(buf).__name__}: "
+                        "pass a torch tensor or a numpy array")
+
+
+def _check_key(key):
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise Error(EINVAL, f"key must be an int, not {type(key).__name__}")
+    if key < 0 or key > _MAX_KEY:
+        raise Error(EINVAL, f"key {key} is out of range (0..{_MAX_KEY})")
+    return key
+
+
+class Request:
+    """An allreduce in flight (Client.iallreduce). The buffer must stay
+    untouched until wait() returns; the Request keeps it alive."""
+
+    __slots__ = ("_client", "_handle", "_buf", "_key", "_done")
+
+    def __init__(self, client, handle, buf, key):
+        self._client = client
+        self._handle = handle
+        self._buf = buf
+        self._key = key
+        self._done = False
+
+    @property
+    def key(self):
+        return self._key
+
+    def test(self):
+        """True if finished (wait() then returns at once)."""
+        if self._done:
+            return True
+        with self._client._lock:
+            if self._handle is None:
+                return True
+            return bool(self._client._L.pbox_test(self._handle))
+
+    def wait(self):
+        """Block until the sum is in the buffer; return the buffer. Raises
+        Error on failure. Calling it again returns at once."""
+        if self._done:
+            return self._buf
+        c = self._client
+        with c._lock:
+            h = self._handle
+            if h is None:
+                self._done = True
+                raise Error(ECLOSED, f"key {self._key}: the client was closed before the "
+                                     "request was waited for")
+            self._handle = None
+            c._waiting += 1
+        try:
+            rc = c._L.pbox_wait(h)     # releases the GIL
+            msg = c._last_error() if rc < 0 else None
+        finally:
+            with c._lock:
+                c._waiting -= 1
+                c._reqs.discard(self)
+                c._idle.notify_all()
+        self._done = True
+        if rc < 0:
+            raise Error(rc, msg or strerror(rc))
+        return self._buf
+
+
+class Client:
+    """A worker's connection to a pbox job.
+
+    Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
+           rto_ms=0, window=0, mtu=0)
+
+    control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
+    job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
+             torchrun's $TORCHELASTIC_RUN_ID.
+    rank, world: default torchrun's $RANK and $WORLD_SIZE.
+    The other arguments are pbox_opts (0 = library default).
+    """
+
+    def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
+                 rto_ms=0, window=0, mtu=0):
+        self._handle = None
+        L = _lib.load()
+        self._L = L
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._waiting = 0
+        self._reqs = set()
+        if control is None:
+            control = os.environ.get("PBOX_CONTROL") or None
+        if job is None:
+            job = _default_job()
+        if rank is None:
+            rank = _env_int("RANK")
+        if world is None:
+            world = _env_int("WORLD_SIZE")
+        if control is None:
+            raise Error(EINVAL, "no control address: pass control='host:port' or set "
+                                "PBOX_CONTROL")
+        if job is None:
+            raise Error(EINVAL, "no job name: pass job=... or set PBOX_JOB (under torchrun "
+                                "TORCHELASTIC_RUN_ID is used)")
+        if rank is None or world is None:
+            raise Error(EINVAL, "rank and world unknown: pass rank= and world= or run under "
+                                "torchrun (RANK, WORLD_SIZE)")
+        self.control, self.job, self.rank, self.world = str(control), str(job), int(rank), int(world)
+        opts = _lib.Opts()
+        L.pbox_opts_init(ctypes.byref(opts))
+        for name, v in (("timeout_ms", timeout_ms), ("rto_ms", rto_ms), ("window", window),
+                        ("mtu", mtu)):
+            if v:
+                if not 0 < int(v) < 2 ** 32:
+                    raise Error(EINVAL, f"{name}={v} is out of range")
+                setattr(opts, name, int(v))
+        h = ctypes.c_void_p()
+        rc = L.pbox_connect(self.control.encode(), self.job.encode(), self.rank, self.world,
+                            ctypes.byref(opts), ctypes.byref(h))
+        if rc < 0:
+            msg = None
+            if h.value:
+                m = L.pbox_last_error(h)
+                msg = m.decode(errors="replace") if m else None
+                L.pbox_close(h)
+            raise Error(rc, msg or strerror(rc))
+        self._handle = h
+
+    # -- internals --------------------------------------------------------
+    def _last_error(self):
+        h = self._handle
+        if h is None:
+            return ""
+        m = self._L.pbox_last_error(h)
+        return m.decode(errors="replace") if m else ""
+
+    def _live(self):
+        if self._handle is None:
+            raise Error(ECLOSED, f"job '{self.job}' rank {self.rank}: the client is closed")
+        return self._handle
+
+    # -- API --------------------------------------------------------------
+    def iallreduce(self, buf, key):
+        """Start an in-place sum of buf over all ranks under `key`; return a
+        Request. Every rank must use the same key with the same size and
+        dtype; calls on one key must not overlap."""
+        _check_key(key)
+        ptr, count, dt, _ = _buffer_info(buf)
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_iallreduce(h, key, ptr, count, dt, ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, buf, key)
+            self._reqs.add(r)
+        return r
+
+    def allreduce(self, buf, key):
+        """Sum buf over all ranks in place under `key`; return buf."""
+        return self.iallreduce(buf, key).wait()
+
+    def stats(self):
+        """The client's counters as a dict."""
+        s = _lib.Stats()
+        with self._lock:
+            self._L.pbox_get_stats(self._live(), ctypes.byref(s))
+        return {f: getattr(s, f) for f, _ in _lib.Stats._fields_}
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def close(self):
+        """Leave the job. Waits for threads inside Request.wait() (each is
+        bounded by timeout_ms); requests never waited for are abandoned and
+        their wait() raises ECLOSED. Idempotent."""
+        with self._lock:
+            if self._handle is None:
+                return
+            while self._waiting:
+                self._idle.wait()
+            h, self._handle = self._handle, None
+            for r in self._reqs:
+                r._handle = None
+            self._reqs.clear()
+        self._L.pbox_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return (f"<pbox.Client {state} control={self.control!r} job={self.job!r} "
+                f"rank={self.rank} world={self.world}>")

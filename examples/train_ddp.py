@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""train_ddp.py - a small MLP trained with PyTorch DDP; gradients summed by
+pbox (--pbox) or by Gloo's allreduce (default).
+
+    torchrun --nproc_per_node 4 examples/train_ddp.py --pbox      # PBOX_CONTROL set
+    torchrun --nproc_per_node 4 examples/train_ddp.py             # plain Gloo
+
+The Gloo process group is always created: DDP uses it to broadcast the
+initial parameters and to sync bucket order. With --pbox only the gradient
+buckets go through the box, via the two lines marked below.
+
+Synthetic data: a fixed random linear teacher labels Gaussian inputs into
+10 classes; every (step, micro-batch, rank) draws its own batch from a
+generator seeded by --seed, so runs with the same seed see the same data.
+
+--out FILE writes JSON (rank 0): per-step losses (rank 0's local loss,
+mean over its micro-batches), final parameters, whether all ranks ended
+with bit-identical parameters, and the pbox keys used.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+IN, HID, OUT = 32, 64, 10
+
+
+class MLP(nn.Module):
+    def __init__(self, unused=False):
+        super().__init__()
+        self.fc1 = nn.Linear(IN, HID)
+        self.fc2 = nn.Linear(HID, HID)
+        self.fc3 = nn.Linear(HID, OUT)
+        # a head that forward() never uses: needs find_unused_parameters=True
+        self.spare = nn.Linear(HID, OUT) if unused else None
+
+    def forward(self, x):
+        x = torch.tanh(self.fc1(x))
+        x = torch.tanh(self.fc2(x))
+        return self.fc3(x)
+
+
+def batch(seed, step, micro, rank, n):
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + micro * 101 + rank)
+    teacher = torch.Generator().manual_seed(seed)
+    w = torch.randn(IN, OUT, generator=teacher)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ w + 0.5 * torch.randn(n, OUT, generator=g)).argmax(dim=1)
+    return x, y
+
+
+def params_digest(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box")
+    ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",
+                    help="pbox hook: full precision or half-width on the wire")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=32, help="per-rank micro-batch size")
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--accum", type=int, default=1,
+                    help="micro-batches per step; all but the last under no_sync()")
+    ap.add_argument("--unused", action="store_true",
+                    help="add a never-used layer and find_unused_parameters=True")
+    ap.add_argument("--bucket-kb", type=float, default=16,
+                    help="DDP bucket_cap (KiB); small so the model spans several buckets")
+    ap.add_argument("--first-bucket-kb", type=float, default=8,
+                    help="DDP's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES, KiB)")
+    ap.add_argument("--job", default=None, help="pbox job name (default $PBOX_JOB or run id)")
+    ap.add_argument("--out", default=None, help="write results as JSON (rank 0)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    torch.manual_seed(args.seed)            # same init everywhere; DDP broadcasts rank 0's anyway
+    model = MLP(unused=args.unused)
+    # Small buckets, so that this tiny model spans several of them and DDP's
+    # rebuild after step 0 (one bucket -> several) changes bucket sizes.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_kb * 1024)
+    ddp = DDP(model, bucket_cap_mb=args.bucket_kb / 1024, find_unused_parameters=args.unused)
+
+    state = None
+    if args.pbox:
+        import pbox
+        import pbox.torch
+        # --- the two lines ---
+        state = pbox.torch.State(pbox.Client(job=args.job))
+        ddp.register_comm_hook(state, pbox.torch.HOOKS[args.hook])
+
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    losses = []
+    t0 = time.time()
+    for step in range(args.steps):
+        opt.zero_grad(set_to_none=False)
+        tot = 0.0
+        for m in range(args.accum):
+            x, y = batch(args.seed, step, m, rank, args.batch)
+            if m < args.accum - 1:
+                with ddp.no_sync():
+                    loss = F.cross_entropy(ddp(x), y) / args.accum
+                    loss.backward()
+            else:
+                loss = F.cross_entropy(ddp(x), y) / args.accum
+                loss.backward()
+            tot += loss.item()
+        opt.step()
+        losses.append(tot)
+        if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
+            print(f"step {step:3d} loss {tot:.6f}", flush=True)
+    elapsed = time.time() - t0
+
+    # do all ranks hold the same bytes? (gather each rank's digest over Gloo)
+    digests = [None] * world
+    dist.all_gather_object(digests, params_digest(model))
+    identical = len(set(digests)) == 1
+
+    keys = {}
+    if state is not None:
+        keys = {f"{i}/{n}/{d}": k for (i, n, d), k in state.keys.items()}
+        state.close()
+        state.client.close()
+    if rank == 0:
+        print(f"done: {args.steps} steps in {elapsed:.2f}s, ranks identical: {identical}, "
+              f"pbox keys: {len(keys)}", flush=True)
+        if args.out:
+            out = {
+                "mode": f"pbox-{args.hook}" if args.pbox else "gloo",
+                "world": world, "steps": args.steps, "seed": args.seed,
+                "losses": losses,
+                "params": {n: p.detach().flatten().tolist() for n, p in model.named_parameters()},
+                "ranks_identical": identical,
+                "pbox_keys": keys,
+                "seconds": elapsed,
+            }
+            tmp = args.out + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(out, f)
+            os.replace(tmp, args.out)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
