@@ -50,7 +50,7 @@ LIBS = $(BUILD)/libpbox.a $(BUILD)/libpbox.so
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps install test unit integration demo clean fuzz
+.PHONY: all deps install test unit integration demo clean fuzz soak
 all: $(BINS) $(LIBS) $(BENCHES)
 
 $(BUILD)/obj/%.o: %.c
@@ -124,6 +124,10 @@ test:
 	$(MAKE) SAN=1 unit
 	$(MAKE) all
 	$(MAKE) integration
+
+# Long soak: SOAK_SECONDS (default 600) of jobs under loss, memory checked.
+soak: all
+	@BUILD=$(BUILD) bash tests/integration/soak.sh
 
 # Both set-up commands install missing Debian packages first (root needed).
 demo:

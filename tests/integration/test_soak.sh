@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# test_soak.sh - the short soak CI runs (20 s); `make soak` runs the long one.
+SOAK_SECONDS=${SOAK_SECONDS:-20} exec bash "$(dirname "$0")/soak.sh"
