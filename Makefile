@@ -124,6 +124,7 @@ test:
 	$(MAKE) SAN=1 unit
 	$(MAKE) all
 	$(MAKE) integration
+	$(MAKE) fuzz-brief
 
 # Long soak: SOAK_SECONDS (default 600) of jobs under loss, memory checked.
 soak: all
@@ -137,6 +138,9 @@ demo:
 	@BUILD=$(BUILD) bash deploy/demo.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# libFuzzer targets: make fuzz (FUZZ_SECONDS each), fuzz-quick (10 s), fuzz-brief (5 s, in make test).
+include tests/fuzz/Makefile.inc

@@ -1,0 +1,550 @@
+/*
+ * fuzz_engine.c - one lcore's aggregation engine (dataplane/engine.c)
+ * driven by arbitrary sequences of PUSHes and control messages, checked
+ * against a reference model after every call.
+ *
+ * Each input starts from a fresh engine (lcore 0, "scalar" sums) with job
+ * 1 installed: world 4, seg_bytes 256, 8 slots, ranks registered at
+ * 10.0.0.(r+1):(5000+r), and two keys: key 7, f32, 300 elements (5
+ * segments, the last of 44; 2 segments per chunk, chunk 1 = segments 2-3
+ * owned by lcore 1) and key 0x80000001, f16, 1153 elements (10 segments,
+ * the last of 1, all on lcore 0: more open rounds than slots are
+ * possible). Job and key memory are exact-size heap blocks, so ASan sees
+ * any access outside them.
+ *
+ * The input is a sequence of records. First byte: the operation (0-10
+ * PUSH, 11 WORKER_SET, 12 JOB_ABORT, 13 JOB_REMOVE, 14 reinstall the job
+ * under a new generation id, 15 install a duplicate key). A PUSH record
+ * has 6 more bytes: rank and faults (wrong source address/port, token,
+ * job id, type), key selector (key A, key B, unknown key, wrong dtype)
+ * and RETX, segment (or one past / far past the end), round relative to
+ * the segment's last completed one, count variant, payload seed.
+ *
+ * Checked after every call: the verdict or drop reason equals the model's
+ * (which follows the order of checks in engine.h/docs/protocol.md);
+ * SEND_ALL / SEND_ONE payloads point at the segment's shadow copy inside
+ * the key's result area with the segment's count, and a completed round's
+ * shadow copy is the rank-ordered sum (scalar kernel) of what was pushed;
+ * completes <= pushes / world; nfree == nslots - open rounds <= nslots;
+ * engine_job_progress agrees with the model.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drops.h"
+#include "engine.h"
+#include "sum.h"
+#include "wire.h"
+
+#define WORLD 4
+#define SEG_BYTES 256
+#define NSLOTS 8
+#define KEY_CAP 8
+#define TOKEN 0x1122334455667788ull
+#define NKEYS 2
+#define MAXSEGS 16
+#define IP(r) (0x0A000001u + (r))
+#define PORT(r) ((uint16_t)(5000 + (r)))
+
+#define CHECK(c)                                                               \
+	do {                                                                   \
+		if (!(c)) {                                                    \
+			fprintf(stderr, "%s:%d: invariant failed: %s\n",       \
+				__FILE__, __LINE__, #c);                       \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+
+struct kdef {
+	uint32_t key;
+	unsigned dtype;
+	uint64_t count;
+	uint32_t segs_per_chunk;
+	uint8_t owner[8];
+};
+
+static const struct kdef kdefs[NKEYS] = {
+	{ 7, WIRE_F32, 300, 2, { 0, 1, 0 } },
+	{ 0x80000001u, WIRE_F16, 1153, 2, { 0, 0, 0, 0, 0 } },
+};
+
+struct mseg {
+	uint32_t done;
+	int open;
+	uint32_t round;
+	uint64_t have;
+	uint8_t data[WORLD][SEG_BYTES];
+};
+
+struct model {
+	int state;             /* enum engine_job_state */
+	uint32_t id;
+	unsigned gen;
+	unsigned open;         /* rounds holding a slot */
+	uint64_t pushes;       /* accepted since install */
+	uint64_t completes;    /* since install */
+	uint32_t wip[WORLD];
+	uint16_t wport[WORLD];
+	struct mseg seg[NKEYS][MAXSEGS];
+};
+
+static struct engine eng;
+static struct model M;
+static void *job_mem;
+static size_t job_mem_len;
+static void *key_mem[NKEYS];
+static size_t key_mem_len[NKEYS];
+static struct engine_key *keys[NKEYS];
+static const struct sum_kernels *scalar;
+
+struct in {
+	const uint8_t *p;
+	size_t n;
+};
+
+static int more(const struct in *in)
+{
+	return in->n > 0;
+}
+
+static uint8_t get8(struct in *in)
+{
+	if (!in->n)
+		return 0;
+	in->n--;
+	return *in->p++;
+}
+
+static void *xalloc(size_t n)
+{
+	void *p = NULL;
+	CHECK(posix_memalign(&p, 64, n) == 0);
+	memset(p, 0, n);
+	return p;
+}
+
+static uint32_t nsegs_of(int k)
+{
+	return engine_key_nsegs(kdefs[k].count, kdefs[k].dtype, SEG_BYTES);
+}
+
+static uint32_t seg_elems_of(int k)
+{
+	return SEG_BYTES / (uint32_t)wire_dtype_size(kdefs[k].dtype);
+}
+
+static uint16_t seg_count(int k, uint32_t seg)
+{
+	uint64_t first = (uint64_t)seg * seg_elems_of(k);
+	uint64_t left = kdefs[k].count - first;
+	return (uint16_t)(left < seg_elems_of(k) ? left : seg_elems_of(k));
+}
+
+/* Install job M.id with fresh memory, register ranks, install keys. */
+static void install(void)
+{
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL };
+
+	memset(job_mem, 0, job_mem_len);
+	m.u.desc = (struct engine_job_desc){
+		.id = M.id, .token = TOKEN, .world = WORLD, .seg_bytes = SEG_BYTES,
+		.mem = job_mem, .key_cap = KEY_CAP, .nslots = NSLOTS,
+	};
+	CHECK(engine_apply(&eng, &m) == 0);
+	for (unsigned r = 0; r < WORLD; r++) {
+		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = M.id };
+		w.u.worker.rank = (uint16_t)r;
+		w.u.worker.ip = IP(r);
+		w.u.worker.port = PORT(r);
+		CHECK(engine_apply(&eng, &w) == 0);
+		M.wip[r] = IP(r);
+		M.wport[r] = PORT(r);
+	}
+	for (int k = 0; k < NKEYS; k++) {
+		const struct kdef *d = &kdefs[k];
+		memset(key_mem[k], 0, key_mem_len[k]);
+		keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
+					  d->segs_per_chunk, d->owner);
+		struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
+		km.u.key = keys[k];
+		CHECK(engine_apply(&eng, &km) == 0);
+	}
+	M.state = ENGINE_JOB_ACTIVE;
+	M.open = 0;
+	M.pushes = 0;
+	M.completes = 0;
+	memset(M.seg, 0, sizeof(M.seg));
+}
+
+static void fill_payload(uint8_t *p, size_t n, uint8_t seed, unsigned rank)
+{
+	uint32_t x = 0x9E3779B9u * (seed + 1u) ^ (rank * 0x85EBCA6Bu);
+	/* only a segment's worth is ever read; the rest of an over-long
+	 * payload (count 0xFFFF) stays a cheap memset */
+	if (n > SEG_BYTES) {
+		memset(p + SEG_BYTES, seed, n - SEG_BYTES);
+		n = SEG_BYTES;
+	}
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+	/* mostly finite small numbers, with the odd NaN/Inf from the bits */
+	if (seed & 1)
+		for (size_t i = 1; i < n; i += 2)
+			p[i] &= 0x3F;
+}
+
+static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
+		      uint16_t src_port, uint16_t *cnt)
+{
+	if (m->type != WIRE_PUSH)
+		return -DROP_BAD_TYPE;
+	if (M.state == ENGINE_JOB_FREE || m->job != M.id)
+		return -DROP_NO_JOB;
+	if (m->token != TOKEN)
+		return -DROP_BAD_TOKEN;
+	if (m->rank >= WORLD)
+		return -DROP_BAD_RANK;
+	if (M.wip[m->rank] != src_ip || M.wport[m->rank] != src_port || M.wip[m->rank] == 0)
+		return -DROP_BAD_SOURCE;
+	if (M.state == ENGINE_JOB_ABORTED)
+		return ENGINE_SEND_ERROR;
+	if (kidx < 0)
+		return -DROP_NO_KEY;
+	if (m->dtype != kdefs[kidx].dtype)
+		return -DROP_BAD_DTYPE;
+	if (m->seg >= nsegs_of(kidx))
+		return -DROP_BAD_SEGMENT;
+	if (kdefs[kidx].owner[m->seg / kdefs[kidx].segs_per_chunk] != 0)
+		return -DROP_WRONG_LCORE;
+	*cnt = seg_count(kidx, m->seg);
+	if (m->count != *cnt)
+		return -DROP_BAD_COUNT;
+	struct mseg *s = &M.seg[kidx][m->seg];
+	if (m->round == s->done && s->done != 0)
+		return ENGINE_SEND_ONE;
+	if (m->round != s->done + 1)
+		return m->round <= s->done ? -DROP_STALE_ROUND : -DROP_FUTURE_ROUND;
+	if (!s->open && M.open == NSLOTS)
+		return -DROP_NO_SLOT;
+	if (s->open && (s->have & (1ull << m->rank)))
+		return ENGINE_ABSORBED;
+	/* the model state is updated by the caller once the engine agrees */
+	return (s->open ? __builtin_popcountll(s->have) : 0) + 1 == WORLD ? ENGINE_SEND_ALL
+									 : ENGINE_ABSORBED;
+}
+
+static void check_out_result(const struct engine_out *out, const struct wire_msg *m,
+			     int kidx, uint16_t cnt)
+{
+	const struct engine_key *k = keys[kidx];
+	const uint8_t *res = k->result;
+	const uint8_t *end = res + (size_t)k->nsegs * SEG_BYTES;
+	const uint8_t *p = out->payload;
+	size_t bytes = (size_t)cnt * wire_dtype_size(k->dtype);
+
+	CHECK(out->job == &eng.jobs[engine_job_index(M.id)]);
+	CHECK(out->hdr.type == WIRE_RESULT);
+	CHECK(out->hdr.dtype == k->dtype);
+	CHECK(out->hdr.job == M.id && out->hdr.token == TOKEN);
+	CHECK(out->hdr.key == k->key && out->hdr.seg == m->seg && out->hdr.round == m->round);
+	CHECK(out->hdr.count == cnt);
+	CHECK(p == res + (size_t)m->seg * SEG_BYTES);
+	CHECK(p >= res && p + bytes <= end);
+	CHECK((uint8_t *)end <= (uint8_t *)key_mem[kidx] + key_mem_len[kidx]);
+}
+
+static void op_push(struct in *in)
+{
+	uint8_t b1 = get8(in), b2 = get8(in), b3 = get8(in), b4 = get8(in);
+	uint8_t b5 = get8(in), b6 = get8(in);
+	struct wire_msg m = { .type = WIRE_PUSH };
+	int kidx;
+
+	m.rank = b1 & 7;
+	uint32_t src_ip = m.rank < WORLD ? IP(m.rank) : IP(0);
+	uint16_t src_port = m.rank < WORLD ? PORT(m.rank) : PORT(0);
+	if (b1 & 0x08)
+		src_ip ^= 0x100;
+	if (b1 & 0x10)
+		src_port++;
+	m.token = TOKEN;
+	if (b1 & 0x20)
+		m.token ^= 1ull << (b6 & 63);
+	m.job = M.id;
+	if (b1 & 0x40)
+		m.job = (b6 & 1) ? M.id ^ ENGINE_MAX_JOBS : M.id + 1;
+	if (b1 & 0x80)
+		m.type = (b6 & 2) ? WIRE_RESULT : WIRE_ERROR;
+
+	switch (b2 & 3) {
+	case 0:
+	case 1:
+		kidx = b2 & 1;
+		m.key = kdefs[kidx].key;
+		m.dtype = (uint8_t)kdefs[kidx].dtype;
+		break;
+	case 2:
+		kidx = -1;
+		m.key = (b2 & 4) ? 12345 : 0;
+		m.dtype = WIRE_F32;
+		break;
+	default:
+		kidx = (b2 >> 2) & 1;
+		m.key = kdefs[kidx].key;
+		m.dtype = kidx == 0 ? ((b2 & 8) ? WIRE_BF16 : WIRE_F16) : WIRE_F32;
+		break;
+	}
+	m.flags = (b2 & 0x10) ? WIRE_FLAG_RETX : 0;
+
+	uint32_t nsegs = kidx >= 0 ? nsegs_of(kidx) : 1;
+	if (b3 & 0x80) {
+		static const uint32_t far[4] = { 0, 0xFFFFFFFFu, 0x80000000u, 0x01000000u };
+		m.seg = (b3 & 3) ? far[b3 & 3] : nsegs;
+	} else {
+		m.seg = b3 & 15;
+	}
+
+	uint32_t done = (kidx >= 0 && m.seg < nsegs && m.seg < MAXSEGS) ? M.seg[kidx][m.seg].done : 0;
+	switch (b4 & 7) {
+	case 4: m.round = done; break;
+	case 5: m.round = done + 2; break;
+	case 6: m.round = done - 1; break;
+	case 7: m.round = (b4 & 0x80) ? 0xFFFFFFFFu : (b4 & 0x40) ? 0 : done + 1 + (b4 >> 3); break;
+	default: m.round = done + 1; break;
+	}
+
+	uint16_t right = (kidx >= 0 && m.seg < nsegs) ? seg_count(kidx, m.seg) : 1;
+	switch (b5 & 7) {
+	case 5: m.count = (uint16_t)(right + 1); break;
+	case 6: m.count = (uint16_t)(right - 1); break;
+	case 7: m.count = (b5 & 8) ? 0xFFFF : 0; break;
+	default: m.count = right; break;
+	}
+	/* wire_decode guarantees the payload is count elements of dtype */
+	size_t plen = (size_t)m.count * wire_dtype_size(m.dtype);
+	uint8_t *payload = malloc(plen ? plen : 1);
+	fill_payload(payload, plen, b6, m.rank);
+
+	uint16_t cnt = 0;
+	int want = model_push(&m, kidx, src_ip, src_port, &cnt);
+	struct engine_out out;
+	memset(&out, 0xA5, sizeof(out));
+	uint64_t pushes0 = eng.c.pushes, dup_open0 = eng.c.dup_open, dup_done0 = eng.c.dup_done;
+	uint64_t retx0 = eng.c.retx;
+	int rc = engine_push(&eng, &m, plen ? payload : NULL, src_ip, src_port, &out);
+
+	if (rc != want) {
+		fprintf(stderr, "engine_push: got %d, model %d (type %u job %u rank %u key %u "
+			"dtype %u seg %u round %u count %u flags %u)\n", rc, want, m.type, m.job,
+			m.rank, m.key, m.dtype, m.seg, m.round, m.count, m.flags);
+		abort();
+	}
+	if (rc < 0) {
+		CHECK(-rc > DROP_NONE && -rc < DROP_COUNT);
+		CHECK(eng.c.pushes == pushes0);
+		free(payload);
+		return;
+	}
+	CHECK(rc <= ENGINE_SEND_ERROR);
+	if (rc == ENGINE_SEND_ERROR) {
+		CHECK(out.hdr.type == WIRE_ERROR && out.hdr.status == WIRE_ST_NO_JOB);
+		CHECK(out.payload == NULL && out.rank == m.rank);
+		CHECK(out.job == &eng.jobs[engine_job_index(M.id)]);
+		free(payload);
+		return;
+	}
+	CHECK(eng.c.retx == retx0 + ((m.flags & WIRE_FLAG_RETX) ? 1 : 0));
+
+	struct mseg *s = &M.seg[kidx][m.seg];
+	if (rc == ENGINE_SEND_ONE) {
+		CHECK(eng.c.dup_done == dup_done0 + 1);
+		check_out_result(&out, &m, kidx, cnt);
+		CHECK(out.rank == m.rank);
+		free(payload);
+		return;
+	}
+	if (s->open && (s->have & (1ull << m.rank))) { /* duplicate of an open round */
+		CHECK(rc == ENGINE_ABSORBED && eng.c.dup_open == dup_open0 + 1);
+		CHECK(eng.c.pushes == pushes0);
+		free(payload);
+		return;
+	}
+	CHECK(eng.c.pushes == pushes0 + 1);
+	if (!s->open) {
+		s->open = 1;
+		s->round = m.round;
+		s->have = 0;
+		M.open++;
+	}
+	s->have |= 1ull << m.rank;
+	memcpy(s->data[m.rank], payload, plen);
+	M.pushes++;
+	free(payload);
+	if (rc == ENGINE_ABSORBED)
+		return;
+
+	/* SEND_ALL: the round completed */
+	check_out_result(&out, &m, kidx, cnt);
+	const void *src[WORLD];
+	uint8_t want_sum[SEG_BYTES];
+	for (unsigned r = 0; r < WORLD; r++)
+		src[r] = s->data[r];
+	scalar->fn[kdefs[kidx].dtype](want_sum, src, WORLD, cnt);
+	CHECK(memcmp(want_sum, out.payload, (size_t)cnt * wire_dtype_size(kdefs[kidx].dtype)) == 0);
+	s->done = m.round;
+	s->open = 0;
+	s->have = 0;
+	M.open--;
+	M.completes++;
+}
+
+static void op_worker(struct in *in)
+{
+	uint8_t b = get8(in);
+	struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = (b & 0x80) ? M.id + 1 : M.id };
+	unsigned r = b & 7;
+
+	w.u.worker.rank = (uint16_t)r;
+	w.u.worker.ip = (b & 0x08) ? 0 : (b & 0x10) ? IP(r) + 100 : IP(r);
+	w.u.worker.port = (b & 0x20) ? PORT(r + 1) : PORT(r);
+	int rc = engine_apply(&eng, &w);
+	if (M.state == ENGINE_JOB_FREE || w.job != M.id) {
+		CHECK(rc == -ENOENT);
+	} else if (r >= WORLD) {
+		CHECK(rc == -EINVAL);
+	} else {
+		CHECK(rc == 0);
+		M.wip[r] = w.u.worker.ip;
+		M.wport[r] = w.u.worker.port;
+	}
+}
+
+static void op_simple(uint32_t type)
+{
+	struct engine_msg m = { .type = type, .job = M.id };
+	int rc = engine_apply(&eng, &m);
+
+	if (M.state == ENGINE_JOB_FREE) {
+		CHECK(rc == -ENOENT);
+		return;
+	}
+	CHECK(rc == 0);
+	if (type == ENGINE_MSG_JOB_ABORT) {
+		M.state = ENGINE_JOB_ABORTED;
+	} else {
+		M.state = ENGINE_JOB_FREE;
+		memset(M.wip, 0, sizeof(M.wip));
+		memset(M.wport, 0, sizeof(M.wport));
+	}
+}
+
+static void op_reinstall(void)
+{
+	if (M.state != ENGINE_JOB_FREE) {
+		/* over a live job: refused without touching the given memory */
+		static uint8_t dummy[64];
+		struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL };
+		m.u.desc = (struct engine_job_desc){
+			.id = M.id + ENGINE_MAX_JOBS, .token = TOKEN, .world = WORLD,
+			.seg_bytes = SEG_BYTES, .mem = dummy, .key_cap = KEY_CAP, .nslots = NSLOTS,
+		};
+		CHECK(engine_apply(&eng, &m) == -EEXIST);
+		return;
+	}
+	M.gen++;
+	M.id = 1 + ENGINE_MAX_JOBS * (M.gen & 0x3FFFFFF);
+	install();
+}
+
+static void op_dup_key(void)
+{
+	struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
+	km.u.key = keys[0];
+	int rc = engine_apply(&eng, &km);
+	CHECK(rc == (M.state == ENGINE_JOB_FREE ? -ENOENT : -EEXIST));
+}
+
+static void check_invariants(void)
+{
+	const struct engine_job *j = &eng.jobs[engine_job_index(M.id)];
+	struct engine_progress p;
+
+	CHECK(eng.c.completes <= eng.c.pushes / WORLD);
+	int rc = engine_job_progress(&eng, M.id, &p);
+	if (M.state == ENGINE_JOB_FREE) {
+		CHECK(rc == -ENOENT);
+		CHECK(j->state == ENGINE_JOB_FREE);
+		return;
+	}
+	CHECK(rc == 0);
+	CHECK(j->state == M.state);
+	CHECK(j->nfree <= j->nslots && j->nslots == NSLOTS);
+	CHECK(j->nfree == NSLOTS - M.open);
+	CHECK(j->completes == M.completes);
+	CHECK(j->completes <= M.pushes / WORLD);
+	CHECK(p.completes == M.completes && p.open == M.open);
+	uint64_t missing = 0;
+	for (int k = 0; k < NKEYS; k++)
+		for (uint32_t s = 0; s < nsegs_of(k); s++) {
+			const struct mseg *ms = &M.seg[k][s];
+			CHECK(keys[k]->segs[s].done == ms->done);
+			CHECK((keys[k]->segs[s].slot != ENGINE_NO_SLOT) == ms->open);
+			if (ms->open)
+				missing |= ~ms->have & ((1ull << WORLD) - 1);
+		}
+	CHECK(p.missing == missing);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	scalar = sum_by_name("scalar");
+	CHECK(scalar);
+	job_mem_len = engine_job_mem_bytes(WORLD, SEG_BYTES, KEY_CAP, NSLOTS);
+	job_mem = xalloc(job_mem_len);
+	for (int k = 0; k < NKEYS; k++) {
+		const struct kdef *d = &kdefs[k];
+		CHECK(engine_key_nsegs(d->count, d->dtype, SEG_BYTES) <= MAXSEGS);
+		CHECK(engine_key_nchunks(d->count, d->dtype, SEG_BYTES, d->segs_per_chunk) <= 8);
+		key_mem_len[k] = engine_key_mem_bytes(d->count, d->dtype, SEG_BYTES,
+						      d->segs_per_chunk);
+		key_mem[k] = xalloc(key_mem_len[k]);
+	}
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct in in = { data, size };
+
+	engine_init(&eng, 0, scalar);
+	memset(&M, 0, sizeof(M));
+	M.id = 1;
+	install();
+	check_invariants();
+	for (unsigned n = 0; more(&in) && n < 4096; n++) {
+		uint8_t op = get8(&in) & 15;
+		if (op <= 10)
+			op_push(&in);
+		else if (op == 11)
+			op_worker(&in);
+		else if (op == 12)
+			op_simple(ENGINE_MSG_JOB_ABORT);
+		else if (op == 13)
+			op_simple(ENGINE_MSG_JOB_REMOVE);
+		else if (op == 14)
+			op_reinstall();
+		else
+			op_dup_key();
+		check_invariants();
+	}
+	return 0;
+}

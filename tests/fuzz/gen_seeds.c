@@ -1,0 +1,244 @@
+/*
+ * gen_seeds.c - writes the seed corpora under DIR/<target>/ (make
+ * fuzz-seeds: DIR = tests/fuzz/corpus): a few valid inputs per fuzz
+ * target so the fuzzers start past the first checks. Frames are built
+ * with the product's own frame_udp_headers/wire_encode; engine records
+ * follow the format described in fuzz_engine.c; RPC inputs are request
+ * lines (and fuzz_rpc.c directives).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frame.h"
+#include "wire.h"
+
+static const char *root;
+
+static void put(const char *target, const char *name, const void *p, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", root, target);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		perror(path);
+		exit(1);
+	}
+	snprintf(path, sizeof(path), "%s/%s/%s", root, target, name);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+/* ---- fuzz_frame: frames to 198.18.0.1 ---- */
+
+#define BOX_IP 0xC6120001u
+#define PEER_IP 0xC6120002u
+static const uint8_t box_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+static const uint8_t peer_mac[6] = { 0x02, 0, 0, 0, 0, 0x02 };
+
+static size_t udp_frame(uint8_t *buf, const struct wire_msg *m, size_t extra)
+{
+	size_t plen = WIRE_HDR_LEN + (size_t)m->count * wire_dtype_size(m->dtype) + extra;
+	frame_udp_headers(buf, box_mac, peer_mac, PEER_IP, BOX_IP, 40000, 47000, plen);
+	wire_encode(buf + FRAME_HDRS_LEN, m);
+	for (size_t i = WIRE_HDR_LEN; i < plen; i++)
+		buf[FRAME_HDRS_LEN + i] = (uint8_t)(i * 7);
+	return FRAME_HDRS_LEN + plen;
+}
+
+static void frames(void)
+{
+	uint8_t b[2048];
+	size_t n;
+	struct wire_msg m = { .type = WIRE_PUSH, .dtype = WIRE_F32, .job = 1, .rank = 0,
+			      .count = 16, .token = 0x1122334455667788ull, .key = 7,
+			      .seg = 0, .round = 1 };
+
+	n = udp_frame(b, &m, 0);
+	put("frame", "udp_push_f32", b, n);
+	m.dtype = WIRE_F16;
+	m.flags = WIRE_FLAG_RETX;
+	n = udp_frame(b, &m, 0);
+	put("frame", "udp_push_f16_retx", b, n);
+	m = (struct wire_msg){ .type = WIRE_ERROR, .dtype = WIRE_F32, .job = 3, .status = 1 };
+	n = udp_frame(b, &m, 0);
+	put("frame", "udp_error", b, n);
+	m = (struct wire_msg){ .type = WIRE_PUSH, .dtype = WIRE_BF16, .job = 1, .count = 4 };
+	n = udp_frame(b, &m, 2); /* length does not match count */
+	put("frame", "udp_bad_len", b, n);
+	/* padded to the Ethernet minimum: trailing bytes beyond the IP length */
+	m = (struct wire_msg){ .type = WIRE_PUSH, .dtype = WIRE_F32, .job = 1, .count = 0 };
+	n = udp_frame(b, &m, 0);
+	memset(b + n, 0, 16);
+	put("frame", "udp_padded", b, n + 16);
+
+	/* ARP request who-has 198.18.0.1, and a reply (ignored) */
+	uint8_t arp[42] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x06,
+			    0, 1, 0x08, 0, 6, 4, 0, 1,
+			    0x02, 0, 0, 0, 0, 0x02, 198, 18, 0, 2,
+			    0, 0, 0, 0, 0, 0, 198, 18, 0, 1 };
+	put("frame", "arp_request", arp, sizeof(arp));
+	arp[21] = 2;
+	put("frame", "arp_reply", arp, sizeof(arp));
+
+	/* ICMP echo request, 8 bytes of data */
+	uint8_t ic[14 + 20 + 16];
+	frame_udp_headers(ic, box_mac, peer_mac, PEER_IP, BOX_IP, 0, 0, 8);
+	ic[14 + 2] = 0;
+	ic[14 + 3] = 20 + 16;
+	ic[14 + 9] = 1; /* ICMP */
+	ic[14 + 10] = ic[14 + 11] = 0;
+	uint16_t c = frame_csum(ic + 14, 20);
+	memcpy(ic + 14 + 10, &c, 2);
+	uint8_t *icmp = ic + 34;
+	memset(icmp, 0, 16);
+	icmp[0] = 8;
+	icmp[5] = 1;
+	icmp[7] = 1;
+	memcpy(icmp + 8, "pboxping", 8);
+	c = frame_csum(icmp, 16);
+	memcpy(icmp + 2, &c, 2);
+	put("frame", "icmp_echo", ic, sizeof(ic));
+}
+
+/* ---- fuzz_engine: record sequences ---- */
+
+/* op 0 = PUSH: rank/faults, key selector, seg, round selector, count
+ * selector, payload seed (see fuzz_engine.c) */
+static size_t push(uint8_t *p, unsigned rank, unsigned key, unsigned seg, uint8_t round_sel)
+{
+	p[0] = 0;
+	p[1] = (uint8_t)rank;
+	p[2] = (uint8_t)key;
+	p[3] = (uint8_t)seg;
+	p[4] = round_sel;
+	p[5] = 0;
+	p[6] = (uint8_t)(rank * 31 + seg);
+	return 7;
+}
+
+static void engine(void)
+{
+	uint8_t b[1024];
+	size_t n = 0;
+
+	/* one full round of key A segment 0, then the same round again (dup) */
+	for (unsigned r = 0; r < 4; r++)
+		n += push(b + n, r, 0, 0, 0);
+	n += push(b + n, 2, 0, 0, 4);
+	put("engine", "round_f32", b, n);
+
+	/* key B: two rounds of its last (1-element) segment, a dup inside */
+	n = 0;
+	for (unsigned round = 0; round < 2; round++)
+		for (unsigned r = 0; r < 4; r++) {
+			n += push(b + n, r, 1, 9, 0);
+			if (r == 1)
+				n += push(b + n, r, 1, 9, 0);
+		}
+	put("engine", "rounds_f16_last_seg", b, n);
+
+	/* open more rounds than there are slots: the 9th gets NO_SLOT */
+	n = 0;
+	for (unsigned s = 0; s < 10; s++)
+		n += push(b + n, 0, 1, s, 0);
+	put("engine", "slots_exhausted", b, n);
+
+	/* partial round, abort (ERROR answers), remove, reinstall, push again */
+	n = 0;
+	n += push(b + n, 0, 0, 1, 0);
+	n += push(b + n, 1, 0, 1, 0);
+	b[n++] = 12;
+	n += push(b + n, 2, 0, 1, 0);
+	b[n++] = 13;
+	n += push(b + n, 2, 0, 1, 0);
+	b[n++] = 14;
+	for (unsigned r = 0; r < 4; r++)
+		n += push(b + n, r, 0, 4, 0);
+	b[n++] = 15;
+	put("engine", "abort_remove_reinstall", b, n);
+
+	/* re-register rank 3 elsewhere, then faults: wrong lcore, stale, future */
+	n = 0;
+	b[n++] = 11;
+	b[n++] = 0x13; /* rank 3, new ip */
+	n += push(b + n, 3, 0, 0, 0);
+	n += push(b + n, 0, 0, 2, 0);
+	n += push(b + n, 0, 0, 0, 6);
+	n += push(b + n, 0, 0, 0, 5);
+	put("engine", "faults", b, n);
+}
+
+/* ---- fuzz_rpc: request lines ---- */
+
+#define RQ(id, method, params) \
+	"{\"jsonrpc\":\"2.0\",\"id\":" #id ",\"method\":\"" method "\",\"params\":" params "}"
+
+static void rpc1(const char *name, const char *text)
+{
+	put("rpc", name, text, strlen(text));
+}
+
+static void rpc(void)
+{
+	rpc1("job_list", RQ(1, "job_list", "{}"));
+	rpc1("box_status", RQ(1, "box_status", "{}"));
+	rpc1("box_stats", RQ("s", "box_stats", "{}"));
+	rpc1("box_endpoints", RQ(null, "box_endpoints", "{}"));
+	rpc1("job_create", RQ(2, "job_create", "{\"job\":\"a\",\"world\":2,\"max_bytes\":1048576}"));
+	rpc1("job_join", RQ(3, "job_join", "{\"job\":\"a\",\"rank\":0,\"world\":1,"
+				      "\"data_ip\":\"10.0.0.1\",\"data_port\":5000,\"mtu\":1500}"));
+	rpc1("notification", "{\"jsonrpc\":\"2.0\",\"method\":\"job_create\",\"params\":"
+			     "{\"job\":\"n\",\"world\":1}}");
+	rpc1("flow_two_ranks",
+	     RQ(1, "job_join", "{\"job\":\"j\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":5000}") "\n"
+	     "!s 2\n"
+	     RQ(2, "job_join", "{\"job\":\"j\",\"rank\":1,\"world\":2,\"data_ip\":\"10.0.0.2\",\"data_port\":5000}") "\n"
+	     "!s 1\n"
+	     RQ(3, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":7,\"count\":100000,\"dtype\":\"f32\"}") "\n"
+	     "!s 2\n"
+	     RQ(4, "key_declare", "{\"job_id\":64,\"rank\":1,\"key\":7,\"count\":100000,\"dtype\":\"f32\"}") "\n"
+	     RQ(5, "key_declare", "{\"job_id\":64,\"rank\":1,\"key\":8,\"count\":3,\"dtype\":\"bf16\"}") "\n"
+	     RQ(6, "job_status", "{\"job\":\"j\"}") "\n"
+	     RQ(7, "box_stats", "{}") "\n"
+	     RQ(8, "job_leave", "{\"job_id\":64,\"rank\":1}") "\n"
+	     "!close 1\n"
+	     "!tick\n"
+	     RQ(9, "job_list", "{}"));
+	rpc1("flow_abort",
+	     RQ(1, "job_join", "{\"job\":\"x\",\"rank\":0,\"world\":3,\"data_ip\":\"10.0.0.1\",\"data_port\":1}") "\n"
+	     RQ(2, "job_abort", "{\"job\":\"x\",\"reason\":\"test\"}") "\n"
+	     RQ(3, "job_status", "{\"job\":\"x\"}") "\n"
+	     "!close 1\n"
+	     "!tick");
+	rpc1("flow_failures",
+	     "!defer\n"
+	     RQ(1, "job_create", "{\"job\":\"d\",\"world\":4}") "\n"
+	     "!drain\n"
+	     "!full 1\n"
+	     RQ(2, "job_create", "{\"job\":\"e\",\"world\":4}") "\n"
+	     "!nomem\n"
+	     RQ(3, "job_create", "{\"job\":\"f\",\"world\":4}") "\n"
+	     "!nomem\n"
+	     RQ(4, "job_create", "{\"job\":\"g\",\"world\":64,\"max_bytes\":99999999999}"));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_seeds DIR\n");
+		return 2;
+	}
+	root = argv[1];
+	mkdir(root, 0755);
+	frames();
+	engine();
+	rpc();
+	return 0;
+}
