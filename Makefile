@@ -96,6 +96,12 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)
 
+# Benchmarks that build mbufs need DPDK.
+$(BUILD)/bench/fanout_bench: bench/fanout_bench.c $(call obj,dataplane/lcore_fanout.c) $(BUILD)/libboxcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(DPDK_CFLAGS) $(CFLAGS) -o $@ $< $(call obj,dataplane/lcore_fanout.c) \
+		$(BUILD)/libboxcore.a $(LIBS_BOX)
+
 deps:
 	bash deploy/install-deps.sh
 

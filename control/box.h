@@ -20,6 +20,9 @@
 #define BOX_MAX_LCORES 64
 #define BOX_MAX_EPS    (BOX_MAX_PORTS * BOX_MAX_LCORES)
 
+/* How results reach the ranks (dataplane/lcore_fanout.h). */
+enum { BOX_FANOUT_AUTO = 0, BOX_FANOUT_SHARED, BOX_FANOUT_COPY };
+
 /* Settings: command line (`pboxd [EAL] -- [options]`) or INI file. */
 struct box_config {
 	/* data ports: --ip PORT:ADDR/PREFIX (repeatable) */
@@ -43,6 +46,7 @@ struct box_config {
 	uint32_t mbufs;              /* --mbufs per port, default 16383 */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
+	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
 	char log_level[16];          /* --log-level error|warn|info|debug */
 };
 
@@ -77,6 +81,7 @@ struct box_port_info {
 	uint32_t mtu;
 	uint16_t rx_queues;
 	const char *steering;     /* "rte_flow", "rss" or "ring" */
+	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
 };
 
 struct box_lcore_info {

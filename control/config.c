@@ -168,7 +168,7 @@ enum opt_id {
 	OPT_IP = 256, OPT_CONTROL, OPT_RPC_SOCKET, OPT_RPC_SOCKET_MODE, OPT_UDP_BASE,
 	OPT_CHUNK_BYTES, OPT_MAX_JOBS, OPT_MAX_WORLD, OPT_MAX_KEYS,
 	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_IDLE_SLEEP, OPT_STALL,
-	OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
+	OPT_FANOUT, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
 };
 
 struct opt {
@@ -194,6 +194,7 @@ static const struct opt opts[] = {
 	{ "mbufs", OPT_MBUFS, "N", "mbufs per port (default 16383)" },
 	{ "idle-sleep-us", OPT_IDLE_SLEEP, "US", "sleep of an idle lcore (default 0: pure polling)" },
 	{ "stall-timeout-ms", OPT_STALL, "MS", "abort a job whose open rounds make no progress for MS (default 5000; 0 = never)" },
+	{ "fanout", OPT_FANOUT, "MODE", "results to N ranks: shared (one payload copy, needs chained-mbuf tx), copy (one per rank) or auto (default)" },
 	{ "log-level", OPT_LOG_LEVEL, "LEVEL", "error, warn, info or debug (default info)" },
 	{ "config", OPT_CONFIG, "FILE", "read options from the [pboxd] section of an INI file" },
 	{ "help", OPT_HELP, NULL, "print this help and exit" },
@@ -290,6 +291,16 @@ static int apply(struct box_config *c, const struct opt *o, const char *v,
 		return set_u32(&c->idle_sleep_us, v, 10, 0, 1000000, 0, err, errlen);
 	case OPT_STALL:
 		return set_u32(&c->stall_timeout_ms, v, 10, 0, 3600000, 0, err, errlen);
+	case OPT_FANOUT:
+		if (strcmp(v, "auto") == 0)
+			c->fanout = BOX_FANOUT_AUTO;
+		else if (strcmp(v, "shared") == 0)
+			c->fanout = BOX_FANOUT_SHARED;
+		else if (strcmp(v, "copy") == 0)
+			c->fanout = BOX_FANOUT_COPY;
+		else
+			return fail(err, errlen, "'%s' is not one of auto, shared, copy", v);
+		return 0;
 	case OPT_LOG_LEVEL:
 		if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
 			return fail(err, errlen, "'%s' is not one of error, warn, info, debug", v);

@@ -204,12 +204,12 @@ static int print_json(const json_t *r)
 
 static void print_ports(const json_t *ports)
 {
-	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING" };
+	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING", "FANOUT" };
 	struct table t;
 	size_t i;
 	json_t *p;
 
-	table_init(&t, 8, h);
+	table_init(&t, 9, h);
 	json_array_foreach(ports, i, p) {
 		table_cell(&t, "%lld", jint(p, "port"));
 		table_cell(&t, "%s", jstr(p, "name"));
@@ -219,6 +219,7 @@ static void print_ports(const json_t *ports)
 		table_cell(&t, "%s", jstr(p, "link"));
 		table_cell(&t, "%lld", jint(p, "rx_queues"));
 		table_cell(&t, "%s", jstr(p, "steering"));
+		table_cell(&t, "%s", jstr(p, "fanout"));
 	}
 	table_print(&t);
 }

@@ -23,6 +23,7 @@
 #include "box.h"
 #include "jobs.h"
 #include "lcore.h"
+#include "lcore_fanout.h"
 #include "port.h"
 #include "rpc_server.h"
 
@@ -195,10 +196,10 @@ static int setup_ports(struct pboxd *d)
 		struct dp_port *dp = &d->sh.ports[pid];
 		struct port_setup ps = {
 			.port_id = pid, .nlcores = d->sh.nlcores, .nmbufs = c->mbufs,
-			.udp_base = c->udp_base, .socket = rte_eth_dev_socket_id(pid) < 0 ?
+			.udp_base = c->udp_base, .fanout = c->fanout, .socket = rte_eth_dev_socket_id(pid) < 0 ?
 				(int)rte_socket_id() : rte_eth_dev_socket_id(pid),
 		};
-		int rc = port_start(&ps, info, &dp->pool, err, sizeof(err));
+		int rc = port_start(&ps, info, &dp->pool, &dp->hdr_pool, err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "pboxd: %s\n", err);
 			return rc;
@@ -209,6 +210,7 @@ static int setup_ports(struct pboxd *d)
 		info->ip = c->ip[i].ip;
 		info->prefix = c->ip[i].prefix;
 		dp->port_id = pid;
+		dp->shared_min = c->fanout == BOX_FANOUT_SHARED ? 0 : FANOUT_SHARED_MIN_BYTES;
 		dp->ip = info->ip;
 		memcpy(dp->mac, info->mac, 6);
 		if (d->box.mtu == 0 || info->mtu < d->box.mtu)
@@ -239,9 +241,9 @@ static void print_banner(const struct pboxd *d)
 		const struct box_port_info *p = &b->ports[i];
 		uint32_t ip = p->ip;
 		printf("pboxd: port %u %s %02x:%02x:%02x:%02x:%02x:%02x %u.%u.%u.%u/%u mtu %u"
-		       " rxq %u steering %s\n", p->port, p->name, p->mac[0], p->mac[1],
+		       " rxq %u steering %s fanout %s\n", p->port, p->name, p->mac[0], p->mac[1],
 		       p->mac[2], p->mac[3], p->mac[4], p->mac[5], ip >> 24, (ip >> 16) & 255,
-		       (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues, p->steering);
+		       (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues, p->steering, p->fanout);
 	}
 	printf("pboxd: %u data lcore(s), udp ports %u-%u, kernel %s, control %s, socket %s\n",
 	       b->nlcores, b->cfg.udp_base, b->cfg.udp_base + b->nlcores - 1, b->kernel,

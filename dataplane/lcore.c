@@ -18,6 +18,7 @@
 
 #include "drops.h"
 #include "frame.h"
+#include "lcore_fanout.h"
 #include "wire.h"
 
 #define MSG_BURST 8
@@ -92,33 +93,75 @@ static void flush_all(struct lcore_ctx *lc)
 			flush_port(lc, p);
 }
 
-/* Build and queue one RESULT/ERROR packet of out for rank. */
-static void send_to(struct lcore_ctx *lc, const struct engine_out *out, uint16_t rank)
+/* Where rank r of out's job is, as learned from its packets. */
+static inline uint16_t dst_for(const struct lcore_ctx *lc, const struct engine_out *out,
+			       uint16_t rank, uint16_t *port_id, struct fanout_dst *d)
 {
 	const struct dp_peer *peer = &lc->peers[engine_job_index(out->job->id)][rank];
 	const struct engine_worker *w = &out->job->workers[rank];
 	const struct dp_port *port = &lc->sh->ports[peer->port_id];
-	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
-	struct rte_mbuf *m = rte_pktmbuf_alloc(port->pool);
 
+	*d = (struct fanout_dst){
+		.dst_mac = peer->mac, .src_mac = port->mac, .src_ip = port->ip,
+		.dst_ip = w->ip, .src_port = (uint16_t)(lc->sh->udp_base + lc->index),
+		.dst_port = w->port,
+	};
+	*port_id = peer->port_id;
+	return rank;
+}
+
+/* One RESULT/ERROR packet of out for one rank (a copy of the payload). */
+static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_t rank)
+{
+	struct fanout_dst d;
+	uint16_t pid;
+	struct wire_msg h = out->hdr;
+	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
+
+	h.rank = dst_for(lc, out, rank, &pid, &d);
+	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h,
+					 out->payload, out->payload ? plen : 0);
 	if (!m) {
 		lc->st.drops[DROP_NO_MBUF]++;
 		return;
 	}
-	uint8_t *p = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(FRAME_HDRS_LEN + WIRE_HDR_LEN + plen));
-	if (!p) {
-		drop(lc, m, DROP_NO_MBUF);
-		return;
+	tx(lc, pid, m);
+}
+
+/*
+ * A completed round to every rank. Ranks on ports that send chained mbufs
+ * share one payload mbuf (one copy) when the payload is large enough to be
+ * worth it (dp_port.shared_min); others get their own copy.
+ */
+static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
+{
+	struct rte_mbuf *pay = NULL;
+	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
+
+	for (uint16_t r = 0; r < out->job->world; r++) {
+		struct fanout_dst d;
+		uint16_t pid;
+		struct wire_msg h = out->hdr;
+		h.rank = dst_for(lc, out, r, &pid, &d);
+		const struct dp_port *port = &lc->sh->ports[pid];
+		struct rte_mbuf *m = NULL;
+
+		if (port->hdr_pool && plen >= port->shared_min) {
+			if (!pay)
+				pay = fanout_payload(port->pool, out->payload, plen);
+			if (pay)
+				m = fanout_chain(port->hdr_pool, &d, &h, pay);
+		} else {
+			m = fanout_copy(port->pool, &d, &h, out->payload, plen);
+		}
+		if (!m) {
+			lc->st.drops[DROP_NO_MBUF]++;
+			continue;
+		}
+		tx(lc, pid, m);
 	}
-	struct wire_msg h = out->hdr;
-	h.rank = rank;
-	frame_udp_headers(p, peer->mac, port->mac, port->ip, w->ip,
-			  (uint16_t)(lc->sh->udp_base + lc->index), w->port,
-			  WIRE_HDR_LEN + plen);
-	wire_encode(p + FRAME_HDRS_LEN, &h);
-	if (plen)
-		memcpy(p + FRAME_HDRS_LEN + WIRE_HDR_LEN, out->payload, plen);
-	tx(lc, peer->port_id, m);
+	if (pay)
+		rte_pktmbuf_free(pay);      /* the indirect mbufs hold it now */
 }
 
 /* A pbox datagram for this lcore: validate, aggregate, answer. */
@@ -144,12 +187,11 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 
 	switch (rc) {
 	case ENGINE_SEND_ALL:
-		for (uint16_t r = 0; r < out.job->world; r++)
-			send_to(lc, &out, r);
+		send_all(lc, &out);
 		break;
 	case ENGINE_SEND_ONE:
 	case ENGINE_SEND_ERROR:
-		send_to(lc, &out, out.rank);
+		send_one(lc, &out, out.rank);
 		break;
 	default:
 		break;

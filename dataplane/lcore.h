@@ -31,6 +31,8 @@ struct dp_port {
 	uint32_t ip;        /* host order */
 	uint8_t mac[6];
 	struct rte_mempool *pool;
+	struct rte_mempool *hdr_pool;  /* shared-payload fan-out; NULL: copy */
+	uint32_t shared_min;           /* share payloads of at least this size */
 };
 
 struct dp_shared {

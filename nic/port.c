@@ -6,7 +6,10 @@
  */
 #include "port.h"
 
+#include "lcore_fanout.h"
+
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,8 +49,43 @@ static int steer_flows(uint16_t port_id, unsigned nq, uint16_t udp_base)
 	return 0;
 }
 
+/* Shared-payload fan-out needs chained mbufs on tx, and its own pool of
+ * small mbufs (a header and an indirect mbuf per rank and result). */
+static int setup_fanout(const struct port_setup *ps, const struct rte_eth_dev_info *di,
+			struct rte_eth_conf *conf, struct box_port_info *info,
+			struct rte_mempool **hdr_pool, char *err, size_t errlen)
+{
+	char name[RTE_MEMPOOL_NAMESIZE];
+	bool can = (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+
+	*hdr_pool = NULL;
+	info->fanout = "copy";
+	if (ps->fanout == BOX_FANOUT_COPY || !can) {
+		if (ps->fanout == BOX_FANOUT_SHARED) {
+			snprintf(err, errlen, "port %u (%s) cannot send chained mbufs"
+				 " (no MULTI_SEGS tx offload): use --fanout copy or auto",
+				 ps->port_id, info->name);
+			return -ENOTSUP;
+		}
+		return 0;
+	}
+	conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	snprintf(name, sizeof(name), "pbox_hd%u", ps->port_id);
+	*hdr_pool = rte_pktmbuf_pool_create(name, 2 * ps->nmbufs, MBUF_CACHE, 0,
+					    FANOUT_HDR_ROOM, ps->socket);
+	if (!*hdr_pool) {
+		snprintf(err, errlen, "port %u (%s): cannot create a pool of %u header mbufs: %s"
+			 " (more memory: -m or hugepages, fewer --mbufs, or --fanout copy)",
+			 ps->port_id, info->name, 2 * ps->nmbufs, rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	info->fanout = "shared";
+	return 0;
+}
+
 int port_start(const struct port_setup *ps, struct box_port_info *info,
-	       struct rte_mempool **pool, char *err, size_t errlen)
+	       struct rte_mempool **pool, struct rte_mempool **hdr_pool,
+	       char *err, size_t errlen)
 {
 	struct rte_eth_dev_info di;
 	struct rte_eth_conf conf;
@@ -89,6 +127,8 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
 	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+	if ((rc = setup_fanout(ps, &di, &conf, info, hdr_pool, err, errlen)) != 0)
+		return rc;
 	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0) {
 		snprintf(err, errlen, "port %u (%s): configure with %u rx / %u tx queues failed: %s",
 			 pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));

@@ -20,15 +20,19 @@ struct port_setup {
 	uint32_t nmbufs;
 	uint16_t udp_base;
 	int socket;
+	int fanout;           /* BOX_FANOUT_*: shared payload if the port can */
 };
 
 /*
  * Configure and start the port; fill info (name, mac, mtu, rx queues,
- * steering) and *pool. Returns 0 or a negative errno with a message in err
- * naming the port and what it lacks.
+ * steering, fanout), *pool and *hdr_pool (small mbufs for shared-payload
+ * fan-out, see dataplane/lcore_fanout.h; NULL when results are copied per
+ * rank). Returns 0 or a negative errno with a message in err naming the
+ * port and what it lacks.
  */
 int port_start(const struct port_setup *ps, struct box_port_info *info,
-	       struct rte_mempool **pool, char *err, size_t errlen);
+	       struct rte_mempool **pool, struct rte_mempool **hdr_pool,
+	       char *err, size_t errlen);
 
 /* Stop and close the port. */
 void port_stop(uint16_t port_id);

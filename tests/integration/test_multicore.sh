@@ -2,18 +2,20 @@
 # test_multicore.sh - pboxd with 3 data lcores (two of them sharing a CPU on
 # this small machine) and a port with 3 queue pairs that cannot steer:
 # chunks are spread over all lcores, packets reach their owner through the
-# hand-off rings, and every sum is still exact.
+# hand-off rings, and every sum is still exact. Results fan out with a
+# shared payload mbuf (--fanout shared: header + indirect mbuf per rank).
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
-EAL_LCORES="--lcores 0@0,1@1,2@1,3@0" VDEV_ARGS=",qpairs=3" box_start af_packet
+EAL_LCORES="--lcores 0@0,1@1,2@1,3@0" VDEV_ARGS=",qpairs=3" box_start af_packet --fanout shared
 ctl --json status | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 assert len(s["lcores"]) == 3, s["lcores"]
 assert s["ports"][0]["steering"] == "ring", s["ports"]
-' || die "expected 3 data lcores with ring steering"
+assert s["ports"][0]["fanout"] == "shared", s["ports"]
+' || die "expected 3 data lcores with ring steering and shared fan-out"
 workers 4 multi "$WORKDIR/m" --minbytes 4 --maxbytes 4M --iters 2 --keys 3 --check
 wait_workers 180 || { tail -5 "$WORKDIR"/m.*.log; die "workers failed with 3 lcores"; }
 tail -3 "$WORKDIR/m.0.log"

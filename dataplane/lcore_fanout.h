@@ -1,0 +1,60 @@
+/*
+ * lcore_fanout.h - build the RESULT/ERROR packets an lcore sends to the
+ * ranks of a job, without a payload copy per rank where the port allows.
+ *
+ * Two ways, chosen per port at start-up (never per packet by #ifdef):
+ *   copy:   one mbuf per rank holding headers and payload (a payload copy
+ *           per rank). Used for single-destination packets (duplicate
+ *           answers, errors) and on ports that cannot send chained mbufs.
+ *   shared: the payload is copied once into one mbuf; each rank gets a
+ *           small header mbuf (Ethernet/IPv4/UDP/pbox headers) chained to
+ *           an indirect mbuf attached to that payload mbuf, so N ranks
+ *           cost one payload copy and 2N small mbufs. Needs a port with
+ *           RTE_ETH_TX_OFFLOAD_MULTI_SEGS. In auto mode only payloads of
+ *           FANOUT_SHARED_MIN_BYTES or more are shared.
+ * The payload mbuf is freed by the last transmitted indirect mbuf.
+ */
+#ifndef PBOX_LCORE_FANOUT_H
+#define PBOX_LCORE_FANOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_mbuf.h>
+
+#include "wire.h"
+
+/* Addressing of one destination. IPs host order, ports host order. */
+struct fanout_dst {
+	const uint8_t *dst_mac;
+	const uint8_t *src_mac;
+	uint32_t src_ip, dst_ip;
+	uint16_t src_port, dst_port;
+};
+
+/*
+ * In auto mode a result is shared only from this payload size up: below
+ * it, the two extra mbufs per rank cost more than copying the payload
+ * (bench/fanout_bench, 2026-11-22: 1408-byte payloads 0.89-0.98x, 8896-byte
+ * payloads 1.8-2.3x faster shared, N = 4..16).
+ */
+#define FANOUT_SHARED_MIN_BYTES 2048
+
+/* Data room of the header pool's mbufs (headers fit with room to spare). */
+#define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
+
+/* One self-contained packet: headers of h for d, then plen payload bytes
+ * (copied). NULL when pool is empty. */
+struct rte_mbuf *fanout_copy(struct rte_mempool *pool, const struct fanout_dst *d,
+			     const struct wire_msg *h, const void *payload, size_t plen);
+
+/* The shared payload mbuf: plen bytes copied once. NULL when pool is empty. */
+struct rte_mbuf *fanout_payload(struct rte_mempool *pool, const void *payload, size_t plen);
+
+/* A header mbuf for d and h chained to an indirect mbuf of pay (which
+ * keeps pay alive until sent). Both small mbufs come from hdr_pool. NULL
+ * when it is empty. */
+struct rte_mbuf *fanout_chain(struct rte_mempool *hdr_pool, const struct fanout_dst *d,
+			      const struct wire_msg *h, struct rte_mbuf *pay);
+
+#endif
