@@ -90,7 +90,7 @@ $(BUILD)/pbox-perf: $(call obj,client/pbox_perf.c) $(BUILD)/libpbox.a
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
-		$(shell pkg-config --libs cmocka) $(LIBS_CLIENT)
+		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)

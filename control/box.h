@@ -82,12 +82,15 @@ struct box_port_info {
 	uint16_t rx_queues;
 	const char *steering;     /* "rte_flow", "rss" or "ring" */
 	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
+	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
+	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
 };
 
 struct box_lcore_info {
 	unsigned eal_id;
 	unsigned index;
 	int socket;
+	int cpu;                  /* CPU the lcore runs on, -1 if several */
 };
 
 struct box_port_stats {

@@ -54,13 +54,14 @@ static json_t *port_status(const struct box *b, unsigned i)
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", p->mac[0], p->mac[1],
 		 p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
 	snprintf(cidr, sizeof(cidr), "%s/%u", rpc_ip_str(p->ip, ip, sizeof(ip)), p->prefix);
-	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s}",
+	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:i, s:s}",
 			 "port", (int)p->port, "name", p->name, "mac", mac, "ip", cidr,
 			 "mtu", (json_int_t)p->mtu,
 			 "link", rc < 0 ? "unknown" : st.link_up ? "up" : "down",
 			 "rx_queues", (int)p->rx_queues,
 			 "steering", p->steering ? p->steering : "?",
-			 "fanout", p->fanout ? p->fanout : "?");
+			 "fanout", p->fanout ? p->fanout : "?",
+			 "numa_node", p->numa_node, "local_cpus", p->local_cpus);
 }
 
 static json_t *limits(const struct box_config *c)
@@ -85,10 +86,10 @@ RPC_HANDLER(rpc_box_status)
 	for (unsigned i = 0; i < b->nports; i++)
 		json_array_append_new(ports, port_status(b, i));
 	for (unsigned i = 0; i < b->nlcores; i++)
-		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i}",
+		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i}",
 			"lcore", (int)b->lcores[i].eal_id, "index", (int)b->lcores[i].index,
 			"udp_port", (int)(b->cfg.udp_base + b->lcores[i].index),
-			"socket", b->lcores[i].socket));
+			"socket", b->lcores[i].socket, "cpu", b->lcores[i].cpu));
 	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:i, s:i}",
 			    "version", PBOX_VERSION, "protocol", WIRE_VERSION,
 			    "uptime_s", now_s() - b->start_time,

@@ -15,6 +15,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -24,6 +26,7 @@
 #include "jobs.h"
 #include "lcore.h"
 #include "lcore_fanout.h"
+#include "numa.h"
 #include "port.h"
 #include "rpc_server.h"
 
@@ -127,6 +130,19 @@ static int dp_port_stats(void *ctx, unsigned idx, struct box_port_stats *out)
 
 /* ---- start-up ---- */
 
+/* The one CPU lcore id is pinned to, or -1 if it may run on several. */
+static int lcore_cpu(unsigned id)
+{
+	rte_cpuset_t set = rte_lcore_cpuset(id);
+
+	if (CPU_COUNT(&set) != 1)
+		return -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -1;
+}
+
 static int setup_lcores(struct pboxd *d, const struct sum_kernels *sum)
 {
 	unsigned id, n = 0;
@@ -145,7 +161,8 @@ static int setup_lcores(struct pboxd *d, const struct sum_kernels *sum)
 			return -ENOMEM;
 		}
 		d->sh.lcores[n] = lc;
-		d->box.lcores[n] = (struct box_lcore_info){ .eal_id = id, .index = n, .socket = socket };
+		d->box.lcores[n] = (struct box_lcore_info){ .eal_id = id, .index = n, .socket = socket,
+							     .cpu = lcore_cpu(id) };
 		n++;
 	}
 	if (n == 0) {
@@ -155,6 +172,41 @@ static int setup_lcores(struct pboxd *d, const struct sum_kernels *sum)
 	}
 	d->sh.nlcores = d->box.nlcores = n;
 	return 0;
+}
+
+/*
+ * Where the port's NIC sits (hwloc) and whether the data lcores run there:
+ * every data lcore transmits on every port, so each should be local to it.
+ * A remote lcore is a warning naming the cores to use instead.
+ */
+static void place_port(const struct pboxd *d, uint16_t pid, struct box_port_info *info)
+{
+	struct rte_eth_dev_info di;
+	struct numa_place pl;
+	char err[160];
+	int rc = -ENODEV;
+
+	if (rte_eth_dev_info_get(pid, &di) == 0 && di.device &&
+	    strcmp(rte_bus_name(rte_dev_bus(di.device)), "pci") == 0)
+		rc = numa_pci_place(rte_dev_name(di.device), &pl, err, sizeof(err));
+	if (rc == -ENODEV || rc == -EINVAL)
+		rc = numa_machine_place(&pl, err, sizeof(err));   /* vdev: any node */
+	if (rc) {
+		fprintf(stderr, "pboxd: warning: port %u: %s; NUMA placement not checked\n", pid, err);
+		info->numa_node = -1;
+		snprintf(info->local_cpus, sizeof(info->local_cpus), "?");
+		return;
+	}
+	info->numa_node = pl.node;
+	snprintf(info->local_cpus, sizeof(info->local_cpus), "%s", pl.cpus);
+	for (unsigned l = 0; l < d->box.nlcores; l++) {
+		const struct box_lcore_info *lc = &d->box.lcores[l];
+		if (lc->cpu >= 0 && !numa_cpu_in(pl.cpus, (unsigned)lc->cpu))
+			fprintf(stderr, "pboxd: warning: data lcore %u runs on CPU %d, which is not"
+				" local to port %u (%s, NUMA node %d): every packet crosses the"
+				" interconnect; give the EAL cores from %s (e.g. -l with those CPUs)\n",
+				lc->eal_id, lc->cpu, pid, info->name, pl.node, pl.cpus);
+	}
 }
 
 static int setup_ports(struct pboxd *d)
@@ -205,6 +257,7 @@ static int setup_ports(struct pboxd *d)
 			return rc;
 		}
 		d->ports_started[pid] = true;
+		place_port(d, pid, info);
 		if (i == 0)
 			d->mem_socket = ps.socket;
 		info->ip = c->ip[i].ip;
@@ -241,9 +294,10 @@ static void print_banner(const struct pboxd *d)
 		const struct box_port_info *p = &b->ports[i];
 		uint32_t ip = p->ip;
 		printf("pboxd: port %u %s %02x:%02x:%02x:%02x:%02x:%02x %u.%u.%u.%u/%u mtu %u"
-		       " rxq %u steering %s fanout %s\n", p->port, p->name, p->mac[0], p->mac[1],
+		       " rxq %u steering %s fanout %s numa %d cpus %s\n", p->port, p->name, p->mac[0], p->mac[1],
 		       p->mac[2], p->mac[3], p->mac[4], p->mac[5], ip >> 24, (ip >> 16) & 255,
-		       (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues, p->steering, p->fanout);
+		       (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues, p->steering, p->fanout,
+		       p->numa_node, p->local_cpus);
 	}
 	printf("pboxd: %u data lcore(s), udp ports %u-%u, kernel %s, control %s, socket %s\n",
 	       b->nlcores, b->cfg.udp_base, b->cfg.udp_base + b->nlcores - 1, b->kernel,

@@ -79,7 +79,7 @@ static int setup_fanout(const struct port_setup *ps, const struct rte_eth_dev_in
 			 ps->port_id, info->name, 2 * ps->nmbufs, rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
-	info->fanout = "shared";
+	info->fanout = ps->fanout == BOX_FANOUT_SHARED ? "shared" : "shared>=2KiB";
 	return 0;
 }
 

@@ -15,6 +15,9 @@ s = json.load(sys.stdin)
 assert len(s["lcores"]) == 3, s["lcores"]
 assert s["ports"][0]["steering"] == "ring", s["ports"]
 assert s["ports"][0]["fanout"] == "shared", s["ports"]
+# a vdev belongs to no NUMA node: hwloc gives the whole machine
+assert s["ports"][0]["numa_node"] == -1 and s["ports"][0]["local_cpus"].startswith("0"), s["ports"]
+assert [l["cpu"] for l in s["lcores"]] == [1, 1, 0], s["lcores"]
 ' || die "expected 3 data lcores with ring steering and shared fan-out"
 workers 4 multi "$WORKDIR/m" --minbytes 4 --maxbytes 4M --iters 2 --keys 3 --check
 wait_workers 180 || { tail -5 "$WORKDIR"/m.*.log; die "workers failed with 3 lcores"; }

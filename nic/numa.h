@@ -1,0 +1,31 @@
+/*
+ * numa.h - where a NIC sits in the machine (hwloc): its NUMA node and the
+ * CPUs local to it, so pboxd can check that the lcores polling a port run
+ * on that port's node and say which cores to give the EAL when they do
+ * not. No DPDK types: the unit tests use it directly.
+ */
+#ifndef PBOX_NUMA_H
+#define PBOX_NUMA_H
+
+#include <stddef.h>
+
+struct numa_place {
+	int node;             /* NUMA node of the device, -1 = unknown/any */
+	char cpus[128];       /* CPUs local to it as a list ("0-15,32-47"); all CPUs if node -1 */
+};
+
+/*
+ * Look up the PCI device "DDDD:BB:DD.F" (or "BB:DD.F") with hwloc. Fills
+ * *pl and returns 0; -ENODEV if hwloc does not know the device (pl then
+ * describes the whole machine, node -1); -EINVAL for a malformed address;
+ * -ENOMEM/-EIO if the topology cannot be loaded. err names the cause.
+ */
+int numa_pci_place(const char *pci, struct numa_place *pl, char *err, size_t errlen);
+
+/* The whole machine: node -1 and every CPU. 0 or -EIO with err. */
+int numa_machine_place(struct numa_place *pl, char *err, size_t errlen);
+
+/* Is cpu in the list "a-b,c,..." (as written by numa_*_place)? */
+int numa_cpu_in(const char *cpus, unsigned cpu);
+
+#endif
