@@ -7,12 +7,20 @@
  * packets/s, payload GB/s in and cycles per packet, for 1 KiB and 8 KiB
  * payloads and N = 4, 8, 16, beside the bound of the sum kernel alone on
  * the same data (the sum must read N payloads and write one).
- * Usage: engine_bench [--quick] [--csv]
+ * Usage: engine_bench [--quick] [--csv] [--lcores T]
+ *
+ * --lcores T runs T engines at once, one thread each (pinned to CPUs
+ * 0..T-1), every one with its own job memory as pboxd's lcores have, and
+ * reports their aggregate packet rate beside one engine alone: the
+ * scaling of the box with lcores when nothing else limits it.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include "engine.h"
@@ -119,19 +127,103 @@ static double kernel_only(struct setup *s, uint16_t world, uint32_t seg_bytes)
 	return now_s() - t0;
 }
 
+/* ---- --lcores: T engines at once ---- */
+
+struct worker {
+	pthread_t th;
+	unsigned cpu;
+	uint16_t world;
+	uint32_t seg_bytes;
+	int rounds;
+	pthread_barrier_t *start;
+	double secs;      /* this thread's time for all its rounds */
+};
+
+static void *engine_thread(void *arg)
+{
+	struct worker *w = arg;
+	struct setup s;
+	cpu_set_t set;
+	double t, c, total = 0;
+
+	CPU_ZERO(&set);
+	CPU_SET(w->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	setup_init(&s, w->world, w->seg_bytes);
+	one_round(&s, w->world, w->seg_bytes, 1, &t, &c);     /* warm up */
+	pthread_barrier_wait(w->start);
+	for (int r = 0; r < w->rounds; r++) {
+		one_round(&s, w->world, w->seg_bytes, (uint32_t)r + 2, &t, &c);
+		total += t;
+	}
+	w->secs = total;
+	setup_free(&s);
+	return NULL;
+}
+
+/* Aggregate Mpkt/s of n engines running rounds at once. */
+static double run_parallel(unsigned n, uint16_t world, uint32_t seg_bytes, int rounds)
+{
+	struct worker ws[64];
+	pthread_barrier_t start;
+	double pkts = 0;
+
+	pthread_barrier_init(&start, NULL, n);
+	for (unsigned i = 0; i < n; i++) {
+		ws[i] = (struct worker){ .cpu = i, .world = world, .seg_bytes = seg_bytes,
+					 .rounds = rounds, .start = &start };
+		pthread_create(&ws[i].th, NULL, engine_thread, &ws[i]);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(ws[i].th, NULL);
+		pkts += (double)NSEGS * world * rounds / ws[i].secs;
+	}
+	pthread_barrier_destroy(&start);
+	return pkts / 1e6;
+}
+
+static int scaling(unsigned lcores, int reps)
+{
+	static const uint32_t sizes[] = { 1024, 8896 };
+	static const uint16_t worlds[] = { 4, 16 };
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (lcores < 2 || lcores > 64 || (long)lcores > ncpu) {
+		fprintf(stderr, "engine_bench: --lcores must be 2..%ld (online CPUs)\n",
+			ncpu < 64 ? ncpu : 64);
+		return 2;
+	}
+	printf("# engine_bench --lcores %u: aggregate Mpkt/s of T engines at once (one thread"
+	       " each, own job), %d rounds of %u segments\n"
+	       "# payload  world  T=1 Mpkt/s  T=%u Mpkt/s  speed-up\n", lcores, reps, NSEGS, lcores);
+	for (unsigned si = 0; si < 2; si++)
+		for (unsigned wi = 0; wi < 2; wi++) {
+			double one = run_parallel(1, worlds[wi], sizes[si], reps);
+			double all = run_parallel(lcores, worlds[wi], sizes[si], reps);
+			printf("  %6u  %5u  %10.2f  %10.2f  %8.2fx\n", sizes[si], worlds[wi],
+			       one, all, all / one);
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int quick = 0, csv = 0;
+	unsigned lcores = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			quick = 1;
 		else if (!strcmp(argv[i], "--csv"))
 			csv = 1;
+		else if (!strcmp(argv[i], "--lcores") && i + 1 < argc)
+			lcores = (unsigned)atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: engine_bench [--quick] [--csv]\n");
+			fprintf(stderr, "usage: engine_bench [--quick] [--csv] [--lcores T]\n");
 			return 2;
 		}
 	}
+	if (lcores)
+		return scaling(lcores, quick ? 2 : REPS);
 	static const uint32_t sizes[] = { 1024, 8896 };
 	static const uint16_t worlds[] = { 4, 8, 16 };
 	int reps = quick ? 2 : REPS;

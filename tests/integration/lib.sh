@@ -73,7 +73,8 @@ topo_up() {
 }
 
 # box_start [VDEV_KIND] [extra pboxd options...]; VDEV_KIND: af_packet (default) or af_xdp.
-# EAL_LCORES overrides "-l 0-1"; VDEV_ARGS is appended to the --vdev (e.g. ",qpairs=2").
+# EAL_LCORES overrides "-l 0-1"; VDEV_ARGS is appended to the --vdev (e.g. ",qpairs=2");
+# EXTRA_VDEV adds a second --vdev (a second data port, see test_multiport.sh).
 box_start() {
 	local kind=${1:-af_packet}; shift || true
 	local vdev
@@ -84,7 +85,7 @@ box_start() {
 	esac
 	BOX_LOG=$WORKDIR/pboxd.log
 	ip netns exec "$NS_BOX" "$BUILD/pboxd" ${EAL_LCORES:--l 0-1} --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
-		--vdev="$vdev" --log-level=lib.eal:error -- \
+		--vdev="$vdev" ${EXTRA_VDEV:+--vdev=$EXTRA_VDEV} --log-level=lib.eal:error -- \
 		--ip 0:$BOX_IP/24 --control 0.0.0.0:7470 --rpc-socket "$PBOX_SOCKET" \
 		--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" "$@" > "$BOX_LOG" 2>&1 &
 	BOX_PID=$!
