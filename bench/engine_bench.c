@@ -48,6 +48,12 @@ struct setup {
 	uint8_t *payload; /* world * seg_bytes source data */
 };
 
+static void release_nothing(void *ctx, void *ref)
+{
+	(void)ctx;
+	(void)ref;
+}
+
 static void setup_init(struct setup *s, uint16_t world, uint32_t seg_bytes)
 {
 	uint32_t key_cap = 16, nslots = 256;
@@ -57,6 +63,7 @@ static void setup_init(struct setup *s, uint16_t world, uint32_t seg_bytes)
 	uint8_t *owners = calloc(NSEGS, 1);
 
 	engine_init(&s->e, 0, sum_best());
+	engine_set_hold(&s->e, release_nothing, NULL);
 	s->jobmem = aligned_alloc(64, (jb + 63) & ~(size_t)63);
 	s->keymem = aligned_alloc(64, (kb + 63) & ~(size_t)63);
 	memset(s->jobmem, 0, jb);
@@ -86,9 +93,11 @@ static void setup_free(struct setup *s)
 	free(s->payload);
 }
 
-/* One round over every segment; returns seconds and cycles. */
-static void one_round(struct setup *s, uint16_t world, uint32_t seg_bytes,
-		      uint32_t round, double *secs, double *cycles)
+/* One round over every segment; returns seconds and cycles. With hold,
+ * contributions are offered by reference (as pboxd's lcores offer rx
+ * mbufs) and kept in place instead of copied. */
+static void one_round_mode(struct setup *s, uint16_t world, uint32_t seg_bytes,
+			   uint32_t round, int hold, double *secs, double *cycles)
 {
 	struct wire_msg m = { .type = WIRE_PUSH, .dtype = WIRE_F32, .job = 1, .token = 7,
 			      .key = 9, .round = round, .count = (uint16_t)(seg_bytes / 4) };
@@ -101,8 +110,9 @@ static void one_round(struct setup *s, uint16_t world, uint32_t seg_bytes,
 		m.seg = seg;
 		for (uint16_t i = 0; i < world; i++) {
 			m.rank = (uint16_t)((i + seg) % world);
-			int rc = engine_push(&s->e, &m, s->payload + (size_t)m.rank * seg_bytes,
-					     1, (uint16_t)(100 + m.rank), &out);
+			const uint8_t *p = s->payload + (size_t)m.rank * seg_bytes;
+			int rc = engine_push_ref(&s->e, &m, p, hold ? (void *)p : NULL,
+						 1, (uint16_t)(100 + m.rank), &out);
 			sends += rc == ENGINE_SEND_ALL;
 		}
 	}
@@ -112,6 +122,12 @@ static void one_round(struct setup *s, uint16_t world, uint32_t seg_bytes,
 		fprintf(stderr, "engine_bench: %u of %u segments completed\n", sends, NSEGS);
 		exit(1);
 	}
+}
+
+static void one_round(struct setup *s, uint16_t world, uint32_t seg_bytes,
+		      uint32_t round, double *secs, double *cycles)
+{
+	one_round_mode(s, world, seg_bytes, round, 0, secs, cycles);
 }
 
 /* The sum kernel alone over the same bytes. */
@@ -228,30 +244,38 @@ int main(int argc, char **argv)
 	static const uint16_t worlds[] = { 4, 8, 16 };
 	int reps = quick ? 2 : REPS;
 
-	printf(csv ? "payload,world,mpps,gbps_in,cycles_per_pkt,kernel_gbps_in,ratio\n"
+	printf(csv ? "payload,world,mpps,gbps_in,cycles_per_pkt,kernel_gbps_in,ratio,"
+		     "held_mpps,held_gbps_in,held_cycles_per_pkt,held_ratio\n"
 		   : "# engine_bench: kernel %s, %u segments per round, median of %d rounds\n"
-		     "# payload  world   Mpkt/s   GB/s in  cycles/pkt  kernel-only GB/s in  engine/kernel\n",
+		     "# copied: each contribution copied into its slot; held: kept in the packet\n"
+		     "# payload  world   Mpkt/s   GB/s in  cycles/pkt  kernel-only GB/s in  engine/kernel"
+		     " | held Mpkt/s  GB/s in  cycles/pkt  engine/kernel\n",
 	       sum_best()->name, NSEGS, reps);
 	for (unsigned si = 0; si < 2; si++) {
 		for (unsigned wi = 0; wi < 3; wi++) {
 			uint32_t sb = sizes[si];
 			uint16_t w = worlds[wi];
 			struct setup s;
-			double t[REPS], c[REPS], kt[REPS];
+			double t[REPS], c[REPS], kt[REPS], ht[REPS], hc[REPS];
 			setup_init(&s, w, sb);
 			for (int r = 0; r < reps; r++) {
-				one_round(&s, w, sb, (uint32_t)r + 1, &t[r], &c[r]);
+				one_round_mode(&s, w, sb, 2 * (uint32_t)r + 1, 0, &t[r], &c[r]);
+				one_round_mode(&s, w, sb, 2 * (uint32_t)r + 2, 1, &ht[r], &hc[r]);
 				kt[r] = kernel_only(&s, w, sb);
 			}
 			qsort(t, (size_t)reps, sizeof(double), cmp_double);
 			qsort(c, (size_t)reps, sizeof(double), cmp_double);
+			qsort(ht, (size_t)reps, sizeof(double), cmp_double);
+			qsort(hc, (size_t)reps, sizeof(double), cmp_double);
 			qsort(kt, (size_t)reps, sizeof(double), cmp_double);
 			double pkts = (double)NSEGS * w, bytes = pkts * sb;
-			double tm = t[reps / 2], km = kt[reps / 2];
-			printf(csv ? "%u,%u,%.3f,%.2f,%.0f,%.2f,%.2f\n"
-				   : "  %6u  %5u  %7.3f  %8.2f  %10.0f  %19.2f  %13.2f\n",
+			double tm = t[reps / 2], km = kt[reps / 2], hm = ht[reps / 2];
+			printf(csv ? "%u,%u,%.3f,%.2f,%.0f,%.2f,%.2f,%.3f,%.2f,%.0f,%.2f\n"
+				   : "  %6u  %5u  %7.3f  %8.2f  %10.0f  %19.2f  %13.2f"
+				     " | %11.3f  %7.2f  %10.0f  %13.2f\n",
 			       sb, w, pkts / tm / 1e6, bytes / tm / 1e9, c[reps / 2] / pkts,
-			       bytes / km / 1e9, km / tm);
+			       bytes / km / 1e9, km / tm,
+			       pkts / hm / 1e6, bytes / hm / 1e9, hc[reps / 2] / pkts, km / hm);
 			setup_free(&s);
 		}
 	}

@@ -407,19 +407,19 @@ static void print_port_stats(const json_t *ports)
 
 static void print_lcore_stats(const json_t *lcores)
 {
-	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "COMPLETES", "DUP_OPEN",
-					 "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN", "HANDOFF_OUT",
-					 "BUSY_POLLS", "IDLE_POLLS" };
-	static const char *const f[] = { "index", "rx", "tx", "pushes", "completes", "dup_open",
-					 "dup_done", "retx", "errors_sent", "handoff_in",
+	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "HELD", "COMPLETES",
+					 "DUP_OPEN", "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN",
+					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS" };
+	static const char *const f[] = { "index", "rx", "tx", "pushes", "held", "completes",
+					 "dup_open", "dup_done", "retx", "errors_sent", "handoff_in",
 					 "handoff_out", "busy_polls", "idle_polls" };
 	struct table t;
 	size_t i;
 	json_t *l;
 
-	table_init(&t, 13, h);
+	table_init(&t, 14, h);
 	json_array_foreach(lcores, i, l)
-		for (unsigned k = 0; k < 13; k++)
+		for (unsigned k = 0; k < 14; k++)
 			table_cell(&t, "%lld", jint(l, f[k]));
 	table_print(&t);
 }

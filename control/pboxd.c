@@ -284,6 +284,10 @@ static int setup_ports(struct pboxd *d)
 			};
 	}
 	d->box.nports = d->sh.nports = c->nports;
+	/* Contributions stay in their rx mbufs (engine_push_ref) up to a
+	 * quarter of a port's pool per lcore, so rx always has mbufs. */
+	for (unsigned l = 0; l < d->sh.nlcores; l++)
+		d->sh.lcores[l]->hold_max = c->mbufs / (4 * d->sh.nlcores);
 	return 0;
 }
 

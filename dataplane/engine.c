@@ -19,6 +19,7 @@ size_t engine_job_mem_bytes(uint16_t world, uint32_t seg_bytes,
 	return ALIGN64((size_t)key_cap * sizeof(struct engine_key *)) +
 	       ALIGN64((size_t)nslots * sizeof(struct engine_slot)) +
 	       ALIGN64((size_t)nslots * sizeof(uint16_t)) +
+	       ALIGN64((size_t)nslots * world * 2 * sizeof(void *)) +
 	       (size_t)nslots * world * seg_bytes;
 }
 
@@ -83,6 +84,30 @@ void engine_init(struct engine *e, uint16_t lcore, const struct sum_kernels *sum
 	e->sum = sum;
 }
 
+void engine_set_hold(struct engine *e, engine_release_fn release, void *ctx)
+{
+	e->release = release;
+	e->release_ctx = ctx;
+}
+
+/* Give back the references held by a slot. */
+static void slot_release(struct engine *e, struct engine_slot *sl, uint16_t world)
+{
+	for (unsigned r = 0; r < world; r++)
+		if (sl->ref[r]) {
+			e->release(e->release_ctx, sl->ref[r]);
+			sl->ref[r] = NULL;
+		}
+}
+
+/* Every reference a job holds (abort, remove). */
+static void job_release(struct engine *e, struct engine_job *j)
+{
+	for (uint32_t s = 0; s < j->nslots; s++)
+		if (j->slots[s].key)
+			slot_release(e, &j->slots[s], j->world);
+}
+
 static struct engine_job *job_of(struct engine *e, uint32_t id)
 {
 	struct engine_job *j = &e->jobs[engine_job_index(id)];
@@ -113,9 +138,14 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	p += ALIGN64((size_t)d->nslots * sizeof(struct engine_slot));
 	j->free_slots = (uint16_t *)p;
 	p += ALIGN64((size_t)d->nslots * sizeof(uint16_t));
+	const void **srcs = (const void **)p;
+	void **refs = (void **)p + (size_t)d->nslots * d->world;
+	p += ALIGN64((size_t)d->nslots * d->world * 2 * sizeof(void *));
 	j->nslots = d->nslots;
 	for (uint32_t i = 0; i < d->nslots; i++) {
 		j->slots[i].data = p + (size_t)i * d->world * d->seg_bytes;
+		j->slots[i].src = srcs + (size_t)i * d->world;
+		j->slots[i].ref = refs + (size_t)i * d->world;
 		j->free_slots[i] = (uint16_t)(d->nslots - 1 - i);
 	}
 	j->nfree = d->nslots;
@@ -172,9 +202,11 @@ int engine_apply(struct engine *e, const struct engine_msg *m)
 	case ENGINE_MSG_KEY_INSTALL:
 		return key_install(j, m->u.key);
 	case ENGINE_MSG_JOB_ABORT:
+		job_release(e, j);
 		j->state = ENGINE_JOB_ABORTED;
 		return 0;
 	case ENGINE_MSG_JOB_REMOVE:
+		job_release(e, j);
 		memset(j, 0, sizeof(*j));
 		return 0;
 	default:
@@ -198,16 +230,14 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 	out->rank = m->rank;
 }
 
-/* Sum the slot's contributions in rank order into the shadow copy. */
+/* Sum the slot's contributions in rank order into the shadow copy; give
+ * back the packets held. */
 static void complete(struct engine *e, struct engine_job *j,
 		     struct engine_key *k, struct engine_seg *sg,
 		     struct engine_slot *sl, uint32_t seg, uint16_t count)
 {
-	const void *src[ENGINE_MAX_WORLD];
-
-	for (unsigned r = 0; r < j->world; r++)
-		src[r] = sl->data + (size_t)r * j->seg_bytes;
-	e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, src, j->world, count);
+	e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src, j->world, count);
+	slot_release(e, sl, j->world);
 	sg->done = sl->round;
 	sg->slot = ENGINE_NO_SLOT;
 	sl->key = NULL;
@@ -217,15 +247,26 @@ static void complete(struct engine *e, struct engine_job *j,
 }
 
 /*
- * Measured (bench/engine_bench, AVX-512 kernel, TSC cycles, 2026-11-22):
- * about 100 cycles/packet with 1 KiB payloads (23-28 Mpkt/s per lcore,
- * N = 4..16) and 800-1200 cycles/packet with 8896-byte payloads (19-29 GB/s
- * in); the copy into the contribution slot plus the N-way sum dominate.
+ * Measured (bench/engine_bench, AVX-512 kernel, TSC cycles, 2026-11-22),
+ * contributions held in place as pboxd's lcores do: 47-65 cycles/packet
+ * with 1 KiB payloads (40-55 Mpkt/s per lcore, N = 4..16) and 300-630
+ * cycles/packet with 8896-byte payloads (37-77 GB/s in, 0.86-0.94 of the
+ * sum kernel alone); copied into the slot instead: 80-86 and 740-1040
+ * cycles/packet. What is left is the N-way sum itself plus the per-packet
+ * checks and bookkeeping (~40 cycles).
  */
 int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		uint32_t src_ip, uint16_t src_port, struct engine_out *out)
 {
+	return engine_push_ref(e, m, payload, NULL, src_ip, src_port, out);
+}
+
+int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
+		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out)
+{
 	struct engine_job *j = &e->jobs[engine_job_index(m->job)];
+
+	out->held = 0;
 
 	if (m->type != WIRE_PUSH)
 		return -DROP_BAD_TYPE;
@@ -296,8 +337,16 @@ int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		e->c.dup_open++;
 		return ENGINE_ABSORBED;
 	}
-	memcpy(sl->data + (size_t)m->rank * j->seg_bytes, payload,
-	       (size_t)count * wire_dtype_size(k->dtype));
+	if (ref && e->release) {
+		sl->src[m->rank] = payload;
+		sl->ref[m->rank] = ref;
+		out->held = 1;
+		e->c.held++;
+	} else {
+		uint8_t *d = sl->data + (size_t)m->rank * j->seg_bytes;
+		memcpy(d, payload, (size_t)count * wire_dtype_size(k->dtype));
+		sl->src[m->rank] = d;
+	}
 	sl->have |= bit;
 	sl->nhave++;
 	e->c.pushes++;

@@ -16,6 +16,14 @@
  *                    verdict ENGINE_SEND_ALL
  *     r == done   -> ENGINE_SEND_ONE with the shadow copy
  *     otherwise   -> dropped (stale_round / future_round)
+ *
+ * Contributions are copied into the slot, or, when the caller passes a
+ * reference to the packet holding them (engine_push_ref) and has set a
+ * release function (engine_set_hold), kept in place: the slot remembers
+ * the payload pointer and the reference, and the engine gives the
+ * reference back through the release function once the round is summed
+ * or the job is aborted or removed. Held payloads may be 2-byte aligned
+ * only; the sum kernels load them unaligned.
  */
 #ifndef PBOX_ENGINE_H
 #define PBOX_ENGINE_H
@@ -71,6 +79,8 @@ struct engine_slot {
 	uint32_t round;
 	uint16_t nhave;
 	uint8_t *data;            /* world * seg_bytes, rank r at r * seg_bytes */
+	const void **src;         /* world: rank r's contribution (data or held) */
+	void **ref;               /* world: held reference of rank r, or NULL */
 };
 
 struct engine_worker {
@@ -161,16 +171,26 @@ struct engine_counters {
 	uint64_t retx;        /* pushes flagged RETX by the worker */
 	uint64_t errors_sent; /* pushes answered with ERROR (aborted job) */
 	uint64_t msgs;        /* control messages applied */
+	uint64_t held;        /* contributions kept in place, not copied */
 };
+
+/* Gives back a reference passed to engine_push_ref (e.g. frees an mbuf). */
+typedef void (*engine_release_fn)(void *ctx, void *ref);
 
 struct engine {
 	uint16_t lcore;                   /* this lcore's index */
 	const struct sum_kernels *sum;
+	engine_release_fn release;        /* NULL: always copy */
+	void *release_ctx;
 	struct engine_counters c;
 	struct engine_job jobs[ENGINE_MAX_JOBS];
 };
 
 void engine_init(struct engine *e, uint16_t lcore, const struct sum_kernels *sum);
+
+/* Keep contributions in place when engine_push_ref gets a reference;
+ * release(ctx, ref) is called once for each reference kept. */
+void engine_set_hold(struct engine *e, engine_release_fn release, void *ctx);
 
 /* Apply one control message. Returns 0, or -EEXIST (install over a live
  * job), -ENOENT (no such job), -EINVAL (bad argument), -ENOSPC (key table
@@ -190,6 +210,8 @@ struct engine_out {
 	struct wire_msg hdr;     /* RESULT/ERROR header, rank to fill per dest */
 	const void *payload;     /* hdr.count elements of hdr.dtype */
 	uint16_t rank;           /* destination for SEND_ONE / SEND_ERROR */
+	uint8_t held;            /* engine_push_ref kept ref (released later,
+				    maybe already within the call) */
 };
 
 /*
@@ -200,6 +222,15 @@ struct engine_out {
  */
 int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		uint32_t src_ip, uint16_t src_port, struct engine_out *out);
+
+/*
+ * engine_push, offering ref (the packet holding payload; NULL = copy).
+ * If out->held is set on return the engine owns ref: the caller must not
+ * free it nor touch payload again (the release may already have run when
+ * the push completed the round). Otherwise ref stays the caller's.
+ */
+int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
+		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out);
 
 /* A job's progress on one lcore, for the control plane's stall watch. */
 struct engine_progress {

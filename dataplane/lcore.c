@@ -26,6 +26,8 @@
 #define HANDOFF_RING_SIZE 4096
 #define TX_RETRIES 4
 
+static void release_mbuf(void *ctx, void *ref);
+
 struct lcore_ctx *lcore_ctx_create(unsigned index, unsigned eal_id, int socket,
 				   const struct dp_shared *sh,
 				   const struct sum_kernels *sum)
@@ -40,6 +42,7 @@ struct lcore_ctx *lcore_ctx_create(unsigned index, unsigned eal_id, int socket,
 	lc->sh = sh;
 	lc->txq = (uint16_t)index;
 	engine_init(&lc->eng, (uint16_t)index, sum);
+	engine_set_hold(&lc->eng, release_mbuf, lc);
 	snprintf(name, sizeof(name), "pbox_msg%u", index);
 	lc->msgs = rte_ring_create_elem(name, sizeof(struct engine_msg), MSG_RING_SIZE,
 					socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -164,26 +167,44 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 		rte_pktmbuf_free(pay);      /* the indirect mbufs hold it now */
 }
 
-/* A pbox datagram for this lcore: validate, aggregate, answer. */
+/* The engine is done with a packet it held (see engine_push_ref). */
+static void release_mbuf(void *ctx, void *ref)
+{
+	struct lcore_ctx *lc = ctx;
+
+	lc->held--;
+	rte_pktmbuf_free(ref);
+}
+
+/* A pbox datagram for this lcore: validate, aggregate, answer. The
+ * contribution stays in its mbuf (no copy) while the lcore holds fewer
+ * than hold_max mbufs; past that it is copied so rx never runs dry. */
 static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 			const struct frame_info *fi)
 {
 	struct wire_msg msg;
 	struct engine_out out;
+	uint8_t src_mac[6];
+	uint16_t port_id = m->port;
 	int rc = wire_decode(fi->payload, fi->payload_len, &msg);
 
+	memcpy(src_mac, fi->src_mac, 6);      /* m may be released by the push */
 	if (rc == 0)
-		rc = engine_push(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,
-				 fi->src_ip, fi->src_port, &out);
+		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,
+				     lc->held < lc->hold_max ? m : NULL,
+				     fi->src_ip, fi->src_port, &out);
 	if (rc < 0) {
 		drop(lc, m, -rc);
 		return;
 	}
 	/* Token and source checked: remember where this rank is. */
 	struct dp_peer *peer = &lc->peers[engine_job_index(msg.job)][msg.rank];
-	memcpy(peer->mac, fi->src_mac, 6);
-	peer->port_id = m->port;
-	rte_pktmbuf_free(m);
+	memcpy(peer->mac, src_mac, 6);
+	peer->port_id = port_id;
+	if (out.held)
+		lc->held++;
+	else
+		rte_pktmbuf_free(m);
 
 	switch (rc) {
 	case ENGINE_SEND_ALL:

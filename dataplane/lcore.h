@@ -62,6 +62,8 @@ struct lcore_ctx {
 	unsigned nrxq;
 	struct { uint16_t port_id, queue; } rxq[LCORE_MAX_RXQ];
 	uint16_t txq;              /* this lcore's tx queue on every port */
+	int64_t held;              /* rx mbufs the engine holds (contributions) */
+	int64_t hold_max;          /* hold at most this many; copy beyond */
 	const struct dp_shared *sh;
 	struct dp_peer peers[ENGINE_MAX_JOBS][ENGINE_MAX_WORLD];
 	/* per-port transmit buffers, flushed after every burst */

@@ -119,12 +119,22 @@ static inline float sum_canon(float acc)
 	return acc != acc ? sum_bits_f32(SUM_CANON_NAN) : acc;
 }
 
+/* Element i of a source that may be only 2-byte aligned (a payload held in
+ * place in a received packet, see engine.h): loaded with memcpy, which
+ * compiles to one unaligned load. */
+static inline float sum_ld_f32(const void *p, size_t i)
+{
+	float f;
+	memcpy(&f, (const uint8_t *)p + i * sizeof(float), sizeof(f));
+	return f;
+}
+
 /* Element i of an n >= 2 way sum, in rank order, one rounding at the end. */
 static inline float sum_f32_elem(const void *const *src, unsigned n, size_t i)
 {
-	float acc = ((const float *)src[0])[i];
+	float acc = sum_ld_f32(src[0], i);
 	for (unsigned k = 1; k < n; k++)
-		acc += ((const float *)src[k])[i];
+		acc += sum_ld_f32(src[k], i);
 	return sum_canon(acc);
 }
 

@@ -372,6 +372,125 @@ static void progress__names_missing_ranks_of_open_rounds(void **state)
 	assert_int_equal(engine_job_progress(&f->e, f->job + 1, &p), -ENOENT);
 }
 
+/* ---- held contributions (engine_push_ref) ---- */
+
+/* A "packet": its payload at an odd 2-byte offset, as in an rx mbuf. */
+struct pkt {
+	int released;
+	uint8_t bytes[2 + SEG_BYTES];
+};
+
+static struct pkt *released_log[64];
+static int nreleased;
+
+static void release_pkt(void *ctx, void *ref)
+{
+	struct pkt *p = ref;
+	(*(int *)ctx)++;
+	p->released++;
+	released_log[nreleased++ % 64] = p;
+}
+
+static int push_ref(struct fx *f, struct wire_msg m, struct pkt *p, struct engine_out *out)
+{
+	return engine_push_ref(&f->e, &m, p->bytes + 2, p, IP(m.rank), PORT(m.rank), out);
+}
+
+static void hold__sum_exact_and_each_packet_released_once_at_completion(void **state)
+{
+	struct fx *f = *state;
+	struct pkt pk[4] = { 0 };
+	struct engine_out out;
+	int calls = 0;
+	const uint16_t n = 5;                  /* 5 floats, misaligned by 2 */
+
+	engine_set_hold(&f->e, release_pkt, &calls);
+	nreleased = 0;
+	install_key(f, 0, 7, n, WIRE_F32, -1);
+	for (int r = 0; r < 4; r++)
+		for (int i = 0; i < n; i++) {
+			float v = vals[r] * (float)(i + 1);
+			memcpy(pk[r].bytes + 2 + 4 * i, &v, 4);
+		}
+	static const int order[4] = { 2, 0, 3, 1 };
+	for (int i = 0; i < 4; i++) {
+		int r = order[i];
+		int rc = push_ref(f, push_hdr(f, (uint16_t)r, 7, 0, 1, n), &pk[r], &out);
+		assert_int_equal(rc, i < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+		assert_int_equal(out.held, 1);
+		assert_int_equal(calls, i < 3 ? 0 : 4);  /* nothing given back early */
+	}
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(pk[r].released, 1);
+	for (int i = 0; i < n; i++) {
+		float got, expect = ((vals[0] * (float)(i + 1) + vals[1] * (float)(i + 1)) +
+				     vals[2] * (float)(i + 1)) + vals[3] * (float)(i + 1);
+		memcpy(&got, (const uint8_t *)out.payload + 4 * i, 4);
+		assert_memory_equal(&got, &expect, 4);
+	}
+	assert_int_equal(f->e.c.held, 4);
+	/* a retransmission of the done round is answered, not held */
+	assert_int_equal(push_ref(f, push_hdr(f, 1, 7, 0, 1, n), &pk[1], &out), ENGINE_SEND_ONE);
+	assert_int_equal(out.held, 0);
+	engine_set_hold(&f->e, NULL, NULL);
+}
+
+static void hold__duplicate_not_held_and_abort_releases(void **state)
+{
+	struct fx *f = *state;
+	struct pkt a = { 0 }, dup = { 0 }, b = { 0 };
+	struct engine_out out;
+	int calls = 0;
+
+	engine_set_hold(&f->e, release_pkt, &calls);
+	install_key(f, 0, 7, 4, WIRE_F32, -1);
+	assert_int_equal(push_ref(f, push_hdr(f, 0, 7, 0, 1, 4), &a, &out), ENGINE_ABSORBED);
+	assert_int_equal(out.held, 1);
+	assert_int_equal(push_ref(f, push_hdr(f, 0, 7, 0, 1, 4), &dup, &out), ENGINE_ABSORBED);
+	assert_int_equal(out.held, 0);        /* dup_open: the caller frees it */
+	assert_int_equal(f->e.c.dup_open, 1);
+	/* a drop is never held either */
+	struct wire_msg bad = push_hdr(f, 1, 7, 0, 1, 4);
+	bad.token ^= 1;
+	assert_int_equal(push_ref(f, bad, &b, &out), -DROP_BAD_TOKEN);
+	assert_int_equal(out.held, 0);
+	assert_int_equal(push_ref(f, push_hdr(f, 1, 7, 0, 1, 4), &b, &out), ENGINE_ABSORBED);
+	assert_int_equal(calls, 0);
+	struct engine_msg ab = { .type = ENGINE_MSG_JOB_ABORT, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &ab), 0);
+	assert_int_equal(calls, 2);
+	assert_int_equal(a.released, 1);
+	assert_int_equal(b.released, 1);
+	assert_int_equal(dup.released, 0);
+	struct engine_msg rm = { .type = ENGINE_MSG_JOB_REMOVE, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &rm), 0);
+	assert_int_equal(calls, 2);           /* nothing released twice */
+	engine_set_hold(&f->e, NULL, NULL);
+}
+
+static void hold__remove_releases_and_null_ref_copies(void **state)
+{
+	struct fx *f = *state;
+	struct pkt a = { 0 }, b = { 0 };
+	struct engine_out out;
+	int calls = 0;
+
+	engine_set_hold(&f->e, release_pkt, &calls);
+	install_key(f, 0, 7, 4, WIRE_F32, -1);
+	assert_int_equal(push_ref(f, push_hdr(f, 0, 7, 0, 1, 4), &a, &out), ENGINE_ABSORBED);
+	/* no ref offered (the lcore is at its budget): copied, not held */
+	struct wire_msg m = push_hdr(f, 1, 7, 0, 1, 4);
+	assert_int_equal(engine_push_ref(&f->e, &m, b.bytes + 2, NULL, IP(1), PORT(1), &out),
+			 ENGINE_ABSORBED);
+	assert_int_equal(out.held, 0);
+	memset(b.bytes, 0x7f, sizeof(b.bytes));   /* the copy must not change */
+	struct engine_msg rm = { .type = ENGINE_MSG_JOB_REMOVE, .job = f->job };
+	assert_int_equal(engine_apply(&f->e, &rm), 0);
+	assert_int_equal(calls, 1);
+	assert_int_equal(a.released, 1);
+	engine_set_hold(&f->e, NULL, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +507,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(apply__bad_messages_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(apply__key_table_full_is_enospc, setup, teardown),
 		cmocka_unit_test_setup_teardown(progress__names_missing_ranks_of_open_rounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(hold__sum_exact_and_each_packet_released_once_at_completion, setup, teardown),
+		cmocka_unit_test_setup_teardown(hold__duplicate_not_held_and_abort_releases, setup, teardown),
+		cmocka_unit_test_setup_teardown(hold__remove_releases_and_null_ref_copies, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
