@@ -3,6 +3,12 @@
  * driven by arbitrary sequences of PUSHes and control messages, checked
  * against a reference model after every call.
  *
+ * Pushes whose record says so offer their payload by reference
+ * (engine_push_ref, hold mode): the payload block is then freed only by
+ * the engine's release, so ASan/LSan see any early, double or missing
+ * release; after the last record the job is removed and every held
+ * payload must have come back.
+ *
  * Each input starts from a fresh engine (lcore 0, "scalar" sums) with job
  * 1 installed: world 4, seg_bytes 256, 8 slots, ranks registered at
  * 10.0.0.(r+1):(5000+r), and two keys: key 7, f32, 300 elements (5
@@ -92,6 +98,17 @@ struct model {
 };
 
 static struct engine eng;
+/* Held payloads (engine_push_ref): each push's payload is its own heap
+ * block, offered by reference when the input says so; the release frees
+ * it, so ASan catches a use after release and LSan one never released. */
+static uint64_t n_held, n_released;
+
+static void release_payload(void *ctx, void *ref)
+{
+	(void)ctx;
+	n_released++;
+	free(ref);
+}
 static struct model M;
 static void *job_mem;
 static size_t job_mem_len;
@@ -331,6 +348,9 @@ static void op_push(struct in *in)
 	size_t plen = (size_t)m.count * wire_dtype_size(m.dtype);
 	uint8_t *payload = malloc(plen ? plen : 1);
 	fill_payload(payload, plen, b6, m.rank);
+	uint8_t *mp = malloc(plen ? plen : 1);     /* the model's copy */
+	memcpy(mp, payload, plen);
+	int hold = (b5 & 0x10) != 0;
 
 	uint16_t cnt = 0;
 	int want = model_push(&m, kidx, src_ip, src_port, &cnt);
@@ -338,7 +358,16 @@ static void op_push(struct in *in)
 	memset(&out, 0xA5, sizeof(out));
 	uint64_t pushes0 = eng.c.pushes, dup_open0 = eng.c.dup_open, dup_done0 = eng.c.dup_done;
 	uint64_t retx0 = eng.c.retx;
-	int rc = engine_push(&eng, &m, plen ? payload : NULL, src_ip, src_port, &out);
+	int rc = engine_push_ref(&eng, &m, plen ? payload : NULL, hold ? payload : NULL,
+				 src_ip, src_port, &out);
+	/* held only when offered, and only for an accepted new contribution */
+	CHECK(out.held == 0 || (hold && rc >= 0 && eng.c.pushes == pushes0 + 1));
+	if (out.held)
+		n_held++;
+	else
+		free(payload);
+	payload = NULL;
+	CHECK(n_released <= n_held);
 
 	if (rc != want) {
 		fprintf(stderr, "engine_push: got %d, model %d (type %u job %u rank %u key %u "
@@ -349,7 +378,7 @@ static void op_push(struct in *in)
 	if (rc < 0) {
 		CHECK(-rc > DROP_NONE && -rc < DROP_COUNT);
 		CHECK(eng.c.pushes == pushes0);
-		free(payload);
+		free(mp);
 		return;
 	}
 	CHECK(rc <= ENGINE_SEND_ERROR);
@@ -357,7 +386,7 @@ static void op_push(struct in *in)
 		CHECK(out.hdr.type == WIRE_ERROR && out.hdr.status == WIRE_ST_NO_JOB);
 		CHECK(out.payload == NULL && out.rank == m.rank);
 		CHECK(out.job == &eng.jobs[engine_job_index(M.id)]);
-		free(payload);
+		free(mp);
 		return;
 	}
 	CHECK(eng.c.retx == retx0 + ((m.flags & WIRE_FLAG_RETX) ? 1 : 0));
@@ -367,13 +396,13 @@ static void op_push(struct in *in)
 		CHECK(eng.c.dup_done == dup_done0 + 1);
 		check_out_result(&out, &m, kidx, cnt);
 		CHECK(out.rank == m.rank);
-		free(payload);
+		free(mp);
 		return;
 	}
 	if (s->open && (s->have & (1ull << m.rank))) { /* duplicate of an open round */
 		CHECK(rc == ENGINE_ABSORBED && eng.c.dup_open == dup_open0 + 1);
 		CHECK(eng.c.pushes == pushes0);
-		free(payload);
+		free(mp);
 		return;
 	}
 	CHECK(eng.c.pushes == pushes0 + 1);
@@ -384,9 +413,9 @@ static void op_push(struct in *in)
 		M.open++;
 	}
 	s->have |= 1ull << m.rank;
-	memcpy(s->data[m.rank], payload, plen);
+	memcpy(s->data[m.rank], mp, plen);
 	M.pushes++;
-	free(payload);
+	free(mp);
 	if (rc == ENGINE_ABSORBED)
 		return;
 
@@ -526,6 +555,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct in in = { data, size };
 
 	engine_init(&eng, 0, scalar);
+	engine_set_hold(&eng, release_payload, NULL);
+	n_held = n_released = 0;
 	memset(&M, 0, sizeof(M));
 	M.id = 1;
 	install();
@@ -546,5 +577,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			op_dup_key();
 		check_invariants();
 	}
+	/* removing the job gives back every payload still held */
+	struct engine_msg rm = { .type = ENGINE_MSG_JOB_REMOVE, .job = M.id };
+	engine_apply(&eng, &rm);
+	CHECK(n_released == n_held);
 	return 0;
 }
