@@ -2,7 +2,9 @@
  * port.c - DPDK port bring-up for pboxd (see port.h). Steering: with one rx
  * queue per data lcore and rte_flow rules "UDP dst port udp_base+i -> queue
  * i" every packet lands on its owner; if the port has fewer queues or
- * refuses the rules, the lcores hand packets to their owners through rings.
+ * refuses the rules, the lcores hand packets to their owners through rings
+ * (with RSS spreading the rx queues over the lcores where the port has
+ * it: steering "rss").
  */
 #include "port.h"
 
@@ -129,6 +131,14 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
 	if ((rc = setup_fanout(ps, &di, &conf, info, hdr_pool, err, errlen)) != 0)
 		return rc;
+	/* RSS over the rx queues: if rte_flow steering is refused, at least
+	 * the rx polling is spread over the lcores (owners via hand-off). */
+	uint64_t rss_hf = di.flow_type_rss_offloads &
+			  (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4);
+	if (nrxq > 1 && rss_hf) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+	}
 	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0) {
 		snprintf(err, errlen, "port %u (%s): configure with %u rx / %u tx queues failed: %s",
 			 pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));
@@ -149,6 +159,8 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	info->steering = "ring";
 	if (nrxq > 1 && steer_flows(pid, nrxq, ps->udp_base) == 0)
 		info->steering = "rte_flow";
+	else if (nrxq > 1 && rss_hf)
+		info->steering = "rss";
 	rte_eth_macaddr_get(pid, &mac);
 	memcpy(info->mac, mac.addr_bytes, 6);
 	info->mtu = mtu;
