@@ -4,8 +4,10 @@
  * process, a dead data path). A job whose open rounds make no progress for
  * --stall-timeout-ms is aborted with a reason naming the missing ranks and
  * one open round; the workers get it as job_aborted (and ERROR packets).
- * Runs on the control thread from jobs_tick, reading each lcore's
- * engine_job_progress snapshot.
+ * A rank that left the job (job_leave or its control connection closed)
+ * while a round it has not contributed to is open can never complete that
+ * round: the job is aborted at once, naming it. Runs on the control thread
+ * from jobs_tick, reading each lcore's engine_job_progress snapshot.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,8 +46,10 @@ static void job_progress(const struct jobs *js, const struct job *j,
 	}
 }
 
-/* "rank 2 stalled" / "ranks 1, 3 stalled" / "rank 3 never joined". */
-static void describe(const struct job *j, uint64_t missing, char *buf, size_t len)
+/* "rank 2 stalled" / "ranks 1, 3 stalled" / "rank 3 never joined", or
+ * "rank 2 " followed by what when what is given. */
+static void describe(const struct job *j, uint64_t missing, const char *what,
+		     char *buf, size_t len)
 {
 	size_t n = 0;
 	unsigned count = 0, unjoined = 0;
@@ -60,7 +64,19 @@ static void describe(const struct job *j, uint64_t missing, char *buf, size_t le
 		if (missing >> r & 1)
 			n += (size_t)snprintf(buf + n, len - n, "%s%u", i++ ? ", " : " ", r);
 	if (n < len)
-		snprintf(buf + n, len - n, "%s", unjoined == count ? " never joined" : " stalled");
+		snprintf(buf + n, len - n, " %s", what ? what :
+			 unjoined == count ? "never joined" : "stalled");
+}
+
+/* Ranks that joined and then left. */
+static uint64_t left_ranks(const struct job *j)
+{
+	uint64_t m = 0;
+
+	for (unsigned r = 0; r < j->world; r++)
+		if (!j->ranks[r].joined && j->ranks[r].ip)
+			m |= 1ull << r;
+	return m;
 }
 
 void jobs_watch(struct jobs *js)
@@ -68,7 +84,7 @@ void jobs_watch(struct jobs *js)
 	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
 	double now = now_s();
 
-	if (!limit_ms || !js->box->dp.job_progress)
+	if (!js->box->dp.job_progress)
 		return;
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
@@ -76,6 +92,20 @@ void jobs_watch(struct jobs *js)
 		if (!j || j->removing || j->state == JOB_ABORTED)
 			continue;
 		job_progress(js, j, &p);
+		uint64_t gone = p.open ? p.missing & left_ranks(j) : 0;
+		if (gone) {
+			char who[128], reason[sizeof(j->reason)];
+			describe(j, gone, "left the job", who, sizeof(who));
+			snprintf(reason, sizeof(reason), "%s with rounds open"
+				 " (key %" PRIu32 " segment %" PRIu32 " round %" PRIu32 ")",
+				 who, p.key, p.seg, p.round);
+			ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
+				j->name, j->id, reason);
+			jobs_abort_job(js, j, reason);
+			continue;
+		}
+		if (!limit_ms)
+			continue;
 		if (p.open == 0 || p.completes != j->watch_completes || j->watch_since == 0) {
 			j->watch_completes = p.completes;
 			j->watch_since = now;
@@ -84,7 +114,7 @@ void jobs_watch(struct jobs *js)
 		if ((now - j->watch_since) * 1000.0 < limit_ms)
 			continue;
 		char who[128], reason[sizeof(j->reason)];
-		describe(j, p.missing, who, sizeof(who));
+		describe(j, p.missing, NULL, who, sizeof(who));
 		snprintf(reason, sizeof(reason),
 			 "%s: no contribution for %.1f s (key %" PRIu32 " segment %" PRIu32
 			 " round %" PRIu32 ")", who, now - j->watch_since, p.key, p.seg, p.round);

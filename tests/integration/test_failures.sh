@@ -2,11 +2,13 @@
 # test_failures.sh - nothing hangs silently: a worker killed with SIGKILL
 # mid-run makes every other worker of its job fail with "rank R lost" within
 # a bound while another job on the box goes on exactly; a stopped worker
-# is named by the box's stall watch; pboxd killed
-# mid-run makes every worker fail with a named error within a bound.
+# is named by the box's stall watch; a rank that leaves with rounds open
+# is named at once; pboxd killed mid-run makes every worker fail with a
+# named error within a bound.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
+ROOT=$(pwd)
 topo_up
 box_start af_packet
 
@@ -51,6 +53,26 @@ for r in 0 2 3; do
 done
 echo "stalled rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR/s.0.log" | head -1)"
 [ $took -le 12 ] || die "stall detection took ${took}s"
+
+# a rank that leaves cleanly (pbox_close) while the others wait for it in
+# a round: the box aborts the job at once, naming it
+LPIDS=()
+for r in 0 1 2 3; do
+	ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_LIB="$ROOT/$BUILD/libpbox.so" \
+		PYTHONPATH="$ROOT/client/python" /usr/bin/python3 "$ROOT/tests/integration/leaver.py" $r 4 leaver \
+		> "$WORKDIR/l.$r.log" 2>&1 &
+	LPIDS+=($!); PIDS+=($!)
+done
+WK_PIDS=("${LPIDS[3]}")
+wait_workers 20 || { cat "$WORKDIR/l.3.log"; die "the leaving rank failed"; }
+WK_PIDS=("${LPIDS[0]}" "${LPIDS[1]}" "${LPIDS[2]}")
+wait_workers 20 && die "workers succeeded with rank 3 gone"
+for r in 0 1 2; do
+	grep -q "rank 3 left the job with rounds open" "$WORKDIR/l.$r.log" || { cat "$WORKDIR/l.$r.log"; die "rank $r does not name the rank that left"; }
+done
+echo "left rank reported: $(cat "$WORKDIR/l.0.log")"
+t=$(grep -o 'after [0-9.]* s' "$WORKDIR/l.0.log" | grep -o '[0-9.]*' | head -1)
+python3 -c "import sys; sys.exit(0 if float('$t') < 3 else 1)" || die "leave detection took ${t}s"
 
 # the box dies under running workers
 workers 4 orphan "$WORKDIR/o" --minbytes 256K --maxbytes 256K --iters 100000 --check

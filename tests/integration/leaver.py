@@ -1,0 +1,28 @@
+"""leaver.py RANK WORLD JOB - for test_failures.sh: ranks below WORLD-1
+allreduce forever; the last rank joins, allreduces once, then leaves
+(pbox_close) while the others are in their next allreduce. Each rank
+prints its outcome; the others must fail naming the rank that left."""
+import sys
+import time
+
+import numpy as np
+
+import pbox
+
+rank, world, job = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+c = pbox.Client(job=job, rank=rank, world=world)
+a = np.ones(1 << 16, dtype=np.float32)
+c.allreduce(a, key=1)
+assert a[0] == world, a[0]
+if rank == world - 1:
+    time.sleep(0.5)
+    c.close()
+    print("rank %d left" % rank)
+    sys.exit(0)
+start = time.monotonic()
+try:
+    while True:
+        c.allreduce(a, key=1)
+except pbox.Error as e:
+    print("rank %d: error after %.2f s: %s" % (rank, time.monotonic() - start, e))
+    sys.exit(3)
