@@ -82,6 +82,7 @@ struct box_port_info {
 	uint16_t rx_queues;
 	const char *steering;     /* "rte_flow", "rss" or "ring" */
 	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
+	int hold;                 /* contributions stay in rx mbufs (else copied) */
 	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
 	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
 };

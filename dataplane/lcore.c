@@ -177,8 +177,9 @@ static void release_mbuf(void *ctx, void *ref)
 }
 
 /* A pbox datagram for this lcore: validate, aggregate, answer. The
- * contribution stays in its mbuf (no copy) while the lcore holds fewer
- * than hold_max mbufs; past that it is copied so rx never runs dry. */
+ * contribution stays in its mbuf (no copy) if its port allows it and the
+ * lcore holds fewer than hold_max mbufs; else it is copied, so rx never
+ * runs dry. */
 static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 			const struct frame_info *fi)
 {
@@ -191,7 +192,7 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 	memcpy(src_mac, fi->src_mac, 6);      /* m may be released by the push */
 	if (rc == 0)
 		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,
-				     lc->held < lc->hold_max ? m : NULL,
+				     lc->sh->ports[port_id].hold && lc->held < lc->hold_max ? m : NULL,
 				     fi->src_ip, fi->src_port, &out);
 	if (rc < 0) {
 		drop(lc, m, -rc);

@@ -33,6 +33,7 @@ struct dp_port {
 	struct rte_mempool *pool;
 	struct rte_mempool *hdr_pool;  /* shared-payload fan-out; NULL: copy */
 	uint32_t shared_min;           /* share payloads of at least this size */
+	bool hold;                     /* contributions may stay in rx mbufs */
 };
 
 struct dp_shared {

@@ -85,11 +85,15 @@ int frame_parse(const uint8_t *frame, size_t len, uint32_t my_ip,
 		return -DROP_SHORT;
 	memcpy(&ip, frame + FRAME_ETH_LEN, sizeof(ip));
 	size_t iplen = ntohs(ip.len);
+	if ((ip.vihl >> 4) != 4)
+		return -DROP_BAD_IP;
+	/* Someone else's packet (e.g. IGMP with Router Alert on a shared
+	 * segment) is not_mine, whatever its options. */
+	if (ntohl(ip.dst) != my_ip)
+		return -DROP_NOT_MINE;
 	if (ip.vihl != 0x45 || (ntohs(ip.frag) & 0x3FFF) || iplen < sizeof(ip) ||
 	    FRAME_ETH_LEN + iplen > len)
 		return -DROP_BAD_IP;
-	if (ntohl(ip.dst) != my_ip)
-		return -DROP_NOT_MINE;
 	fi->src_mac = frame + 6;
 	fi->src_ip = ntohl(ip.src);
 	fi->dst_ip = my_ip;

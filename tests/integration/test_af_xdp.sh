@@ -8,7 +8,7 @@ need_root "$0"
 topo_up
 box_start af_xdp
 workers 4 xdp "$WORKDIR/xdp" --minbytes 4 --maxbytes 16M --iters 2 --keys 4 --check
-wait_workers 180 || { tail -5 "$WORKDIR"/xdp.*.log; die "workers failed on af_xdp"; }
+wait_workers 180 || { tail -n 5 "$WORKDIR"/xdp.*.log; die "workers failed on af_xdp"; }
 tail -4 "$WORKDIR/xdp.0.log"
 box_stop || die "pboxd exited non-zero"
 echo "af_xdp: exact"

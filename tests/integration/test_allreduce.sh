@@ -11,7 +11,7 @@ box_start af_packet
 
 # f32 over the whole size range, 4 keys in flight at once
 workers 4 exact "$WORKDIR/f32" --minbytes 4 --maxbytes 64M --iters 2 --warmup 1 --keys 4 --check
-wait_workers 240 || { tail -5 "$WORKDIR"/f32.*.log; die "f32 workers failed"; }
+wait_workers 240 || { tail -n 5 "$WORKDIR"/f32.*.log; die "f32 workers failed"; }
 cat "$WORKDIR/f32.0.log"
 
 # half-width dtypes, one element to 1 MiB

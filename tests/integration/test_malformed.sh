@@ -21,6 +21,6 @@ for reason in ("bad_magic", "bad_version", "bad_type", "bad_dtype", "bad_flags",
 assert d["bad_len"] == 2 * n, f"bad_len: {d['bad_len']} != {2 * n}"
 PY
 workers 4 after "$WORKDIR/after" --minbytes 4 --maxbytes 1M --iters 2 --check
-wait_workers 60 || { tail -5 "$WORKDIR"/after.*.log; die "allreduce after malformed input failed"; }
+wait_workers 60 || { tail -n 5 "$WORKDIR"/after.*.log; die "allreduce after malformed input failed"; }
 box_stop || die "pboxd exited non-zero"
 echo "malformed: all counted, box alive, sums exact"

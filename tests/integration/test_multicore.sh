@@ -20,7 +20,7 @@ assert s["ports"][0]["numa_node"] == -1 and s["ports"][0]["local_cpus"].startswi
 assert [l["cpu"] for l in s["lcores"]] == [1, 1, 0], s["lcores"]
 ' || die "expected 3 data lcores with ring steering and shared fan-out"
 workers 4 multi "$WORKDIR/m" --minbytes 4 --maxbytes 4M --iters 2 --keys 3 --check
-wait_workers 180 || { tail -5 "$WORKDIR"/m.*.log; die "workers failed with 3 lcores"; }
+wait_workers 180 || { tail -n 5 "$WORKDIR"/m.*.log; die "workers failed with 3 lcores"; }
 tail -3 "$WORKDIR/m.0.log"
 ctl stats
 ctl --json stats | python3 -c '
