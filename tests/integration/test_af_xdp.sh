@@ -7,6 +7,8 @@ set -u
 need_root "$0"
 topo_up
 box_start af_xdp
+ctl --json status | python3 -c 'import json,sys; p=json.load(sys.stdin)["ports"][0]; assert p["contributions"] == "copied" and p["fanout"] == "copy", p' \
+	|| die "af_xdp must copy contributions and results"
 workers 4 xdp "$WORKDIR/xdp" --minbytes 4 --maxbytes 16M --iters 2 --keys 4 --check
 wait_workers 180 || { tail -n 5 "$WORKDIR"/xdp.*.log; die "workers failed on af_xdp"; }
 tail -4 "$WORKDIR/xdp.0.log"

@@ -34,6 +34,9 @@ print("drops:", drops)
 assert not bad, f"well-formed traffic dropped: {bad}"
 completes = sum(l["completes"] for l in s["lcores"])
 assert completes > 0, "no segment completed"
+# af_packet: every contribution stayed in its rx mbuf (no copy in)
+held = sum(l["held"] for l in s["lcores"]); pushes = sum(l["pushes"] for l in s["lcores"])
+assert held == pushes, (held, pushes)
 print("completes:", completes)
 PY
 box_stop || die "pboxd exited non-zero"
