@@ -30,11 +30,11 @@ LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) 
 
 # Sources. Files that include DPDK headers are listed in DPDK_SRC; all
 # others build without DPDK so unit tests, benchmarks and fuzzers can use them.
-SHARED_SRC = dataplane/wire.c dataplane/drops.c dataplane/sum.c dataplane/sum_scalar.c \
+SHARED_SRC = dataplane/wire.c dataplane/drops.c dataplane/sum.c dataplane/sum_scalar.c control/secret.c \
 	     dataplane/sum_avx2.c dataplane/sum_avx512.c control/jsonl.c control/rpc_client.c
 ENGINE_SRC = dataplane/engine.c $(filter-out nic/port%.c, $(wildcard nic/*.c))
 DPDK_SRC   = $(wildcard dataplane/lcore*.c nic/port*.c) control/pboxd.c
-CONTROL_SRC = $(filter-out control/pboxd.c control/pboxctl.c control/jsonl.c control/rpc_client.c, $(wildcard control/*.c))
+CONTROL_SRC = $(filter-out control/pboxd.c control/pboxctl.c control/jsonl.c control/rpc_client.c control/secret.c, $(wildcard control/*.c))
 CLIENT_SRC = $(filter-out client/pbox_perf.c, $(wildcard client/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))

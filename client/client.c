@@ -205,10 +205,11 @@ static int start_thread(pbox_client *c)
 {
 	int e;
 
-	if (xfer_init(&c->x, c->opts.window) < 0)
+	if (xfer_init(&c->x, c->opts.window, c->opts.rto_ms) < 0)
 		return client_error(c, PBOX_ENOMEM, "out of memory for a window of %u segments",
 				    c->opts.window);
 	c->x.ctrl_open = true;
+	stat_set(&c->stats.rto_us, c->x.rtt.rto_us);
 	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->evfd < 0)
 		return client_error(c, PBOX_ESYS, "eventfd: %s", strerror(errno));
@@ -315,4 +316,8 @@ void pbox_get_stats(const pbox_client *c, pbox_stats *out)
 	out->dup_results = __atomic_load_n(&c->stats.dup_results, __ATOMIC_RELAXED);
 	out->bad_packets = __atomic_load_n(&c->stats.bad_packets, __ATOMIC_RELAXED);
 	out->calls = __atomic_load_n(&c->stats.calls, __ATOMIC_RELAXED);
+	out->rtt_samples = __atomic_load_n(&c->stats.rtt_samples, __ATOMIC_RELAXED);
+	out->srtt_us = __atomic_load_n(&c->stats.srtt_us, __ATOMIC_RELAXED);
+	out->rttvar_us = __atomic_load_n(&c->stats.rttvar_us, __ATOMIC_RELAXED);
+	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
 }

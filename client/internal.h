@@ -33,7 +33,8 @@
 
 #define CLIENT_MSG_LEN      512
 #define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
-#define XFER_RTO_MAX_MS     1000   /* cap of the retransmission back-off */
+#define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
+#define XFER_RTO_MAX_US     1000000 /* cap of the timeout and its back-off */
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
 #define ABORT_GRACE_MS      300    /* wait for job_aborted's reason after ERROR */
@@ -194,6 +195,8 @@ struct xslot {
 	uint32_t seg;
 	uint32_t nretx;              /* retransmissions since req's epoch */
 	uint32_t epoch;
+	bool retxed;                 /* sent more than once: no RTT sample */
+	uint64_t sent_ns;            /* first transmission */
 	uint64_t deadline_ns;        /* next retransmission */
 };
 
@@ -212,13 +215,14 @@ struct xfer {
 	struct rpc_pending *rpcs;    /* key_declare calls awaiting an answer */
 	uint64_t next_retx_ns;       /* earliest slot deadline, UINT64_MAX none */
 	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
+	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
 	bool ctrl_open;
 	char err[CLIENT_MSG_LEN];    /* scratch for socket errors */
 	int pend_rc;                 /* socket error to apply (xfer_apply_pending) */
 	char pend_msg[CLIENT_MSG_LEN];
 };
 
-int xfer_init(struct xfer *x, uint32_t window);
+int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms);
 void xfer_free(struct xfer *x);
 uint64_t now_ns(void);
 
@@ -285,6 +289,11 @@ struct pbox_client {
 static inline void stat_add(uint64_t *ctr, uint64_t n)
 {
 	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
+}
+
+static inline void stat_set(uint64_t *ctr, uint64_t v)
+{
+	__atomic_store_n(ctr, v, __ATOMIC_RELAXED);
 }
 
 /* Wake the progress thread. */

@@ -373,8 +373,11 @@ int main(int argc, char **argv)
 	pbox_get_stats(c, &st);
 	if (a.rank == 0)
 		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
-		       " dup_results %" PRIu64 " bad %" PRIu64 "\n", st.pkts_sent, st.pkts_recv,
-		       st.retransmits, st.dup_results, st.bad_packets);
+		       " dup_results %" PRIu64 " bad %" PRIu64 "\n"
+		       "# round trip srtt %" PRIu64 " us rttvar %" PRIu64 " us rto %" PRIu64
+		       " us (%" PRIu64 " samples)\n", st.pkts_sent, st.pkts_recv,
+		       st.retransmits, st.dup_results, st.bad_packets, st.srtt_us, st.rttvar_us,
+		       st.rto_us, st.rtt_samples);
 	pbox_close(c);
 	free(buf);
 	return rc < 0 ? 1 : 0;

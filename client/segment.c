@@ -114,13 +114,37 @@ int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
 	return 0;
 }
 
-uint32_t seg_rto_ms(uint32_t base_ms, uint32_t nretx, uint32_t max_ms)
+uint32_t seg_rto_backoff(uint32_t base, uint32_t nretx, uint32_t max)
 {
-	uint64_t rto = base_ms;
+	uint64_t rto = base;
 
-	for (uint32_t i = 0; i < nretx && rto < max_ms; i++)
+	for (uint32_t i = 0; i < nretx && rto < max; i++)
 		rto *= 2;
-	return rto > max_ms ? max_ms : (uint32_t)rto;
+	return rto > max ? max : (uint32_t)rto;
+}
+
+static uint32_t clamp_u32(uint64_t v, uint32_t lo, uint32_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : (uint32_t)v;
+}
+
+void rtt_init(struct rtt_est *e, uint32_t initial_us, uint32_t min_us, uint32_t max_us)
+{
+	*e = (struct rtt_est){ .min_us = min_us, .max_us = max_us > min_us ? max_us : min_us };
+	e->rto_us = clamp_u32(initial_us, e->min_us, e->max_us);
+}
+
+void rtt_sample(struct rtt_est *e, uint32_t r_us)
+{
+	if (e->nsamples++ == 0) {
+		e->srtt_us = r_us;
+		e->rttvar_us = r_us / 2;
+	} else {
+		uint32_t diff = e->srtt_us > r_us ? e->srtt_us - r_us : r_us - e->srtt_us;
+		e->rttvar_us = (uint32_t)(((uint64_t)e->rttvar_us * 3 + diff) / 4);
+		e->srtt_us = (uint32_t)(((uint64_t)e->srtt_us * 7 + r_us) / 8);
+	}
+	e->rto_us = clamp_u32((uint64_t)e->srtt_us + 4ull * e->rttvar_us, e->min_us, e->max_us);
 }
 
 int seg_window_init(struct seg_window *w, uint32_t cap)

@@ -76,8 +76,28 @@ static inline unsigned seg_endpoint(const struct seg_layout *l, uint32_t s)
 }
 
 /* Retransmission timeout after nretx retransmissions since the last
- * progress: base_ms doubled nretx times, capped at max_ms. */
-uint32_t seg_rto_ms(uint32_t base_ms, uint32_t nretx, uint32_t max_ms);
+ * progress: base doubled nretx times, capped at max (any one unit). */
+uint32_t seg_rto_backoff(uint32_t base, uint32_t nretx, uint32_t max);
+
+/*
+ * Round-trip estimator of RFC 6298, in microseconds: the first sample R
+ * sets srtt = R and rttvar = R/2; each later one rttvar = 3/4 rttvar +
+ * 1/4 |srtt - R| then srtt = 7/8 srtt + 1/8 R; rto = srtt + 4 rttvar,
+ * clamped to [min_us, max_us]. Before any sample rto is the initial value.
+ * The caller feeds only segments sent once (Karn's rule): the round trip of
+ * a retransmitted segment is ambiguous. Here a "round trip" is from a PUSH
+ * to its RESULT, so it includes the wait for the other ranks of the round.
+ */
+struct rtt_est {
+	uint32_t srtt_us;
+	uint32_t rttvar_us;
+	uint32_t rto_us;
+	uint32_t min_us, max_us;
+	uint64_t nsamples;
+};
+
+void rtt_init(struct rtt_est *e, uint32_t initial_us, uint32_t min_us, uint32_t max_us);
+void rtt_sample(struct rtt_est *e, uint32_t r_us);
 
 /*
  * The window: a fixed pool of cap slot indexes [0, cap), taken when a

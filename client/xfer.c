@@ -11,10 +11,13 @@
  * caller's buffer once; later copies count as dup_results.
  *
  * Retransmission: a slot's segment is sent again with the RETX flag when
- * its deadline passes. The timeout is opts.rto_ms doubled on each
- * retransmission of that segment, capped at XFER_RTO_MAX_MS, and back to
- * opts.rto_ms once the request makes progress (a new result bumps the
- * request's epoch, which resets the slot's retransmission count).
+ * its deadline passes. The timeout adapts to the measured round trip
+ * (struct rtt_est, RFC 6298): every result of a segment sent only once
+ * (Karn's rule) is a sample from its first PUSH to its RESULT; before the
+ * first sample it is opts.rto_ms. It is doubled on each retransmission of
+ * that segment, capped at XFER_RTO_MAX_US, and back to the estimate once
+ * the request makes progress (a new result bumps the request's epoch,
+ * which resets the slot's retransmission count).
  * A request that neither gets a new result nor sends a new segment (window
  * room counts: it was merely queued behind other requests) for
  * opts.timeout_ms fails PBOX_ETIMEDOUT naming job, rank, key, round and the
@@ -40,6 +43,7 @@
 #include "internal.h"
 
 #define NS_PER_MS 1000000ull
+#define NS_PER_US 1000ull
 #define RECV_BATCHES_PER_WAKE 16
 
 uint64_t now_ns(void)
@@ -50,10 +54,11 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int xfer_init(struct xfer *x, uint32_t window)
+int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms)
 {
 	memset(x, 0, sizeof(*x));
 	keytab_init(&x->keys);
+	rtt_init(&x->rtt, rto_ms * 1000u, XFER_RTO_MIN_US, XFER_RTO_MAX_US);
 	x->next_retx_ns = UINT64_MAX;
 	x->slots = calloc(window, sizeof(*x->slots));
 	if (!x->slots || seg_window_init(&x->win, window) < 0) {
@@ -177,7 +182,7 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct xfer *x = &c->x;
 	struct key_state *ks = r->ks;
-	uint64_t deadline = now + c->opts.rto_ms * NS_PER_MS;
+	uint64_t deadline = now + x->rtt.rto_us * NS_PER_US;
 
 	while (r->next_seg < ks->lay.nsegs) {
 		uint32_t s = r->next_seg, i;
@@ -188,7 +193,7 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 		if (!seg_window_take(&x->win, &i))
 			return false;
 		x->slots[i] = (struct xslot){ .req = r, .seg = s, .epoch = r->epoch,
-					      .deadline_ns = deadline };
+					      .sent_ns = now, .deadline_ns = deadline };
 		ks->slot_of[s] = i + 1;
 		r->next_seg++;
 		r->progress_ns = now; /* window room came: not stalled */
@@ -254,6 +259,18 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 		c->x.abort_seen_ns = now;
 }
 
+/* A round trip of a segment sent once: refresh the estimate and its counters. */
+static void rtt_update(pbox_client *c, uint64_t rtt_ns)
+{
+	struct rtt_est *e = &c->x.rtt;
+
+	rtt_sample(e, rtt_ns / NS_PER_US > UINT32_MAX ? UINT32_MAX : (uint32_t)(rtt_ns / NS_PER_US));
+	stat_set(&c->stats.rtt_samples, e->nsamples);
+	stat_set(&c->stats.srtt_us, e->srtt_us);
+	stat_set(&c->stats.rttvar_us, e->rttvar_us);
+	stat_set(&c->stats.rto_us, e->rto_us);
+}
+
 /* A RESULT that passed the header checks: apply it to its request. */
 static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *payload,
 		      uint64_t now)
@@ -279,8 +296,12 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	seg_bit_set(ks->got, m->seg);
 	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * l->elem, payload,
 	       (size_t)m->count * l->elem);
-	if (ks->slot_of[m->seg])
-		slot_release(&c->x, ks->slot_of[m->seg] - 1);
+	if (ks->slot_of[m->seg]) {
+		uint32_t i = ks->slot_of[m->seg] - 1;
+		if (!c->x.slots[i].retxed)
+			rtt_update(c, now - c->x.slots[i].sent_ns);
+		slot_release(&c->x, i);
+	}
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;
@@ -340,8 +361,9 @@ static void retransmit(pbox_client *c, uint64_t now)
 		}
 		if (now >= s->deadline_ns) {
 			s->nretx++;
-			s->deadline_ns = now + seg_rto_ms(c->opts.rto_ms, s->nretx,
-							  XFER_RTO_MAX_MS) * NS_PER_MS;
+			s->retxed = true;
+			s->deadline_ns = now + seg_rto_backoff(x->rtt.rto_us, s->nretx,
+							       XFER_RTO_MAX_US) * NS_PER_US;
 			send_seg(c, s->req, s->seg, WIRE_FLAG_RETX);
 		}
 		if (s->deadline_ns < next)

@@ -48,6 +48,10 @@ struct box_config {
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
 	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
 	char log_level[16];          /* --log-level error|warn|info|debug */
+	/* --operator-secret-file: what a TCP job_abort must present; length 0
+	 * = none needed. Never reported by any method. */
+	char operator_secret[257];
+	uint32_t operator_secret_len;
 };
 
 /* Fill c with the defaults listed above. */

@@ -5,6 +5,7 @@
  * option cannot exist in one form and not the other.
  */
 #include "box.h"
+#include "secret.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -168,7 +169,7 @@ enum opt_id {
 	OPT_IP = 256, OPT_CONTROL, OPT_RPC_SOCKET, OPT_RPC_SOCKET_MODE, OPT_UDP_BASE,
 	OPT_CHUNK_BYTES, OPT_MAX_JOBS, OPT_MAX_WORLD, OPT_MAX_KEYS,
 	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_IDLE_SLEEP, OPT_STALL,
-	OPT_FANOUT, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
+	OPT_FANOUT, OPT_SECRET_FILE, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
 };
 
 struct opt {
@@ -195,6 +196,7 @@ static const struct opt opts[] = {
 	{ "idle-sleep-us", OPT_IDLE_SLEEP, "US", "sleep of an idle lcore (default 0: pure polling)" },
 	{ "stall-timeout-ms", OPT_STALL, "MS", "abort a job whose open rounds make no progress for MS (default 5000; 0 = never)" },
 	{ "fanout", OPT_FANOUT, "MODE", "results to N ranks: shared (one payload copy, needs chained-mbuf tx), copy (one per rank) or auto (default)" },
+	{ "operator-secret-file", OPT_SECRET_FILE, "FILE", "remote (TCP) job_abort must present the secret in FILE (mode 600, 16-256 bytes); default: no secret needed" },
 	{ "log-level", OPT_LOG_LEVEL, "LEVEL", "error, warn, info or debug (default info)" },
 	{ "config", OPT_CONFIG, "FILE", "read options from the [pboxd] section of an INI file" },
 	{ "help", OPT_HELP, NULL, "print this help and exit" },
@@ -300,6 +302,17 @@ static int apply(struct box_config *c, const struct opt *o, const char *v,
 			c->fanout = BOX_FANOUT_COPY;
 		else
 			return fail(err, errlen, "'%s' is not one of auto, shared, copy", v);
+		return 0;
+	case OPT_SECRET_FILE:
+		if (!*v) {
+			c->operator_secret[0] = '\0';
+			c->operator_secret_len = 0;
+			return 0;
+		}
+		rc = secret_load(v, c->operator_secret, err, errlen);
+		if (rc < 0)
+			return -EINVAL;
+		c->operator_secret_len = (uint32_t)rc;
 		return 0;
 	case OPT_LOG_LEVEL:
 		if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))

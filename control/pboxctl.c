@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "rpc_client.h"
+#include "secret.h"
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
@@ -26,6 +27,7 @@ struct ctl {
 	const char *target;
 	int json;
 	int timeout_ms;
+	const char *secret_file;     /* --secret-file: sent with job abort */
 	struct rpc_client *rpc;
 };
 
@@ -45,7 +47,8 @@ static int die(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json] [--timeout MS] CMD\n"
+		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json] [--timeout MS]\n"
+		"               [--secret-file FILE] CMD\n"
 		"\n"
 		"commands:\n"
 		"  status                        box, ports, lcores and limits\n"
@@ -60,6 +63,8 @@ static void usage(FILE *f)
 		"  --control ADDR:PORT pboxd's TCP control address instead of the socket\n"
 		"  --json              print the raw JSON result\n"
 		"  --timeout MS        wait at most MS for an answer (default %d)\n"
+		"  --secret-file FILE  operator secret for job abort over --control (a box\n"
+		"                      started with --operator-secret-file needs it)\n"
 		"  --help              this text\n", DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
 }
 
@@ -376,6 +381,15 @@ static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
 
 	if (reason)
 		json_object_set_new(p, "reason", json_string(reason));
+	if (c->secret_file) {
+		char secret[SECRET_MAX_LEN + 1], err[256];
+		if (secret_load(c->secret_file, secret, err, sizeof(err)) < 0) {
+			json_decref(p);
+			return die("%s", err);
+		}
+		json_object_set_new(p, "secret", json_string(secret));
+		memset(secret, 0, sizeof(secret));
+	}
 	if (call(c, "job_abort", p, &r))
 		return 1;
 	if (c->json)
@@ -522,6 +536,7 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "secret-file", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -543,6 +558,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			c.json = 1;
+			break;
+		case 'S':
+			c.secret_file = optarg;
 			break;
 		case 't': {
 			char *end;

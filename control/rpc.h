@@ -32,6 +32,8 @@
 struct rpc_ctx {
 	struct box *box;
 	void *session;   /* the connection the request came on (job_join) */
+	int remote;      /* it came over TCP (not the Unix socket) */
+	const char *peer; /* "ADDR:PORT" or "unix peer", for logs; may be NULL */
 };
 
 /*

@@ -251,7 +251,7 @@ static int blank(const char *line, size_t len)
 /* Answer every complete line buffered. 0, or -1 if the connection ended. */
 static int handle_lines(struct rpc_server *s, struct conn *c)
 {
-	struct rpc_ctx ctx = { .box = s->box, .session = c };
+	struct rpc_ctx ctx = { .box = s->box, .session = c, .remote = c->is_tcp, .peer = c->peer };
 	char *line;
 	size_t len;
 	int rc;
@@ -510,9 +510,15 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 		rpc_server_close(s);
 		return rc;
 	}
-	if (s->tcp.fd >= 0)
+	if (s->tcp.fd >= 0) {
 		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on tcp %s (port %u)",
 			box->cfg.control, s->tcp_port);
+		if (box->cfg.operator_secret_len)
+			ctl_log(box, CTL_LOG_INFO, "control: job_abort over tcp needs the operator secret");
+		else
+			ctl_log(box, CTL_LOG_WARN, "control: job_abort over tcp needs no secret "
+				"(set --operator-secret-file to require one)");
+	}
 	if (s->unx.fd >= 0)
 		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on unix %s", s->unix_path);
 	*out = s;

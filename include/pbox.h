@@ -56,7 +56,9 @@ typedef struct pbox_opts {
 	/* Total time without progress before a call fails with
 	 * PBOX_ETIMEDOUT; 0 = default 30000 ms. */
 	uint32_t timeout_ms;
-	/* First retransmission timeout of a segment; 0 = default 20 ms. */
+	/* Retransmission timeout until the first round trip is measured;
+	 * then it adapts (RFC 6298: srtt + 4 rttvar, 2 ms .. 1 s, doubled per
+	 * retransmission of a segment). 0 = default 20 ms. */
 	uint32_t rto_ms;
 	/* Most segments in flight at once over all keys; 0 = default 128. */
 	uint32_t window;
@@ -125,6 +127,10 @@ typedef struct pbox_stats {
 	uint64_t dup_results;   /* results for segments already complete */
 	uint64_t bad_packets;   /* received datagrams that failed checks */
 	uint64_t calls;         /* allreduce calls completed */
+	uint64_t rtt_samples;   /* round trips measured (segments sent once) */
+	uint64_t srtt_us;       /* smoothed PUSH -> RESULT round trip */
+	uint64_t rttvar_us;     /* its mean deviation */
+	uint64_t rto_us;        /* current retransmission timeout */
 } pbox_stats;
 
 void pbox_get_stats(const pbox_client *c, pbox_stats *out);

@@ -179,19 +179,68 @@ static void layout_check__names_each_inconsistency(void **state)
 static void rto__doubles_and_caps(void **state)
 {
 	(void)state;
-	assert_int_equal(seg_rto_ms(20, 0, 1000), 20);
-	assert_int_equal(seg_rto_ms(20, 1, 1000), 40);
-	assert_int_equal(seg_rto_ms(20, 2, 1000), 80);
-	assert_int_equal(seg_rto_ms(20, 5, 1000), 640);
-	assert_int_equal(seg_rto_ms(20, 6, 1000), 1000);
-	assert_int_equal(seg_rto_ms(20, 4000000000u, 1000), 1000);
-	assert_int_equal(seg_rto_ms(5000, 0, 1000), 1000);
+	assert_int_equal(seg_rto_backoff(20, 0, 1000), 20);
+	assert_int_equal(seg_rto_backoff(20, 1, 1000), 40);
+	assert_int_equal(seg_rto_backoff(20, 2, 1000), 80);
+	assert_int_equal(seg_rto_backoff(20, 5, 1000), 640);
+	assert_int_equal(seg_rto_backoff(20, 6, 1000), 1000);
+	assert_int_equal(seg_rto_backoff(20, 4000000000u, 1000), 1000);
+	assert_int_equal(seg_rto_backoff(5000, 0, 1000), 1000);
+}
+
+static void rtt__first_sample_sets_srtt_and_half_var(void **state)
+{
+	struct rtt_est e;
+
+	(void)state;
+	rtt_init(&e, 20000, 2000, 1000000);
+	assert_int_equal(e.rto_us, 20000); /* initial, before any sample */
+	assert_int_equal(e.nsamples, 0);
+	rtt_sample(&e, 1000);
+	assert_int_equal(e.srtt_us, 1000);
+	assert_int_equal(e.rttvar_us, 500);
+	assert_int_equal(e.rto_us, 3000); /* 1000 + 4 * 500 */
+	assert_int_equal(e.nsamples, 1);
+}
+
+static void rtt__smooths_per_rfc6298(void **state)
+{
+	struct rtt_est e;
+
+	(void)state;
+	rtt_init(&e, 20000, 100, 1000000);
+	rtt_sample(&e, 8000);              /* srtt 8000, var 4000 */
+	rtt_sample(&e, 16000);             /* var 3/4*4000 + 1/4*8000 = 5000; srtt 9000 */
+	assert_int_equal(e.rttvar_us, 5000);
+	assert_int_equal(e.srtt_us, 9000);
+	assert_int_equal(e.rto_us, 29000);
+	for (int i = 0; i < 200; i++)      /* steady 1 ms: converges, var -> 0 */
+		rtt_sample(&e, 1000);
+	assert_true(e.srtt_us >= 1000 && e.srtt_us <= 1010);
+	assert_true(e.rttvar_us <= 10);
+}
+
+static void rtt__clamped_to_min_and_max(void **state)
+{
+	struct rtt_est e;
+
+	(void)state;
+	rtt_init(&e, 20000, 2000, 1000000);
+	for (int i = 0; i < 100; i++)
+		rtt_sample(&e, 50);        /* 50 us: a fast loopback */
+	assert_int_equal(e.rto_us, 2000);
+	rtt_sample(&e, UINT32_MAX);        /* absurd sample: capped, no overflow */
+	assert_int_equal(e.rto_us, 1000000);
+	rtt_init(&e, 5000000, 2000, 1000000); /* initial above the cap */
+	assert_int_equal(e.rto_us, 1000000);
+	rtt_init(&e, 0, 2000, 1000000);
+	assert_int_equal(e.rto_us, 2000);
 }
 
 static void window__take_until_full_then_put(void **state)
 {
 	struct seg_window w;
-	uint32_t a, b, c, d;
+	uint32_t a = UINT32_MAX, b = UINT32_MAX, c = UINT32_MAX, d = UINT32_MAX;
 
 	(void)state;
 	assert_int_equal(seg_window_init(&w, 3), 0);
@@ -256,6 +305,9 @@ int main(void)
 		cmocka_unit_test(layout_check__accepts_consistent),
 		cmocka_unit_test(layout_check__names_each_inconsistency),
 		cmocka_unit_test(rto__doubles_and_caps),
+		cmocka_unit_test(rtt__first_sample_sets_srtt_and_half_var),
+		cmocka_unit_test(rtt__smooths_per_rfc6298),
+		cmocka_unit_test(rtt__clamped_to_min_and_max),
 		cmocka_unit_test(window__take_until_full_then_put),
 		cmocka_unit_test(window__zero_capacity_fails),
 		cmocka_unit_test(bitmap__first_clear),

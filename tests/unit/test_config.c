@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
 #include "box.h"
+#include "secret.h"
 
 struct t {
 	struct box_config c;
@@ -225,6 +227,54 @@ static void ini__errors_name_file_and_line(void **state)
 	assert_non_null(strstr(t->err, "/nonexistent/pboxd.ini"));
 }
 
+static void write_secret(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	chmod(path, mode);
+}
+
+static void secret__file_checks_and_option(void **state)
+{
+	struct t *t = *state;
+	char path[64] = "/tmp/pbox-test-secret-XXXXXX", out[SECRET_MAX_LEN + 1];
+	close(mkstemp(path));
+
+	write_secret(path, "  s3cret-s3cret-s3cret \nsecond line\n", 0600);
+	assert_int_equal(secret_load(path, out, t->err, sizeof(t->err)), 20);
+	assert_string_equal(out, "s3cret-s3cret-s3cret");
+	assert_int_equal(parse(t, "--operator-secret-file", path, NULL), 0);
+	assert_int_equal(t->c.operator_secret_len, 20);
+	assert_string_equal(t->c.operator_secret, "s3cret-s3cret-s3cret");
+	assert_int_equal(parse(t, "--operator-secret-file", "", NULL), 0); /* "" = none */
+	assert_int_equal(t->c.operator_secret_len, 0);
+
+	write_secret(path, "s3cret-s3cret-s3cret\n", 0644); /* others may read it */
+	assert_int_equal(parse(t, "--operator-secret-file", path, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "operator-secret-file"));
+	assert_non_null(strstr(t->err, "chmod 600"));
+	write_secret(path, "short\n", 0600);
+	assert_true(secret_load(path, out, t->err, sizeof(t->err)) < 0);
+	assert_non_null(strstr(t->err, "5 bytes"));
+	write_secret(path, "s3cret-s3cret\001-s3cret\n", 0600);
+	assert_true(secret_load(path, out, t->err, sizeof(t->err)) < 0);
+	assert_non_null(strstr(t->err, "non-printable"));
+	assert_true(secret_load("/nonexistent/secret", out, t->err, sizeof(t->err)) < 0);
+	assert_non_null(strstr(t->err, "/nonexistent/secret"));
+	unlink(path);
+}
+
+static void secret__equal_compares_whole_length(void **state)
+{
+	(void)state;
+	assert_true(secret_equal("abcdefgh", 8, "abcdefgh", 8));
+	assert_false(secret_equal("abcdefgH", 8, "abcdefgh", 8));
+	assert_false(secret_equal("abcdefg", 7, "abcdefgh", 8));   /* prefix */
+	assert_false(secret_equal("abcdefghi", 9, "abcdefgh", 8)); /* longer */
+	assert_false(secret_equal("", 0, "abcdefgh", 8));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -236,6 +286,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parse__help_returns_1, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__reads_section_and_later_options_override, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__errors_name_file_and_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(secret__file_checks_and_option, setup, teardown),
+		cmocka_unit_test(secret__equal_compares_whole_length),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,6 +269,59 @@ static void flow__join_declare_status(void **state)
 	jobs_tick(t->f->box.jobs);
 }
 
+/* With an operator secret, job_abort over TCP needs it (constant-time
+ * compare, -EACCES naming what is missing); the Unix socket does not. */
+static void abort__operator_secret_over_tcp(void **state)
+{
+	struct t *t = *state;
+	struct box_config *cfg = &t->f->box.cfg;
+	json_t *r;
+
+	snprintf(cfg->operator_secret, sizeof(cfg->operator_secret), "0123456789abcdef-secret");
+	cfg->operator_secret_len = (uint32_t)strlen(cfg->operator_secret);
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_join\",\"params\":"
+			      "{\"job\":\"a\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":40000}}"));
+	t->ctx.remote = 1;
+	t->ctx.peer = "10.0.0.9:5555";
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_abort\",\"params\":{\"job\":\"a\"}}",
+		    -EACCES, "needs the operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secreT\"}}", -EACCES, "wrong operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secret2\"}}", -EACCES, "wrong operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":\"\"}}", -EACCES, "wrong operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":7}}", RPC_INVALID_PARAMS, "secret");
+	/* a refused abort left the job alone; a secret does not skip the name check */
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}");
+	assert_string_not_equal(json_string_value(json_object_get(r, "state")), "aborted");
+	json_decref(r);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"nosuch\",\"secret\":\"0123456789abcdef-secret\"}}", -ENOENT, "nosuch");
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"job_abort\",\"params\":"
+			      "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secret\"}}"));
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}");
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "aborted");
+	json_decref(r);
+
+	/* local operators (Unix socket) need no secret */
+	t->ctx.remote = 0;
+	t->ctx.session = (void *)2;
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"job_join\",\"params\":"
+			      "{\"job\":\"b\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":40000}}"));
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"job_abort\",\"params\":{\"job\":\"b\"}}"));
+	/* box_status never shows the secret */
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"box_status\"}");
+	char *dump = json_dumps(r, 0);
+	assert_null(strstr(dump, "0123456789abcdef"));
+	free(dump);
+	json_decref(r);
+	jobs_session_closed(t->f->box.jobs, (void *)1);
+	jobs_session_closed(t->f->box.jobs, (void *)2);
+	jobs_tick(t->f->box.jobs);
+}
+
 static void box__status_stats_endpoints(void **state)
 {
 	struct t *t = *state;
@@ -592,6 +645,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(notification__no_reply_but_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(id__echoed, setup, teardown),
 		cmocka_unit_test_setup_teardown(flow__join_declare_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(abort__operator_secret_over_tcp, setup, teardown),
 		cmocka_unit_test_setup_teardown(box__status_stats_endpoints, setup, teardown),
 		cmocka_unit_test_setup_teardown(server__calls_and_errors, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__closed_session_aborts_job_and_notifies, srv_setup, srv_teardown),

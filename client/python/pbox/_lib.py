@@ -36,6 +36,10 @@ class Stats(ctypes.Structure):
         ("dup_results", ctypes.c_uint64),
         ("bad_packets", ctypes.c_uint64),
         ("calls", ctypes.c_uint64),
+        ("rtt_samples", ctypes.c_uint64),
+        ("srtt_us", ctypes.c_uint64),
+        ("rttvar_us", ctypes.c_uint64),
+        ("rto_us", ctypes.c_uint64),
     ]
 
 

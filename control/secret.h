@@ -1,0 +1,29 @@
+/*
+ * secret.h - the operator secret: a shared string that a remote operator
+ * must present for destructive control methods (job_abort over TCP; see
+ * docs/rpc.md and docs/reliability.md). Read from a file that only its
+ * owner may read, compared in constant time. Used by pboxd (config) and
+ * pboxctl (--secret-file).
+ */
+#ifndef PBOX_SECRET_H
+#define PBOX_SECRET_H
+
+#include <stddef.h>
+
+#define SECRET_MIN_LEN 16
+#define SECRET_MAX_LEN 256
+
+/*
+ * Read the secret from path: its first line without surrounding white
+ * space, SECRET_MIN_LEN..SECRET_MAX_LEN printable bytes, into out (at
+ * least SECRET_MAX_LEN + 1 bytes, NUL-terminated). The file must be a
+ * regular file not readable or writable by group or others (chmod 600).
+ * Returns the length, or a negative errno with the reason in err.
+ */
+int secret_load(const char *path, char *out, char *err, size_t errlen);
+
+/* 1 if a[0..alen) equals b[0..blen), else 0; time depends only on blen
+ * (the stored secret's length), never on where the first difference is. */
+int secret_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif
