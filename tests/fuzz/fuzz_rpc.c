@@ -178,6 +178,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	F->box.cfg.max_job_bytes = 4u << 20;
 	F->box.cfg.slots_per_lcore = 4;
 	F->box.cfg.max_keys = 64;
+	/* odd sessions are remote (TCP): their job_abort needs this secret */
+	snprintf(F->box.cfg.operator_secret, sizeof(F->box.cfg.operator_secret),
+		 "fuzz-operator-secret");
+	F->box.cfg.operator_secret_len = (uint32_t)strlen(F->box.cfg.operator_secret);
 	return 0;
 }
 
@@ -198,7 +202,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len && line[0] == '!') {
 			directive(line, len, &session);
 		} else {
-			struct rpc_ctx ctx = { .box = &F->box, .session = session_ptr(session) };
+			struct rpc_ctx ctx = { .box = &F->box, .session = session_ptr(session),
+					       .remote = (int)(session & 1), .peer = "fuzz" };
 			json_t *r = rpc_handle_line(&ctx, line, len);
 			if (r == NULL)
 				CHECK(maybe_notification(line, len));

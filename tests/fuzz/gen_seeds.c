@@ -211,8 +211,17 @@ static void rpc(void)
 	     "!close 1\n"
 	     "!tick\n"
 	     RQ(9, "job_list", "{}"));
+	rpc1("flow_abort_secret", /* session 1 is remote: needs fuzz_rpc's secret */
+	     RQ(1, "job_join", "{\"job\":\"y\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":1}") "\n"
+	     RQ(2, "job_abort", "{\"job\":\"y\"}") "\n"
+	     RQ(3, "job_abort", "{\"job\":\"y\",\"secret\":\"fuzz-operator-secreT\"}") "\n"
+	     RQ(4, "job_abort", "{\"job\":\"y\",\"secret\":\"fuzz-operator-secret\",\"reason\":\"r\"}") "\n"
+	     RQ(5, "job_status", "{\"job\":\"y\"}") "\n"
+	     "!close 1\n"
+	     "!tick");
 	rpc1("flow_abort",
 	     RQ(1, "job_join", "{\"job\":\"x\",\"rank\":0,\"world\":3,\"data_ip\":\"10.0.0.1\",\"data_port\":1}") "\n"
+	     "!s 2\n"
 	     RQ(2, "job_abort", "{\"job\":\"x\",\"reason\":\"test\"}") "\n"
 	     RQ(3, "job_status", "{\"job\":\"x\"}") "\n"
 	     "!close 1\n"
