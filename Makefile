@@ -35,7 +35,7 @@ SHARED_SRC = dataplane/wire.c dataplane/drops.c dataplane/sum.c dataplane/sum_sc
 ENGINE_SRC = dataplane/engine.c $(filter-out nic/port%.c, $(wildcard nic/*.c))
 DPDK_SRC   = $(wildcard dataplane/lcore*.c nic/port*.c) control/pboxd.c
 CONTROL_SRC = $(filter-out control/pboxd.c control/pboxctl.c control/jsonl.c control/rpc_client.c control/secret.c, $(wildcard control/*.c))
-CLIENT_SRC = $(filter-out client/pbox_perf.c, $(wildcard client/*.c))
+CLIENT_SRC = $(filter-out client/pbox_perf.c client/perf_blast.c, $(wildcard client/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -84,7 +84,7 @@ $(BUILD)/pboxd: $(DPDK_OBJ) $(BUILD)/libboxcore.a
 $(BUILD)/pboxctl: $(call obj,control/pboxctl.c) $(BUILD)/libpbox.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-$(BUILD)/pbox-perf: $(call obj,client/pbox_perf.c) $(BUILD)/libpbox.a
+$(BUILD)/pbox-perf: $(call obj,client/pbox_perf.c client/perf_blast.c) $(BUILD)/libpbox.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a

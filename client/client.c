@@ -36,6 +36,8 @@ void pbox_opts_init(pbox_opts *o)
 	o->rto_ms = DEFAULT_RTO_MS;
 	o->window = DEFAULT_WINDOW;
 	o->mtu = DEFAULT_MTU;
+	const char *e = getenv("PBOX_UDP_OFFLOAD");
+	o->udp_offload = e && strcmp(e, "1") == 0;
 }
 
 static void opts_resolve(pbox_opts *o, const pbox_opts *in)
@@ -51,6 +53,8 @@ static void opts_resolve(pbox_opts *o, const pbox_opts *in)
 		o->window = in->window;
 	if (in->mtu)
 		o->mtu = in->mtu;
+	if (in->udp_offload)
+		o->udp_offload = in->udp_offload;
 }
 
 static pbox_client *client_alloc(void)
@@ -181,7 +185,8 @@ static int open_data_and_join(pbox_client *c)
 	uint16_t port;
 	struct in_addr src;
 	json_t *res;
-	int rc = udp_open(&c->udp, WIRE_HDR_LEN + WIRE_MAX_PAYLOAD + 64, &port, err, sizeof(err));
+	int rc = udp_open(&c->udp, WIRE_HDR_LEN + WIRE_MAX_PAYLOAD + 64, (int)c->opts.udp_offload,
+			  &port, err, sizeof(err));
 
 	if (rc == 0)
 		rc = udp_source_ip(&c->eps[0], &src, err, sizeof(err));
@@ -320,4 +325,6 @@ void pbox_get_stats(const pbox_client *c, pbox_stats *out)
 	out->srtt_us = __atomic_load_n(&c->stats.srtt_us, __ATOMIC_RELAXED);
 	out->rttvar_us = __atomic_load_n(&c->stats.rttvar_us, __ATOMIC_RELAXED);
 	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
+	out->gso_sends = __atomic_load_n(&c->udp.gso_msgs, __ATOMIC_RELAXED);
+	out->gro_receives = __atomic_load_n(&c->udp.gro_msgs, __ATOMIC_RELAXED);
 }

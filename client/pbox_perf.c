@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "pbox.h"
+#include "perf_blast.h"
 
 struct perf_args {
 	const char *control, *job;
@@ -25,6 +26,10 @@ struct perf_args {
 	int iters, warmup, keys, check;
 	pbox_dtype dtype;
 	pbox_opts opts;
+	const char *blast;          /* --blast ADDR:PORT: raw UDP instead of allreduce */
+	double blast_seconds;
+	size_t blast_bytes;
+	int blast_gso;
 };
 
 static void usage(FILE *f)
@@ -44,6 +49,13 @@ static void usage(FILE *f)
 		"                      pbox_iallreduce (default 1)\n"
 		"  --check             fill exact-sum data and verify every element\n"
 		"  --window W --rto-ms MS --timeout-ms MS --mtu M   pbox_opts (0 = default)\n"
+		"  --udp-offload       send with UDP GSO, receive with GRO (pbox_opts.udp_offload)\n"
+		"\n"
+		"usage: pbox-perf --blast ADDR:PORT [--blast-seconds S] [--blast-bytes B] [--blast-gso]\n"
+		"  raw UDP datagrams of pbox's size (default 1448 B: header + one segment at\n"
+		"  MTU 1500) sent as fast as the kernel takes them, batched like libpbox:\n"
+		"  the wire limit of one client on this path (default 3 s; --blast-gso\n"
+		"  sends 32 datagrams per UDP_SEGMENT message)\n"
 		"\n"
 		"time is the mean per call (all keys of a size); algbw = bytes / time;\n"
 		"busbw = algbw * 2*(n-1)/n, nccl's allreduce factor, so the numbers compare\n"
@@ -90,12 +102,15 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "stepfactor", 1, 0, 'f' }, { "iters", 1, 0, 'i' }, { "warmup", 1, 0, 'w' },
 		{ "dtype", 1, 0, 'd' }, { "keys", 1, 0, 'k' }, { "check", 0, 0, 'C' },
 		{ "window", 1, 0, 'W' }, { "rto-ms", 1, 0, 'R' }, { "timeout-ms", 1, 0, 'T' },
-		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { "blast", 1, 0, 'B' },
+		{ "udp-offload", 0, 0, 'O' }, { "blast-seconds", 1, 0, 'S' }, { "blast-bytes", 1, 0, 'Z' }, { "blast-gso", 0, 0, 'G' },
+		{ 0, 0, 0, 0 },
 	};
 	int o, v, bad = 0;
 
 	*a = (struct perf_args){ .rank = -1, .world = -1, .minbytes = 4, .maxbytes = 64 << 20,
-				 .stepfactor = 2, .iters = 20, .warmup = 2, .keys = 1 };
+				 .stepfactor = 2, .iters = 20, .warmup = 2, .keys = 1,
+				 .blast_seconds = 3, .blast_bytes = 1448 };
 	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (o) {
 		case 'c': a->control = optarg; break;
@@ -109,6 +124,11 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		case 'w': bad |= parse_int(optarg, &a->warmup); break;
 		case 'k': bad |= parse_int(optarg, &a->keys); break;
 		case 'C': a->check = 1; break;
+		case 'B': a->blast = optarg; break;
+		case 'S': a->blast_seconds = atof(optarg); bad |= a->blast_seconds <= 0 ? -1 : 0; break;
+		case 'Z': bad |= parse_size(optarg, &a->blast_bytes); break;
+		case 'G': a->blast_gso = 1; break;
+		case 'O': a->opts.udp_offload = 1; break;
 		case 'W': bad |= parse_int(optarg, &v); a->opts.window = (uint32_t)v; break;
 		case 'R': bad |= parse_int(optarg, &v); a->opts.rto_ms = (uint32_t)v; break;
 		case 'T': bad |= parse_int(optarg, &v); a->opts.timeout_ms = (uint32_t)v; break;
@@ -122,6 +142,8 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		default: usage(stderr); return -1;
 		}
 	}
+	if (a->blast && !bad && optind == argc)
+		return 0;
 	if (bad || optind != argc || !a->job || a->world < 1 || a->rank < 0 ||
 	    a->rank >= a->world || a->keys < 1 || a->iters < 1 || a->stepfactor <= 1 ||
 	    a->minbytes < 1 || a->maxbytes < a->minbytes) {
@@ -346,6 +368,23 @@ static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
 	return 0;
 }
 
+static int blast_main(const struct perf_args *a)
+{
+	struct blast_result r;
+	char err[256];
+
+	if (perf_blast(a->blast, a->blast_seconds, a->blast_bytes, a->blast_gso, &r, err,
+		       sizeof(err)) < 0) {
+		fprintf(stderr, "pbox-perf: %s\n", err);
+		return 1;
+	}
+	printf("# blast to %s: %" PRIu64 " datagrams of %zu B in %.2f s%s: %.3f Mpkt/s, "
+	       "%.3f GB/s of UDP payload; %" PRIu64 " refused by the kernel\n",
+	       a->blast, r.datagrams, a->blast_bytes, r.seconds, r.gso ? " (UDP GSO)" : "",
+	       (double)r.datagrams / r.seconds / 1e6, (double)r.bytes / r.seconds / 1e9, r.dropped);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct perf_args a;
@@ -354,6 +393,8 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a) < 0)
 		return 2;
+	if (a.blast)
+		return blast_main(&a);
 	char *buf = malloc(a.maxbytes + 64);
 	if (!buf) {
 		fprintf(stderr, "pbox-perf: cannot allocate %zu bytes\n", a.maxbytes);
@@ -375,9 +416,11 @@ int main(int argc, char **argv)
 		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
 		       " dup_results %" PRIu64 " bad %" PRIu64 "\n"
 		       "# round trip srtt %" PRIu64 " us rttvar %" PRIu64 " us rto %" PRIu64
-		       " us (%" PRIu64 " samples)\n", st.pkts_sent, st.pkts_recv,
-		       st.retransmits, st.dup_results, st.bad_packets, st.srtt_us, st.rttvar_us,
-		       st.rto_us, st.rtt_samples);
+		       " us (%" PRIu64 " samples)\n"
+		       "# udp offload: %" PRIu64 " GSO sends, %" PRIu64 " GRO receives\n",
+		       st.pkts_sent, st.pkts_recv, st.retransmits, st.dup_results, st.bad_packets,
+		       st.srtt_us, st.rttvar_us, st.rto_us, st.rtt_samples, st.gso_sends,
+		       st.gro_receives);
 	pbox_close(c);
 	free(buf);
 	return rc < 0 ? 1 : 0;

@@ -4,9 +4,19 @@
  * sendmmsg batches (header copied, payload sent straight from the caller's
  * buffer) and receives drained with recvmmsg into preallocated buffers.
  * Nothing is allocated after udp_open.
+ *
+ * With pbox_opts.udp_offload, consecutive datagrams of the same size to
+ * the same endpoint (the segments of one chunk) go out as one message of
+ * up to UDP_GSO_SEGS datagrams with UDP_SEGMENT: the kernel walks its UDP
+ * and IP layers once per run and cuts it just before the device (or the
+ * NIC does). The iovecs stay header, payload, header, payload...: no copy.
+ * A kernel that refuses GSO turns it off for the socket (udp->gso_errno).
+ * On receive, UDP_GRO lets the kernel hand over runs of RESULTs at once;
+ * udp_rx_seg says where to cut them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +24,14 @@
 #include <unistd.h>
 
 #include "internal.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#define UDP_MAX_PAYLOAD 65507u
 
 static void set_bufsize(int fd, int opt_force, int opt, int bytes)
 {
@@ -32,30 +50,42 @@ static void rx_setup(struct udp *u)
 			.msg_namelen = sizeof(u->rxaddr[i]),
 			.msg_iov = &u->rxiov[i],
 			.msg_iovlen = 1,
+			.msg_control = u->gro ? u->rxctl[i].buf : NULL,
+			.msg_controllen = u->gro ? sizeof(u->rxctl[i].buf) : 0,
 		};
 	}
 }
 
-int udp_open(struct udp *u, size_t max_dgram, uint16_t *port, char *err, size_t errlen)
+int udp_open(struct udp *u, size_t max_dgram, int offload, uint16_t *port, char *err,
+	     size_t errlen)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
 	socklen_t al = sizeof(a);
+	int one = 1;
 
 	memset(u, 0, sizeof(*u));
-	u->rxlen = (max_dgram + 63) / 64 * 64;
-	u->rxbuf = malloc(u->rxlen * XFER_BATCH);
-	if (!u->rxbuf) {
-		u->fd = -1;
-		snprintf(err, errlen, "out of memory for UDP receive buffers");
-		return PBOX_ENOMEM;
-	}
-	rx_setup(u);
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (u->fd < 0 || bind(u->fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(u->fd, (struct sockaddr *)&a, &al) < 0) {
 		snprintf(err, errlen, "cannot open the UDP data socket: %s", strerror(errno));
 		return PBOX_ESYS;
 	}
+	if (offload) {
+		int probe = 0;
+		socklen_t pl = sizeof(probe);
+		/* UDP_SEGMENT readable: the kernel has UDP GSO (Linux >= 4.18) */
+		u->gso = getsockopt(u->fd, SOL_UDP, UDP_SEGMENT, &probe, &pl) == 0;
+		if (!u->gso)
+			u->gso_errno = errno;
+		u->gro = setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	}
+	u->rxlen = u->gro ? UDP_GRO_BYTES : (max_dgram + 63) / 64 * 64;
+	u->rxbuf = malloc(u->rxlen * XFER_BATCH);
+	if (!u->rxbuf) {
+		snprintf(err, errlen, "out of memory for UDP receive buffers");
+		return PBOX_ENOMEM;
+	}
+	rx_setup(u);
 	set_bufsize(u->fd, SO_RCVBUFFORCE, SO_RCVBUF, UDP_SOCKBUF_BYTES);
 	set_bufsize(u->fd, SO_SNDBUFFORCE, SO_SNDBUF, UDP_SOCKBUF_BYTES);
 	*port = ntohs(a.sin_port);
@@ -94,24 +124,70 @@ int udp_source_ip(const struct sockaddr_in *dst, struct in_addr *src,
 	return 0;
 }
 
+static bool same_dst(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a == b || (a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port);
+}
+
+/* Can datagram d (len bytes, to) extend the last run? GSO needs equal
+ * sizes; only the run's last datagram may be shorter. */
+static bool joins_run(const struct udp *u, const struct sockaddr_in *to, uint32_t len)
+{
+	if (!u->gso || u->nmsg == 0)
+		return false;
+	unsigned m = u->nmsg - 1;
+	unsigned last = u->run[m].first_dg + u->run[m].ndg - 1;
+	return u->run[m].ndg < UDP_GSO_SEGS && same_dst(u->dg[last].to, to) &&
+	       u->dg[last].len == u->run[m].seg && len <= u->run[m].seg &&
+	       (uint64_t)u->run[m].seg * (u->run[m].ndg + 1) <= UDP_MAX_PAYLOAD;
+}
+
+/* Start message m with the datagrams first..first+n-1 (their iovecs are
+ * contiguous). */
+static void msg_init(struct udp *u, unsigned m, unsigned first, unsigned n)
+{
+	u->run[m].first_dg = (uint16_t)first;
+	u->run[m].ndg = (uint16_t)n;
+	u->run[m].seg = u->dg[first].len;
+	u->tx[m].msg_hdr = (struct msghdr){
+		.msg_name = (void *)u->dg[first].to,
+		.msg_namelen = sizeof(*u->dg[first].to),
+		.msg_iov = &u->txiov[u->dg[first].first_iov],
+		.msg_iovlen = 0,
+	};
+	for (unsigned d = first; d < first + n; d++)
+		u->tx[m].msg_hdr.msg_iovlen += u->dg[d].niov;
+}
+
 int udp_queue(struct udp *u, const struct sockaddr_in *to, const struct wire_msg *h,
 	      const void *payload, size_t len, char *err, size_t errlen)
 {
-	unsigned i = u->ntx++;
+	uint32_t dlen = (uint32_t)(WIRE_HDR_LEN + len);
+	bool join = joins_run(u, to, dlen);
 
-	wire_encode(u->txhdr[i], h);
-	u->txiov[i][0] = (struct iovec){ .iov_base = u->txhdr[i], .iov_len = WIRE_HDR_LEN };
-	u->txiov[i][1] = (struct iovec){ .iov_base = (void *)payload, .iov_len = len };
-	u->tx[i].msg_hdr = (struct msghdr){
-		.msg_name = (void *)to,
-		.msg_namelen = sizeof(*to),
-		.msg_iov = u->txiov[i],
-		.msg_iovlen = len ? 2 : 1,
-	};
-	if (u->ntx < XFER_BATCH)
-		return 0;
-	int rc = udp_flush(u, err, errlen);
-	return rc < 0 ? rc : 0;
+	if (u->ntx == UDP_TX_DGRAMS || (!join && u->nmsg == XFER_BATCH)) {
+		int rc = udp_flush(u, err, errlen);
+		if (rc < 0)
+			return rc;
+		join = false;
+	}
+	unsigned d = u->ntx++;
+	wire_encode(u->txhdr[d], h);
+	u->dg[d].to = to;
+	u->dg[d].len = dlen;
+	u->dg[d].first_iov = (uint16_t)u->niov;
+	u->txiov[u->niov++] = (struct iovec){ .iov_base = u->txhdr[d], .iov_len = WIRE_HDR_LEN };
+	if (len)
+		u->txiov[u->niov++] = (struct iovec){ .iov_base = (void *)payload, .iov_len = len };
+	u->dg[d].niov = (uint16_t)(u->niov - u->dg[d].first_iov);
+	if (join) {
+		struct msghdr *mh = &u->tx[u->nmsg - 1].msg_hdr;
+		mh->msg_iovlen += u->dg[d].niov;
+		u->run[u->nmsg - 1].ndg++;
+	} else {
+		msg_init(u, u->nmsg++, d, 1);
+	}
+	return 0;
 }
 
 /* Wait briefly for room in the socket's send queue. */
@@ -121,19 +197,75 @@ static void wait_writable(int fd)
 	poll(&p, 1, 1);
 }
 
+/* UDP_SEGMENT on every run of more than one datagram. */
+static void set_gso_cmsgs(struct udp *u)
+{
+	for (unsigned m = 0; m < u->nmsg; m++) {
+		struct msghdr *mh = &u->tx[m].msg_hdr;
+		if (u->run[m].ndg < 2) {
+			mh->msg_control = NULL;
+			mh->msg_controllen = 0;
+			continue;
+		}
+		mh->msg_control = u->txctl[m].buf;
+		mh->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+		uint16_t seg = (uint16_t)u->run[m].seg;
+		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+	}
+}
+
+/* The kernel refused GSO at message `from`: turn it off and re-cut the
+ * messages from there into one datagram each. */
+static void gso_off(struct udp *u, unsigned from, int e)
+{
+	unsigned first = u->run[from].first_dg, m = from;
+
+	u->gso = 0;
+	u->gso_errno = e;
+	for (unsigned d = first; d < u->ntx; d++) {
+		msg_init(u, m, d, 1);
+		u->tx[m].msg_hdr.msg_control = NULL;
+		u->tx[m].msg_hdr.msg_controllen = 0;
+		m++;
+	}
+	u->nmsg = m;
+}
+
+static void tx_reset(struct udp *u)
+{
+	u->ntx = u->nmsg = u->niov = 0;
+}
+
 int udp_flush(struct udp *u, char *err, size_t errlen)
 {
-	unsigned done = 0;
+	unsigned done = 0, sent = 0;
 	int tries = 0;
 
-	while (done < u->ntx) {
-		int n = sendmmsg(u->fd, u->tx + done, u->ntx - done, 0);
+	if (u->gso)
+		set_gso_cmsgs(u);
+	while (done < u->nmsg) {
+		int n = sendmmsg(u->fd, u->tx + done, u->nmsg - done, 0);
 		if (n > 0) {
+			for (int i = 0; i < n; i++) {
+				unsigned ndg = u->run[done + (unsigned)i].ndg;
+				sent += ndg;
+				if (ndg > 1)
+					__atomic_fetch_add(&u->gso_msgs, 1, __ATOMIC_RELAXED);
+			}
 			done += (unsigned)n;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && u->run[done].ndg > 1 &&
+		    (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == EMSGSIZE)) {
+			gso_off(u, done, errno);
+			continue;
+		}
 		if (n < 0 && (errno == EAGAIN || errno == ENOBUFS) && tries++ < 4) {
 			wait_writable(u->fd);
 			continue;
@@ -142,20 +274,43 @@ int udp_flush(struct udp *u, char *err, size_t errlen)
 		if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != ECONNREFUSED &&
 		    errno != EHOSTUNREACH && errno != ENETUNREACH && errno != EPERM) {
 			snprintf(err, errlen, "sendmmsg on the UDP data socket: %s", strerror(errno));
-			u->ntx = 0;
+			tx_reset(u);
 			return PBOX_ESYS;
 		}
-		/* Transient: drop the rest; retransmission will repair it. */
+		/* Transient: drop this message; retransmission will repair it. */
 		done++;
 	}
-	u->ntx = 0;
-	return (int)done;
+	tx_reset(u);
+	return (int)sent;
+}
+
+size_t udp_rx_seg(const struct udp *u, unsigned i)
+{
+	const struct msghdr *mh = &u->rx[i].msg_hdr;
+
+	if (u->gro) {
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR((struct msghdr *)mh); cm;
+		     cm = CMSG_NXTHDR((struct msghdr *)mh, cm)) {
+			if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+				int seg;
+				memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
+				if (seg > 0 && (size_t)seg < u->rx[i].msg_len)
+					__atomic_fetch_add((uint64_t *)&u->gro_msgs, 1, __ATOMIC_RELAXED);
+				if (seg > 0)
+					return (size_t)seg;
+			}
+		}
+	}
+	return u->rx[i].msg_len;
 }
 
 int udp_recv(struct udp *u, char *err, size_t errlen)
 {
-	for (unsigned i = 0; i < XFER_BATCH; i++)
+	for (unsigned i = 0; i < XFER_BATCH; i++) {
 		u->rx[i].msg_hdr.msg_namelen = sizeof(u->rxaddr[i]);
+		if (u->gro)
+			u->rx[i].msg_hdr.msg_controllen = sizeof(u->rxctl[i].buf);
+	}
 	int n = recvmmsg(u->fd, u->rx, XFER_BATCH, MSG_DONTWAIT, NULL);
 	if (n >= 0)
 		return n;

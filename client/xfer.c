@@ -309,15 +309,13 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		xfer_finish(c, r, 0, NULL);
 }
 
-static void on_datagram(pbox_client *c, unsigned i, uint64_t now)
+static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t now)
 {
-	const struct mmsghdr *h = &c->udp.rx[i];
-	const uint8_t *p = udp_rx_data(&c->udp, i);
 	struct wire_msg m;
 
 	stat_add(&c->stats.pkts_recv, 1);
-	if ((h->msg_hdr.msg_flags & MSG_TRUNC) || wire_decode(p, h->msg_len, &m) < 0 ||
-	    m.job != c->job_id || m.token != c->token || m.rank != (uint16_t)c->rank) {
+	if (wire_decode(p, len, &m) < 0 || m.job != c->job_id || m.token != c->token ||
+	    m.rank != (uint16_t)c->rank) {
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
@@ -329,6 +327,21 @@ static void on_datagram(pbox_client *c, unsigned i, uint64_t now)
 		stat_add(&c->stats.bad_packets, 1);
 }
 
+/* Message i of the last receive: one datagram, or a run GRO merged. */
+static void on_message(pbox_client *c, unsigned i, uint64_t now)
+{
+	const struct mmsghdr *h = &c->udp.rx[i];
+	const uint8_t *p = udp_rx_data(&c->udp, i);
+	size_t len = h->msg_len, seg = udp_rx_seg(&c->udp, i);
+
+	if (h->msg_hdr.msg_flags & MSG_TRUNC) {
+		stat_add(&c->stats.bad_packets, 1);
+		return;
+	}
+	for (size_t off = 0; off < len; off += seg)
+		on_datagram(c, p + off, len - off < seg ? len - off : seg, now);
+}
+
 void xfer_recv(pbox_client *c, uint64_t now)
 {
 	for (int b = 0; b < RECV_BATCHES_PER_WAKE; b++) {
@@ -337,8 +350,10 @@ void xfer_recv(pbox_client *c, uint64_t now)
 			sock_error(c, n);
 			return;
 		}
+		if (b > 0)
+			now = now_ns(); /* round trips are measured against this */
 		for (int i = 0; i < n; i++)
-			on_datagram(c, (unsigned)i, now);
+			on_message(c, (unsigned)i, now);
 		xfer_fill(c, now); /* freed slots: keep the pipe full */
 		if (n < XFER_BATCH)
 			return;

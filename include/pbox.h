@@ -64,6 +64,14 @@ typedef struct pbox_opts {
 	uint32_t window;
 	/* Path MTU to the box's data ports; 0 = default 1500. */
 	uint32_t mtu;
+	/* 1: send runs of segments with UDP GSO and receive with UDP GRO where
+	 * the kernel has them (fewer trips through the network stack). Only
+	 * where the path cuts GSO sends into datagrams before the box sees
+	 * them: a real NIC does; a veth straight to a box on net_af_packet
+	 * does not unless the sender's end has `gso_max_segs 1`
+	 * (docs/performance.md). 0 = off (default); the environment variable
+	 * PBOX_UDP_OFFLOAD=1 turns it on too. */
+	uint32_t udp_offload;
 } pbox_opts;
 
 typedef struct pbox_client pbox_client;
@@ -131,6 +139,8 @@ typedef struct pbox_stats {
 	uint64_t srtt_us;       /* smoothed PUSH -> RESULT round trip */
 	uint64_t rttvar_us;     /* its mean deviation */
 	uint64_t rto_us;        /* current retransmission timeout */
+	uint64_t gso_sends;     /* sends that carried several datagrams (UDP GSO) */
+	uint64_t gro_receives;  /* receives that held several datagrams (UDP GRO) */
 } pbox_stats;
 
 void pbox_get_stats(const pbox_client *c, pbox_stats *out);

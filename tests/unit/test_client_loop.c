@@ -162,6 +162,38 @@ static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
 	assert_true(b.retx_pushes > 0);
 }
 
+/* pbox_opts.udp_offload: runs of a chunk's segments leave as UDP GSO sends
+ * (loopback cuts them for the fake box's plain socket); sums stay exact,
+ * with loss and retransmission in the mix. */
+static void offload__gso_runs_exact(void **state)
+{
+	struct fakebox b;
+	struct worker w[2];
+	pbox_opts o;
+	pbox_stats st;
+
+	(void)state;
+	pbox_opts_init(&o);
+	o.udp_offload = 1;
+	o.rto_ms = 5;
+	fakebox_init(&b);
+	b.segs_per_chunk = 23;
+	b.drop_push_every = 11;
+	fakebox_start(&b);
+	run_pair(&b, &o, PBOX_F32, 300001, 3, 2, w);
+	assert_int_equal(w[0].rc, 0);
+	assert_int_equal(w[1].rc, 0);
+	assert_int_equal(w[0].wrong + w[1].wrong, 0);
+	pbox_get_stats(w[0].c, &st);
+	assert_int_equal(st.calls, 6); /* 3 iterations of 2 keys */
+	assert_int_equal(st.bad_packets, 0);
+	assert_true(st.gso_sends > 0);
+	assert_true(st.retransmits > 0);
+	close_pair(w);
+	fakebox_stop(&b);
+	assert_true(b.retx_pushes > 0);
+}
+
 static void keys__many_in_flight_small_window(void **state)
 {
 	struct fakebox b;
@@ -327,6 +359,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(sum__two_ranks_every_dtype_and_size),
 		cmocka_unit_test(loss__pushes_and_results_dropped_sums_stay_exact),
+		cmocka_unit_test(offload__gso_runs_exact),
 		cmocka_unit_test(keys__many_in_flight_small_window),
 		cmocka_unit_test(timeout__silent_box_names_missing_segments),
 		cmocka_unit_test(abort__notification_fails_pending_and_later_calls),

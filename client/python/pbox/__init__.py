@@ -191,7 +191,7 @@ class Client:
     """A worker's connection to a pbox job.
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
-           rto_ms=0, window=0, mtu=0)
+           rto_ms=0, window=0, mtu=0, udp_offload=0)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
@@ -201,7 +201,7 @@ class Client:
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
-                 rto_ms=0, window=0, mtu=0):
+                 rto_ms=0, window=0, mtu=0, udp_offload=0):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -230,7 +230,7 @@ class Client:
         opts = _lib.Opts()
         L.pbox_opts_init(ctypes.byref(opts))
         for name, v in (("timeout_ms", timeout_ms), ("rto_ms", rto_ms), ("window", window),
-                        ("mtu", mtu)):
+                        ("mtu", mtu), ("udp_offload", udp_offload)):
             if v:
                 if not 0 < int(v) < 2 ** 32:
                     raise Error(EINVAL, f"{name}={v} is out of range")

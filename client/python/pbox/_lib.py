@@ -25,6 +25,7 @@ class Opts(ctypes.Structure):
         ("rto_ms", ctypes.c_uint32),
         ("window", ctypes.c_uint32),
         ("mtu", ctypes.c_uint32),
+        ("udp_offload", ctypes.c_uint32),
     ]
 
 
@@ -40,6 +41,8 @@ class Stats(ctypes.Structure):
         ("srtt_us", ctypes.c_uint64),
         ("rttvar_us", ctypes.c_uint64),
         ("rto_us", ctypes.c_uint64),
+        ("gso_sends", ctypes.c_uint64),
+        ("gro_receives", ctypes.c_uint64),
     ]
 
 
