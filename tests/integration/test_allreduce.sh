@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_allreduce.sh - 4 worker processes allreduce through the real pboxd on
 # DPDK net_af_packet, sizes from 1 element to 64 MiB, several keys in flight,
-# f32/f16/bf16; every sum must be exact (pbox-perf --check) and the box must
-# count no drops for well-formed traffic.
+# f32/f16/bf16, and with UDP GSO/GRO (--udp-offload); every sum must be
+# exact (pbox-perf --check) and the box must count no drops for
+# well-formed traffic.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -20,6 +21,14 @@ for dt in f16 bf16; do
 	wait_workers 120 || { tail -5 "$WORKDIR/$dt".*.log; die "$dt workers failed"; }
 	tail -3 "$WORKDIR/$dt.0.log"
 done
+
+# UDP GSO sends: the workers' veth end cuts them (gso_max_segs 1) before
+# the box's net_af_packet sees them, as a NIC would.
+ip -n "$NS_WK" link set dev "$IF_WD" gso_max_segs 1 || die "cannot set gso_max_segs"
+workers 4 exact-gso "$WORKDIR/gso" --minbytes 4 --maxbytes 16M --stepfactor 8 --iters 2 --keys 2 --check --udp-offload
+wait_workers 120 || { tail -n 5 "$WORKDIR"/gso.*.log; die "workers with --udp-offload failed"; }
+tail -n 3 "$WORKDIR/gso.0.log"
+grep -q "udp offload: [1-9][0-9]* GSO sends" "$WORKDIR/gso.0.log" || die "--udp-offload made no GSO send"
 
 ctl stats > "$WORKDIR/stats.txt" || die "pboxctl stats failed"
 cat "$WORKDIR/stats.txt"
