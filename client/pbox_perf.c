@@ -346,6 +346,9 @@ static void print_line(const struct perf_args *a, size_t bytes, size_t count,
 	fflush(stdout);
 }
 
+/* Rate of the largest size (bytes/us each way), for the window advice. */
+static double last_rate;
+
 static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
 {
 	size_t esz = elem_size(a->dtype);
@@ -364,8 +367,25 @@ static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
 			print_line(a, count * esz, count, &res);
 		if (res.wrong)
 			return -1;
+		last_rate = res.us > 0 ? (double)(count * esz) / res.us : 0;
 	}
 	return 0;
+}
+
+/* The window the last size needed: bandwidth x round trip in segments
+ * (Little's law), beside the window in use. */
+static void print_window_advice(const struct perf_args *a, const pbox_stats *st)
+{
+	pbox_opts d;
+	pbox_opts_init(&d);
+	unsigned window = a->opts.window ? a->opts.window : d.window;
+	unsigned mtu = a->opts.mtu ? a->opts.mtu : d.mtu;
+	unsigned seg = mtu > 68 + 64 ? (mtu - 68) / 64 * 64 : 64;
+	double bdp = last_rate * (double)st->srtt_us; /* bytes */
+
+	printf("# window %u segments; the last size moved %.3f GB/s each way with srtt %" PRIu64
+	       " us: bandwidth x round trip = %.0f segments of %u B\n", window, last_rate / 1e3,
+	       st->srtt_us, bdp / seg, seg);
 }
 
 static int blast_main(const struct perf_args *a)
@@ -421,6 +441,8 @@ int main(int argc, char **argv)
 		       st.pkts_sent, st.pkts_recv, st.retransmits, st.dup_results, st.bad_packets,
 		       st.srtt_us, st.rttvar_us, st.rto_us, st.rtt_samples, st.gso_sends,
 		       st.gro_receives);
+	if (a.rank == 0 && rc == 0)
+		print_window_advice(&a, &st);
 	pbox_close(c);
 	free(buf);
 	return rc < 0 ? 1 : 0;

@@ -49,7 +49,7 @@ workers 4 chaos "$WORKDIR/c" --minbytes 4 --maxbytes 4M --iters 3 --keys 2 --che
 wait_workers 240 || { tail -n 5 "$WORKDIR"/c.*.log; die "allreduce failed with duplication and reordering"; }
 up=$(chaos_counts "$NS_WK" "$IF_WD"); down=$(chaos_counts "$NS_BOX" "$IF_BD")
 echo "worker->box: $up; box->worker: $down"
-echo "rank 0: $(tail -n 2 "$WORKDIR/c.0.log" | tr '\n' ' ')"
+echo "rank 0: $(grep -E '^# (packets|round)' "$WORKDIR/c.0.log" | tr '\n' ' ')"
 for c in "$up" "$down"; do
 	[[ $c =~ duplicated\ ([0-9]+)\ delayed\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] &&
 		[ "${BASH_REMATCH[2]}" -gt 0 ] || die "the chaos rules did not fire: $c"
