@@ -135,10 +135,37 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 	}
 }
 
-static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
+/* Two ranks through a lossy fake box (every drop_push-th PUSH and
+ * drop_result-th RESULT lost, 0 = none): every call exact, and rank 0's
+ * counters in *st after `calls` calls, retransmissions on both sides. */
+static void run_lossy_exact(pbox_opts *o, uint32_t segs_per_chunk, unsigned drop_push,
+			    unsigned drop_result, size_t count, int iters, int nkeys,
+			    pbox_stats *st)
 {
 	struct fakebox b;
 	struct worker w[2];
+
+	fakebox_init(&b);
+	if (segs_per_chunk)
+		b.segs_per_chunk = segs_per_chunk;
+	b.drop_push_every = drop_push;
+	b.drop_result_every = drop_result;
+	fakebox_start(&b);
+	run_pair(&b, o, PBOX_F32, count, iters, nkeys, w);
+	assert_int_equal(w[0].rc, 0);
+	assert_int_equal(w[1].rc, 0);
+	assert_int_equal(w[0].wrong + w[1].wrong, 0);
+	pbox_get_stats(w[0].c, st);
+	assert_int_equal(st->calls, (uint64_t)iters * (uint64_t)nkeys);
+	assert_int_equal(st->bad_packets, 0);
+	assert_true(st->retransmits > 0);
+	close_pair(w);
+	fakebox_stop(&b);
+	assert_true(b.retx_pushes > 0);
+}
+
+static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
+{
 	pbox_opts o;
 	pbox_stats st;
 
@@ -146,20 +173,8 @@ static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
 	pbox_opts_init(&o);
 	o.rto_ms = 5;
 	o.window = 32;
-	fakebox_init(&b);
-	b.drop_push_every = 7;
-	b.drop_result_every = 5;
-	fakebox_start(&b);
-	run_pair(&b, &o, PBOX_F32, 20000, 4, 1, w);
-	assert_int_equal(w[0].rc, 0);
-	assert_int_equal(w[1].rc, 0);
-	assert_int_equal(w[0].wrong + w[1].wrong, 0);
-	pbox_get_stats(w[0].c, &st);
-	assert_true(st.retransmits > 0);
-	assert_int_equal(st.calls, 4);
-	close_pair(w);
-	fakebox_stop(&b);
-	assert_true(b.retx_pushes > 0);
+	run_lossy_exact(&o, 0, 7, 5, 20000, 4, 1, &st);
+	assert_int_equal(st.gso_sends, 0); /* offload is off by default */
 }
 
 /* pbox_opts.udp_offload: runs of a chunk's segments leave as UDP GSO sends
@@ -167,8 +182,6 @@ static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
  * with loss and retransmission in the mix. */
 static void offload__gso_runs_exact(void **state)
 {
-	struct fakebox b;
-	struct worker w[2];
 	pbox_opts o;
 	pbox_stats st;
 
@@ -176,22 +189,8 @@ static void offload__gso_runs_exact(void **state)
 	pbox_opts_init(&o);
 	o.udp_offload = 1;
 	o.rto_ms = 5;
-	fakebox_init(&b);
-	b.segs_per_chunk = 23;
-	b.drop_push_every = 11;
-	fakebox_start(&b);
-	run_pair(&b, &o, PBOX_F32, 300001, 3, 2, w);
-	assert_int_equal(w[0].rc, 0);
-	assert_int_equal(w[1].rc, 0);
-	assert_int_equal(w[0].wrong + w[1].wrong, 0);
-	pbox_get_stats(w[0].c, &st);
-	assert_int_equal(st.calls, 6); /* 3 iterations of 2 keys */
-	assert_int_equal(st.bad_packets, 0);
+	run_lossy_exact(&o, 23, 11, 0, 300001, 3, 2, &st);
 	assert_true(st.gso_sends > 0);
-	assert_true(st.retransmits > 0);
-	close_pair(w);
-	fakebox_stop(&b);
-	assert_true(b.retx_pushes > 0);
 }
 
 static void keys__many_in_flight_small_window(void **state)
