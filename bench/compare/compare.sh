@@ -24,9 +24,11 @@
 #   gloo     bench/compare/gloo_allreduce.py (torch.multiprocessing, N
 #            processes, GLOO_SOCKET_IFNAME = the workers' veth, rendezvous at
 #            tcp://198.18.0.2): loopback as well.
-# pboxd is stopped before OpenMPI and Gloo run, so its lcore takes no CPU
-# from them. Each rep yields one sample per size: the mean time per call of
-# its timed calls on rank 0. Outputs in DIR:
+# The reps are rounds: each runs pbox (pboxd started for it and stopped
+# after, so its lcore takes no CPU from the others), then OpenMPI, then Gloo,
+# each for every N, one process launch (one pbox job) per system, N and rep.
+# Each rep yields one sample per size: the mean time per call of its timed
+# calls on rank 0. Outputs in DIR:
 #   raw.txt          every sample: system n rep bytes us
 #   compare.csv      system,n,bytes,median_us,min_us,max_us,algbw_GBps,busbw_GBps
 #   compare.png      time and bus bandwidth vs size (bench/compare/plot.py)
@@ -163,86 +165,97 @@ others=$(pgrep -c -x pboxd) || true
 topo_up
 trap cleanup EXIT
 
-# ---- pbox -------------------------------------------------------------------
-if want pbox; then
-	# The box keeps every size's key of a job: the job arena must hold the
-	# whole sweep (shadow copies, ~the sum of the sizes) plus engine memory.
-	JOB_MIB=$(((2 * SUM >> 20) + 64)); [ $JOB_MIB -ge 256 ] || JOB_MIB=256
-	MAX_MIB=$JOB_MIB; [ $MAX_MIB -ge 1024 ] || MAX_MIB=1024
-	echo "compare: [$(elapsed)] pbox: starting pboxd (net_af_packet, job arena ${JOB_MIB} MiB)"
-	box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
-	echo "pboxd: $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
-	limit=$(limit_for 1)
-	for n in "${NS[@]}"; do
-		for ((rep = 0; rep < REPS; rep++)); do
-			lg=$OUT/logs/pbox.n$n.r$rep
-			workers "$n" "cmp-n$n-r$rep" "$lg" --minbytes "$MINB" --maxbytes "$MAXB" \
-				--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP"
-			if wait_workers "$limit"; then
-				awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' \
-					"$lg.0.log" >> "$RAW"
-				echo "compare: [$(elapsed)] pbox N=$n rep $((rep + 1))/$REPS done"
-			else
-				for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-				log "compare: pbox N=$n rep $rep failed:"; tail -n 3 "$lg".*.log >&2
-				FAILED+=("pbox/n$n/rep$rep")
-			fi
-		done
-	done
-	ctl stats > "$OUT/logs/pboxctl-stats.txt" 2>&1
-	box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.log)"
-	cp "$BOX_LOG" "$OUT/logs/pboxd.log"
-fi
-
-# ---- OpenMPI ----------------------------------------------------------------
+# ---- the runs -----------------------------------------------------------------
+# Rep-major: every round runs one rep of every system and N, so a disturbance
+# (another job on the machine) hits all systems alike, not one.
 MPI_BIN=$BUILD/bench/mpi_allreduce
+HAVE_MPI=0; HAVE_GLOO=0; HAVE_PBOX=0
+want pbox && HAVE_PBOX=1
 if want openmpi; then
-	if ! command -v mpirun > /dev/null || [ ! -x "$MPI_BIN" ]; then
+	if command -v mpirun > /dev/null && [ -x "$MPI_BIN" ]; then HAVE_MPI=1; else
 		log "compare: SKIP openmpi: mpirun or $MPI_BIN missing (apt-get install openmpi-bin libopenmpi-dev; make mpi-allreduce)"
 		FAILED+=("openmpi/missing")
-	else
-		limit=$(limit_for "$REPS")
-		for n in "${NS[@]}"; do
-			lg=$OUT/logs/openmpi.n$n.log
-			echo "compare: [$(elapsed)] openmpi N=$n: $REPS reps"
-			if run_in_wk "$limit" "$lg" \
-				mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
-				--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
-				--mca oob_tcp_if_include "$WK_IP/32" \
-				"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
-				--iters "$ITERS" --warmup "$WARMUP" --reps "$REPS"; then
-				awk -v n="$n" '/^[0-9]+ [0-9]+ / { print "openmpi", n, $1, $2, $3 }' "$lg" >> "$RAW"
-			else
-				log "compare: openmpi N=$n failed:"; tail -n 5 "$lg" >&2
-				FAILED+=("openmpi/n$n")
-			fi
-		done
 	fi
 fi
-
-# ---- Gloo -------------------------------------------------------------------
 if want gloo; then
-	if ! timeout 120 "$PY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
+	if timeout 120 "$PY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then HAVE_GLOO=1; else
 		log "compare: SKIP gloo: $PY cannot import torch.distributed (apt-get install python3-torch)"
 		FAILED+=("gloo/missing")
-	else
-		limit=$(limit_for "$REPS")
-		port=29600
-		for n in "${NS[@]}"; do
-			lg=$OUT/logs/gloo.n$n.log
-			echo "compare: [$(elapsed)] gloo N=$n: $REPS reps"
-			if run_in_wk "$limit" "$lg" env GLOO_SOCKET_IFNAME="$IF_WD" OMP_NUM_THREADS=1 \
-				"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$WK_IP" --port $((port++)) \
-				--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
-				--iters "$ITERS" --warmup "$WARMUP" --reps "$REPS"; then
-				awk -v n="$n" '/^[0-9]+ [0-9]+ / { print "gloo", n, $1, $2, $3 }' "$lg" >> "$RAW"
-			else
-				log "compare: gloo N=$n failed:"; tail -n 5 "$lg" >&2
-				FAILED+=("gloo/n$n")
-			fi
-		done
 	fi
 fi
+# The box keeps every size's key of a job: the job arena must hold the whole
+# sweep (shadow copies, about the sum of the sizes) plus engine memory.
+JOB_MIB=$(((2 * SUM >> 20) + 64)); [ $JOB_MIB -ge 256 ] || JOB_MIB=256
+MAX_MIB=$JOB_MIB; [ $MAX_MIB -ge 1024 ] || MAX_MIB=1024
+limit=$(limit_for 1)
+port=29600
+
+# run_pbox N REP: N pbox-perf workers, one job, all sizes
+run_pbox() {
+	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
+	workers "$n" "cmp-n$n-r$rep" "$lg" --minbytes "$MINB" --maxbytes "$MAXB" \
+		--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP"
+	if wait_workers "$limit"; then
+		awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
+	else
+		for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+		log "compare: pbox N=$n rep $rep failed:"; tail -n 3 "$lg".*.log >&2
+		FAILED+=("pbox/n$n/rep$rep")
+	fi
+}
+
+# run_mpi N REP
+run_mpi() {
+	local n=$1 rep=$2 lg=$OUT/logs/openmpi.n$1.r$2.log
+	if run_in_wk "$limit" "$lg" \
+		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+		--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
+		--mca oob_tcp_if_include "$WK_IP/32" \
+		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
+	else
+		log "compare: openmpi N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
+		FAILED+=("openmpi/n$n/rep$rep")
+	fi
+}
+
+# run_gloo N REP
+run_gloo() {
+	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log
+	port=$((port + 1))
+	if run_in_wk "$limit" "$lg" env GLOO_SOCKET_IFNAME="$IF_WD" OMP_NUM_THREADS=1 \
+		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$WK_IP" --port "$port" \
+		--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "gloo", n, r, $2, $3 }' "$lg" >> "$RAW"
+	else
+		log "compare: gloo N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
+		FAILED+=("gloo/n$n/rep$rep")
+	fi
+}
+
+for ((rep = 0; rep < REPS; rep++)); do
+	if [ $HAVE_PBOX = 1 ]; then
+		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
+		box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
+		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
+		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
+		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
+		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: pbox done"
+	fi
+	if [ $HAVE_MPI = 1 ]; then
+		for n in "${NS[@]}"; do run_mpi "$n" "$rep"; done
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: openmpi done"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		for n in "${NS[@]}"; do run_gloo "$n" "$rep"; done
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: gloo done"
+	fi
+done
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
 
 # ---- results ----------------------------------------------------------------
 echo "compare: [$(elapsed)] results in $OUT"
