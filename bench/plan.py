@@ -36,6 +36,7 @@ out negative is fixed at 0 and the other refitted. Standard library only.
 import argparse
 import csv
 import math
+import signal
 import sys
 
 
@@ -207,4 +208,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
     sys.exit(main())

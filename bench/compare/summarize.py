@@ -16,6 +16,7 @@ Standard library only.
 """
 import csv
 import statistics
+import signal
 import sys
 
 ORDER = ["pbox", "openmpi", "gloo"]
@@ -112,4 +113,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
     sys.exit(main())
