@@ -150,3 +150,6 @@ clean:
 
 # libFuzzer targets: make fuzz (FUZZ_SECONDS each), fuzz-quick (10 s), fuzz-brief (5 s, in make test).
 include tests/fuzz/Makefile.inc
+
+# Side-by-side allreduce benchmark: make compare (pbox vs OpenMPI vs Gloo).
+include bench/compare/Makefile.inc

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# compare.sh - side-by-side float32 allreduce benchmark on one host: pbox
+# vs OpenMPI (MPI_Allreduce over its TCP BTL) vs Gloo (torch.distributed),
+# same sizes, same worker counts, same timing, in one invocation.
+#
+#   bench/compare/compare.sh [--quick] [--sizes MIN:MAX] [--n 2,4] [--reps R]
+#                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
+#                            [--out DIR]
+#
+# Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
+# 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
+# given explicitly win over --quick). Needs root (namespaces, veth, DPDK);
+# `make compare` builds what it needs and runs it.
+#
+# Every system runs in the workers' network namespace of
+# tests/integration/lib.sh (topo_up):
+#   pbox     pboxd on DPDK net_af_packet on a veth (box_start af_packet), N
+#            pbox-perf workers (kernel UDP over the veth), one pbox-perf run
+#            (one job) per rep covering all sizes;
+#   openmpi  mpirun --allow-run-as-root --oversubscribe --bind-to none -np N
+#            --mca btl tcp,self $BUILD/bench/mpi_allreduce, TCP bound to the
+#            workers' address 198.18.0.2: the kernel delivers traffic between
+#            local addresses over loopback, so MPI's bytes never cross the veth;
+#   gloo     bench/compare/gloo_allreduce.py (torch.multiprocessing, N
+#            processes, GLOO_SOCKET_IFNAME = the workers' veth, rendezvous at
+#            tcp://198.18.0.2): loopback as well.
+# The reps are rounds: each runs pbox (pboxd started for it and stopped
+# after, so its lcore takes no CPU from the others), then OpenMPI, then Gloo,
+# each for every N, one process launch (one pbox job) per system, N and rep.
+# Each rep yields one sample per size: the mean time per call of its timed
+# calls on rank 0. Outputs in DIR:
+#   raw.txt          every sample: system n rep bytes us
+#   compare.csv      system,n,bytes,median_us,min_us,max_us,algbw_GBps,busbw_GBps
+#   compare.png      time and bus bandwidth vs size (bench/compare/plot.py)
+#   table.txt        medians and the ratios t_pbox/t_openmpi, t_pbox/t_gloo
+#   info.txt, logs/  the machine, versions and commands; every run's output
+# Every run is bounded in time (timeout, whole process group); an EXIT trap
+# stops what is left and removes the namespaces (lib.sh topo_down). Exit
+# status 0 if every requested system produced every size.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+BUILD=${BUILD:-build}
+PY=${PYTHON:-/usr/bin/python3}
+
+usage() {
+	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
+}
+
+to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
+	local s=$1 m=1
+	case $s in
+	*[kK]) m=1024; s=${s%?} ;;
+	*[mM]) m=$((1024 * 1024)); s=${s%?} ;;
+	*[gG]) m=$((1024 * 1024 * 1024)); s=${s%?} ;;
+	esac
+	[[ $s =~ ^[0-9]+$ ]] || return 1
+	echo $((s * m))
+}
+
+QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--sizes) SIZES=${2:?--sizes needs MIN:MAX}; shift ;;
+	--n) NLIST=${2:?--n needs a list}; shift ;;
+	--reps) REPS=${2:?--reps needs a number}; shift ;;
+	--iters) ITERS=${2:?--iters needs a number}; shift ;;
+	--warmup) WARMUP=${2:?--warmup needs a number}; shift ;;
+	--systems) SYSTEMS=${2:?--systems needs a list}; shift ;;
+	--out) OUT=${2:?--out needs a directory}; shift ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ $QUICK = 1 ]; then
+	SIZES=${SIZES:-4K:4M}; NLIST=${NLIST:-2}; REPS=${REPS:-3}
+fi
+SIZES=${SIZES:-4K:256M}; NLIST=${NLIST:-2,4}; REPS=${REPS:-5}; OUT=${OUT:-$BUILD/compare}
+MINB=$(to_bytes "${SIZES%%:*}") && MAXB=$(to_bytes "${SIZES##*:}") && [ "$MINB" -ge 4 ] &&
+	[ "$MAXB" -ge "$MINB" ] && [[ $SIZES == *:* ]] ||
+	{ echo "compare.sh: bad --sizes $SIZES (MIN:MAX, e.g. 4K:256M, 4 <= MIN <= MAX)" >&2; exit 2; }
+[[ $NLIST =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: bad --n $NLIST (e.g. 2,4)" >&2; exit 2; }
+for v in "$REPS" "$ITERS" "$WARMUP"; do
+	[[ $v =~ ^[0-9]+$ ]] || { echo "compare.sh: --reps/--iters/--warmup must be numbers" >&2; exit 2; }
+done
+[ "$REPS" -ge 1 ] && [ "$ITERS" -ge 1 ] || { echo "compare.sh: --reps and --iters must be >= 1" >&2; exit 2; }
+IFS=, read -r -a NS <<< "$NLIST"
+for n in "${NS[@]}"; do
+	[ "$n" -ge 2 ] || { echo "compare.sh: every N must be >= 2 (got $n)" >&2; exit 2; }
+done
+want() { [[ ,$SYSTEMS, == *",$1,"* ]]; }
+
+# The sizes every tool runs (minbytes * 4^k <= maxbytes, whole float32s).
+SIZE_LIST=()
+for ((s = MINB; s <= MAXB; s *= 4)); do SIZE_LIST+=($((s / 4 * 4))); done
+SUM=0; for s in "${SIZE_LIST[@]}"; do SUM=$((SUM + s)); done
+
+. tests/integration/lib.sh
+need_root "bench/compare/compare.sh" compare
+[ -x "$BUILD/pboxd" ] && [ -x "$BUILD/pbox-perf" ] || die "$BUILD/pboxd or $BUILD/pbox-perf missing: run make first"
+
+mkdir -p "$OUT/logs" || die "cannot create $OUT"
+rm -f "$OUT"/logs/* "$OUT/raw.txt" "$OUT/compare.csv" "$OUT/compare.png" "$OUT/table.txt"
+RAW=$OUT/raw.txt
+echo "# system n rep bytes us_per_call" > "$RAW"
+
+# Time limits: a run may take its size sweep at COMPARE_MIN_BPS bytes/s per
+# call (default 8 MB/s, several times slower than anything seen here), plus
+# 60 s for start-up; COMPARE_RUN_TIMEOUT overrides the computed limit.
+MIN_BPS=${COMPARE_MIN_BPS:-8000000}
+limit_for() { # limit_for REPS_IN_RUN
+	local calls=$(((WARMUP + ITERS) * $1))
+	echo "${COMPARE_RUN_TIMEOUT:-$((60 + calls * SUM / MIN_BPS))}"
+}
+
+# Runs started here get their own process group (timeout makes one); the
+# EXIT trap stops those groups before lib.sh's topo_down does the rest.
+RUN_PGIDS=()
+cleanup() {
+	local rc=$?
+	for g in "${RUN_PGIDS[@]}"; do kill -TERM -- "-$g" 2>/dev/null; done
+	for g in "${RUN_PGIDS[@]}"; do
+		for _ in $(seq 30); do kill -0 -- "-$g" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$g" 2>/dev/null
+	done
+	(exit $rc)
+	topo_down
+}
+# run_in_wk LIMIT LOG CMD...: CMD in the workers' namespace, at most LIMIT s;
+# waits in the background so a signal to this script is handled at once.
+run_in_wk() {
+	local limit=$1 logf=$2; shift 2
+	ip netns exec "$NS_WK" timeout -k 10 "$limit" "$@" > "$logf" 2>&1 &
+	local pid=$!
+	RUN_PGIDS+=("$pid")
+	wait "$pid"
+	local rc=$?
+	local keep=() g
+	for g in "${RUN_PGIDS[@]}"; do [ "$g" = "$pid" ] || keep+=("$g"); done
+	RUN_PGIDS=("${keep[@]}")
+	[ $rc -eq 124 ] && log "  timed out after ${limit}s (see $logf)"
+	return $rc
+}
+
+FAILED=()
+START=$SECONDS
+elapsed() { echo "$((SECONDS - START))s"; }
+{
+	echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+	echo "host: $(uname -srm), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
+	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "sizes: ${SIZE_LIST[*]}"
+	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS"
+	echo "pbox: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
+	command -v mpirun > /dev/null && echo "openmpi: $(mpirun --version 2>/dev/null | head -1)"
+	echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
+} > "$OUT/info.txt"
+sed 's/^/compare: /' "$OUT/info.txt"
+others=$(pgrep -c -x pboxd) || true
+[ "${others:-0}" -eq 0 ] || log "compare: WARNING: $others other pboxd process(es) running: the timings will be disturbed"
+
+topo_up
+trap cleanup EXIT
+
+# ---- the runs -----------------------------------------------------------------
+# Rep-major: every round runs one rep of every system and N, so a disturbance
+# (another job on the machine) hits all systems alike, not one.
+MPI_BIN=$BUILD/bench/mpi_allreduce
+HAVE_MPI=0; HAVE_GLOO=0; HAVE_PBOX=0
+want pbox && HAVE_PBOX=1
+if want openmpi; then
+	if command -v mpirun > /dev/null && [ -x "$MPI_BIN" ]; then HAVE_MPI=1; else
+		log "compare: SKIP openmpi: mpirun or $MPI_BIN missing (apt-get install openmpi-bin libopenmpi-dev; make mpi-allreduce)"
+		FAILED+=("openmpi/missing")
+	fi
+fi
+if want gloo; then
+	if timeout 120 "$PY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then HAVE_GLOO=1; else
+		log "compare: SKIP gloo: $PY cannot import torch.distributed (apt-get install python3-torch)"
+		FAILED+=("gloo/missing")
+	fi
+fi
+# The box keeps every size's key of a job: the job arena must hold the whole
+# sweep (shadow copies, about the sum of the sizes) plus engine memory.
+JOB_MIB=$(((2 * SUM >> 20) + 64)); [ $JOB_MIB -ge 256 ] || JOB_MIB=256
+MAX_MIB=$JOB_MIB; [ $MAX_MIB -ge 1024 ] || MAX_MIB=1024
+limit=$(limit_for 1)
+port=29600
+
+# run_pbox N REP: N pbox-perf workers, one job, all sizes
+run_pbox() {
+	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
+	workers "$n" "cmp-n$n-r$rep" "$lg" --minbytes "$MINB" --maxbytes "$MAXB" \
+		--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP"
+	if wait_workers "$limit"; then
+		awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
+	else
+		for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+		log "compare: pbox N=$n rep $rep failed:"; tail -n 3 "$lg".*.log >&2
+		FAILED+=("pbox/n$n/rep$rep")
+	fi
+}
+
+# run_mpi N REP
+run_mpi() {
+	local n=$1 rep=$2 lg=$OUT/logs/openmpi.n$1.r$2.log
+	if run_in_wk "$limit" "$lg" \
+		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+		--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
+		--mca oob_tcp_if_include "$WK_IP/32" \
+		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
+	else
+		log "compare: openmpi N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
+		FAILED+=("openmpi/n$n/rep$rep")
+	fi
+}
+
+# run_gloo N REP
+run_gloo() {
+	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log
+	port=$((port + 1))
+	if run_in_wk "$limit" "$lg" env GLOO_SOCKET_IFNAME="$IF_WD" OMP_NUM_THREADS=1 \
+		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$WK_IP" --port "$port" \
+		--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "gloo", n, r, $2, $3 }' "$lg" >> "$RAW"
+	else
+		log "compare: gloo N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
+		FAILED+=("gloo/n$n/rep$rep")
+	fi
+}
+
+for ((rep = 0; rep < REPS; rep++)); do
+	if [ $HAVE_PBOX = 1 ]; then
+		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
+		box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
+		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
+		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
+		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
+		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: pbox done"
+	fi
+	if [ $HAVE_MPI = 1 ]; then
+		for n in "${NS[@]}"; do run_mpi "$n" "$rep"; done
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: openmpi done"
+	fi
+	if [ $HAVE_GLOO = 1 ]; then
+		for n in "${NS[@]}"; do run_gloo "$n" "$rep"; done
+		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: gloo done"
+	fi
+done
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
+
+# ---- results ----------------------------------------------------------------
+echo "compare: [$(elapsed)] results in $OUT"
+"$PY" bench/compare/summarize.py "$RAW" "$OUT/compare.csv" | tee "$OUT/table.txt" ||
+	die "summarize.py failed"
+"$PY" bench/compare/plot.py "$OUT/compare.csv" "$OUT/compare.png" \
+	--title "float32 allreduce on $(nproc) CPUs: pbox (kernel UDP over veth) vs OpenMPI TCP vs Gloo (loopback)" ||
+	FAILED+=("plot")
+
+# every requested (system, n) must have every size
+for sys in pbox openmpi gloo; do
+	want "$sys" || continue
+	for n in "${NS[@]}"; do
+		got=$(awk -v s="$sys" -v n="$n" '$1 == s && $2 == n { print $4 }' "$RAW" | sort -u | wc -l)
+		[ "$got" -eq "${#SIZE_LIST[@]}" ] || FAILED+=("$sys/n$n: $got of ${#SIZE_LIST[@]} sizes")
+	done
+done
+echo "compare: csv $OUT/compare.csv, plot $OUT/compare.png, table $OUT/table.txt ($(elapsed))"
+if [ ${#FAILED[@]} -gt 0 ]; then
+	log "compare: incomplete: ${FAILED[*]}"
+	exit 1
+fi
+exit 0

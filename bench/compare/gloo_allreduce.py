@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""gloo_allreduce.py - torch.distributed all_reduce (Gloo backend, float32,
+SUM, in place) timed the way pbox-perf times pbox_allreduce, for
+bench/compare/compare.sh.
+
+    gloo_allreduce.py --n N [--minbytes B] [--maxbytes B] [--stepfactor F]
+                      [--iters I] [--warmup W] [--reps R]
+                      [--addr 127.0.0.1] [--port 29600]
+
+Starts N processes (torch.multiprocessing, spawn); they rendezvous through
+init_method tcp://ADDR:PORT. For every size and rep the ranks meet at a
+barrier, run W untimed calls, then I timed calls back to back. Rank 0 prints
+one line per (rep, size), the same format as mpi_allreduce:
+
+    rep bytes us_per_call
+
+(the mean of the I calls on rank 0). Gloo picks its network interface from
+GLOO_SOCKET_IFNAME if set, else from the host name. Each process uses one
+intra-op thread (torch.set_num_threads(1)): the machine is small and the
+ranks share it. Exits non-zero if any rank fails.
+"""
+import argparse
+import sys
+import time
+
+
+def parse_size(s):
+    mul = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+    s = s.strip()
+    if s and s[-1].lower() in mul:
+        return int(float(s[:-1]) * mul[s[-1].lower()])
+    return int(float(s))
+
+
+def sizes(a):
+    s = float(a.minbytes)
+    while s <= a.maxbytes:
+        count = int(s) // 4
+        if count:
+            yield count
+        s *= a.stepfactor
+
+
+def worker(rank, a):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://%s:%d" % (a.addr, a.port),
+                            rank=rank, world_size=a.n)
+    buf = torch.empty(a.maxbytes // 4, dtype=torch.float32)
+    if rank == 0:
+        print("# gloo_allreduce: world %d, torch %s, f32 SUM in place, iters %d, warmup %d, reps %d"
+              % (a.n, torch.__version__, a.iters, a.warmup, a.reps), flush=True)
+        print("# rep bytes us_per_call", flush=True)
+    for rep in range(a.reps):
+        for count in sizes(a):
+            t = buf[:count]
+            t.fill_(1.0)
+            dist.barrier()
+            for _ in range(a.warmup):
+                dist.all_reduce(t)
+            t0 = time.perf_counter()
+            for _ in range(a.iters):
+                dist.all_reduce(t)
+            us = (time.perf_counter() - t0) * 1e6 / a.iters
+            if rank == 0:
+                print("%d %d %.3f" % (rep, count * 4, us), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--minbytes", type=parse_size, default=4096)
+    p.add_argument("--maxbytes", type=parse_size, default=64 << 20)
+    p.add_argument("--stepfactor", type=float, default=4)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--addr", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=29600)
+    a = p.parse_args()
+    if a.n < 1 or a.iters < 1 or a.reps < 1 or a.stepfactor <= 1 or a.minbytes < 4 \
+            or a.maxbytes < a.minbytes:
+        p.error("need --n >= 1, --iters/--reps >= 1, --stepfactor > 1, 4 <= minbytes <= maxbytes")
+    import torch.multiprocessing as mp
+    try:
+        mp.spawn(worker, args=(a,), nprocs=a.n, join=True)
+    except Exception as e:  # ProcessRaisedException, ProcessExitedException
+        print("gloo_allreduce: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

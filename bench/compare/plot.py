@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""plot.py CSV PNG [--title TEXT] - plot compare.sh's CSV: median time per
+call vs size (left) and bus bandwidth vs size (right), both log-log, one
+line per (system, n); min..max over the reps as error bars on the time.
+Needs matplotlib (Debian: python3-matplotlib); draws without a display.
+"""
+import argparse
+import csv
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"pbox": "tab:red", "openmpi": "tab:blue", "gloo": "tab:green"}
+LABELS = {"pbox": "pbox", "openmpi": "OpenMPI (TCP)", "gloo": "Gloo (torch)"}
+STYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("csv")
+    p.add_argument("png")
+    p.add_argument("--title", default="float32 allreduce, one host")
+    a = p.parse_args()
+
+    series = {}
+    with open(a.csv) as f:
+        for r in csv.DictReader(f):
+            series.setdefault((r["system"], int(r["n"])), []).append(
+                (int(r["bytes"]), float(r["median_us"]), float(r["min_us"]),
+                 float(r["max_us"]), float(r["busbw_GBps"])))
+    if not series:
+        print("plot.py: %s has no rows" % a.csv, file=sys.stderr)
+        return 1
+    ns = sorted({n for _, n in series})
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(13, 5))
+    for (system, n), pts in sorted(series.items()):
+        pts.sort()
+        x = [q[0] for q in pts]
+        med = [q[1] for q in pts]
+        err = [[q[1] - q[2] for q in pts], [q[3] - q[1] for q in pts]]
+        style = dict(color=COLORS.get(system), linestyle=STYLES[ns.index(n) % len(STYLES)],
+                     marker=MARKERS[ns.index(n) % len(MARKERS)], markersize=4,
+                     label="%s, N=%d" % (LABELS.get(system, system), n))
+        ax_t.errorbar(x, med, yerr=err, capsize=2, **style)
+        ax_b.plot(x, [q[4] for q in pts], **style)
+    for ax in (ax_t, ax_b):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("buffer size (bytes, float32)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.set_ylabel("time per allreduce (us), median; bars: min..max")
+    ax_b.set_ylabel("bus bandwidth (GB/s) = 2(N-1)/N * bytes / time")
+    ax_t.set_title("time per call")
+    ax_b.set_title("bus bandwidth")
+    ax_b.legend(fontsize=8, loc="best")
+    fig.suptitle(a.title)
+    fig.tight_layout()
+    fig.savefig(a.png, dpi=110)
+    print("plot.py: wrote %s" % a.png)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""summarize.py RAW CSV - turn compare.sh's raw samples into the comparison
+CSV and print the side-by-side table.
+
+RAW has one sample per line, "system n rep bytes us" (us = mean time per
+call of one rep's timed iterations); '#' lines are comments. For every
+(system, n, bytes) the CSV gets the median, min and max over the reps, and
+algbw = bytes / median, busbw = algbw * 2(n-1)/n (nccl's allreduce factor),
+in GB/s (1e9 bytes/s):
+
+    system,n,bytes,median_us,min_us,max_us,algbw_GBps,busbw_GBps
+
+The table on stdout gives, per n and size, each system's median time and
+the ratios t_pbox/t_openmpi and t_pbox/t_gloo (> 1: pbox slower).
+Standard library only.
+"""
+import csv
+import statistics
+import signal
+import sys
+
+ORDER = ["pbox", "openmpi", "gloo"]
+
+
+def human(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return "%d %s" % (b // div, unit)
+    return "%d B" % b
+
+
+def load(path):
+    samples = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            system, n, _rep, nbytes, us = line.split()
+            samples.setdefault((system, int(n), int(nbytes)), []).append(float(us))
+    return samples
+
+
+def rows_of(samples):
+    rows = []
+    key = lambda k: (ORDER.index(k[0]) if k[0] in ORDER else len(ORDER), k[0], k[1], k[2])
+    for (system, n, nbytes) in sorted(samples, key=key):
+        v = samples[(system, n, nbytes)]
+        med = statistics.median(v)
+        algbw = nbytes / (med * 1e3) if med > 0 else 0.0
+        busbw = algbw * 2 * (n - 1) / n
+        rows.append(dict(system=system, n=n, bytes=nbytes, median_us=med, min_us=min(v),
+                         max_us=max(v), algbw_GBps=algbw, busbw_GBps=busbw, reps=len(v)))
+    return rows
+
+
+def write_csv(rows, path):
+    fields = ["system", "n", "bytes", "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps"]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([r["system"], r["n"], r["bytes"], "%.1f" % r["median_us"],
+                        "%.1f" % r["min_us"], "%.1f" % r["max_us"],
+                        "%.4f" % r["algbw_GBps"], "%.4f" % r["busbw_GBps"]])
+
+
+def table(rows, out=sys.stdout):
+    by = {(r["system"], r["n"], r["bytes"]): r for r in rows}
+    ns = sorted({r["n"] for r in rows})
+    sizes = sorted({r["bytes"] for r in rows})
+    systems = [s for s in ORDER if any(r["system"] == s for r in rows)]
+
+    def t(s, n, b):
+        r = by.get((s, n, b))
+        return "%.1f" % r["median_us"] if r else "-"
+
+    def ratio(n, b, other):
+        p, o = by.get(("pbox", n, b)), by.get((other, n, b))
+        return "%.2f" % (p["median_us"] / o["median_us"]) if p and o and o["median_us"] > 0 else "-"
+
+    head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
+                                                             "pbox/OpenMPI", "pbox/Gloo"]
+    lines = []
+    for n in ns:
+        for b in sizes:
+            if not any((s, n, b) in by for s in systems):
+                continue
+            pb = by.get(("pbox", n, b))
+            lines.append([str(n), human(b)] + [t(s, n, b) for s in systems] +
+                         ["%.3f" % pb["busbw_GBps"] if pb else "-",
+                          ratio(n, b, "openmpi"), ratio(n, b, "gloo")])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
+              for i, h in enumerate(head)]
+    print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)), file=out)
+    for l in lines:
+        print("  ".join(c.rjust(w) for c, w in zip(l, widths)), file=out)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: summarize.py RAW CSV", file=sys.stderr)
+        return 2
+    samples = load(sys.argv[1])
+    if not samples:
+        print("summarize.py: no samples in %s" % sys.argv[1], file=sys.stderr)
+        return 1
+    rows = rows_of(samples)
+    write_csv(rows, sys.argv[2])
+    table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under | head
+    sys.exit(main())

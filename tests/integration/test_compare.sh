@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test_compare.sh - smoke test of the side-by-side benchmark
+# (bench/compare/compare.sh, `make compare`): N = 2, 4 KiB .. 64 KiB, one
+# rep. The CSV must have the header and one row per size for each of pbox,
+# openmpi and gloo, the PNG must exist, the ratio table must be printed,
+# and compare.sh must leave no namespace behind. Takes about 15 s.
+# Skips (77) without mpirun/mpicc (openmpi-bin, libopenmpi-dev) or without
+# torch for /usr/bin/python3 (python3-torch) or matplotlib.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+need_root "$0"
+PY=${PYTHON:-/usr/bin/python3}
+command -v mpirun > /dev/null && command -v mpicc > /dev/null ||
+	{ log "SKIP: mpirun/mpicc missing (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
+timeout 60 "$PY" -c 'import torch.distributed, matplotlib' 2>/dev/null ||
+	{ log "SKIP: $PY cannot import torch.distributed and matplotlib (python3-torch, python3-matplotlib)"; exit 77; }
+make -s BUILD="$BUILD" mpi-allreduce > /dev/null || die "cannot build $BUILD/bench/mpi_allreduce"
+
+OUT=$WORKDIR/compare
+trap 'rm -rf "$WORKDIR"' EXIT
+# in the background so that $! is compare.sh's own PID, its lib.sh TAG
+BUILD=$BUILD PYTHON=$PY COMPARE_RUN_TIMEOUT=40 bash bench/compare/compare.sh \
+	--sizes 4K:64K --n 2 --reps 1 --out "$OUT" > "$WORKDIR/compare.log" 2>&1 &
+CMP=$!
+wait $CMP
+rc=$?
+cat "$WORKDIR/compare.log"
+[ $rc -eq 0 ] || die "compare.sh exited $rc"
+ip netns list | grep -q -e "pbox-box-$CMP\b" -e "pbox-wk-$CMP\b" && die "compare.sh left its namespaces"
+
+[ -s "$OUT/compare.png" ] || die "no $OUT/compare.png"
+head -c 8 "$OUT/compare.png" | od -An -c | grep -q 'P   N   G' || die "compare.png is not a PNG"
+grep -q 'pbox/OpenMPI' "$WORKDIR/compare.log" || die "no ratio table printed"
+"$PY" - "$OUT/compare.csv" <<'PY' || die "bad CSV"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+want = ["system", "n", "bytes", "median_us", "min_us", "max_us", "algbw_GBps", "busbw_GBps"]
+assert rows and list(rows[0].keys()) == want, rows[:1]
+for system in ("pbox", "openmpi", "gloo"):
+    got = sorted(int(r["bytes"]) for r in rows if r["system"] == system and r["n"] == "2")
+    assert got == [4096, 16384, 65536], (system, got)
+for r in rows:
+    med, lo, hi = float(r["median_us"]), float(r["min_us"]), float(r["max_us"])
+    assert 0 < lo <= med <= hi, r
+    assert abs(float(r["busbw_GBps"]) - float(r["algbw_GBps"])) < 1e-3, r  # N=2: factor 1
+print("csv: %d rows, all three systems at every size" % len(rows))
+PY
+echo "compare: CSV and PNG complete"
