@@ -144,7 +144,10 @@ void rtt_sample(struct rtt_est *e, uint32_t r_us)
 		e->rttvar_us = (uint32_t)(((uint64_t)e->rttvar_us * 3 + diff) / 4);
 		e->srtt_us = (uint32_t)(((uint64_t)e->srtt_us * 7 + r_us) / 8);
 	}
-	e->rto_us = clamp_u32((uint64_t)e->srtt_us + 4ull * e->rttvar_us, e->min_us, e->max_us);
+	uint64_t rto = (uint64_t)e->srtt_us + 4ull * e->rttvar_us;
+	if (rto < 2ull * e->srtt_us)
+		rto = 2ull * e->srtt_us;
+	e->rto_us = clamp_u32(rto, e->min_us, e->max_us);
 }
 
 int seg_window_init(struct seg_window *w, uint32_t cap)

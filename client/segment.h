@@ -82,8 +82,11 @@ uint32_t seg_rto_backoff(uint32_t base, uint32_t nretx, uint32_t max);
 /*
  * Round-trip estimator of RFC 6298, in microseconds: the first sample R
  * sets srtt = R and rttvar = R/2; each later one rttvar = 3/4 rttvar +
- * 1/4 |srtt - R| then srtt = 7/8 srtt + 1/8 R; rto = srtt + 4 rttvar,
- * clamped to [min_us, max_us]. Before any sample rto is the initial value.
+ * 1/4 |srtt - R| then srtt = 7/8 srtt + 1/8 R; rto = srtt + 4 rttvar but
+ * at least 2 srtt, clamped to [min_us, max_us]. The 2 srtt floor is
+ * pbox's: an allreduce's round trips have a long tail (the last rank of a
+ * round), and Karn's rule hides it from the estimate (the slow ones were
+ * retransmitted), so rttvar alone shrinks until the tail is retransmitted. Before any sample rto is the initial value.
  * The caller feeds only segments sent once (Karn's rule): the round trip of
  * a retransmitted segment is ambiguous. Here a "round trip" is from a PUSH
  * to its RESULT, so it includes the wait for the other ranks of the round.

@@ -44,6 +44,7 @@ struct box_config {
 	uint64_t default_job_bytes;  /* --job-bytes, default 256 MiB */
 	uint32_t slots_per_lcore;    /* --slots, per job per lcore, default 256 */
 	uint32_t mbufs;              /* --mbufs per port, default 16383 */
+	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
 	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */

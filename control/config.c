@@ -168,7 +168,7 @@ static int set_string(char *dst, size_t cap, const char *s, char *err, size_t er
 enum opt_id {
 	OPT_IP = 256, OPT_CONTROL, OPT_RPC_SOCKET, OPT_RPC_SOCKET_MODE, OPT_UDP_BASE,
 	OPT_CHUNK_BYTES, OPT_MAX_JOBS, OPT_MAX_WORLD, OPT_MAX_KEYS,
-	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_IDLE_SLEEP, OPT_STALL,
+	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_MTU, OPT_IDLE_SLEEP, OPT_STALL,
 	OPT_FANOUT, OPT_SECRET_FILE, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
 };
 
@@ -193,6 +193,7 @@ static const struct opt opts[] = {
 	{ "job-bytes", OPT_JOB_BYTES, "BYTES", "job memory when a job does not ask (default 256M)" },
 	{ "slots", OPT_SLOTS, "N", "contribution slots per job per lcore (default 256)" },
 	{ "mbufs", OPT_MBUFS, "N", "mbufs per port (default 16383)" },
+	{ "mtu", OPT_MTU, "BYTES", "MTU of every data port, 576..9000 (default: the port's own, 1500 for vdevs; net_af_packet needs framesz= above it)" },
 	{ "idle-sleep-us", OPT_IDLE_SLEEP, "US", "sleep of an idle lcore (default 0: pure polling)" },
 	{ "stall-timeout-ms", OPT_STALL, "MS", "abort a job whose open rounds make no progress for MS (default 5000; 0 = never)" },
 	{ "fanout", OPT_FANOUT, "MODE", "results to N ranks: shared (one payload copy, needs chained-mbuf tx), copy (one per rank) or auto (default)" },
@@ -287,6 +288,8 @@ static int apply(struct box_config *c, const struct opt *o, const char *v,
 		return parse_u64(v, 1, 10, 1 * MiB, 1 * TiB, &c->default_job_bytes, err, errlen);
 	case OPT_SLOTS:
 		return set_u32(&c->slots_per_lcore, v, 10, 1, ENGINE_NO_SLOT - 1, 0, err, errlen);
+	case OPT_MTU:
+		return set_u32(&c->mtu, v, 10, 576, 9000, 0, err, errlen);
 	case OPT_MBUFS:
 		return set_u32(&c->mbufs, v, 10, 1023, 1u << 24, 0, err, errlen);
 	case OPT_IDLE_SLEEP:

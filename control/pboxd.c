@@ -262,7 +262,7 @@ static int setup_ports(struct pboxd *d)
 		struct box_port_info *info = &d->box.ports[i];
 		struct dp_port *dp = &d->sh.ports[pid];
 		struct port_setup ps = {
-			.port_id = pid, .nlcores = d->sh.nlcores, .nmbufs = c->mbufs,
+			.port_id = pid, .nlcores = d->sh.nlcores, .nmbufs = c->mbufs, .mtu = (uint16_t)c->mtu,
 			.udp_base = c->udp_base, .fanout = c->fanout, .socket = rte_eth_dev_socket_id(pid) < 0 ?
 				(int)rte_socket_id() : rte_eth_dev_socket_id(pid),
 		};

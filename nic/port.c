@@ -112,7 +112,30 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	}
 	uint16_t nrxq = di.max_rx_queues >= ps->nlcores ? (uint16_t)ps->nlcores : 1;
 	rte_eth_dev_get_mtu(pid, &mtu);
-	uint32_t room = RTE_PKTMBUF_HEADROOM + mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 64;
+	/* --mtu: set on the device when its PMD takes it. net_af_packet (DPDK
+	 * 22.11) reports a 1518-byte frame limit yet moves whatever its kernel
+	 * interface and frame size (framesz=) carry: there the MTU only sizes
+	 * pboxd's buffers and segments, and the interface's MTU governs. */
+	int mtu_on_device = 0;
+	if (ps->mtu) {
+		uint32_t frame = (uint32_t)ps->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+		if (ps->mtu < di.min_mtu) {
+			snprintf(err, errlen, "port %u (%s): --mtu %u is below its minimum %u",
+				 pid, info->name, ps->mtu, di.min_mtu);
+			return -EINVAL;
+		}
+		mtu_on_device = ps->mtu <= di.max_mtu && frame <= di.max_rx_pktlen;
+		if (!mtu_on_device)
+			fprintf(stderr, "pboxd: port %u (%s): its PMD takes frames up to %u bytes; "
+				"--mtu %u sizes pboxd's buffers only (the kernel interface of an "
+				"af_packet port must have that MTU)\n", pid, info->name,
+				di.max_rx_pktlen, ps->mtu);
+		mtu = ps->mtu;
+	}
+	/* Data room: the frame plus slack, in 2 KiB steps (a PMD may need its
+	 * whole frame slot to fit: net_af_packet's framesz=10240 at MTU 9000). */
+	uint32_t room = RTE_PKTMBUF_HEADROOM +
+			RTE_ALIGN_CEIL(mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 64u, 2048u);
 	if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
 		room = RTE_MBUF_DEFAULT_BUF_SIZE;
 	snprintf(pname, sizeof(pname), "pbox_mb%u", pid);
@@ -139,6 +162,8 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
 	}
+	if (mtu_on_device)
+		conf.rxmode.mtu = ps->mtu;
 	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0) {
 		snprintf(err, errlen, "port %u (%s): configure with %u rx / %u tx queues failed: %s",
 			 pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));

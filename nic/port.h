@@ -18,6 +18,7 @@ struct port_setup {
 	uint16_t port_id;
 	unsigned nlcores;     /* data lcores: one tx queue each */
 	uint32_t nmbufs;
+	uint16_t mtu;         /* 0: keep the port's MTU */
 	uint16_t udp_base;
 	int socket;
 	int fanout;           /* BOX_FANOUT_*: shared payload if the port can */

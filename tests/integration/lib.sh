@@ -73,6 +73,8 @@ topo_up() {
 }
 
 # box_start [VDEV_KIND] [extra pboxd options...]; VDEV_KIND: af_packet (default) or af_xdp.
+# BOX_MTU=9000 gives the data veth and pboxd that MTU (net_af_packet with
+# 10 KiB frames); workers then pass --mtu "$BOX_MTU" to pbox-perf.
 # EAL_LCORES overrides "-l 0-1"; VDEV_ARGS is appended to the --vdev (e.g. ",qpairs=2");
 # EXTRA_VDEV adds a second --vdev (a second data port, see test_multiport.sh).
 box_start() {
@@ -83,11 +85,18 @@ box_start() {
 	af_xdp) vdev="net_af_xdp0,iface=$IF_BD${VDEV_ARGS:-}" ;;
 	*) die "unknown vdev kind $kind" ;;
 	esac
+	local mtu_opt=
+	if [ -n "${BOX_MTU:-}" ]; then
+		ip -n "$NS_BOX" link set "$IF_BD" mtu "$BOX_MTU" && ip -n "$NS_WK" link set "$IF_WD" mtu "$BOX_MTU" ||
+			die "cannot set MTU $BOX_MTU on the data veth"
+		[ "$kind" = af_packet ] && vdev="$vdev,framesz=10240,blocksz=20480,framecnt=1024"
+		mtu_opt="--mtu $BOX_MTU"
+	fi
 	BOX_LOG=$WORKDIR/pboxd.log
 	ip netns exec "$NS_BOX" "$BUILD/pboxd" ${EAL_LCORES:--l 0-1} --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
 		--vdev="$vdev" ${EXTRA_VDEV:+--vdev=$EXTRA_VDEV} --log-level=lib.eal:error -- \
 		--ip 0:$BOX_IP/24 --control 0.0.0.0:7470 --rpc-socket "$PBOX_SOCKET" \
-		--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" "$@" > "$BOX_LOG" 2>&1 &
+		--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" $mtu_opt "$@" > "$BOX_LOG" 2>&1 &
 	BOX_PID=$!
 	for _ in $(seq 200); do
 		grep -q 'pboxd: ready' "$BOX_LOG" 2>/dev/null && return 0

@@ -220,6 +220,22 @@ static void rtt__smooths_per_rfc6298(void **state)
 	assert_true(e.rttvar_us <= 10);
 }
 
+/* A steady round trip gives rttvar -> 0: the timeout stays at least twice
+ * srtt, so the tail of an allreduce's round trips (the wait for the last
+ * rank) is not taken for loss. */
+static void rtt__at_least_twice_srtt(void **state)
+{
+	struct rtt_est e;
+
+	(void)state;
+	rtt_init(&e, 20000, 100, 1000000);
+	for (int i = 0; i < 200; i++)
+		rtt_sample(&e, 10000);
+	assert_int_equal(e.srtt_us, 10000);
+	assert_int_equal(e.rttvar_us, 0);
+	assert_int_equal(e.rto_us, 20000);
+}
+
 static void rtt__clamped_to_min_and_max(void **state)
 {
 	struct rtt_est e;
@@ -307,6 +323,7 @@ int main(void)
 		cmocka_unit_test(rto__doubles_and_caps),
 		cmocka_unit_test(rtt__first_sample_sets_srtt_and_half_var),
 		cmocka_unit_test(rtt__smooths_per_rfc6298),
+		cmocka_unit_test(rtt__at_least_twice_srtt),
 		cmocka_unit_test(rtt__clamped_to_min_and_max),
 		cmocka_unit_test(window__take_until_full_then_put),
 		cmocka_unit_test(window__zero_capacity_fails),
