@@ -5,7 +5,7 @@
 #
 #   bench/compare/compare.sh [--quick] [--sizes MIN:MAX] [--n 2,4] [--reps R]
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
-#                            [--out DIR]
+#                            [--mtu 9000|1500] [--out DIR]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -16,11 +16,16 @@
 # tests/integration/lib.sh (topo_up):
 #   pbox     pboxd on DPDK net_af_packet on a veth (box_start af_packet), N
 #            pbox-perf workers (kernel UDP over the veth), one pbox-perf run
-#            (one job) per rep covering all sizes;
+#            (one job) per rep covering all sizes; the data veth, pboxd and
+#            the workers at --mtu (default 9000: jumbo frames, as training
+#            clusters run; 1500 for standard Ethernet);
 #   openmpi  mpirun --allow-run-as-root --oversubscribe --bind-to none -np N
 #            --mca btl tcp,self $BUILD/bench/mpi_allreduce, TCP bound to the
 #            workers' address 198.18.0.2: the kernel delivers traffic between
 #            local addresses over loopback, so MPI's bytes never cross the veth;
+#            MALLOC_MMAP_THRESHOLD_=1G for its ranks, so its per-call
+#            temporary buffer is not a fresh mmap above 32 MiB (measured as
+#            installed, 64 MiB took 4x longer);
 #   gloo     bench/compare/gloo_allreduce.py (torch.multiprocessing, N
 #            processes, GLOO_SOCKET_IFNAME = the workers' veth, rendezvous at
 #            tcp://198.18.0.2): loopback as well.
@@ -58,7 +63,7 @@ to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
 	echo $((s * m))
 }
 
-QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo
+QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -69,6 +74,7 @@ while [ $# -gt 0 ]; do
 	--warmup) WARMUP=${2:?--warmup needs a number}; shift ;;
 	--systems) SYSTEMS=${2:?--systems needs a list}; shift ;;
 	--out) OUT=${2:?--out needs a directory}; shift ;;
+	--mtu) MTU=${2:?--mtu needs 1500 or 9000}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -81,6 +87,7 @@ SIZES=${SIZES:-4K:256M}; NLIST=${NLIST:-2,4}; REPS=${REPS:-5}; OUT=${OUT:-$BUILD
 MINB=$(to_bytes "${SIZES%%:*}") && MAXB=$(to_bytes "${SIZES##*:}") && [ "$MINB" -ge 4 ] &&
 	[ "$MAXB" -ge "$MINB" ] && [[ $SIZES == *:* ]] ||
 	{ echo "compare.sh: bad --sizes $SIZES (MIN:MAX, e.g. 4K:256M, 4 <= MIN <= MAX)" >&2; exit 2; }
+[ "$MTU" = 1500 ] || [ "$MTU" = 9000 ] || { echo "compare.sh: --mtu must be 1500 or 9000" >&2; exit 2; }
 [[ $NLIST =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: bad --n $NLIST (e.g. 2,4)" >&2; exit 2; }
 for v in "$REPS" "$ITERS" "$WARMUP"; do
 	[[ $v =~ ^[0-9]+$ ]] || { echo "compare.sh: --reps/--iters/--warmup must be numbers" >&2; exit 2; }
@@ -153,7 +160,7 @@ elapsed() { echo "$((SECONDS - START))s"; }
 	echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "sizes: ${SIZE_LIST[*]}"
-	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS"
+	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS; pbox MTU $MTU"
 	echo "pbox: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
 	command -v mpirun > /dev/null && echo "openmpi: $(mpirun --version 2>/dev/null | head -1)"
 	echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
@@ -194,7 +201,7 @@ port=29600
 run_pbox() {
 	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
 	workers "$n" "cmp-n$n-r$rep" "$lg" --minbytes "$MINB" --maxbytes "$MAXB" \
-		--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP"
+		--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP" --mtu "$MTU"
 	if wait_workers "$limit"; then
 		awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
 	else
@@ -210,7 +217,7 @@ run_mpi() {
 	if run_in_wk "$limit" "$lg" \
 		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 		--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
-		--mca oob_tcp_if_include "$WK_IP/32" \
+		--mca oob_tcp_if_include "$WK_IP/32" -x MALLOC_MMAP_THRESHOLD_=1073741824 \
 		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
 		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
@@ -238,7 +245,7 @@ run_gloo() {
 for ((rep = 0; rep < REPS; rep++)); do
 	if [ $HAVE_PBOX = 1 ]; then
 		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
-		box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
 		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
 		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
