@@ -218,6 +218,7 @@ run_mpi() {
 		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 		--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
 		--mca oob_tcp_if_include "$WK_IP/32" -x MALLOC_MMAP_THRESHOLD_=1073741824 \
+		-x MALLOC_TRIM_THRESHOLD_=4294967296 \
 		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
 		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
