@@ -215,6 +215,7 @@ static int start_thread(pbox_client *c)
 				    c->opts.window);
 	c->x.ctrl_open = true;
 	stat_set(&c->stats.rto_us, c->x.rtt.rto_us);
+	stat_set(&c->stats.window, c->x.cwnd);
 	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->evfd < 0)
 		return client_error(c, PBOX_ESYS, "eventfd: %s", strerror(errno));
@@ -325,6 +326,7 @@ void pbox_get_stats(const pbox_client *c, pbox_stats *out)
 	out->srtt_us = __atomic_load_n(&c->stats.srtt_us, __ATOMIC_RELAXED);
 	out->rttvar_us = __atomic_load_n(&c->stats.rttvar_us, __ATOMIC_RELAXED);
 	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
+	out->window = __atomic_load_n(&c->stats.window, __ATOMIC_RELAXED);
 	out->gso_sends = __atomic_load_n(&c->udp.gso_msgs, __ATOMIC_RELAXED);
 	out->gro_receives = __atomic_load_n(&c->udp.gro_msgs, __ATOMIC_RELAXED);
 }

@@ -33,6 +33,7 @@
 
 #define CLIENT_MSG_LEN      512
 #define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
+#define XFER_WIN_MIN        64     /* floor of the BDP window (segments) */
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
 #define XFER_RTO_MAX_US     1000000 /* cap of the timeout and its back-off */
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
@@ -251,6 +252,8 @@ struct xfer {
 	uint64_t next_retx_ns;       /* earliest slot deadline, UINT64_MAX none */
 	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
 	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
+	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
+	uint32_t cwnd;               /* segments in flight allowed now (<= window) */
 	bool ctrl_open;
 	char err[CLIENT_MSG_LEN];    /* scratch for socket errors */
 	int pend_rc;                 /* socket error to apply (xfer_apply_pending) */

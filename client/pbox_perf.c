@@ -383,9 +383,9 @@ static void print_window_advice(const struct perf_args *a, const pbox_stats *st)
 	unsigned seg = mtu > 68 + 64 ? (mtu - 68) / 64 * 64 : 64;
 	double bdp = last_rate * (double)st->srtt_us; /* bytes */
 
-	printf("# window %u segments; the last size moved %.3f GB/s each way with srtt %" PRIu64
-	       " us: bandwidth x round trip = %.0f segments of %u B\n", window, last_rate / 1e3,
-	       st->srtt_us, bdp / seg, seg);
+	printf("# window %" PRIu64 " segments (cap %u); the last size moved %.3f GB/s each way "
+	       "with srtt %" PRIu64 " us: bandwidth x round trip = %.0f segments of %u B\n",
+	       st->window, window, last_rate / 1e3, st->srtt_us, bdp / seg, seg);
 }
 
 static int blast_main(const struct perf_args *a)

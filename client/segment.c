@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "wire.h"
 
@@ -148,6 +149,49 @@ void rtt_sample(struct rtt_est *e, uint32_t r_us)
 	if (rto < 2ull * e->srtt_us)
 		rto = 2ull * e->srtt_us;
 	e->rto_us = clamp_u32(rto, e->min_us, e->max_us);
+}
+
+void bdp_init(struct bdp_est *b)
+{
+	memset(b, 0, sizeof(*b));
+}
+
+void bdp_on_result(struct bdp_est *b, uint64_t now_us, uint32_t bytes, uint32_t rtt_us,
+		   uint32_t srtt_us)
+{
+	if (rtt_us && (b->min_rtt_us == 0 || rtt_us <= b->min_rtt_us ||
+		       now_us - b->min_rtt_at_us > BDP_RTT_WINDOW_US)) {
+		b->min_rtt_us = rtt_us;
+		b->min_rtt_at_us = now_us;
+	}
+	if (b->ival_start_us == 0) {
+		b->ival_start_us = now_us;
+		b->ival_bytes = 0;
+	}
+	b->ival_bytes += bytes;
+	uint64_t len = now_us - b->ival_start_us;
+	if (len >= 1000 && len >= srtt_us) {
+		b->rate[b->nrate++ % BDP_RATE_SAMPLES] = b->ival_bytes * 1000000ull / len;
+		b->ival_start_us = now_us;
+		b->ival_bytes = 0;
+	}
+}
+
+uint32_t bdp_window(const struct bdp_est *b, uint32_t seg_bytes, uint32_t wmin, uint32_t wmax)
+{
+	uint64_t rate = 0;
+	unsigned n = b->nrate < BDP_RATE_SAMPLES ? b->nrate : BDP_RATE_SAMPLES;
+
+	if (wmin > wmax)
+		wmin = wmax;
+
+	for (unsigned i = 0; i < n; i++)
+		if (b->rate[i] > rate)
+			rate = b->rate[i];
+	if (rate == 0 || b->min_rtt_us == 0 || seg_bytes == 0)
+		return wmax;
+	uint64_t w = (2 * rate * b->min_rtt_us / 1000000ull + seg_bytes - 1) / seg_bytes;
+	return w < wmin ? wmin : w > wmax ? wmax : (uint32_t)w;
 }
 
 int seg_window_init(struct seg_window *w, uint32_t cap)

@@ -103,6 +103,36 @@ void rtt_init(struct rtt_est *e, uint32_t initial_us, uint32_t min_us, uint32_t 
 void rtt_sample(struct rtt_est *e, uint32_t r_us);
 
 /*
+ * Bandwidth-delay product of the path, for the window: the largest
+ * delivery rate of the last BDP_RATE_SAMPLES intervals (each at least one
+ * srtt and 1 ms long) times the smallest round trip of the last
+ * BDP_RTT_WINDOW_US. The window is twice that in segments (room for the
+ * rate to grow: the max filter then sees it), clamped to [wmin, wmax].
+ * Until both are known it is wmax. A round trip here can include the wait
+ * for the slowest rank; the minimum is the path's, and a rank that is
+ * ahead of the others only waits longer at the box, so its smaller window
+ * does not slow the job.
+ */
+#define BDP_RATE_SAMPLES 8
+#define BDP_RTT_WINDOW_US 10000000ull
+
+struct bdp_est {
+	uint32_t min_rtt_us;          /* 0 = none yet */
+	uint64_t min_rtt_at_us;
+	uint64_t rate[BDP_RATE_SAMPLES]; /* bytes per second */
+	unsigned nrate;
+	uint64_t ival_start_us, ival_bytes;
+};
+
+void bdp_init(struct bdp_est *b);
+/* A result of `bytes` came at now_us; rtt_us is its round trip (0: not
+ * measured, Karn); srtt_us the smoothed one (sets the interval). */
+void bdp_on_result(struct bdp_est *b, uint64_t now_us, uint32_t bytes, uint32_t rtt_us,
+		   uint32_t srtt_us);
+/* 2 x BDP in segments of seg_bytes, clamped to [wmin, wmax]. */
+uint32_t bdp_window(const struct bdp_est *b, uint32_t seg_bytes, uint32_t wmin, uint32_t wmax);
+
+/*
  * The window: a fixed pool of cap slot indexes [0, cap), taken when a
  * segment is sent for the first time and put back when its result comes
  * (or its call ends). Take/put are O(1); nothing is allocated after init.

@@ -4,8 +4,10 @@
  *
  * A request streams PUSH packets of its round: segment s carries
  * buf[s*seg_elems ...] to the endpoint owning chunk s / segs_per_chunk.
- * One global window of opts.window slots bounds the segments in flight over
- * all requests; requests take slots in submission order. Every RESULT is
+ * One global window bounds the segments in flight over all requests;
+ * requests take slots in submission order. Its size is twice the measured
+ * bandwidth-delay product (struct bdp_est), at least XFER_WIN_MIN and at
+ * most opts.window slots. Every RESULT is
  * checked (wire_decode; type, job, token, rank, key, round == the key's
  * current round, segment range, dtype, exact count) and copied into the
  * caller's buffer once; later copies count as dup_results.
@@ -59,6 +61,8 @@ int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms)
 	memset(x, 0, sizeof(*x));
 	keytab_init(&x->keys);
 	rtt_init(&x->rtt, rto_ms * 1000u, XFER_RTO_MIN_US, XFER_RTO_MAX_US);
+	bdp_init(&x->bdp);
+	x->cwnd = window;
 	x->next_retx_ns = UINT64_MAX;
 	x->slots = calloc(window, sizeof(*x->slots));
 	if (!x->slots || seg_window_init(&x->win, window) < 0) {
@@ -190,7 +194,7 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 			r->next_seg++;
 			continue;
 		}
-		if (!seg_window_take(&x->win, &i))
+		if (seg_window_inflight(&x->win) >= x->cwnd || !seg_window_take(&x->win, &i))
 			return false;
 		x->slots[i] = (struct xslot){ .req = r, .seg = s, .epoch = r->epoch,
 					      .sent_ns = now, .deadline_ns = deadline };
@@ -259,16 +263,26 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 		c->x.abort_seen_ns = now;
 }
 
-/* A round trip of a segment sent once: refresh the estimate and its counters. */
-static void rtt_update(pbox_client *c, uint64_t rtt_ns)
+/* A new result of `bytes`; rtt_ns its round trip, 0 if it was
+ * retransmitted (Karn): refresh the estimates, the window and counters. */
+static void rtt_update(pbox_client *c, uint64_t now, uint32_t bytes, uint64_t rtt_ns)
 {
-	struct rtt_est *e = &c->x.rtt;
+	struct xfer *x = &c->x;
+	struct rtt_est *e = &x->rtt;
+	uint32_t rtt_us = rtt_ns / NS_PER_US > UINT32_MAX ? UINT32_MAX
+							   : (uint32_t)(rtt_ns / NS_PER_US);
 
-	rtt_sample(e, rtt_ns / NS_PER_US > UINT32_MAX ? UINT32_MAX : (uint32_t)(rtt_ns / NS_PER_US));
-	stat_set(&c->stats.rtt_samples, e->nsamples);
-	stat_set(&c->stats.srtt_us, e->srtt_us);
-	stat_set(&c->stats.rttvar_us, e->rttvar_us);
-	stat_set(&c->stats.rto_us, e->rto_us);
+	if (rtt_ns) {
+		rtt_sample(e, rtt_us ? rtt_us : 1);
+		stat_set(&c->stats.rtt_samples, e->nsamples);
+		stat_set(&c->stats.srtt_us, e->srtt_us);
+		stat_set(&c->stats.rttvar_us, e->rttvar_us);
+		stat_set(&c->stats.rto_us, e->rto_us);
+	}
+	bdp_on_result(&x->bdp, now / NS_PER_US, bytes, rtt_ns ? (rtt_us ? rtt_us : 1) : 0,
+		      e->srtt_us);
+	x->cwnd = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->win.cap);
+	stat_set(&c->stats.window, x->cwnd);
 }
 
 /* A RESULT that passed the header checks: apply it to its request. */
@@ -296,12 +310,14 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	seg_bit_set(ks->got, m->seg);
 	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * l->elem, payload,
 	       (size_t)m->count * l->elem);
+	uint64_t rtt_ns = 0;
 	if (ks->slot_of[m->seg]) {
 		uint32_t i = ks->slot_of[m->seg] - 1;
-		if (!c->x.slots[i].retxed)
-			rtt_update(c, now - c->x.slots[i].sent_ns);
+		if (!c->x.slots[i].retxed && now > c->x.slots[i].sent_ns)
+			rtt_ns = now - c->x.slots[i].sent_ns;
 		slot_release(&c->x, i);
 	}
+	rtt_update(c, now, (uint32_t)m->count * l->elem, rtt_ns);
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;

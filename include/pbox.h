@@ -60,7 +60,9 @@ typedef struct pbox_opts {
 	 * then it adapts (RFC 6298: srtt + 4 rttvar, 2 ms .. 1 s, doubled per
 	 * retransmission of a segment). 0 = default 20 ms. */
 	uint32_t rto_ms;
-	/* Most segments in flight at once over all keys; 0 = default 128. */
+	/* Most segments in flight at once over all keys; 0 = default 128. The
+	 * window in use is twice the measured bandwidth-delay product, at
+	 * least 64 (or this, if smaller) and at most this. */
 	uint32_t window;
 	/* Path MTU to the box's data ports; 0 = default 1500. */
 	uint32_t mtu;
@@ -141,6 +143,8 @@ typedef struct pbox_stats {
 	uint64_t rto_us;        /* current retransmission timeout */
 	uint64_t gso_sends;     /* sends that carried several datagrams (UDP GSO) */
 	uint64_t gro_receives;  /* receives that held several datagrams (UDP GRO) */
+	uint64_t window;        /* segments allowed in flight now: 2 x the measured
+				 * bandwidth-delay product, 64 .. pbox_opts.window */
 } pbox_stats;
 
 void pbox_get_stats(const pbox_client *c, pbox_stats *out);

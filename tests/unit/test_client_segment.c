@@ -253,6 +253,48 @@ static void rtt__clamped_to_min_and_max(void **state)
 	assert_int_equal(e.rto_us, 2000);
 }
 
+static void bdp__window_is_twice_rate_times_min_rtt(void **state)
+{
+	struct bdp_est b;
+
+	(void)state;
+	bdp_init(&b);
+	assert_int_equal(bdp_window(&b, 1408, 32, 128), 128); /* nothing known: the cap */
+	/* 100 MB/s: 1408 bytes every 14.08 us, round trips 300 us (min 200) */
+	uint64_t t = 1000000;
+	for (int i = 0; i < 2000; i++, t += 14)
+		bdp_on_result(&b, t, 1400, i == 500 ? 200 : 300, 300);
+	assert_int_equal(b.min_rtt_us, 200);
+	assert_true(b.nrate >= 8);
+	/* 2 x 100 MB/s x 200 us = 40 KB = 29 segments of 1408 -> floor 32 */
+	assert_int_equal(bdp_window(&b, 1408, 32, 128), 32);
+	assert_int_equal(bdp_window(&b, 1408, 8, 128), 29);
+	assert_int_equal(bdp_window(&b, 1408, 64, 16), 16); /* a cap below the floor wins */
+	/* 10x the rate: 290 segments, capped */
+	for (int i = 0; i < 20000; i++, t += 1)
+		bdp_on_result(&b, t, 1400, 300, 300);
+	assert_int_equal(bdp_window(&b, 1408, 32, 128), 128);
+}
+
+static void bdp__min_rtt_expires_and_idle_keeps_max_rate(void **state)
+{
+	struct bdp_est b;
+
+	(void)state;
+	bdp_init(&b);
+	uint64_t t = 1000000;
+	for (int i = 0; i < 1000; i++, t += 10)
+		bdp_on_result(&b, t, 1000, 100, 100);
+	uint32_t w = bdp_window(&b, 1000, 1, 100000);
+	assert_int_equal(w, 20); /* 2 x 100 MB/s x 100 us / 1000 B */
+	t += 5000000;            /* idle 5 s: one slow interval, the max holds */
+	bdp_on_result(&b, t, 1000, 0, 100);
+	assert_int_equal(bdp_window(&b, 1000, 1, 100000), w);
+	t += BDP_RTT_WINDOW_US;  /* the old minimum expires: 500 us now */
+	bdp_on_result(&b, t, 1000, 500, 500);
+	assert_int_equal(b.min_rtt_us, 500);
+}
+
 static void window__take_until_full_then_put(void **state)
 {
 	struct seg_window w;
@@ -325,6 +367,8 @@ int main(void)
 		cmocka_unit_test(rtt__smooths_per_rfc6298),
 		cmocka_unit_test(rtt__at_least_twice_srtt),
 		cmocka_unit_test(rtt__clamped_to_min_and_max),
+		cmocka_unit_test(bdp__window_is_twice_rate_times_min_rtt),
+		cmocka_unit_test(bdp__min_rtt_expires_and_idle_keeps_max_rate),
 		cmocka_unit_test(window__take_until_full_then_put),
 		cmocka_unit_test(window__zero_capacity_fails),
 		cmocka_unit_test(bitmap__first_clear),

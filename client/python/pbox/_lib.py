@@ -43,6 +43,7 @@ class Stats(ctypes.Structure):
         ("rto_us", ctypes.c_uint64),
         ("gso_sends", ctypes.c_uint64),
         ("gro_receives", ctypes.c_uint64),
+        ("window", ctypes.c_uint64),
     ]
 
 
