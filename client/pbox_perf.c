@@ -17,6 +17,7 @@
 
 #include "pbox.h"
 #include "perf_blast.h"
+#include "perf_args.h"
 
 struct perf_args {
 	const char *control, *job;
@@ -61,37 +62,6 @@ static void usage(FILE *f)
 		"busbw = algbw * 2*(n-1)/n, nccl's allreduce factor, so the numbers compare\n"
 		"with ring allreduce. Each size's keys are declared on first use: the box\n"
 		"keeps every size's keys, about twice maxbytes in total.\n");
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	double mul = 1;
-
-	if (end == s || errno || v < 0)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mul = 1024; end++; break;
-	case 'm': case 'M': mul = 1024 * 1024; end++; break;
-	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-	}
-	if (*end)
-		return -1;
-	*out = (size_t)(v * mul);
-	return 0;
-}
-
-static int parse_int(const char *s, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end || v < 0 || v > 1 << 30)
-		return -1;
-	*out = (int)v;
-	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct perf_args *a)

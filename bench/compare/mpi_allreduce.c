@@ -22,37 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	double mul = 1;
-
-	if (end == s || errno || v < 0)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mul = 1024; end++; break;
-	case 'm': case 'M': mul = 1024 * 1024; end++; break;
-	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-	}
-	if (*end)
-		return -1;
-	*out = (size_t)(v * mul);
-	return 0;
-}
-
-static int parse_int(const char *s, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end || v < 0 || v > 1 << 30)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
+#include "perf_args.h"
 
 static void usage(FILE *f)
 {

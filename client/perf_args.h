@@ -1,0 +1,47 @@
+/*
+ * perf_args.h - command-line number parsing shared by the benchmark
+ * programs (pbox-perf, bench/compare/mpi_allreduce): sizes with K/M/G
+ * suffixes and bounded non-negative integers. Header-only: the MPI
+ * program is built by mpicc on its own.
+ */
+#ifndef PBOX_PERF_ARGS_H
+#define PBOX_PERF_ARGS_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+/* "4096", "1.5M", "64K", "1G" (binary units) -> bytes; 0 or -1. */
+static inline int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double mul = 1;
+
+	if (end == s || errno || v < 0)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1024; end++; break;
+	case 'm': case 'M': mul = 1024 * 1024; end++; break;
+	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end)
+		return -1;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+/* A decimal integer in [0, 2^30]; 0 or -1. */
+static inline int parse_int(const char *s, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || *end || v < 0 || v > 1 << 30)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+#endif
