@@ -35,7 +35,14 @@
 #define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
 #define XFER_WIN_MIN        64     /* floor of the BDP window (segments) */
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
-#define XFER_RTO_MAX_US     1000000 /* cap of the timeout and its back-off */
+#define XFER_RTO_MAX_US     1000000 /* cap of the adaptive timeout */
+/* Cap of a segment's back-off (or rto, if larger). A rank waiting for the
+ * others of a round gets no answer to its retransmissions and backs off
+ * while it waits; when the round completes and its RESULT is lost, the
+ * next try comes after the back-off. With a 1 s cap, 20% loss each way
+ * made single calls take up to 4.1 s, next to pboxd's 5 s stall watch
+ * (test_loss). 200 ms leaves 20+ tries inside it. */
+#define XFER_BACKOFF_MAX_US 200000
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
 #define ABORT_GRACE_MS      300    /* wait for job_aborted's reason after ERROR */

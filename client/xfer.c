@@ -17,7 +17,8 @@
  * (struct rtt_est, RFC 6298): every result of a segment sent only once
  * (Karn's rule) is a sample from its first PUSH to its RESULT; before the
  * first sample it is opts.rto_ms. It is doubled on each retransmission of
- * that segment, capped at XFER_RTO_MAX_US, and back to the estimate once
+ * that segment, capped at XFER_BACKOFF_MAX_US (or the estimate, if larger),
+ * and back to the estimate once
  * the request makes progress (a new result bumps the request's epoch,
  * which resets the slot's retransmission count).
  * A request that neither gets a new result nor sends a new segment (window
@@ -381,6 +382,7 @@ static void retransmit(pbox_client *c, uint64_t now)
 {
 	struct xfer *x = &c->x;
 	uint64_t next = UINT64_MAX;
+	uint32_t backoff_max = x->rtt.rto_us > XFER_BACKOFF_MAX_US ? x->rtt.rto_us : XFER_BACKOFF_MAX_US;
 
 	for (uint32_t i = 0; i < x->win.cap; i++) {
 		struct xslot *s = &x->slots[i];
@@ -394,7 +396,7 @@ static void retransmit(pbox_client *c, uint64_t now)
 			s->nretx++;
 			s->retxed = true;
 			s->deadline_ns = now + seg_rto_backoff(x->rtt.rto_us, s->nretx,
-							       XFER_RTO_MAX_US) * NS_PER_US;
+							       backoff_max) * NS_PER_US;
 			send_seg(c, s->req, s->seg, WIRE_FLAG_RETX);
 		}
 		if (s->deadline_ns < next)

@@ -57,8 +57,9 @@ typedef struct pbox_opts {
 	 * PBOX_ETIMEDOUT; 0 = default 30000 ms. */
 	uint32_t timeout_ms;
 	/* Retransmission timeout until the first round trip is measured;
-	 * then it adapts (RFC 6298: srtt + 4 rttvar, 2 ms .. 1 s, doubled per
-	 * retransmission of a segment). 0 = default 20 ms. */
+	 * then it adapts (RFC 6298: max(srtt + 4 rttvar, 2 srtt), 5 ms .. 1 s,
+	 * doubled per retransmission of a segment up to 200 ms). 0 = default
+	 * 20 ms. */
 	uint32_t rto_ms;
 	/* Most segments in flight at once over all keys; 0 = default 128. The
 	 * window in use is twice the measured bandwidth-delay product, at

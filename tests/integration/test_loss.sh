@@ -20,7 +20,8 @@ NFT
 	max=4M; [ $pct -ge 20 ] && max=1M
 	workers 4 "loss$pct" "$WORKDIR/l$pct" --minbytes 4 --maxbytes $max --iters 2 --keys 2 --check
 	wait_workers 240 || { tail -n 5 "$WORKDIR"/l$pct.*.log; die "allreduce failed at ${pct}% loss"; }
-	echo "${pct}% loss each way: exact; $(grep -E "^# (packets|round)" "$WORKDIR/l$pct.0.log" | tr "\n" " ")"
+	worst=$(awk '!/^#/ && NF >= 5 && $4 > m { m = $4 } END { printf "%.2f", m / 1e6 }' "$WORKDIR"/l$pct.*.log)
+	echo "${pct}% loss each way: exact, slowest size ${worst} s per call; $(grep -E "^# (packets|round)" "$WORKDIR/l$pct.0.log" | tr "\n" " ")"
 	grep -q "retransmits [1-9]" "$WORKDIR/l$pct.0.log" || die "no retransmissions counted at ${pct}% loss"
 done
 ctl --json stats | python3 -c '
