@@ -54,8 +54,8 @@ static double run(int shared, unsigned n, size_t plen, unsigned results,
 			};
 			h.rank = (uint16_t)r;
 			h.seg = i;
-			pkts[r] = shared ? fanout_chain(hdr_pool, &d, &h, pay)
-					 : fanout_copy(pool, &d, &h, payload, plen);
+			pkts[r] = shared ? fanout_chain(hdr_pool, &d, &h, pay, NULL)
+					 : fanout_copy(pool, &d, &h, payload, plen, NULL);
 			if (!pkts[r]) {
 				fprintf(stderr, "fanout_bench: out of mbufs\n");
 				exit(1);

@@ -11,6 +11,7 @@
 #define PBOX_BOX_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "drops.h"
@@ -48,6 +49,7 @@ struct box_config {
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
 	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
+	bool udp_checksum;           /* --udp-checksum on|off, default on */
 	char log_level[16];          /* --log-level error|warn|info|debug */
 	/* --operator-secret-file: what a TCP job_abort must present; length 0
 	 * = none needed. Never reported by any method. */

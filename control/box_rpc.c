@@ -54,7 +54,7 @@ static json_t *port_status(const struct box *b, unsigned i)
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", p->mac[0], p->mac[1],
 		 p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
 	snprintf(cidr, sizeof(cidr), "%s/%u", rpc_ip_str(p->ip, ip, sizeof(ip)), p->prefix);
-	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:i, s:s}",
+	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:s}",
 			 "port", (int)p->port, "name", p->name, "mac", mac, "ip", cidr,
 			 "mtu", (json_int_t)p->mtu,
 			 "link", rc < 0 ? "unknown" : st.link_up ? "up" : "down",
@@ -62,6 +62,7 @@ static json_t *port_status(const struct box *b, unsigned i)
 			 "steering", p->steering ? p->steering : "?",
 			 "fanout", p->fanout ? p->fanout : "?",
 			 "contributions", p->hold ? "held" : "copied",
+			 "udp_checksum", b->cfg.udp_checksum ? "software" : "off",
 			 "numa_node", p->numa_node, "local_cpus", p->local_cpus);
 }
 

@@ -39,6 +39,7 @@ void box_config_defaults(struct box_config *c)
 	c->mbufs = 16383;
 	c->idle_sleep_us = 0;
 	c->stall_timeout_ms = 5000;
+	c->udp_checksum = true;
 	snprintf(c->log_level, sizeof(c->log_level), "info");
 }
 
@@ -169,7 +170,7 @@ enum opt_id {
 	OPT_IP = 256, OPT_CONTROL, OPT_RPC_SOCKET, OPT_RPC_SOCKET_MODE, OPT_UDP_BASE,
 	OPT_CHUNK_BYTES, OPT_MAX_JOBS, OPT_MAX_WORLD, OPT_MAX_KEYS,
 	OPT_MAX_JOB_BYTES, OPT_JOB_BYTES, OPT_SLOTS, OPT_MBUFS, OPT_MTU, OPT_IDLE_SLEEP, OPT_STALL,
-	OPT_FANOUT, OPT_SECRET_FILE, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
+	OPT_FANOUT, OPT_UDP_CSUM, OPT_SECRET_FILE, OPT_LOG_LEVEL, OPT_CONFIG, OPT_HELP = 'h',
 };
 
 struct opt {
@@ -197,6 +198,7 @@ static const struct opt opts[] = {
 	{ "idle-sleep-us", OPT_IDLE_SLEEP, "US", "sleep of an idle lcore (default 0: pure polling)" },
 	{ "stall-timeout-ms", OPT_STALL, "MS", "abort a job whose open rounds make no progress for MS (default 5000; 0 = never)" },
 	{ "fanout", OPT_FANOUT, "MODE", "results to N ranks: shared (one payload copy, needs chained-mbuf tx), copy (one per rank) or auto (default)" },
+	{ "udp-checksum", OPT_UDP_CSUM, "on|off", "fill in the UDP checksum of results, one pass over each payload for all ranks (default on; lets receivers' GRO coalesce them)" },
 	{ "operator-secret-file", OPT_SECRET_FILE, "FILE", "remote (TCP) job_abort must present the secret in FILE (mode 600, 16-256 bytes); default: no secret needed" },
 	{ "log-level", OPT_LOG_LEVEL, "LEVEL", "error, warn, info or debug (default info)" },
 	{ "config", OPT_CONFIG, "FILE", "read options from the [pboxd] section of an INI file" },
@@ -305,6 +307,14 @@ static int apply(struct box_config *c, const struct opt *o, const char *v,
 			c->fanout = BOX_FANOUT_COPY;
 		else
 			return fail(err, errlen, "'%s' is not one of auto, shared, copy", v);
+		return 0;
+	case OPT_UDP_CSUM:
+		if (strcmp(v, "on") == 0)
+			c->udp_checksum = true;
+		else if (strcmp(v, "off") == 0)
+			c->udp_checksum = false;
+		else
+			return fail(err, errlen, "'%s' is not one of on, off", v);
 		return 0;
 	case OPT_SECRET_FILE:
 		if (!*v) {

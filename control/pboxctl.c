@@ -209,12 +209,12 @@ static int print_json(const json_t *r)
 
 static void print_ports(const json_t *ports)
 {
-	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING", "FANOUT" };
+	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING", "FANOUT", "UDP_CSUM" };
 	struct table t;
 	size_t i;
 	json_t *p;
 
-	table_init(&t, 9, h);
+	table_init(&t, 10, h);
 	json_array_foreach(ports, i, p) {
 		table_cell(&t, "%lld", jint(p, "port"));
 		table_cell(&t, "%s", jstr(p, "name"));
@@ -225,6 +225,7 @@ static void print_ports(const json_t *ports)
 		table_cell(&t, "%lld", jint(p, "rx_queues"));
 		table_cell(&t, "%s", jstr(p, "steering"));
 		table_cell(&t, "%s", jstr(p, "fanout"));
+		table_cell(&t, "%s", jstr(p, "udp_checksum"));
 	}
 	table_print(&t);
 }

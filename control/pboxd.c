@@ -390,6 +390,7 @@ int main(int argc, char **argv)
 	d.sh.quit = &quit;
 	d.sh.udp_base = d.box.cfg.udp_base;
 	d.sh.idle_sleep_us = d.box.cfg.idle_sleep_us;
+	d.sh.udp_csum = d.box.cfg.udp_checksum;
 	d.box.kernel = sum->name;
 	d.box.start_time = now_s();
 	d.box.dp = (struct box_dp){

@@ -122,8 +122,11 @@ static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_
 	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
 
 	h.rank = dst_for(lc, out, rank, &pid, &d);
-	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h,
-					 out->payload, out->payload ? plen : 0);
+	if (!out->payload)
+		plen = 0;
+	uint64_t sum = lc->sh->udp_csum ? frame_csum_partial(out->payload, plen, 0) : 0;
+	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h, out->payload, plen,
+					 lc->sh->udp_csum ? &sum : NULL);
 	if (!m) {
 		lc->st.drops[DROP_NO_MBUF]++;
 		return;
@@ -140,6 +143,9 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 {
 	struct rte_mbuf *pay = NULL;
 	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
+	/* one pass over the payload for every rank's UDP checksum */
+	uint64_t sum = lc->sh->udp_csum ? frame_csum_partial(out->payload, plen, 0) : 0;
+	const uint64_t *psum = lc->sh->udp_csum ? &sum : NULL;
 
 	for (uint16_t r = 0; r < out->job->world; r++) {
 		struct fanout_dst d;
@@ -153,9 +159,9 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 			if (!pay)
 				pay = fanout_payload(port->pool, out->payload, plen);
 			if (pay)
-				m = fanout_chain(port->hdr_pool, &d, &h, pay);
+				m = fanout_chain(port->hdr_pool, &d, &h, pay, psum);
 		} else {
-			m = fanout_copy(port->pool, &d, &h, out->payload, plen);
+			m = fanout_copy(port->pool, &d, &h, out->payload, plen, psum);
 		}
 		if (!m) {
 			lc->st.drops[DROP_NO_MBUF]++;

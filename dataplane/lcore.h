@@ -43,6 +43,7 @@ struct dp_shared {
 	struct lcore_ctx *lcores[BOX_MAX_LCORES];
 	uint16_t udp_base;
 	uint32_t idle_sleep_us;
+	bool udp_csum;                         /* fill in UDP checksums of results */
 	volatile bool *quit;
 };
 

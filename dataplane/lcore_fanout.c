@@ -12,15 +12,18 @@
 #define PKT_HDRS_LEN (FRAME_HDRS_LEN + WIRE_HDR_LEN)
 
 static inline void write_hdrs(uint8_t *p, const struct fanout_dst *d,
-			      const struct wire_msg *h, size_t plen)
+			      const struct wire_msg *h, size_t plen, const uint64_t *pay_sum)
 {
 	frame_udp_headers(p, d->dst_mac, d->src_mac, d->src_ip, d->dst_ip,
 			  d->src_port, d->dst_port, WIRE_HDR_LEN + plen);
 	wire_encode(p + FRAME_HDRS_LEN, h);
+	if (pay_sum)
+		frame_udp_csum(p, WIRE_HDR_LEN, *pay_sum);
 }
 
 struct rte_mbuf *fanout_copy(struct rte_mempool *pool, const struct fanout_dst *d,
-			     const struct wire_msg *h, const void *payload, size_t plen)
+			     const struct wire_msg *h, const void *payload, size_t plen,
+			     const uint64_t *pay_sum)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
 
@@ -31,7 +34,7 @@ struct rte_mbuf *fanout_copy(struct rte_mempool *pool, const struct fanout_dst *
 		rte_pktmbuf_free(m);
 		return NULL;
 	}
-	write_hdrs(p, d, h, plen);
+	write_hdrs(p, d, h, plen, pay_sum);
 	if (plen)
 		memcpy(p + PKT_HDRS_LEN, payload, plen);
 	return m;
@@ -53,7 +56,8 @@ struct rte_mbuf *fanout_payload(struct rte_mempool *pool, const void *payload, s
 }
 
 struct rte_mbuf *fanout_chain(struct rte_mempool *hdr_pool, const struct fanout_dst *d,
-			      const struct wire_msg *h, struct rte_mbuf *pay)
+			      const struct wire_msg *h, struct rte_mbuf *pay,
+			      const uint64_t *pay_sum)
 {
 	struct rte_mbuf *two[2];
 
@@ -64,7 +68,7 @@ struct rte_mbuf *fanout_chain(struct rte_mempool *hdr_pool, const struct fanout_
 	ind->data_len = pay->data_len;
 	ind->pkt_len = pay->data_len;
 	uint8_t *p = (uint8_t *)rte_pktmbuf_append(hm, PKT_HDRS_LEN);
-	write_hdrs(p, d, h, pay->data_len);
+	write_hdrs(p, d, h, pay->data_len, pay_sum);
 	hm->next = ind;
 	hm->nb_segs = 2;
 	hm->pkt_len = PKT_HDRS_LEN + ind->data_len;

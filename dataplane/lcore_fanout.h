@@ -44,17 +44,21 @@ struct fanout_dst {
 #define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
 
 /* One self-contained packet: headers of h for d, then plen payload bytes
- * (copied). NULL when pool is empty. */
+ * (copied). NULL when pool is empty. pay_sum: NULL sends UDP checksum 0;
+ * else the payload's frame_csum_partial, and the UDP checksum is filled in
+ * (computed once per result, not per rank). */
 struct rte_mbuf *fanout_copy(struct rte_mempool *pool, const struct fanout_dst *d,
-			     const struct wire_msg *h, const void *payload, size_t plen);
+			     const struct wire_msg *h, const void *payload, size_t plen,
+			     const uint64_t *pay_sum);
 
 /* The shared payload mbuf: plen bytes copied once. NULL when pool is empty. */
 struct rte_mbuf *fanout_payload(struct rte_mempool *pool, const void *payload, size_t plen);
 
 /* A header mbuf for d and h chained to an indirect mbuf of pay (which
  * keeps pay alive until sent). Both small mbufs come from hdr_pool. NULL
- * when it is empty. */
+ * when it is empty. pay_sum as for fanout_copy. */
 struct rte_mbuf *fanout_chain(struct rte_mempool *hdr_pool, const struct fanout_dst *d,
-			      const struct wire_msg *h, struct rte_mbuf *pay);
+			      const struct wire_msg *h, struct rte_mbuf *pay,
+			      const uint64_t *pay_sum);
 
 #endif

@@ -54,6 +54,68 @@ uint16_t frame_csum(const void *p, size_t len)
 	return htons((uint16_t)~sum);
 }
 
+uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum)
+{
+	const uint8_t *b = p;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+	for (; len >= 16; len -= 16, b += 16) {
+		uint32_t w[4];
+		memcpy(w, b, 16);
+		s0 += w[0];
+		s1 += w[1];
+		s2 += w[2];
+		s3 += w[3];
+	}
+	for (; len >= 4; len -= 4, b += 4) {
+		uint32_t w;
+		memcpy(&w, b, 4);
+		s0 += w;
+	}
+	if (len >= 2) {
+		uint16_t h;
+		memcpy(&h, b, 2);
+		s1 += h;
+		len -= 2;
+		b += 2;
+	}
+	if (len) {
+		uint8_t last[2] = { b[0], 0 };
+		uint16_t h;
+		memcpy(&h, last, 2);
+		s2 += h;
+	}
+	/* each s < 2^62 for any length a frame can have: no carry is lost */
+	return sum + s0 + s1 + s2 + s3;
+}
+
+/* Fold a partial sum to 16 bits (memory order). */
+static uint16_t csum_fold(uint64_t s)
+{
+	while (s >> 16)
+		s = (s & 0xFFFF) + (s >> 16);
+	return (uint16_t)s;
+}
+
+void frame_udp_csum(uint8_t *hdrs, size_t extra, uint64_t payload_sum)
+{
+	uint8_t *ip = hdrs + FRAME_ETH_LEN;
+	uint8_t *udp = ip + 20;
+	uint8_t pseudo[12];
+
+	memcpy(pseudo, ip + 12, 8);    /* source and destination address */
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_UDP_;
+	memcpy(pseudo + 10, udp + 4, 2); /* UDP length */
+	udp[6] = udp[7] = 0;
+	uint64_t s = frame_csum_partial(pseudo, sizeof(pseudo), payload_sum);
+	s = frame_csum_partial(udp, 8 + extra, s);
+	uint16_t c = (uint16_t)~csum_fold(s);
+	if (c == 0)
+		c = 0xFFFF; /* 0 means "no checksum" in UDP over IPv4 */
+	memcpy(udp + 6, &c, 2);
+}
+
 static int parse_arp(const uint8_t *frame, size_t len, uint32_t my_ip)
 {
 	struct arp a;

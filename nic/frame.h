@@ -55,4 +55,21 @@ void frame_udp_headers(uint8_t *out, const uint8_t dst_mac[6],
 /* The Internet checksum (RFC 1071) of len bytes, in network order. */
 uint16_t frame_csum(const void *p, size_t len);
 
+/*
+ * Add len bytes at p to a ones'-complement partial sum (not folded, not
+ * complemented; in memory byte order, so no swaps). Pieces of one datagram
+ * combine by adding their sums as long as each starts at an even offset
+ * from the first; only the last may have odd length.
+ */
+uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum);
+
+/*
+ * Fill in the UDP checksum of the frame whose Ethernet/IPv4/UDP headers
+ * frame_udp_headers wrote at hdrs: extra (may be 0) bytes that follow the
+ * UDP header in the same buffer, then a payload whose frame_csum_partial
+ * is payload_sum. Lets N copies of one payload with different headers
+ * share one pass over it.
+ */
+void frame_udp_csum(uint8_t *hdrs, size_t extra, uint64_t payload_sum);
+
 #endif

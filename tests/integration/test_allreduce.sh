@@ -2,18 +2,25 @@
 # test_allreduce.sh - 4 worker processes allreduce through the real pboxd on
 # DPDK net_af_packet, sizes from 1 element to 64 MiB, several keys in flight,
 # f32/f16/bf16, and with UDP GSO/GRO (--udp-offload); every sum must be
-# exact (pbox-perf --check) and the box must count no drops for
-# well-formed traffic.
+# exact (pbox-perf --check), results must carry correct UDP checksums and
+# the box must count no drops for well-formed traffic.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
 box_start af_packet
 
-# f32 over the whole size range, 4 keys in flight at once
+# f32 over the whole size range, 4 keys in flight at once; meanwhile the
+# first 2000 results to reach the workers' veth must carry correct,
+# non-zero UDP checksums (pboxd --udp-checksum on, the default)
+in_wk python3 "$(dirname "$0")/udp_csum_check.py" "$IF_WD" "$BOX_IP" 2000 60 > "$WORKDIR/csum.txt" 2>&1 &
+CSUM_PID=$!; PIDS+=($CSUM_PID)
+sleep 0.5
 workers 4 exact "$WORKDIR/f32" --minbytes 4 --maxbytes 64M --iters 2 --warmup 1 --keys 4 --check
 wait_workers 240 || { tail -n 5 "$WORKDIR"/f32.*.log; die "f32 workers failed"; }
 cat "$WORKDIR/f32.0.log"
+wait $CSUM_PID || { cat "$WORKDIR/csum.txt"; die "results without a correct UDP checksum"; }
+cat "$WORKDIR/csum.txt"
 
 # half-width dtypes, one element to 1 MiB
 for dt in f16 bf16; do

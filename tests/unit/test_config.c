@@ -82,6 +82,7 @@ static void defaults__documented_values(void **state)
 	assert_int_equal(t->c.slots_per_lcore, 256);
 	assert_int_equal(t->c.mbufs, 16383);
 	assert_int_equal(t->c.idle_sleep_us, 0);
+	assert_true(t->c.udp_checksum);
 	assert_int_equal(t->c.nports, 0);
 	assert_int_equal(parse(t, NULL), 0);
 }
@@ -96,7 +97,7 @@ static void parse__all_options(void **state)
 			       "--chunk-bytes", "64K", "--max-jobs", "8", "--max-world", "32",
 			       "--max-keys", "100", "--max-job-bytes", "2G", "--job-bytes", "512M",
 			       "--slots", "128", "--mbufs", "8191", "--idle-sleep-us", "10",
-			       "--log-level", "debug", NULL), 0);
+			       "--udp-checksum", "off", "--log-level", "debug", NULL), 0);
 	assert_int_equal(t->c.nports, 2);
 	assert_int_equal(t->c.ip[0].port, 0);
 	assert_int_equal(t->c.ip[0].ip, 0xC6120001u);
@@ -116,6 +117,7 @@ static void parse__all_options(void **state)
 	assert_int_equal(t->c.slots_per_lcore, 128);
 	assert_int_equal(t->c.mbufs, 8191);
 	assert_int_equal(t->c.idle_sleep_us, 10);
+	assert_false(t->c.udp_checksum);
 	assert_string_equal(t->c.log_level, "debug");
 }
 
@@ -151,6 +153,9 @@ static void parse__errors_name_the_option(void **state)
 	assert_int_equal(parse(t, "--rpc-socket-mode", "0999", NULL), -EINVAL);
 	assert_int_equal(parse(t, "--log-level", "loud", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "loud"));
+	assert_int_equal(parse(t, "--udp-checksum", "maybe", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "--udp-checksum"));
+	assert_non_null(strstr(t->err, "on, off"));
 	assert_int_equal(parse(t, "--chunk-bytes", "12Q", NULL), -EINVAL);
 	assert_int_equal(parse(t, "--max-job-bytes", "99999999999999999999999", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "too large"));

@@ -46,6 +46,50 @@ static void parse__udp_frame_built_by_us(void **state)
 	assert_int_equal(fi.payload_len, 100);
 }
 
+/* The UDP checksum as a receiver checks it: pseudo header + datagram,
+ * summed by the plain byte-wise frame_csum, must fold to 0. */
+static uint16_t udp_verify(const uint8_t *f, size_t udplen)
+{
+	static uint8_t buf[12 + 10000];
+	memcpy(buf, f + 14 + 12, 8);
+	buf[8] = 0;
+	buf[9] = 17;
+	buf[10] = (uint8_t)(udplen >> 8);
+	buf[11] = (uint8_t)udplen;
+	memcpy(buf + 12, f + 34, udplen);
+	return frame_csum(buf, 12 + udplen);
+}
+
+static void udp_csum__header_part_and_payload_sum_combine(void **state)
+{
+	(void)state;
+	static uint8_t f[FRAME_HDRS_LEN + 9000];
+	/* 40 bytes after the UDP header stand for pbox's header; every payload
+	 * length, odd ones too, and payload bytes that force carries */
+	static const size_t lens[] = { 0, 1, 2, 3, 63, 64, 1407, 1408, 8896, 8955 };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t plen = lens[i], extra = 40;
+		frame_udp_headers(f, my_mac, peer_mac, MY_IP, PEER_IP, 47000, 40001, extra + plen);
+		for (size_t b = 0; b < extra + plen; b++)
+			f[FRAME_HDRS_LEN + b] = (uint8_t)(i % 2 ? 0xFF : b * 131 + 7);
+		uint64_t ps = frame_csum_partial(f + FRAME_HDRS_LEN + extra, plen, 0);
+		frame_udp_csum(f, extra, ps);
+		uint16_t c;
+		memcpy(&c, f + 40, 2);
+		assert_int_not_equal(c, 0);           /* 0 would mean "no checksum" */
+		assert_int_equal(udp_verify(f, 8 + extra + plen), 0);
+		/* one payload sum serves a second destination's headers */
+		frame_udp_headers(f, my_mac, peer_mac, MY_IP, PEER_IP + 1, 47000, 40002, extra + plen);
+		frame_udp_csum(f, extra, ps);
+		assert_int_equal(udp_verify(f, 8 + extra + plen), 0);
+		/* a flipped payload bit is caught */
+		if (plen) {
+			f[FRAME_HDRS_LEN + extra + plen / 2] ^= 0x10;
+			assert_int_not_equal(udp_verify(f, 8 + extra + plen), 0);
+		}
+	}
+}
+
 static void parse__drops_each_malformed_frame(void **state)
 {
 	(void)state;
@@ -134,6 +178,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parse__udp_frame_built_by_us),
+		cmocka_unit_test(udp_csum__header_part_and_payload_sum_combine),
 		cmocka_unit_test(parse__drops_each_malformed_frame),
 		cmocka_unit_test(arp__request_for_us_gets_reply),
 		cmocka_unit_test(icmp__echo_request_gets_valid_reply),
