@@ -5,30 +5,39 @@
 #
 #   bench/compare/compare.sh [--quick] [--sizes MIN:MAX] [--n 2,4] [--reps R]
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
-#                            [--mtu 9000|1500] [--out DIR]
+#                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
 # given explicitly win over --quick). Needs root (namespaces, veth, DPDK);
 # `make compare` builds what it needs and runs it.
 #
-# Every system runs in the workers' network namespace of
-# tests/integration/lib.sh (topo_up):
+# Topology (--topology):
+#   hosts    (default) every worker rank in its own network namespace with
+#            its own veth (eth0, 198.18.0.10+rank/24) on one bridge, as
+#            separate hosts on one switch; the box's DPDK port and its
+#            management interface (198.18.0.254, control) on the same
+#            bridge. All three systems cross the same veths and bridge.
+#   shared   all ranks in the one workers' namespace of
+#            tests/integration/lib.sh (topo_up): pbox crosses its veth, but
+#            the kernel carries OpenMPI's and Gloo's traffic between local
+#            addresses over loopback (64 KiB MTU, no veth).
+# Systems:
 #   pbox     pboxd on DPDK net_af_packet on a veth (box_start af_packet), N
-#            pbox-perf workers (kernel UDP over the veth), one pbox-perf run
-#            (one job) per rep covering all sizes; the data veth, pboxd and
-#            the workers at --mtu (default 9000: jumbo frames, as training
-#            clusters run; 1500 for standard Ethernet);
+#            pbox-perf workers (kernel UDP), one pbox-perf run (one job) per
+#            rep covering all sizes; the veths, pboxd and the workers at
+#            --mtu (default 9000: jumbo frames, as training clusters run;
+#            1500 for standard Ethernet);
 #   openmpi  mpirun --allow-run-as-root --oversubscribe --bind-to none -np N
-#            --mca btl tcp,self $BUILD/bench/mpi_allreduce, TCP bound to the
-#            workers' address 198.18.0.2: the kernel delivers traffic between
-#            local addresses over loopback, so MPI's bytes never cross the veth;
-#            MALLOC_MMAP_THRESHOLD_=1G for its ranks, so its per-call
-#            temporary buffer is not a fresh mmap above 32 MiB (measured as
-#            installed, 64 MiB took 4x longer);
+#            --mca btl tcp,self $BUILD/bench/mpi_allreduce over TCP
+#            (hosts: mpirun in the bridge's namespace, each rank entering
+#            its own through bench/compare/rank_netns.sh, PMIx over TCP on
+#            the bridge); MALLOC_MMAP_THRESHOLD_=1G for its ranks, so its
+#            per-call temporary buffer is not a fresh mmap above 32 MiB
+#            (measured as installed, 64 MiB took 4x longer);
 #   gloo     bench/compare/gloo_allreduce.py (torch.multiprocessing, N
-#            processes, GLOO_SOCKET_IFNAME = the workers' veth, rendezvous at
-#            tcp://198.18.0.2): loopback as well.
+#            processes; hosts: each enters its rank's namespace, eth0;
+#            shared: the workers' veth).
 # The reps are rounds: each runs pbox (pboxd started for it and stopped
 # after, so its lcore takes no CPU from the others), then OpenMPI, then Gloo,
 # each for every N, one process launch (one pbox job) per system, N and rep.
@@ -63,7 +72,7 @@ to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
 	echo $((s * m))
 }
 
-QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000
+QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -75,6 +84,7 @@ while [ $# -gt 0 ]; do
 	--systems) SYSTEMS=${2:?--systems needs a list}; shift ;;
 	--out) OUT=${2:?--out needs a directory}; shift ;;
 	--mtu) MTU=${2:?--mtu needs 1500 or 9000}; shift ;;
+	--topology) TOPO=${2:?--topology needs hosts or shared}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -88,6 +98,7 @@ MINB=$(to_bytes "${SIZES%%:*}") && MAXB=$(to_bytes "${SIZES##*:}") && [ "$MINB" 
 	[ "$MAXB" -ge "$MINB" ] && [[ $SIZES == *:* ]] ||
 	{ echo "compare.sh: bad --sizes $SIZES (MIN:MAX, e.g. 4K:256M, 4 <= MIN <= MAX)" >&2; exit 2; }
 [ "$MTU" = 1500 ] || [ "$MTU" = 9000 ] || { echo "compare.sh: --mtu must be 1500 or 9000" >&2; exit 2; }
+[ "$TOPO" = hosts ] || [ "$TOPO" = shared ] || { echo "compare.sh: --topology must be hosts or shared" >&2; exit 2; }
 [[ $NLIST =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: bad --n $NLIST (e.g. 2,4)" >&2; exit 2; }
 for v in "$REPS" "$ITERS" "$WARMUP"; do
 	[[ $v =~ ^[0-9]+$ ]] || { echo "compare.sh: --reps/--iters/--warmup must be numbers" >&2; exit 2; }
@@ -106,6 +117,46 @@ SUM=0; for s in "${SIZE_LIST[@]}"; do SUM=$((SUM + s)); done
 
 . tests/integration/lib.sh
 need_root "bench/compare/compare.sh" compare
+
+# ---- --topology hosts: one namespace per rank, all on one bridge ----------------
+NS_SW=pbox-sw-$TAG                     # the "switch": bridge br0, mpirun runs here
+MAXN=0; for n in "${NS[@]}"; do [ "$n" -gt $MAXN ] && MAXN=$n; done
+wk_ns() { echo "pbox-w$1-$TAG"; }      # rank r's namespace (host)
+wk_ip() { echo "198.18.0.$((10 + $1))"; }
+hosts_down() {
+	ip netns del "$NS_SW" 2>/dev/null
+	for ((i = 0; i < MAXN; i++)); do ip netns del "$(wk_ns $i)" 2>/dev/null; done
+}
+# plug IF (in the root namespace) into the bridge from the other end of a new veth
+hosts_plug() { # hosts_plug IF NS: veth IF (moved to NS) <-> x$IF on br0
+	ip link add "$1" type veth peer name "x$1" || die "cannot create veth $1"
+	ip link set "$1" netns "$2" && ip link set "x$1" netns "$NS_SW" || die "cannot move veth $1"
+	ip -n "$NS_SW" link set "x$1" mtu "$MTU" master br0 up || die "cannot attach x$1 to the bridge"
+}
+hosts_up() {
+	trap hosts_topo_down EXIT
+	trap 'exit 130' INT TERM
+	ip netns add "$NS_SW" && ip netns add "$NS_BOX" || die "cannot create network namespaces"
+	ip -n "$NS_SW" link add br0 type bridge || die "cannot create the bridge"
+	ip -n "$NS_SW" link set lo up; ip -n "$NS_BOX" link set lo up
+	hosts_plug "$IF_BD" "$NS_BOX"; hosts_plug "$IF_BM" "$NS_BOX"
+	ip -n "$NS_BOX" link set "$IF_BD" mtu "$MTU" up
+	ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BD".disable_ipv6=1 2>/dev/null
+	ip -n "$NS_BOX" addr add "$BOX_MGMT/24" dev "$IF_BM"; ip -n "$NS_BOX" link set "$IF_BM" mtu "$MTU" up
+	for ((i = 0; i < MAXN; i++)); do
+		local ns; ns=$(wk_ns $i)
+		ip netns add "$ns" || die "cannot create namespace $ns"
+		hosts_plug "pw${i}_$TAG" "$ns"
+		ip -n "$ns" link set "pw${i}_$TAG" name eth0 && ip -n "$ns" link set lo up &&
+			ip -n "$ns" addr add "$(wk_ip $i)/24" dev eth0 && ip -n "$ns" link set eth0 mtu "$MTU" up ||
+			die "cannot set up eth0 in $ns"
+	done
+	ip -n "$NS_SW" addr add 198.18.0.250/24 dev br0; ip -n "$NS_SW" link set br0 mtu "$MTU" up
+}
+hosts_topo_down() { local rc=$?; hosts_down; (exit $rc); topo_down; }
+if [ "$TOPO" = hosts ]; then
+	BOX_MGMT=198.18.0.254; CONTROL=$BOX_MGMT:7470
+fi
 [ -x "$BUILD/pboxd" ] && [ -x "$BUILD/pbox-perf" ] || die "$BUILD/pboxd or $BUILD/pbox-perf missing: run make first"
 
 mkdir -p "$OUT/logs" || die "cannot create $OUT"
@@ -133,13 +184,14 @@ cleanup() {
 		kill -KILL -- "-$g" 2>/dev/null
 	done
 	(exit $rc)
+	[ "$TOPO" = hosts ] && hosts_down
 	topo_down
 }
-# run_in_wk LIMIT LOG CMD...: CMD in the workers' namespace, at most LIMIT s;
-# waits in the background so a signal to this script is handled at once.
-run_in_wk() {
-	local limit=$1 logf=$2; shift 2
-	ip netns exec "$NS_WK" timeout -k 10 "$limit" "$@" > "$logf" 2>&1 &
+# run_in NS LIMIT LOG CMD...: CMD in namespace NS, at most LIMIT s; waits in
+# the background so a signal to this script is handled at once.
+run_in() {
+	local ns=$1 limit=$2 logf=$3; shift 3
+	ip netns exec "$ns" timeout -k 10 "$limit" "$@" > "$logf" 2>&1 &
 	local pid=$!
 	RUN_PGIDS+=("$pid")
 	wait "$pid"
@@ -160,7 +212,7 @@ elapsed() { echo "$((SECONDS - START))s"; }
 	echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "sizes: ${SIZE_LIST[*]}"
-	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS; pbox MTU $MTU"
+	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS; MTU $MTU; topology $TOPO"
 	echo "pbox: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
 	command -v mpirun > /dev/null && echo "openmpi: $(mpirun --version 2>/dev/null | head -1)"
 	echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
@@ -169,7 +221,7 @@ sed 's/^/compare: /' "$OUT/info.txt"
 others=$(pgrep -c -x pboxd) || true
 [ "${others:-0}" -eq 0 ] || log "compare: WARNING: $others other pboxd process(es) running: the timings will be disturbed"
 
-topo_up
+if [ "$TOPO" = hosts ]; then hosts_up; else topo_up; fi
 trap cleanup EXIT
 
 # ---- the runs -----------------------------------------------------------------
@@ -200,8 +252,18 @@ port=29600
 # run_pbox N REP: N pbox-perf workers, one job, all sizes
 run_pbox() {
 	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
-	workers "$n" "cmp-n$n-r$rep" "$lg" --minbytes "$MINB" --maxbytes "$MAXB" \
-		--stepfactor 4 --iters "$ITERS" --warmup "$WARMUP" --mtu "$MTU"
+	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
+		    --warmup "$WARMUP" --mtu "$MTU")
+	if [ "$TOPO" = hosts ]; then
+		WK_PIDS=()
+		for ((r = 0; r < n; r++)); do
+			ip netns exec "$(wk_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
+				--job "cmp-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
+			WK_PIDS+=($!); PIDS+=($!)
+		done
+	else
+		workers "$n" "cmp-n$n-r$rep" "$lg" "${args[@]}"
+	fi
 	if wait_workers "$limit"; then
 		awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
 	else
@@ -214,11 +276,20 @@ run_pbox() {
 # run_mpi N REP
 run_mpi() {
 	local n=$1 rep=$2 lg=$OUT/logs/openmpi.n$1.r$2.log
-	if run_in_wk "$limit" "$lg" \
+	local where=(--mca btl_tcp_if_include "$WK_IP/32" --mca oob_tcp_if_include "$WK_IP/32")
+	local ns=$NS_WK pmix=()
+	if [ "$TOPO" = hosts ]; then
+		# mpirun (the PMIx server, listening on the bridge) in the switch's
+		# namespace; each rank enters its own host's
+		ns=$NS_SW
+		pmix=(PMIX_MCA_ptl=tcp PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0)
+		where=(--mca btl_tcp_if_include 198.18.0.0/24 --mca oob_tcp_if_include br0
+		       -x PBOX_NETNS_PREFIX=pbox-w -x PBOX_NETNS_SUFFIX="-$TAG" "$ROOT/bench/compare/rank_netns.sh")
+	fi
+	if run_in "$ns" "$limit" "$lg" env "${pmix[@]}" \
 		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
-		--mca btl tcp,self --mca btl_tcp_if_include "$WK_IP/32" \
-		--mca oob_tcp_if_include "$WK_IP/32" -x MALLOC_MMAP_THRESHOLD_=1073741824 \
-		-x MALLOC_TRIM_THRESHOLD_=4294967296 \
+		--mca btl tcp,self -x MALLOC_MMAP_THRESHOLD_=1073741824 \
+		-x MALLOC_TRIM_THRESHOLD_=4294967296 "${where[@]}" \
 		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
 		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
@@ -232,8 +303,12 @@ run_mpi() {
 run_gloo() {
 	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log
 	port=$((port + 1))
-	if run_in_wk "$limit" "$lg" env GLOO_SOCKET_IFNAME="$IF_WD" OMP_NUM_THREADS=1 \
-		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$WK_IP" --port "$port" \
+	local ns=$NS_WK ifname=$IF_WD addr=$WK_IP where=()
+	if [ "$TOPO" = hosts ]; then
+		ns=$NS_SW; ifname=eth0; addr=$(wk_ip 0); where=(--netns "pbox-w{rank}-$TAG")
+	fi
+	if run_in "$ns" "$limit" "$lg" env GLOO_SOCKET_IFNAME="$ifname" OMP_NUM_THREADS=1 \
+		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$addr" --port "$port" "${where[@]}" \
 		--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
 		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "gloo", n, r, $2, $3 }' "$lg" >> "$RAW"
@@ -246,7 +321,13 @@ run_gloo() {
 for ((rep = 0; rep < REPS; rep++)); do
 	if [ $HAVE_PBOX = 1 ]; then
 		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
-		BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
+			mtu_args=(); [ "$MTU" = 9000 ] && mtu_args=(--mtu 9000)
+			VDEV_ARGS=$([ "$MTU" = 9000 ] && echo ",framesz=10240,blocksz=20480,framecnt=1024") \
+				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		else
+			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+		fi
 		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
 		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
@@ -270,7 +351,7 @@ echo "compare: [$(elapsed)] results in $OUT"
 "$PY" bench/compare/summarize.py "$RAW" "$OUT/compare.csv" | tee "$OUT/table.txt" ||
 	die "summarize.py failed"
 "$PY" bench/compare/plot.py "$OUT/compare.csv" "$OUT/compare.png" \
-	--title "float32 allreduce on $(nproc) CPUs: pbox (kernel UDP over veth) vs OpenMPI TCP vs Gloo (loopback)" ||
+	--title "float32 allreduce on $(nproc) CPUs, $([ "$TOPO" = hosts ] && echo "a namespace per rank on one bridge" || echo "pbox over veth, OpenMPI/Gloo over loopback"), MTU $MTU" ||
 	FAILED+=("plot")
 
 # every requested (system, n) must have every size

@@ -5,10 +5,11 @@ bench/compare/compare.sh.
 
     gloo_allreduce.py --n N [--minbytes B] [--maxbytes B] [--stepfactor F]
                       [--iters I] [--warmup W] [--reps R]
-                      [--addr 127.0.0.1] [--port 29600]
+                      [--addr 127.0.0.1] [--port 29600] [--netns NAME{rank}]
 
-Starts N processes (torch.multiprocessing, spawn); they rendezvous through
-init_method tcp://ADDR:PORT. For every size and rep the ranks meet at a
+Starts N processes (torch.multiprocessing, spawn); with --netns each first
+enters its own network namespace. They rendezvous through init_method
+tcp://ADDR:PORT. For every size and rep the ranks meet at a
 barrier, run W untimed calls, then I timed calls back to back. Rank 0 prints
 one line per (rep, size), the same format as mpi_allreduce:
 
@@ -41,7 +42,28 @@ def sizes(a):
         s *= a.stepfactor
 
 
+CLONE_NEWNET = 0x40000000
+
+
+def enter_netns(name):
+    """Move this process (its only thread so far) into the named network
+    namespace (/run/netns/NAME), as `ip netns exec` would; threads started
+    later (Gloo's) inherit it."""
+    import ctypes
+    import os
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/run/netns/" + name, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns(%s): %s" % (name, os.strerror(e)))
+    finally:
+        os.close(fd)
+
+
 def worker(rank, a):
+    if a.netns:
+        enter_netns(a.netns.format(rank=rank))
     import torch
     import torch.distributed as dist
 
@@ -81,6 +103,9 @@ def main():
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--addr", default="127.0.0.1")
     p.add_argument("--port", type=int, default=29600)
+    p.add_argument("--netns", default="",
+                   help="network namespace of each rank, {rank} replaced (e.g. pbox-w{rank}-7); "
+                        "default: stay in the caller's")
     a = p.parse_args()
     if a.n < 1 or a.iters < 1 or a.reps < 1 or a.stepfactor <= 1 or a.minbytes < 4 \
             or a.maxbytes < a.minbytes:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_compare.sh - smoke test of the side-by-side benchmark
 # (bench/compare/compare.sh, `make compare`): N = 2, 4 KiB .. 64 KiB, one
-# rep. The CSV must have the header and one row per size for each of pbox,
-# openmpi and gloo, the PNG must exist, the ratio table must be printed,
-# and compare.sh must leave no namespace behind. Takes about 15 s.
+# rep, default topology (hosts: a namespace per rank on one bridge). The
+# CSV must have the header and one row per size for each of pbox, openmpi
+# and gloo, the PNG must exist, the ratio table must be printed, and
+# compare.sh must leave no namespace behind. Then one size with
+# --topology shared. Takes about 25 s.
 # Skips (77) without mpirun/mpicc (openmpi-bin, libopenmpi-dev) or without
 # torch for /usr/bin/python3 (python3-torch) or matplotlib.
 set -u
@@ -27,7 +29,7 @@ wait $CMP
 rc=$?
 cat "$WORKDIR/compare.log"
 [ $rc -eq 0 ] || die "compare.sh exited $rc"
-ip netns list | grep -q -e "pbox-box-$CMP\b" -e "pbox-wk-$CMP\b" && die "compare.sh left its namespaces"
+ip netns list | grep -q -e "^pbox-[a-z0-9]*-$CMP\b" && die "compare.sh left its namespaces"
 
 [ -s "$OUT/compare.png" ] || die "no $OUT/compare.png"
 head -c 8 "$OUT/compare.png" | od -An -c | grep -q 'P   N   G' || die "compare.png is not a PNG"
@@ -46,4 +48,13 @@ for r in rows:
     assert abs(float(r["busbw_GBps"]) - float(r["algbw_GBps"])) < 1e-3, r  # N=2: factor 1
 print("csv: %d rows, all three systems at every size" % len(rows))
 PY
-echo "compare: CSV and PNG complete"
+grep -q "topology hosts" "$OUT/info.txt" || die "the default topology is not hosts"
+
+# the other topology: every rank in one namespace (OpenMPI/Gloo over loopback)
+BUILD=$BUILD PYTHON=$PY COMPARE_RUN_TIMEOUT=40 bash bench/compare/compare.sh \
+	--topology shared --sizes 4K:4K --n 2 --reps 1 --out "$OUT.shared" > "$WORKDIR/shared.log" 2>&1 &
+CMP=$!
+wait $CMP || { cat "$WORKDIR/shared.log"; die "compare.sh --topology shared failed"; }
+ip netns list | grep -q -e "^pbox-[a-z0-9]*-$CMP\b" && die "compare.sh --topology shared left its namespaces"
+[ "$(grep -c '^[a-z]*,2,4096,' "$OUT.shared/compare.csv")" = 3 ] || die "--topology shared: not all three systems measured"
+echo "compare: CSV and PNG complete (topology hosts, and shared)"
