@@ -39,7 +39,8 @@
 #            processes; hosts: each enters its rank's namespace, eth0;
 #            shared: the workers' veth).
 # The reps are rounds: each runs pbox (pboxd started for it and stopped
-# after, so its lcore takes no CPU from the others), then OpenMPI, then Gloo,
+# after, so its lcore takes no CPU from the others; warmed by one 16 MiB
+# call of a one-rank job first), then OpenMPI, then Gloo,
 # each for every N, one process launch (one pbox job) per system, N and rep.
 # Each rep yields one sample per size: the mean time per call of its timed
 # calls on rank 0. Outputs in DIR:
@@ -329,6 +330,17 @@ for ((rep = 0; rep < REPS; rep++)); do
 			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
 		fi
 		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
+		# A box runs for days; measure it warm. Right after start, the first
+		# pass through net_af_packet's rx and tx rings (1024 frames each) is
+		# slow on this VM: the PMD's copies into them take several times
+		# longer (perf: memcpy in rte_eth_tx_burst/rx_burst), guest page
+		# faults unchanged, and the first job's 64-256 KiB calls took 2-3x
+		# longer than the second job's. One 16 MiB call (1886 frames each
+		# way) by a job of one rank cycles both rings.
+		ip netns exec "$([ "$TOPO" = hosts ] && wk_ns 0 || echo "$NS_WK")" timeout 60 "$BUILD/pbox-perf" \
+			--control "$CONTROL" --job "warm-r$rep" --rank 0 --world 1 --minbytes 16M --maxbytes 16M \
+			--iters 1 --warmup 0 --mtu "$MTU" > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 ||
+			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"
 		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
 		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
