@@ -333,9 +333,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		# A box runs for days; measure it warm. Right after start, the first
 		# pass through net_af_packet's rx and tx rings (1024 frames each) is
 		# slow on this VM: the PMD's copies into them take several times
-		# longer (perf: memcpy in rte_eth_tx_burst/rx_burst), guest page
-		# faults unchanged, and the first job's 64-256 KiB calls took 2-3x
-		# longer than the second job's. One 16 MiB call (1886 frames each
+		# longer (perf: memcpy in rte_eth_tx_burst/rx_burst; guest page
+		# faults unchanged; cause not found), and the first job's 64-256 KiB
+		# calls took 2-3x longer than the second job's. One 16 MiB call (1886 frames each
 		# way) by a job of one rank cycles both rings.
 		ip netns exec "$([ "$TOPO" = hosts ] && wk_ns 0 || echo "$NS_WK")" timeout 60 "$BUILD/pbox-perf" \
 			--control "$CONTROL" --job "warm-r$rep" --rank 0 --world 1 --minbytes 16M --maxbytes 16M \

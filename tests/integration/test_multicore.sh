@@ -34,7 +34,14 @@ assert sum(l["handoff_out"] for l in ls) > 0 and sum(l["handoff_in"] for l in ls
 # are dropped, counted, and retransmitted. Allowed, but not as the norm.
 handoffs = sum(l["handoff_out"] for l in ls)
 assert s["drops"].get("ring_full", 0) < handoffs // 4, (s["drops"], handoffs)
-bad = {k: v for k, v in s["drops"].items() if v and k not in ("not_ip", "not_mine", "not_udp", "ring_full")}
+# stale_round: net_af_packet spreads a full queue'"'"'s packets over the others
+# (fanout rollover), so a rank'"'"'s PUSHes can reach their owner out of order,
+# and one copy of a retransmitted PUSH may come after the next round has
+# completed: an obsolete duplicate, dropped. There is one only where a
+# segment was retransmitted.
+retx = sum(l["retx"] for l in ls)
+assert s["drops"].get("stale_round", 0) <= retx, (s["drops"], retx)
+bad = {k: v for k, v in s["drops"].items() if v and k not in ("not_ip", "not_mine", "not_udp", "ring_full", "stale_round")}
 assert not bad, bad
 print("completes per lcore:", [l["completes"] for l in ls])
 ' || die "chunks not spread over lcores or hand-off broken"
