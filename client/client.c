@@ -328,5 +328,5 @@ void pbox_get_stats(const pbox_client *c, pbox_stats *out)
 	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
 	out->window = __atomic_load_n(&c->stats.window, __ATOMIC_RELAXED);
 	out->gso_sends = __atomic_load_n(&c->udp.gso_msgs, __ATOMIC_RELAXED);
-	out->gro_receives = __atomic_load_n(&c->udp.gro_msgs, __ATOMIC_RELAXED);
+	out->gro_receives = __atomic_load_n(&c->stats.gro_receives, __ATOMIC_RELAXED);
 }

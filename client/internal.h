@@ -104,7 +104,7 @@ struct udp {
 	int gso;                       /* send runs of datagrams with UDP_SEGMENT */
 	int gro;                       /* UDP_GRO on: one message may hold many */
 	int gso_errno;                 /* why GSO was turned off, 0 if it was not */
-	uint64_t gso_msgs, gro_msgs;   /* messages of several datagrams (relaxed atomics) */
+	uint64_t gso_msgs;             /* sends of several datagrams (relaxed atomic) */
 	/* tx: ntx datagrams (header + payload iovecs) in nmsg messages; with
 	 * GSO a message holds a run of equal-sized datagrams to one address */
 	unsigned ntx, nmsg, niov;

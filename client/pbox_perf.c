@@ -18,6 +18,7 @@
 #include "pbox.h"
 #include "perf_blast.h"
 #include "perf_args.h"
+#include "wire.h"
 
 struct perf_args {
 	const char *control, *job;
@@ -316,10 +317,8 @@ static void print_line(const struct perf_args *a, size_t bytes, size_t count,
 	fflush(stdout);
 }
 
-/* Rate of the largest size (bytes/us each way), for the window advice. */
-static double last_rate;
-
-static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
+/* Every size; *last_rate gets the rate of the largest (bytes/us each way). */
+static int run_all(pbox_client *c, const struct perf_args *a, char *buf, double *last_rate)
 {
 	size_t esz = elem_size(a->dtype);
 	uint32_t idx = 0;
@@ -337,20 +336,22 @@ static int run_all(pbox_client *c, const struct perf_args *a, char *buf)
 			print_line(a, count * esz, count, &res);
 		if (res.wrong)
 			return -1;
-		last_rate = res.us > 0 ? (double)(count * esz) / res.us : 0;
+		*last_rate = res.us > 0 ? (double)(count * esz) / res.us : 0;
 	}
 	return 0;
 }
 
 /* The window the last size needed: bandwidth x round trip in segments
  * (Little's law), beside the window in use. */
-static void print_window_advice(const struct perf_args *a, const pbox_stats *st)
+static void print_window_advice(const struct perf_args *a, const pbox_stats *st,
+				double last_rate)
 {
 	pbox_opts d;
 	pbox_opts_init(&d);
 	unsigned window = a->opts.window ? a->opts.window : d.window;
-	unsigned mtu = a->opts.mtu ? a->opts.mtu : d.mtu;
-	unsigned seg = mtu > 68 + 64 ? (mtu - 68) / 64 * 64 : 64;
+	unsigned seg = wire_seg_bytes(a->opts.mtu ? a->opts.mtu : d.mtu);
+	if (seg == 0)
+		seg = WIRE_PAYLOAD_ALIGN;
 	double bdp = last_rate * (double)st->srtt_us; /* bytes */
 
 	printf("# window %" PRIu64 " segments (cap %u); the last size moved %.3f GB/s each way "
@@ -400,7 +401,8 @@ int main(int argc, char **argv)
 	}
 	if (a.rank == 0)
 		print_header(&a);
-	rc = run_all(c, &a, buf);
+	double last_rate = 0;
+	rc = run_all(c, &a, buf, &last_rate);
 	pbox_get_stats(c, &st);
 	if (a.rank == 0)
 		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
@@ -412,7 +414,7 @@ int main(int argc, char **argv)
 		       st.srtt_us, st.rttvar_us, st.rto_us, st.rtt_samples, st.gso_sends,
 		       st.gro_receives);
 	if (a.rank == 0 && rc == 0)
-		print_window_advice(&a, &st);
+		print_window_advice(&a, &st, last_rate);
 	pbox_close(c);
 	free(buf);
 	return rc < 0 ? 1 : 0;

@@ -86,7 +86,8 @@ uint32_t seg_rto_backoff(uint32_t base, uint32_t nretx, uint32_t max);
  * at least 2 srtt, clamped to [min_us, max_us]. The 2 srtt floor is
  * pbox's: an allreduce's round trips have a long tail (the last rank of a
  * round), and Karn's rule hides it from the estimate (the slow ones were
- * retransmitted), so rttvar alone shrinks until the tail is retransmitted. Before any sample rto is the initial value.
+ * retransmitted), so rttvar alone shrinks until the tail is retransmitted.
+ * Before any sample rto is the initial value.
  * The caller feeds only segments sent once (Karn's rule): the round trip of
  * a retransmitted segment is ambiguous. Here a "round trip" is from a PUSH
  * to its RESULT, so it includes the wait for the other ranks of the round.

@@ -294,8 +294,6 @@ size_t udp_rx_seg(const struct udp *u, unsigned i)
 			if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
 				int seg;
 				memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
-				if (seg > 0 && (size_t)seg < u->rx[i].msg_len)
-					__atomic_fetch_add((uint64_t *)&u->gro_msgs, 1, __ATOMIC_RELAXED);
 				if (seg > 0)
 					return (size_t)seg;
 			}

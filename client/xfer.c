@@ -270,18 +270,18 @@ static void rtt_update(pbox_client *c, uint64_t now, uint32_t bytes, uint64_t rt
 {
 	struct xfer *x = &c->x;
 	struct rtt_est *e = &x->rtt;
-	uint32_t rtt_us = rtt_ns / NS_PER_US > UINT32_MAX ? UINT32_MAX
-							   : (uint32_t)(rtt_ns / NS_PER_US);
+	/* whole microseconds, at least 1 for a measured round trip; 0 = none */
+	uint32_t rtt_us = rtt_ns == 0 ? 0 : rtt_ns < NS_PER_US ? 1
+			: rtt_ns / NS_PER_US > UINT32_MAX ? UINT32_MAX : (uint32_t)(rtt_ns / NS_PER_US);
 
-	if (rtt_ns) {
-		rtt_sample(e, rtt_us ? rtt_us : 1);
+	if (rtt_us) {
+		rtt_sample(e, rtt_us);
 		stat_set(&c->stats.rtt_samples, e->nsamples);
 		stat_set(&c->stats.srtt_us, e->srtt_us);
 		stat_set(&c->stats.rttvar_us, e->rttvar_us);
 		stat_set(&c->stats.rto_us, e->rto_us);
 	}
-	bdp_on_result(&x->bdp, now / NS_PER_US, bytes, rtt_ns ? (rtt_us ? rtt_us : 1) : 0,
-		      e->srtt_us);
+	bdp_on_result(&x->bdp, now / NS_PER_US, bytes, rtt_us, e->srtt_us);
 	x->cwnd = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->win.cap);
 	stat_set(&c->stats.window, x->cwnd);
 }
@@ -355,6 +355,8 @@ static void on_message(pbox_client *c, unsigned i, uint64_t now)
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
+	if (seg < len)
+		stat_add(&c->stats.gro_receives, 1);
 	for (size_t off = 0; off < len; off += seg)
 		on_datagram(c, p + off, len - off < seg ? len - off : seg, now);
 }

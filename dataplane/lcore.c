@@ -113,6 +113,17 @@ static inline uint16_t dst_for(const struct lcore_ctx *lc, const struct engine_o
 	return rank;
 }
 
+/* The partial UDP checksum of a result's payload in *sum, shared by every
+ * rank's packet; NULL when results go out with checksum 0. */
+static inline const uint64_t *payload_csum(const struct lcore_ctx *lc, const void *payload,
+					   size_t plen, uint64_t *sum)
+{
+	if (!lc->sh->udp_csum)
+		return NULL;
+	*sum = frame_csum_partial(payload, plen, 0);
+	return sum;
+}
+
 /* One RESULT/ERROR packet of out for one rank (a copy of the payload). */
 static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_t rank)
 {
@@ -124,9 +135,9 @@ static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_
 	h.rank = dst_for(lc, out, rank, &pid, &d);
 	if (!out->payload)
 		plen = 0;
-	uint64_t sum = lc->sh->udp_csum ? frame_csum_partial(out->payload, plen, 0) : 0;
+	uint64_t sum;
 	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h, out->payload, plen,
-					 lc->sh->udp_csum ? &sum : NULL);
+					 payload_csum(lc, out->payload, plen, &sum));
 	if (!m) {
 		lc->st.drops[DROP_NO_MBUF]++;
 		return;
@@ -143,9 +154,8 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 {
 	struct rte_mbuf *pay = NULL;
 	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
-	/* one pass over the payload for every rank's UDP checksum */
-	uint64_t sum = lc->sh->udp_csum ? frame_csum_partial(out->payload, plen, 0) : 0;
-	const uint64_t *psum = lc->sh->udp_csum ? &sum : NULL;
+	uint64_t sum;
+	const uint64_t *psum = payload_csum(lc, out->payload, plen, &sum);
 
 	for (uint16_t r = 0; r < out->job->world; r++) {
 		struct fanout_dst d;
@@ -182,18 +192,10 @@ static void release_mbuf(void *ctx, void *ref)
 	rte_pktmbuf_free(ref);
 }
 
-static unsigned apply_msgs(struct lcore_ctx *lc);
-
 /* A pbox datagram for this lcore: validate, aggregate, answer. The
  * contribution stays in its mbuf (no copy) if its port allows it and the
  * lcore holds fewer than hold_max mbufs; else it is copied, so rx never
- * runs dry.
- * A push for a job or key this lcore does not know may have overtaken the
- * install message: the control thread posts it and then answers the RPC,
- * and the worker's first PUSH can reach the rx queue before this lcore,
- * descheduled between draining its messages and polling rx, comes back to
- * its ring (seen as 2 no_key drops in test_allreduce on 2 shared cores).
- * Such a miss drains the ring and tries once more before it is a drop. */
+ * runs dry. */
 static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 			const struct frame_info *fi)
 {
@@ -204,14 +206,10 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 	int rc = wire_decode(fi->payload, fi->payload_len, &msg);
 
 	memcpy(src_mac, fi->src_mac, 6);      /* m may be released by the push */
-	void *ref = lc->sh->ports[port_id].hold && lc->held < lc->hold_max ? m : NULL;
 	if (rc == 0)
-		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN, ref,
+		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,
+				     lc->sh->ports[port_id].hold && lc->held < lc->hold_max ? m : NULL,
 				     fi->src_ip, fi->src_port, &out);
-	if ((rc == -DROP_NO_KEY || rc == -DROP_NO_JOB) && apply_msgs(lc) > 0) {
-		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN, ref,
-				     fi->src_ip, fi->src_port, &out);
-	}
 	if (rc < 0) {
 		drop(lc, m, -rc);
 		return;
@@ -335,17 +333,30 @@ int lcore_main(void *arg)
 	const struct dp_shared *sh = lc->sh;
 	struct rte_mbuf *pkts[LCORE_BURST];
 
+	/*
+	 * Control messages are applied after each non-empty burst is taken
+	 * and before it is handled. The control thread posts a job or key
+	 * install and only then answers the RPC, so a PUSH sent after the
+	 * answer finds its install in the ring by the time it is polled; an
+	 * lcore descheduled between draining the ring and polling rx could
+	 * otherwise drop it as no_key (seen in test_allreduce on 2 shared
+	 * cores). With nothing received, the ring is drained once per loop.
+	 */
 	while (!*sh->quit) {
-		unsigned work = apply_msgs(lc);
+		unsigned work = 0;
 		for (unsigned q = 0; q < lc->nrxq; q++) {
 			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port_id, lc->rxq[q].queue,
 						      pkts, LCORE_BURST);
 			lc->st.rx += n;
-			work += poll_burst(lc, pkts, n, 0);
+			if (n)
+				work += apply_msgs(lc) + poll_burst(lc, pkts, n, 0);
 		}
 		unsigned h = rte_ring_dequeue_burst(lc->handoff, (void **)pkts, LCORE_BURST, NULL);
 		lc->st.handoff_in += h;
-		work += poll_burst(lc, pkts, h, 1);
+		if (h)
+			work += apply_msgs(lc) + poll_burst(lc, pkts, h, 1);
+		if (!work)
+			work = apply_msgs(lc);
 		flush_all(lc);
 		if (work) {
 			lc->st.busy_polls++;
