@@ -36,8 +36,12 @@ out negative is fixed at 0 and the other refitted. Standard library only.
 import argparse
 import csv
 import math
+import os
 import signal
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare"))
+from summarize import human  # noqa: E402  (sizes printed as compare.sh's table does)
 
 
 def parse_bytes(s):
@@ -46,13 +50,6 @@ def parse_bytes(s):
     if s and s[-1].lower() in mul:
         return int(float(s[:-1]) * mul[s[-1].lower()])
     return int(float(s))
-
-
-def human(b):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= div and b % div == 0:
-            return "%d %s" % (b // div, unit)
-    return "%d B" % b
 
 
 def fmt_us(us):
