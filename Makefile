@@ -1,6 +1,12 @@
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
-# into build/; `make test` runs unit and integration tests; `make demo` runs
-# the demo; `make SAN=1 ...` builds with ASan+UBSan into build-san/.
+# into build/; `make check` runs the unit tests, the layering check and a
+# brief fuzz (no root, no network); `make test` is `make check` plus the
+# integration tests (root); `make demo` runs the demo; `make SAN=1 ...`
+# builds with ASan+UBSan into build-san/.
+#
+# Each folder lists its own sources in its Makefile.inc; the floors and
+# what each may include are in docs/architecture.md (checked by
+# tests/layering.sh).
 
 PREFIX  ?= /usr/local
 CC      ?= gcc
@@ -15,81 +21,88 @@ endif
 
 PYTHON  ?= /usr/bin/python3
 PYDIR   ?= $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)/dist-packages
-PKGS_BOX    = libdpdk jansson hwloc
-PKGS_CLIENT = jansson
-VERSION     = 0.1.0
+
+# The version is written once, in include/pbox.h.
+version_part = $(shell sed -n 's/^\#define PBOX_VERSION_$(1) *\([0-9]*\).*/\1/p' include/pbox.h)
+VERSION_MAJOR := $(call version_part,MAJOR)
+VERSION       := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 
 WARN    = -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
-BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -Iinclude -Idataplane -Icontrol -Iclient -Inic \
-	    -D_GNU_SOURCE -DPBOX_VERSION=\"$(VERSION)\"
+# One include directory: the root. Headers are named by path
+# ("common/wire.h"); users' header is include/pbox.h.
+BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
 LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
-# Sources. Files that include DPDK headers are listed in DPDK_SRC; all
-# others build without DPDK so unit tests, benchmarks and fuzzers can use them.
-SHARED_SRC = dataplane/wire.c dataplane/drops.c dataplane/sum.c dataplane/sum_scalar.c control/secret.c \
-	     dataplane/sum_avx2.c dataplane/sum_avx512.c control/jsonl.c control/rpc_client.c
-ENGINE_SRC = dataplane/engine.c $(filter-out nic/port%.c, $(wildcard nic/*.c))
-DPDK_SRC   = $(wildcard dataplane/lcore*.c nic/port*.c) control/pboxd.c
-CONTROL_SRC = $(filter-out control/pboxd.c control/pboxctl.c control/jsonl.c control/rpc_client.c control/secret.c, $(wildcard control/*.c))
-CLIENT_SRC = $(filter-out client/pbox_perf.c client/perf_blast.c, $(wildcard client/*.c))
+include common/Makefile.inc
+include nic/Makefile.inc
+include dataplane/Makefile.inc
+include control/Makefile.inc
+include client/Makefile.inc
+include gpu/Makefile.inc
+include tools/Makefile.inc
+include python/Makefile.inc
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-SHARED_OBJ  = $(call obj,$(SHARED_SRC))
-ENGINE_OBJ  = $(call obj,$(ENGINE_SRC))
-DPDK_OBJ    = $(call obj,$(DPDK_SRC))
-CONTROL_OBJ = $(call obj,$(CONTROL_SRC))
-CLIENT_OBJ  = $(call obj,$(CLIENT_SRC))
+# Translation units that include DPDK headers get DPDK's flags.
+DPDK_OBJ = $(call obj,$(NIC_DPDK_SRC) $(DATAPLANE_DPDK_SRC))
+# The box without DPDK: engine and control plane, for pboxd, unit tests,
+# benchmarks and fuzzers.
+BOXCORE_SRC = $(COMMON_SRC) $(NIC_SRC) $(DATAPLANE_SRC) $(CONTROL_SRC)
 
+SO_NAME = libpbox.so.$(VERSION_MAJOR)
+SO_FILE = libpbox.so.$(VERSION)
 BINS = $(BUILD)/pboxd $(BUILD)/pboxctl $(BUILD)/pbox-perf
-LIBS = $(BUILD)/libpbox.a $(BUILD)/libpbox.so
+LIBS = $(BUILD)/libpbox.a $(BUILD)/$(SO_FILE) $(BUILD)/$(SO_NAME) $(BUILD)/libpbox.so
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps install test unit integration demo clean fuzz soak
+.PHONY: all deps install check test unit layering integration demo clean fuzz soak
 all: $(BINS) $(LIBS) $(BENCHES)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(ISA_$<) -MMD -MP -c $< -o $@
 
-# DPDK translation units need DPDK's flags (-march etc.).
 $(DPDK_OBJ): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(DPDK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# SIMD kernels: each variant compiled for its ISA, picked at run time.
-$(BUILD)/obj/dataplane/sum_avx2.o: CFLAGS += -mavx2 -mf16c
-$(BUILD)/obj/dataplane/sum_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mf16c
-
-# Box core (no DPDK): engine + control plane, for pboxd and unit tests.
-$(BUILD)/libboxcore.a: $(SHARED_OBJ) $(ENGINE_OBJ) $(CONTROL_OBJ)
+$(BUILD)/libboxcore.a: $(call obj,$(BOXCORE_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libpbox.a: $(CLIENT_OBJ) $(SHARED_OBJ)
+$(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libpbox.so: $(CLIENT_OBJ) $(SHARED_OBJ)
-	$(CC) -shared -Wl,-soname,libpbox.so.0 $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
+$(BUILD)/libpbox.a: $(call obj,$(CLIENT_SRC) $(COMMON_SRC))
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/pboxd: $(DPDK_OBJ) $(BUILD)/libboxcore.a
-	$(CC) $(SANFLAGS) -o $@ $(DPDK_OBJ) $(BUILD)/libboxcore.a $(LIBS_BOX)
+$(BUILD)/$(SO_FILE): $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(CLIENT_MAP)
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(CLIENT_MAP) $(SANFLAGS) \
+		-o $@ $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(LIBS_CLIENT)
 
-$(BUILD)/pboxctl: $(call obj,control/pboxctl.c) $(BUILD)/libpbox.a
+$(BUILD)/$(SO_NAME) $(BUILD)/libpbox.so: $(BUILD)/$(SO_FILE)
+	ln -sf $(SO_FILE) $@
+
+$(BUILD)/pboxd: $(call obj,$(CONTROL_MAIN)) $(DPDK_OBJ) $(BUILD)/libboxcore.a
+	$(CC) $(SANFLAGS) -o $@ $(call obj,$(CONTROL_MAIN)) $(DPDK_OBJ) $(BUILD)/libboxcore.a $(LIBS_BOX)
+
+$(BUILD)/pboxctl: $(call obj,$(PBOXCTL_SRC)) $(BUILD)/libcommon.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-$(BUILD)/pbox-perf: $(call obj,client/pbox_perf.c client/perf_blast.c) $(BUILD)/libpbox.a
+$(BUILD)/pbox-perf: $(call obj,$(PBOX_PERF_SRC)) $(BUILD)/libpbox.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
@@ -110,27 +123,40 @@ install: all
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 include/pbox.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libpbox.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libpbox.so $(DESTDIR)$(PREFIX)/lib/libpbox.so.0
-	ln -sf libpbox.so.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so
+	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/pbox.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/pbox.pc
 	install -d $(DESTDIR)$(PYDIR)/pbox
-	install -m 644 client/python/pbox/*.py $(DESTDIR)$(PYDIR)/pbox/
+	install -m 644 $(PY_SRC) $(DESTDIR)$(PYDIR)/pbox/
 
 unit: $(UNIT_TESTS)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
 
+# Fails when a file includes a header of a floor it must not know; the
+# second script shows that the check breaks when a floor reaches up.
+layering:
+	@bash tests/layering.sh
+	@bash tests/layering_test.sh
+
 integration: all
 	@BUILD=$(BUILD) bash tests/integration/run.sh
 
-# Unit tests run under ASan+UBSan; integration against the normal build.
+# No root, no network, no apt: unit tests under ASan+UBSan, the layering
+# check and every fuzzer for 5 s.
+check:
+	$(MAKE) layering
+	$(MAKE) SAN=1 unit
+	$(MAKE) fuzz-brief
+
+# make check, then the integration tests against the real pboxd (root).
 test:
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (integration tests use network namespaces, veth and DPDK): sudo make test"; exit 1; }
 	@bash deploy/install-deps.sh
-	$(MAKE) SAN=1 unit
+	$(MAKE) check
 	$(MAKE) all
 	$(MAKE) integration
-	$(MAKE) fuzz-brief
 
 # Long soak: SOAK_SECONDS (default 600) of jobs under loss, memory checked.
 soak: all
@@ -148,7 +174,7 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# libFuzzer targets: make fuzz (FUZZ_SECONDS each), fuzz-quick (10 s), fuzz-brief (5 s, in make test).
+# libFuzzer targets: make fuzz (FUZZ_SECONDS each), fuzz-quick (10 s), fuzz-brief (5 s, in make check).
 include tests/fuzz/Makefile.inc
 
 # Side-by-side allreduce benchmark: make compare (pbox vs OpenMPI vs Gloo).

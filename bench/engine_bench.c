@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "engine.h"
+#include "dataplane/engine.h"
 
 #define NSEGS 4096
 #define REPS 5

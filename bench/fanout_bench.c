@@ -23,7 +23,7 @@
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 
-#include "lcore_fanout.h"
+#include "dataplane/lcore_fanout.h"
 
 #define MAX_N 16
 #define MAX_REPS 31

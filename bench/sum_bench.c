@@ -30,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sum.h"
+#include "common/sum.h"
 
 #define CACHE_BUF_BYTES (16u << 10)
 #define MAX_N 16

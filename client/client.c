@@ -22,7 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_RTO_MS     20

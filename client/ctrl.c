@@ -1,7 +1,7 @@
 /*
  * ctrl.c - libpbox's control connection to the box: "host:port" parsing, a
  * TCP connect with a bounded wait, JSON-RPC 2.0 requests over newline-
- * delimited JSON (control/jsonl.h, docs/rpc.md), a blocking call used while
+ * delimited JSON (common/jsonl.h, docs/rpc.md), a blocking call used while
  * connecting and leaving, and a non-blocking reader the progress thread uses
  * for answers and notifications (job_aborted).
  *
@@ -19,13 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 #define RPC_ECONNABORTED (-103)
 
 static int64_t ms_left(uint64_t deadline_ns)
 {
-	uint64_t now = now_ns();
+	uint64_t now = clock_ns();
 	return now >= deadline_ns ? 0 : (int64_t)((deadline_ns - now + 999999) / 1000000);
 }
 
@@ -112,7 +112,7 @@ int ctrl_connect(struct ctrl *k, const char *hostport, int timeout_ms,
 	char host[256], port[16];
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res = NULL;
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000;
 	int rc = -ETIMEDOUT;
 
 	snprintf(k->addr, sizeof(k->addr), "%s", hostport);
@@ -259,7 +259,7 @@ static int next_message(struct ctrl *k, const char *method, uint64_t deadline_ns
 int ctrl_call(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
 	      json_t **result, char *err, size_t errlen)
 {
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000;
 	uint64_t id;
 	int rc = ctrl_send(k, method, params, timeout_ms, &id, err, errlen);
 

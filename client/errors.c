@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 const char *pbox_strerror(int rc)
 {

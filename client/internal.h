@@ -26,10 +26,11 @@
 
 #include <jansson.h>
 
-#include "jsonl.h"
-#include "pbox.h"
-#include "segment.h"
-#include "wire.h"
+#include "common/clock.h"
+#include "common/jsonl.h"
+#include "include/pbox.h"
+#include "client/segment.h"
+#include "common/wire.h"
 
 #define CLIENT_MSG_LEN      512
 #define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
@@ -269,7 +270,6 @@ struct xfer {
 
 int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms);
 void xfer_free(struct xfer *x);
-uint64_t now_ns(void);
 
 /* Append r to the active list. */
 void xfer_activate(pbox_client *c, struct pbox_req *r);

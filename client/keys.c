@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 void keytab_init(struct keytab *t)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 #define CTRL_SEND_MS 1000
 
@@ -211,7 +211,7 @@ static void on_ctrl_msg(void *arg, json_t *msg)
 	if (method && !id)
 		on_notification(c, method, json_object_get(msg, "params"));
 	else if (!method && json_is_integer(id))
-		on_answer(c, msg, (uint64_t)json_integer_value(id), now_ns());
+		on_answer(c, msg, (uint64_t)json_integer_value(id), clock_ns());
 }
 
 static void read_ctrl(pbox_client *c)
@@ -258,11 +258,11 @@ void *progress_main(void *arg)
 			{ .fd = c->x.ctrl_open ? c->ctrl.fd : -1, .events = POLLIN },
 			{ .fd = c->udp.fd, .events = POLLIN },
 		};
-		if (poll(p, 3, xfer_poll_ms(c, now_ns())) < 0 && errno != EINTR) {
+		if (poll(p, 3, xfer_poll_ms(c, clock_ns())) < 0 && errno != EINTR) {
 			snprintf(c->x.pend_msg, sizeof(c->x.pend_msg), "poll: %s", strerror(errno));
 			xfer_fatal(c, PBOX_ESYS, c->x.pend_msg);
 		}
-		uint64_t now = now_ns();
+		uint64_t now = clock_ns();
 		if ((p[0].revents & POLLIN) && !take_submissions(c, now))
 			break;
 		if (p[1].revents)
@@ -271,7 +271,7 @@ void *progress_main(void *arg)
 			xfer_recv(c, now);
 		xfer_apply_pending(c);
 		xfer_fill(c, now);
-		xfer_timers(c, now_ns());
+		xfer_timers(c, clock_ns());
 		xfer_apply_pending(c);
 	}
 	xfer_fatal(c, PBOX_ECLOSED, "the client was closed (pbox_close) during the call");

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 /* Checks that need no connection, then the ones that need seg_bytes. */
 static int check_call(pbox_client *c, uint32_t key, const void *buf, size_t count,

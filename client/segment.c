@@ -3,13 +3,13 @@
  * box-supplied layout, the window slot pool, RTO back-off and the result
  * bitmap. Pure functions, see segment.h.
  */
-#include "segment.h"
+#include "client/segment.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 uint32_t seg_elems_of(uint32_t seg_bytes, unsigned dtype)
 {

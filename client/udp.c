@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103

@@ -43,19 +43,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_US 1000ull
 #define RECV_BATCHES_PER_WAKE 16
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms)
 {
@@ -370,7 +362,7 @@ void xfer_recv(pbox_client *c, uint64_t now)
 			return;
 		}
 		if (b > 0)
-			now = now_ns(); /* round trips are measured against this */
+			now = clock_ns(); /* round trips are measured against this */
 		for (int i = 0; i < n; i++)
 			on_message(c, (unsigned)i, now);
 		xfer_fill(c, now); /* freed slots: keep the pipe full */

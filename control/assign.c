@@ -3,12 +3,12 @@
  * "largest first, to the least loaded"). A binary min-heap over endpoints,
  * ordered by (load, index), keeps a key of n chunks at O(n log endpoints).
  */
-#include "assign.h"
+#include "control/assign.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 int assign_geom(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 		uint32_t chunk_bytes, struct assign_geom *g)

@@ -1,11 +1,9 @@
 /*
- * box.h - what the control plane knows of the box: its configuration, its
- * data endpoints and ports, and the narrow interface through which it
- * reaches the data plane (messages to lcores, counters back).
+ * box.h - what the control plane knows of the box: its configuration, and
+ * the data plane's layout and operations (dataplane/dp.h).
  *
- * pboxd (control/pboxd.c) fills struct box from DPDK; unit tests fill it
- * with real engines driven directly (tests/unit/box_fixture.h). The control
- * plane never touches lcore-owned memory except through these calls.
+ * pboxd (control/pboxd.c) fills struct box through dp_open; unit tests fill
+ * it with real engines driven directly (tests/unit/box_fixture.h).
  */
 #ifndef PBOX_BOX_H
 #define PBOX_BOX_H
@@ -14,15 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "drops.h"
-#include "engine.h"
-
-#define BOX_MAX_PORTS  16
-#define BOX_MAX_LCORES 64
-#define BOX_MAX_EPS    (BOX_MAX_PORTS * BOX_MAX_LCORES)
-
-/* How results reach the ranks (dataplane/lcore_fanout.h). */
-enum { BOX_FANOUT_AUTO = 0, BOX_FANOUT_SHARED, BOX_FANOUT_COPY };
+#include "dataplane/dp.h"
 
 /* Settings: command line (`pboxd [EAL] -- [options]`) or INI file. */
 struct box_config {
@@ -71,87 +61,13 @@ void box_config_defaults(struct box_config *c);
 int box_config_parse(struct box_config *c, int argc, char **argv,
 		     char *err, size_t errlen);
 
-/* Data endpoint: one per (port, lcore). Index = position in box.eps. */
-struct box_endpoint {
-	uint32_t ip;          /* host order */
-	uint16_t udp_port;    /* udp_base + lcore index */
-	uint16_t port;        /* DPDK port id */
-	uint16_t lcore;       /* lcore index (0..nlcores-1), not the EAL id */
-};
-
-struct box_port_info {
-	uint16_t port;
-	char name[64];
-	uint8_t mac[6];
-	uint32_t ip;
-	uint8_t prefix;
-	uint32_t mtu;
-	uint16_t rx_queues;
-	const char *steering;     /* "rte_flow", "rss" or "ring" */
-	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
-	int hold;                 /* contributions stay in rx mbufs (else copied) */
-	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
-	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
-};
-
-struct box_lcore_info {
-	unsigned eal_id;
-	unsigned index;
-	int socket;
-	int cpu;                  /* CPU the lcore runs on, -1 if several */
-};
-
-struct box_port_stats {
-	uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
-	int link_up;
-};
-
-/* Counters of one data lcore; written by that lcore only. */
-struct lcore_stats {
-	uint64_t rx, tx;
-	uint64_t arp, icmp;
-	uint64_t handoff_out, handoff_in;
-	uint64_t busy_polls, idle_polls;
-	uint64_t drops[DROP_COUNT];
-};
-
-/* The data plane as seen from the control plane. */
-struct box_dp {
-	void *ctx;
-	/* Enqueue m for lcore `lcore`; 0 or -EAGAIN (ring full). */
-	int (*post)(void *ctx, unsigned lcore, const struct engine_msg *m);
-	/* Messages lcore `lcore` has applied so far (monotonic). A message is
-	 * done, and memory it released may be freed, once applied() reaches
-	 * the count posted up to and including it. */
-	uint64_t (*applied)(void *ctx, unsigned lcore);
-	/* Zeroed, 64-byte aligned memory near the data ports; NULL if none. */
-	void *(*mem_alloc)(void *ctx, size_t bytes);
-	void (*mem_free)(void *ctx, void *p, size_t bytes);
-	/* Live counters of an lcore: its own and its engine's. */
-	const struct lcore_stats *(*lcore_stats)(void *ctx, unsigned lcore);
-	const struct engine_counters *(*engine_stats)(void *ctx, unsigned lcore);
-	/* Port counters; 0 or negative errno. */
-	int (*port_stats)(void *ctx, unsigned port_index, struct box_port_stats *out);
-	/* Snapshot of a job's progress on an lcore (engine_job_progress);
-	 * 0 or -ENOENT. May be NULL: no stall detection. */
-	int (*job_progress)(void *ctx, unsigned lcore, uint32_t job_id,
-			    struct engine_progress *out);
-};
-
 struct jobs; /* control/jobs.h */
 
 /* The box: everything an RPC handler may need. */
 struct box {
 	struct box_config cfg;
 	struct box_dp dp;
-	unsigned nports;
-	struct box_port_info ports[BOX_MAX_PORTS];
-	unsigned nlcores;
-	struct box_lcore_info lcores[BOX_MAX_LCORES];
-	unsigned neps;
-	struct box_endpoint eps[BOX_MAX_EPS];
-	uint32_t mtu;                 /* smallest data-port MTU */
-	const char *kernel;           /* sum kernel variant in use */
+	struct dp_layout layout;      /* ports, lcores, endpoints */
 	double start_time;            /* CLOCK_MONOTONIC seconds at start */
 	struct jobs *jobs;
 };

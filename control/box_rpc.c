@@ -1,13 +1,14 @@
 /*
  * box_rpc.c - the box methods of docs/rpc.md: box_endpoints (what workers
  * send to), box_status (ports, lcores, limits) and box_stats (port, lcore
- * and engine counters, drops by reason name from dataplane/drops.h).
+ * and engine counters, drops by reason name from common/drops.h).
  */
 #include <stdio.h>
 #include <time.h>
 
-#include "jobs.h"
-#include "rpc_methods.h"
+#include "common/clock.h"
+#include "control/jobs.h"
+#include "control/rpc_methods.h"
 
 #ifndef PBOX_VERSION
 #define PBOX_VERSION "0.1.0"
@@ -26,27 +27,20 @@ RPC_HANDLER(rpc_box_endpoints)
 		json_decref(eps);
 		return rc;
 	}
-	for (unsigned i = 0; i < b->neps; i++)
+	for (unsigned i = 0; i < b->layout.neps; i++)
 		json_array_append_new(eps, json_pack("{s:s, s:i}",
-			"ip", rpc_ip_str(b->eps[i].ip, ip, sizeof(ip)),
-			"port", (int)b->eps[i].udp_port));
+			"ip", rpc_ip_str(b->layout.eps[i].ip, ip, sizeof(ip)),
+			"port", (int)b->layout.eps[i].udp_port));
 	*result = json_pack("{s:i, s:o, s:I}", "version", WIRE_VERSION, "endpoints", eps,
-			    "mtu", (json_int_t)b->mtu);
+			    "mtu", (json_int_t)b->layout.mtu);
 	return 0;
 }
 
 /* ---- box_status ---- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static json_t *port_status(const struct box *b, unsigned i)
 {
-	const struct box_port_info *p = &b->ports[i];
+	const struct box_port_info *p = &b->layout.ports[i];
 	struct box_port_stats st = { 0 };
 	char mac[18], ip[16], cidr[24];
 	int rc = b->dp.port_stats ? b->dp.port_stats(b->dp.ctx, i, &st) : -1;
@@ -85,17 +79,17 @@ RPC_HANDLER(rpc_box_status)
 	if (rc < 0)
 		return rc;
 	json_t *ports = json_array(), *lcores = json_array();
-	for (unsigned i = 0; i < b->nports; i++)
+	for (unsigned i = 0; i < b->layout.nports; i++)
 		json_array_append_new(ports, port_status(b, i));
-	for (unsigned i = 0; i < b->nlcores; i++)
+	for (unsigned i = 0; i < b->layout.nlcores; i++)
 		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i}",
-			"lcore", (int)b->lcores[i].eal_id, "index", (int)b->lcores[i].index,
-			"udp_port", (int)(b->cfg.udp_base + b->lcores[i].index),
-			"socket", b->lcores[i].socket, "cpu", b->lcores[i].cpu));
+			"lcore", (int)b->layout.lcores[i].eal_id, "index", (int)b->layout.lcores[i].index,
+			"udp_port", (int)(b->cfg.udp_base + b->layout.lcores[i].index),
+			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu));
 	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:i, s:i}",
 			    "version", PBOX_VERSION, "protocol", WIRE_VERSION,
-			    "uptime_s", now_s() - b->start_time,
-			    "kernel", b->kernel ? b->kernel : "?",
+			    "uptime_s", clock_s() - b->start_time,
+			    "kernel", b->layout.kernel ? b->layout.kernel : "?",
 			    "ports", ports, "lcores", lcores, "limits", limits(&b->cfg),
 			    "jobs", (int)jobs_count(b->jobs),
 			    "jobs_removing", (int)jobs_removing(b->jobs));
@@ -118,7 +112,7 @@ static json_t *port_stats(const struct box *b, unsigned i)
 	struct box_port_stats s = { 0 };
 	int rc = b->dp.port_stats ? b->dp.port_stats(b->dp.ctx, i, &s) : -1;
 	json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-			      "port", (int)b->ports[i].port,
+			      "port", (int)b->layout.ports[i].port,
 			      "ipackets", (json_int_t)s.ipackets, "opackets", (json_int_t)s.opackets,
 			      "ibytes", (json_int_t)s.ibytes, "obytes", (json_int_t)s.obytes,
 			      "imissed", (json_int_t)s.imissed, "ierrors", (json_int_t)s.ierrors,
@@ -163,9 +157,9 @@ RPC_HANDLER(rpc_box_stats)
 	if (rc < 0)
 		return rc;
 	json_t *ports = json_array(), *lcores = json_array();
-	for (unsigned i = 0; i < b->nports; i++)
+	for (unsigned i = 0; i < b->layout.nports; i++)
 		json_array_append_new(ports, port_stats(b, i));
-	for (unsigned i = 0; i < b->nlcores; i++)
+	for (unsigned i = 0; i < b->layout.nlcores; i++)
 		json_array_append_new(lcores, lcore_stats(b, i, total));
 	*result = json_pack("{s:o, s:o, s:o}", "ports", ports, "lcores", lcores,
 			    "drops", drops_obj(total));

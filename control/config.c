@@ -4,8 +4,8 @@
  * option once; getopt_long and the INI reader both go through it, so an
  * option cannot exist in one form and not the other.
  */
-#include "box.h"
-#include "secret.h"
+#include "control/box.h"
+#include "common/secret.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

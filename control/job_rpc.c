@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jobs.h"
-#include "log.h"
-#include "secret.h"
-#include "rpc_methods.h"
+#include "control/jobs.h"
+#include "control/log.h"
+#include "common/secret.h"
+#include "control/rpc_methods.h"
 
 #define U16_MAX 65535u
 #define REASON_MAX 160

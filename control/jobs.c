@@ -4,7 +4,7 @@
  * removal that frees the arena only once every lcore has applied the
  * REMOVE. Keys are in jobs_keys.c. See jobs.h for the contract.
  */
-#include "jobs_internal.h"
+#include "control/jobs_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "log.h"
+#include "control/log.h"
 
 #define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
 #define POST_TRIES 10000   /* x 100 us: about a second */
@@ -53,7 +53,7 @@ int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m)
 
 static int post_all(struct jobs *js, const struct engine_msg *m, unsigned *failed)
 {
-	for (unsigned l = 0; l < js->box->nlcores; l++) {
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
 		int rc = jobs_post(js, l, m);
 		if (rc < 0) {
 			*failed = l;
@@ -165,7 +165,7 @@ static void post_removes(struct jobs *js, struct job *j)
 {
 	struct engine_msg m = { .type = ENGINE_MSG_JOB_REMOVE, .job = j->id };
 
-	for (unsigned l = 0; l < js->box->nlcores; l++) {
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
 		if (j->remove_mark[l])
 			continue;
 		int rc = js->box->dp.post(js->box->dp.ctx, l, &m);
@@ -192,7 +192,7 @@ static int lcores_done(const struct jobs *js, const struct job *j)
 {
 	const struct box_dp *dp = &js->box->dp;
 
-	for (unsigned l = 0; l < js->box->nlcores; l++)
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++)
 		if (!j->remove_mark[l] || dp->applied(dp->ctx, l) < j->remove_mark[l])
 			return 0;
 	return 1;
@@ -345,7 +345,7 @@ static int check_admission(struct jobs *js, const char *name, uint32_t world,
 	if (js->nlive >= cfg->max_jobs)
 		return jobs_fail(err, errlen, -ENOSPC, "job %s: the box already runs %u jobs, "
 				 "its limit (--max-jobs)", name, js->nlive);
-	if (js->box->nlcores == 0)
+	if (js->box->layout.nlcores == 0)
 		return jobs_fail(err, errlen, -EINVAL, "job %s: the box has no data lcores", name);
 	return 0;
 }
@@ -363,7 +363,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 			    .nslots = cfg->slots_per_lcore },
 	};
 
-	for (unsigned l = 0; l < js->box->nlcores; l++) {
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
 		m.u.desc.mem = j->arena + l * per_lcore;
 		int rc = jobs_post(js, l, &m);
 		if (rc < 0) {
@@ -372,7 +372,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 					 "(message ring full)", j->name, failed);
 		}
 	}
-	j->used = js->box->nlcores * per_lcore;
+	j->used = js->box->layout.nlcores * per_lcore;
 	return 0;
 }
 
@@ -383,14 +383,14 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	uint32_t key_cap = key_cap_for(cfg->max_keys);
 	uint64_t per_lcore = ALIGN64(engine_job_mem_bytes((uint16_t)world, seg_bytes, key_cap,
 							  cfg->slots_per_lcore));
-	uint64_t engine = per_lcore * js->box->nlcores;
+	uint64_t engine = per_lcore * js->box->layout.nlcores;
 
 	if (engine > max_bytes)
 		return jobs_fail(err, errlen, -ENOSPC, "job %s: world %" PRIu32 " with %" PRIu32
 				 "-byte segments needs %" PRIu64 " bytes of engine memory on %u lcores "
 				 "(%" PRIu32 " slots each), more than its max_bytes %" PRIu64
 				 "; raise max_bytes (--job-bytes, --max-job-bytes) or lower --slots",
-				 name, world, seg_bytes, engine, js->box->nlcores,
+				 name, world, seg_bytes, engine, js->box->layout.nlcores,
 				 cfg->slots_per_lcore, max_bytes);
 	int idx = free_index(js);
 	if (idx < 0)
@@ -436,7 +436,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 
 static uint32_t effective_mtu(const struct jobs *js, uint32_t mtu)
 {
-	uint32_t box_mtu = js->box->mtu;
+	uint32_t box_mtu = js->box->layout.mtu;
 	if (mtu == 0)
 		mtu = box_mtu ? box_mtu : DEFAULT_MTU;
 	return box_mtu && box_mtu < mtu ? box_mtu : mtu;

@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "assign.h"
-#include "box.h"
-#include "engine.h"
+#include "control/assign.h"
+#include "control/box.h"
+#include "dataplane/dp.h"
 
 #define JOB_NAME_MAX 63
 

@@ -6,7 +6,7 @@
 #ifndef PBOX_JOBS_INTERNAL_H
 #define PBOX_JOBS_INTERNAL_H
 
-#include "jobs.h"
+#include "control/jobs.h"
 
 struct jobs {
 	struct box *box;

@@ -3,7 +3,7 @@
  * one, cut a new key into chunks, place them on endpoints, build the
  * engine's key in the job arena and install it on the owning lcores.
  */
-#include "jobs_internal.h"
+#include "control/jobs_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "control/log.h"
 
 /* ---- per-job key index ---- */
 
@@ -58,7 +58,7 @@ static void index_add(struct job *j, uint32_t pos)
 void jobs_keys_release(struct jobs *js, struct job *j)
 {
 	for (uint32_t i = 0; i < j->nkeys; i++) {
-		assign_release(&j->keys[i].geom, js->load, js->box->neps, j->keys[i].chunk_ep);
+		assign_release(&j->keys[i].geom, js->load, js->box->layout.neps, j->keys[i].chunk_ep);
 		free(j->keys[i].chunk_ep);
 	}
 	free(j->keys);
@@ -113,7 +113,7 @@ static int check_new(const struct jobs *js, const struct job *j,
 				 " is outside [1, %" PRIu64 "] for %s (job memory %" PRIu64 " bytes)",
 				 j->name, a->key, a->count, j->max_bytes / wire_dtype_size(a->dtype),
 				 wire_dtype_name(a->dtype), j->max_bytes);
-	if (js->box->neps == 0)
+	if (js->box->layout.neps == 0)
 		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
 				 "data endpoints", j->name, a->key);
 	return 0;
@@ -128,7 +128,7 @@ static int install_key(struct jobs *js, struct job *j, struct engine_key *ek,
 
 	for (uint32_t c = 0; c < ek->nchunks; c++)
 		owns[owner_of[c]] = 1;
-	for (unsigned l = 0; l < js->box->nlcores; l++) {
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
 		if (!owns[l])
 			continue;
 		int rc = jobs_post(js, l, &m);
@@ -163,9 +163,9 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		return jobs_fail(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
 				 j->name, a->key);
 	}
-	assign_chunks(&k->geom, js->load, b->neps, k->chunk_ep);
+	assign_chunks(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 	for (uint32_t c = 0; c < k->geom.nchunks; c++)
-		owner[c] = (uint8_t)b->eps[k->chunk_ep[c]].lcore;
+		owner[c] = (uint8_t)b->layout.eps[k->chunk_ep[c]].lcore;
 	k->ek = engine_key_init(j->arena + j->used, a->key, a->count, a->dtype,
 				j->seg_bytes, k->geom.segs_per_chunk, owner);
 	k->bytes = need;

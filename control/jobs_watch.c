@@ -14,15 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "jobs_internal.h"
-#include "log.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "common/clock.h"
+#include "control/jobs_internal.h"
+#include "control/log.h"
 
 /* Sum of a job's progress over every lcore. */
 static void job_progress(const struct jobs *js, const struct job *j,
@@ -31,7 +25,7 @@ static void job_progress(const struct jobs *js, const struct job *j,
 	const struct box_dp *dp = &js->box->dp;
 
 	memset(sum, 0, sizeof(*sum));
-	for (unsigned l = 0; l < js->box->nlcores; l++) {
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
 		struct engine_progress p;
 		if (dp->job_progress(dp->ctx, l, j->id, &p) != 0)
 			continue;
@@ -82,7 +76,7 @@ static uint64_t left_ranks(const struct job *j)
 void jobs_watch(struct jobs *js)
 {
 	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
-	double now = now_s();
+	double now = clock_s();
 
 	if (!js->box->dp.job_progress)
 		return;

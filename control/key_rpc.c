@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "jobs.h"
-#include "rpc_methods.h"
+#include "control/jobs.h"
+#include "control/rpc_methods.h"
 
 static json_t *chunk_list(const struct job_key *k)
 {

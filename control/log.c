@@ -1,5 +1,5 @@
 /* log.c - level-filtered control-plane log lines on stderr. See log.h. */
-#include "log.h"
+#include "control/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef PBOX_CTL_LOG_H
 #define PBOX_CTL_LOG_H
 
-#include "box.h"
+#include "control/box.h"
 
 enum ctl_log_level {
 	CTL_LOG_ERROR = 0,

@@ -2,7 +2,7 @@
  * rpc.c - JSON-RPC 2.0 request decoding, dispatch by method name, reply
  * and error objects, and the parameter helpers. See rpc.h.
  */
-#include "rpc.h"
+#include "control/rpc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rpc_methods.h"
+#include "control/rpc_methods.h"
 
 const struct rpc_method rpc_methods[] = {
 	{ "box_endpoints", rpc_box_endpoints },

@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "box.h"
+#include "control/box.h"
 
 /* JSON-RPC protocol error codes; errors of a request's content use a
  * negative errno as code. */

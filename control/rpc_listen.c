@@ -2,9 +2,9 @@
  * rpc_listen.c - open the TCP and Unix listeners of the control plane.
  * See rpc_listen.h.
  */
-#include "rpc_listen.h"
+#include "control/rpc_listen.h"
 
-#include "rpc_client.h"
+#include "common/rpc_client.h"
 
 #include <errno.h>
 #include <fcntl.h>

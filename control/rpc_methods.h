@@ -6,7 +6,7 @@
 #ifndef PBOX_RPC_METHODS_H
 #define PBOX_RPC_METHODS_H
 
-#include "rpc.h"
+#include "control/rpc.h"
 
 #define RPC_HANDLER(name) \
 	int name(struct rpc_ctx *ctx, json_t *params, json_t **result, char *err, size_t errlen)

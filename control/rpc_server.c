@@ -8,7 +8,7 @@
  * once (its session ends, which may abort jobs and notify others), and its
  * memory is freed at the end of rpc_server_poll.
  */
-#include "rpc_server.h"
+#include "control/rpc_server.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jobs.h"
-#include "jsonl.h"
-#include "log.h"
-#include "rpc.h"
-#include "rpc_listen.h"
+#include "control/jobs.h"
+#include "common/jsonl.h"
+#include "control/log.h"
+#include "control/rpc.h"
+#include "control/rpc_listen.h"
 
 #define MAX_EVENTS   64
 #define READS_PER_EVENT 16

@@ -2,7 +2,7 @@
  * rpc_server.h - the box's JSON-RPC server: a TCP listener for workers and
  * remote operators (cfg.control) and a Unix socket for local operators
  * (cfg.rpc_socket), non-blocking connections with newline-delimited JSON
- * (control/jsonl.h), one epoll loop driven by pboxd's main lcore.
+ * (common/jsonl.h), one epoll loop driven by pboxd's main lcore.
  *
  * Each connection is a *session*: a rank that joined on it is lost when it
  * closes before job_leave (its job is aborted). Replies and notifications
@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "box.h"
+#include "control/box.h"
 
 #define RPC_SERVER_MAX_CONNS 2048
 #define RPC_SERVER_OUT_MAX   (64u << 20)

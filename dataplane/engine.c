@@ -4,7 +4,7 @@
  * docs/protocol.md "Rounds" for the rules. No locks, no allocation, no
  * system calls: everything lives in memory the control plane handed over.
  */
-#include "engine.h"
+#include "dataplane/engine.h"
 
 #include <errno.h>
 #include <string.h>

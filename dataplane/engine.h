@@ -31,9 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "drops.h"
-#include "sum.h"
-#include "wire.h"
+#include "common/drops.h"
+#include "common/sum.h"
+#include "common/wire.h"
 
 #define ENGINE_MAX_JOBS   64  /* job table of one lcore; power of two */
 #define ENGINE_MAX_WORLD  64  /* ranks per job: one bit each in a uint64_t */

@@ -5,7 +5,7 @@
  * mbufs, no system calls (except the opt-in idle sleep for shared
  * development machines, --idle-sleep-us).
  */
-#include "lcore.h"
+#include "dataplane/lcore.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -16,10 +16,10 @@
 #include <rte_malloc.h>
 #include <rte_prefetch.h>
 
-#include "drops.h"
-#include "frame.h"
-#include "lcore_fanout.h"
-#include "wire.h"
+#include "common/drops.h"
+#include "nic/frame.h"
+#include "dataplane/lcore_fanout.h"
+#include "common/wire.h"
 
 #define MSG_BURST 8
 #define MSG_RING_SIZE 1024

@@ -19,8 +19,8 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "box.h"
-#include "engine.h"
+#include "dataplane/dp.h"
+#include "dataplane/engine.h"
 
 #define LCORE_MAX_RXQ 32
 #define LCORE_BURST 32

@@ -3,11 +3,11 @@
  * or one shared payload mbuf with per-rank header mbufs (see
  * lcore_fanout.h). No locks; allocation only from the given mempools.
  */
-#include "lcore_fanout.h"
+#include "dataplane/lcore_fanout.h"
 
 #include <string.h>
 
-#include "frame.h"
+#include "nic/frame.h"
 
 #define PKT_HDRS_LEN (FRAME_HDRS_LEN + WIRE_HDR_LEN)
 

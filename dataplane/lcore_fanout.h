@@ -22,7 +22,8 @@
 
 #include <rte_mbuf.h>
 
-#include "wire.h"
+#include "common/wire.h"
+#include "nic/port.h"
 
 /* Addressing of one destination. IPs host order, ports host order. */
 struct fanout_dst {
@@ -32,16 +33,8 @@ struct fanout_dst {
 	uint16_t src_port, dst_port;
 };
 
-/*
- * In auto mode a result is shared only from this payload size up: below
- * it, the two extra mbufs per rank cost more than copying the payload
- * (bench/fanout_bench, 2026-11-22: 1408-byte payloads 0.89-0.98x, 8896-byte
- * payloads 1.8-2.3x faster shared, N = 4..16).
- */
-#define FANOUT_SHARED_MIN_BYTES 2048
-
-/* Data room of the header pool's mbufs (headers fit with room to spare). */
-#define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
+/* FANOUT_SHARED_MIN_BYTES and FANOUT_HDR_ROOM: nic/port.h (the port sizes
+ * its header pool by them); the measured crossover is in docs/performance.md. */
 
 /* One self-contained packet: headers of h for d, then plen payload bytes
  * (copied). NULL when pool is empty. pay_sum: NULL sends UDP checksum 0;

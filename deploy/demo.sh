@@ -42,7 +42,7 @@ if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import tor
 	echo "  torchrun --nproc_per_node 4 examples/train_ddp.py --pbox --steps 20"
 	# --redirects 1 --tee 1: works around torch 1.13's torchrun on Python 3.11 (docs/pytorch.md)
 	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB=demo-ddp \
-		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/client/python" \
+		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
 		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
 		--master_port 29500 --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun" \
 		examples/train_ddp.py --pbox --seed 7 --steps 20 > "$WORKDIR/ddp.log" 2>&1

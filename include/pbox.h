@@ -30,6 +30,7 @@ extern "C" {
 
 #define PBOX_VERSION_MAJOR 0
 #define PBOX_VERSION_MINOR 1
+#define PBOX_VERSION_PATCH 0
 
 typedef enum pbox_dtype {
 	PBOX_F32  = 0, /* float */

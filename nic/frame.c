@@ -3,12 +3,12 @@
  * (answer requests for our IPs), ICMP echo, and UDP/IPv4 carrying pbox.
  * Every length is checked before the byte it covers is read.
  */
-#include "frame.h"
+#include "nic/frame.h"
 
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "drops.h"
+#include "common/drops.h"
 
 #define ETH_P_IPV4 0x0800
 #define ETH_P_ARP  0x0806

@@ -3,7 +3,7 @@
  * numa.h). Loads the topology with PCI devices once per call: this runs at
  * start-up only.
  */
-#include "numa.h"
+#include "nic/numa.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,9 +6,8 @@
  * (with RSS spreading the rx queues over the lcores where the port has
  * it: steering "rss").
  */
-#include "port.h"
+#include "nic/port.h"
 
-#include "lcore_fanout.h"
 
 #include <errno.h>
 #include <stdbool.h>

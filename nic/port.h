@@ -10,9 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "box.h"
+#include "nic/port_info.h"
+
+/* Results of at least this many payload bytes share one payload mbuf
+ * across ranks (dataplane/lcore_fanout.h); smaller ones are copied. */
+#define FANOUT_SHARED_MIN_BYTES 2048
+/* Room of a header mbuf in a shared-payload chain: Ethernet, IPv4, UDP and
+ * pbox headers after the headroom. */
+#define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
 
 struct port_setup {
 	uint16_t port_id;

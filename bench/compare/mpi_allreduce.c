@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "perf_args.h"
+#include "tools/perf_args.h"
 
 static void usage(FILE *f)
 {

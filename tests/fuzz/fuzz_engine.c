@@ -40,10 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drops.h"
-#include "engine.h"
-#include "sum.h"
-#include "wire.h"
+#include "common/drops.h"
+#include "dataplane/engine.h"
+#include "common/sum.h"
+#include "common/wire.h"
 
 #define WORLD 4
 #define SEG_BYTES 256

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drops.h"
-#include "frame.h"
-#include "wire.h"
+#include "common/drops.h"
+#include "nic/frame.h"
+#include "common/wire.h"
 
 #define MY_IP 0xC6120001u /* 198.18.0.1 */
 

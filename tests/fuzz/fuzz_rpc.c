@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box_fixture.h"
-#include "jobs.h"
-#include "rpc.h"
+#include "tests/unit/box_fixture.h"
+#include "control/jobs.h"
+#include "control/rpc.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \
@@ -70,7 +70,7 @@ static void reset(void)
 {
 	struct fixture *f = F;
 
-	for (unsigned l = 0; l < f->box.nlcores; l++) {
+	for (unsigned l = 0; l < f->box.layout.nlcores; l++) {
 		engine_init(&f->eng[l], (uint16_t)l, sum_by_name("scalar"));
 		f->applied[l] = 0;
 		f->qlen[l] = 0;

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "frame.h"
-#include "wire.h"
+#include "nic/frame.h"
+#include "common/wire.h"
 
 static const char *root;
 

@@ -59,7 +59,7 @@ echo "stalled rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR
 LPIDS=()
 for r in 0 1 2 3; do
 	ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_LIB="$ROOT/$BUILD/libpbox.so" \
-		PYTHONPATH="$ROOT/client/python" /usr/bin/python3 "$ROOT/tests/integration/leaver.py" $r 4 leaver \
+		PYTHONPATH="$ROOT/python" /usr/bin/python3 "$ROOT/tests/integration/leaver.py" $r 4 leaver \
 		> "$WORKDIR/l.$r.log" 2>&1 &
 	LPIDS+=($!); PIDS+=($!)
 done

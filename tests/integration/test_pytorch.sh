@@ -24,7 +24,7 @@ fi
 [ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
 ROOT=$(pwd)
 export PBOX_LIB=$ROOT/$BUILD/libpbox.so
-export PYTHONPATH=$ROOT/client/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 
 topo_up
 box_start af_packet

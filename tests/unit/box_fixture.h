@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "box.h"
-#include "engine.h"
-#include "sum.h"
+#include "control/box.h"
+#include "dataplane/engine.h"
+#include "common/sum.h"
 
 #define FIX_MAX_LCORES 8
 #define FIX_QUEUE 4096
@@ -50,7 +50,7 @@ static inline int fix_post(void *ctx, unsigned lcore, const struct engine_msg *m
 {
 	struct fixture *f = ctx;
 
-	if (lcore >= f->box.nlcores)
+	if (lcore >= f->box.layout.nlcores)
 		return -EINVAL;
 	if (f->full_posts) {
 		f->full_posts--;
@@ -69,7 +69,7 @@ static inline int fix_post(void *ctx, unsigned lcore, const struct engine_msg *m
 /* Apply every queued message. */
 static inline void fixture_drain(struct fixture *f)
 {
-	for (unsigned l = 0; l < f->box.nlcores; l++) {
+	for (unsigned l = 0; l < f->box.layout.nlcores; l++) {
 		for (unsigned i = 0; i < f->qlen[l]; i++)
 			fixture_apply(f, l, &f->queue[l][i]);
 		f->qlen[l] = 0;
@@ -118,7 +118,7 @@ static inline const struct engine_counters *fix_estats(void *ctx, unsigned l)
 static inline int fix_port_stats(void *ctx, unsigned port, struct box_port_stats *out)
 {
 	struct fixture *f = ctx;
-	if (port >= f->box.nports)
+	if (port >= f->box.layout.nports)
 		return -ENODEV;
 	memset(out, 0, sizeof(*out));
 	out->ipackets = 100 + port;
@@ -140,24 +140,24 @@ static inline struct fixture *fixture_new(unsigned nports, unsigned nlcores)
 		.mem_free = fix_free, .lcore_stats = fix_lstats, .engine_stats = fix_estats,
 		.port_stats = fix_port_stats,
 	};
-	b->nports = nports;
-	b->nlcores = nlcores;
-	b->mtu = 1500;
-	b->kernel = "scalar";
+	b->layout.nports = nports;
+	b->layout.nlcores = nlcores;
+	b->layout.mtu = 1500;
+	b->layout.kernel = "scalar";
 	for (unsigned p = 0; p < nports; p++) {
-		b->ports[p] = (struct box_port_info){ .port = (uint16_t)p, .ip = 0xC6120001u + p,
+		b->layout.ports[p] = (struct box_port_info){ .port = (uint16_t)p, .ip = 0xC6120001u + p,
 						      .prefix = 24, .mtu = 1500, .rx_queues = 1,
 						      .steering = "ring" };
-		snprintf(b->ports[p].name, sizeof(b->ports[p].name), "net_test%u", p);
+		snprintf(b->layout.ports[p].name, sizeof(b->layout.ports[p].name), "net_test%u", p);
 	}
 	for (unsigned l = 0; l < nlcores; l++) {
-		b->lcores[l] = (struct box_lcore_info){ .eal_id = l + 1, .index = l };
+		b->layout.lcores[l] = (struct box_lcore_info){ .eal_id = l + 1, .index = l };
 		engine_init(&f->eng[l], (uint16_t)l, sum_by_name("scalar"));
 	}
 	for (unsigned p = 0; p < nports; p++)
 		for (unsigned l = 0; l < nlcores; l++)
-			b->eps[b->neps++] = (struct box_endpoint){
-				.ip = b->ports[p].ip, .udp_port = (uint16_t)(b->cfg.udp_base + l),
+			b->layout.eps[b->layout.neps++] = (struct box_endpoint){
+				.ip = b->layout.ports[p].ip, .udp_port = (uint16_t)(b->cfg.udp_base + l),
 				.port = (uint16_t)p, .lcore = (uint16_t)l };
 	return f;
 }

@@ -22,9 +22,9 @@
 
 #include <jansson.h>
 
-#include "jsonl.h"
-#include "sum.h"
-#include "wire.h"
+#include "common/jsonl.h"
+#include "common/sum.h"
+#include "common/wire.h"
 
 #ifndef FK_MAX_RANKS
 #define FK_MAX_RANKS 8

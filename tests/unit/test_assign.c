@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "assign.h"
-#include "wire.h"
+#include "control/assign.h"
+#include "common/wire.h"
 
 static void spread(const uint64_t *load, unsigned n, uint64_t *min, uint64_t *max)
 {

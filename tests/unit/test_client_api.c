@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "client_fakebox.h"
-#include "pbox.h"
+#include "tests/unit/client_fakebox.h"
+#include "include/pbox.h"
 
 static double now_s(void)
 {

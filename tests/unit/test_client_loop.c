@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "client_fakebox.h"
-#include "pbox.h"
+#include "tests/unit/client_fakebox.h"
+#include "include/pbox.h"
 
 struct worker {
 	pbox_client *c;

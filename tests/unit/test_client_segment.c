@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "segment.h"
-#include "wire.h"
+#include "client/segment.h"
+#include "common/wire.h"
 
 #define SEG1500 1408u /* seg_bytes for a 1500-byte MTU */
 

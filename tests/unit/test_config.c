@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "box.h"
-#include "secret.h"
+#include "control/box.h"
+#include "common/secret.h"
 
 struct t {
 	struct box_config c;

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "engine.h"
+#include "dataplane/engine.h"
 
 #define SEG_BYTES 256u
 #define IP(r) (0xC6120002u + (r)) /* 198.18.0.2 + r */

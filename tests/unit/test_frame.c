@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "drops.h"
-#include "frame.h"
+#include "common/drops.h"
+#include "nic/frame.h"
 
 #define MY_IP 0xC6120001u   /* 198.18.0.1 */
 #define PEER_IP 0xC6120002u

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "box_fixture.h"
-#include "jobs.h"
+#include "tests/unit/box_fixture.h"
+#include "control/jobs.h"
 
 struct t {
 	struct fixture *f;
@@ -163,7 +163,7 @@ static void join__seg_bytes_from_smallest_mtu(void **state)
 	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
 	assert_int_equal(j->seg_bytes, wire_seg_bytes(1500)); /* box MTU is smaller */
 
-	t->f->box.mtu = 9000;
+	t->f->box.layout.mtu = 9000;
 	a = (struct jobs_join_args){ .name = "j2", .rank = 0, .world = 2, .ip = 1, .port = 1,
 				     .mtu = 9000 };
 	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
@@ -252,8 +252,8 @@ static void declare__creates_key_on_owners(void **state)
 	for (unsigned l = 0; l < 4; l++)
 		assert_int_equal(t->f->eng[l].jobs[engine_job_index(j->id)].nkeys, 1);
 	for (uint32_t c = 0; c < k->geom.nchunks; c++) {
-		assert_true(k->chunk_ep[c] < t->f->box.neps);
-		assert_int_equal(k->ek->chunk_lcore[c], t->f->box.eps[k->chunk_ep[c]].lcore);
+		assert_true(k->chunk_ep[c] < t->f->box.layout.neps);
+		assert_int_equal(k->ek->chunk_lcore[c], t->f->box.layout.eps[k->chunk_ep[c]].lcore);
 	}
 	/* a second declaration by another rank returns the same key */
 	const struct job_key *k2;
@@ -381,7 +381,7 @@ static void leave__last_rank_removes_and_frees(void **state)
 	assert_int_equal(t->f->allocs, 1);
 	assert_int_equal(t->f->frees, 1);
 	assert_int_equal(t->f->eng[0].jobs[engine_job_index(id)].state, ENGINE_JOB_FREE);
-	for (unsigned e = 0; e < t->f->box.neps; e++) /* chunk loads given back */
+	for (unsigned e = 0; e < t->f->box.layout.neps; e++) /* chunk loads given back */
 		assert_int_equal(jobs_ep_load(t->js)[e], 0);
 	assert_int_equal(jobs_leave(t->js, id, 1, NULL, t->err, sizeof(t->err)), -ENOENT);
 }

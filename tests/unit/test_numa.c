@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "numa.h"
+#include "nic/numa.h"
 
 /* hwloc's PCI plugin (dlopen'ed, libpciaccess) keeps its device-name
  * database after hwloc_topology_destroy; LeakSanitizer reports it from an

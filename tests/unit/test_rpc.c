@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
-#include "box_fixture.h"
-#include "jobs.h"
-#include "rpc.h"
-#include "rpc_client.h"
-#include "rpc_server.h"
+#include "tests/unit/box_fixture.h"
+#include "control/jobs.h"
+#include "control/rpc.h"
+#include "common/rpc_client.h"
+#include "control/rpc_server.h"
 
 /* ---- rpc_handle_line against a fixture box ---- */
 

@@ -17,7 +17,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#include "sum.h"
+#include "common/sum.h"
 
 #define MAX_SRC 16
 

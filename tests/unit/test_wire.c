@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "drops.h"
-#include "wire.h"
+#include "common/drops.h"
+#include "common/wire.h"
 
 static struct wire_msg sample(void)
 {

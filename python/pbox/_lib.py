@@ -3,7 +3,7 @@
 Search order (first that loads wins):
   1. $PBOX_LIB (a path to libpbox.so; an error if set but unloadable),
   2. build/libpbox.so of the source tree this package sits in
-     (client/python/pbox -> ../../../build/libpbox.so),
+     (python/pbox -> ../../build/libpbox.so),
   3. PREFIX/lib/libpbox.so.0 when the package was installed by `make
      install` into PREFIX/lib/pythonX.Y/dist-packages,
   4. the system loader: libpbox.so.0, then libpbox.so.
@@ -52,7 +52,7 @@ def _candidates():
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.normpath(os.path.join(here, "..", "..", "..", "build", "libpbox.so"))
+    tree = os.path.normpath(os.path.join(here, "..", "..", "build", "libpbox.so"))
     # installed by `make install`: PREFIX/lib/pythonX.Y/dist-packages/pbox
     # -> PREFIX/lib/libpbox.so.0 (works before ldconfig has run)
     prefix_lib = os.path.normpath(os.path.join(here, "..", "..", "..", "libpbox.so.0"))

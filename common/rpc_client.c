@@ -2,7 +2,7 @@
  * rpc_client.c - JSON-RPC 2.0 client over TCP or a Unix socket, with
  * bounded waits and notifications. See rpc_client.h.
  */
-#include "rpc_client.h"
+#include "common/rpc_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jsonl.h"
+#include "common/jsonl.h"
 
 struct rpc_client {
 	int fd;

@@ -107,7 +107,7 @@ uint32_t wire_seg_bytes(uint32_t mtu);
  * Decode and check a pbox header + payload of len bytes (the UDP payload).
  * Checks length, magic, version, type, dtype, flags, reserved and that
  * len == header + count * dtype size.
- * Returns 0, or a negative drop reason -DROP_* (dataplane/drops.h).
+ * Returns 0, or a negative drop reason -DROP_* (common/drops.h).
  */
 int wire_decode(const void *buf, size_t len, struct wire_msg *out);
 

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "sum.h"
+#include "common/sum.h"
 
 #define SUM_CANON_NAN 0x7fc00000u
 

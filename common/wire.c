@@ -3,12 +3,12 @@
  * Shared by box and client: the box checks every PUSH with wire_decode, the
  * client every RESULT.
  */
-#include "wire.h"
+#include "common/wire.h"
 
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "drops.h"
+#include "common/drops.h"
 
 static const char *const dtype_names[WIRE_NDTYPES] = { "f32", "f16", "bf16" };
 

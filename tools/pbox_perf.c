@@ -15,10 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "pbox.h"
-#include "perf_blast.h"
-#include "perf_args.h"
-#include "wire.h"
+#include "include/pbox.h"
+#include "tools/perf_blast.h"
+#include "tools/perf_args.h"
+#include "common/wire.h"
 
 struct perf_args {
 	const char *control, *job;

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 /* n >= 1 sources of count elements each; dst may alias no source. */
 typedef void (*sum_fn)(void *dst, const void *const *src, unsigned n, size_t count);

@@ -12,7 +12,7 @@
  */
 #include <immintrin.h>
 
-#include "sum_impl.h"
+#include "common/sum_impl.h"
 
 #define VEC 8 /* floats per __m256 */
 #define UNROLL 4

@@ -1,7 +1,7 @@
 /*
  * rpc_client.h - a small JSON-RPC 2.0 client for the box's control
  * protocol (docs/rpc.md), over TCP or a Unix socket, newline-delimited
- * (control/jsonl.h). Used by pboxctl and by libpbox.
+ * (common/jsonl.h). Used by pboxctl and by libpbox.
  *
  * No globals and no locks: a client is one connection; calls on one client
  * must not overlap (serialise them if several threads share it); separate

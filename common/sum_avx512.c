@@ -12,7 +12,7 @@
  */
 #include <immintrin.h>
 
-#include "sum_impl.h"
+#include "common/sum_impl.h"
 
 #define VEC 16 /* floats per __m512 */
 #define UNROLL 4

@@ -1,7 +1,7 @@
 /*
  * secret.c - load and compare the operator secret (secret.h).
  */
-#include "secret.h"
+#include "common/secret.h"
 
 #include <ctype.h>
 #include <errno.h>

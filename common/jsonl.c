@@ -2,7 +2,7 @@
  * jsonl.c - newline-delimited JSON framing: a bounded line buffer for
  * reading and a bounded-time writer. See jsonl.h.
  */
-#include "jsonl.h"
+#include "common/jsonl.h"
 
 #include <errno.h>
 #include <poll.h>

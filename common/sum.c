@@ -11,8 +11,8 @@
 #include <cpuid.h>
 #endif
 
-#include "sum.h"
-#include "sum_impl.h"
+#include "common/sum.h"
+#include "common/sum_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 /* clang's __builtin_cpu_supports does not know "f16c": ask CPUID. The OS

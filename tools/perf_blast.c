@@ -1,7 +1,7 @@
 /*
  * perf_blast.c - raw UDP blast for pbox-perf (perf_blast.h).
  */
-#include "perf_blast.h"
+#include "tools/perf_blast.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* drops.c - names and descriptions of the drop reasons in drops.h. */
-#include "drops.h"
+#include "common/drops.h"
 
 static const char *const names[DROP_COUNT] = {
 	[DROP_NONE] = "none",

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "rpc_client.h"
-#include "secret.h"
+#include "common/rpc_client.h"
+#include "common/secret.h"
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000

@@ -3,7 +3,7 @@
  * time, additions in rank order in binary32 and one rounding at the end.
  * The SIMD variants must give these exact bits (sum_impl.h has the rules).
  */
-#include "sum_impl.h"
+#include "common/sum_impl.h"
 
 static void sum_f32_scalar(void *dst, const void *const *src, unsigned n, size_t count)
 {

@@ -1,0 +1,134 @@
+/*
+ * dp.h - the data plane as the control plane sees it: the one header of
+ * dataplane/ that control/ includes.
+ *
+ * dp_open brings up the DPDK ports and the data lcores (dataplane/dp.c) and
+ * describes them (struct dp_layout); afterwards the control plane reaches
+ * the lcores only through struct box_dp: messages posted to an lcore's
+ * ring, the count it has applied, job memory, and counters. It never
+ * touches lcore-owned memory. Unit tests fill struct box_dp with real
+ * engines driven directly (tests/unit/box_fixture.h), so the control plane
+ * runs without DPDK there.
+ */
+#ifndef PBOX_DP_H
+#define PBOX_DP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/drops.h"
+#include "dataplane/engine.h"
+#include "nic/port_info.h"
+
+#define BOX_MAX_LCORES 64
+#define BOX_MAX_EPS    (BOX_MAX_PORTS * BOX_MAX_LCORES)
+
+/* Data endpoint: one per (port, lcore). Index = position in layout.eps. */
+struct box_endpoint {
+	uint32_t ip;          /* host order */
+	uint16_t udp_port;    /* udp_base + lcore index */
+	uint16_t port;        /* DPDK port id */
+	uint16_t lcore;       /* lcore index (0..nlcores-1), not the EAL id */
+};
+
+struct box_lcore_info {
+	unsigned eal_id;
+	unsigned index;
+	int socket;
+	int cpu;                  /* CPU the lcore runs on, -1 if several */
+};
+
+struct box_port_stats {
+	uint64_t ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf;
+	int link_up;
+};
+
+/* Counters of one data lcore; written by that lcore only. */
+struct lcore_stats {
+	uint64_t rx, tx;
+	uint64_t arp, icmp;
+	uint64_t handoff_out, handoff_in;
+	uint64_t busy_polls, idle_polls;
+	uint64_t drops[DROP_COUNT];
+};
+
+/* The data plane's operations for the control plane. */
+struct box_dp {
+	void *ctx;
+	/* Enqueue m for lcore `lcore`; 0 or -EAGAIN (ring full). */
+	int (*post)(void *ctx, unsigned lcore, const struct engine_msg *m);
+	/* Messages lcore `lcore` has applied so far (monotonic). A message is
+	 * done, and memory it released may be freed, once applied() reaches
+	 * the count posted up to and including it. */
+	uint64_t (*applied)(void *ctx, unsigned lcore);
+	/* Zeroed, 64-byte aligned memory near the data ports; NULL if none. */
+	void *(*mem_alloc)(void *ctx, size_t bytes);
+	void (*mem_free)(void *ctx, void *p, size_t bytes);
+	/* Live counters of an lcore: its own and its engine's. */
+	const struct lcore_stats *(*lcore_stats)(void *ctx, unsigned lcore);
+	const struct engine_counters *(*engine_stats)(void *ctx, unsigned lcore);
+	/* Port counters; 0 or negative errno. */
+	int (*port_stats)(void *ctx, unsigned port_index, struct box_port_stats *out);
+	/* Snapshot of a job's progress on an lcore (engine_job_progress);
+	 * 0 or -ENOENT. May be NULL: no stall detection. */
+	int (*job_progress)(void *ctx, unsigned lcore, uint32_t job_id,
+			    struct engine_progress *out);
+};
+
+/* What the data plane is: its ports, lcores and endpoints. */
+struct dp_layout {
+	unsigned nports;
+	struct box_port_info ports[BOX_MAX_PORTS];
+	unsigned nlcores;
+	struct box_lcore_info lcores[BOX_MAX_LCORES];
+	unsigned neps;
+	struct box_endpoint eps[BOX_MAX_EPS];
+	uint32_t mtu;                 /* smallest data-port MTU */
+	const char *kernel;           /* sum kernel variant in use */
+};
+
+/* What dp_open needs to know (from pboxd's options). */
+struct dp_params {
+	unsigned nports;
+	struct {
+		uint16_t port;      /* DPDK port id */
+		uint32_t ip;        /* host order */
+		uint8_t prefix;
+	} ip[BOX_MAX_PORTS];
+	uint16_t udp_base;       /* lcore i listens on udp_base + i */
+	uint32_t mbufs;          /* per port */
+	uint32_t mtu;            /* 0 = each port's own */
+	uint32_t idle_sleep_us;  /* 0 = pure polling */
+	int fanout;              /* BOX_FANOUT_* */
+	bool udp_checksum;       /* fill in the UDP checksums of results */
+	volatile bool *quit;     /* the lcores return once it is true */
+};
+
+struct dp;
+
+/*
+ * Initialise DPDK's EAL with the arguments before "--". Returns how many
+ * arguments it consumed, or a negative errno with a message in err.
+ */
+int dp_eal_init(int argc, char **argv, char *err, size_t errlen);
+/* Release what the EAL holds; last call of the process. */
+void dp_eal_cleanup(void);
+
+/*
+ * Create the data lcores' contexts (one per EAL worker lcore) and start
+ * every port. Fills *layout and *ops; the lcores do not run yet. Returns 0
+ * and *dp, or a negative errno with a message in err naming the port or
+ * lcore and what to change. On failure everything started is stopped.
+ */
+int dp_open(const struct dp_params *p, struct dp **dp, struct dp_layout *layout,
+	    struct box_dp *ops, char *err, size_t errlen);
+/* Launch every data lcore's poll loop. */
+void dp_launch(struct dp *dp);
+/* Wait until every launched lcore has returned (after *quit is set). */
+void dp_wait(struct dp *dp);
+/* Stop the ports and free the lcore contexts, after dp_wait and after the
+ * control plane has released the job memory. NULL is ignored. */
+void dp_close(struct dp *dp);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * port_info.h - what a started data port is, in plain C (no DPDK types), so
+ * the floors above (the dataplane's glue, the control plane's reports) can
+ * describe ports without including DPDK.
+ */
+#ifndef PBOX_PORT_INFO_H
+#define PBOX_PORT_INFO_H
+
+#include <stdint.h>
+
+#define BOX_MAX_PORTS  16
+
+/* How results reach the ranks (dataplane/lcore_fanout.h). */
+enum { BOX_FANOUT_AUTO = 0, BOX_FANOUT_SHARED, BOX_FANOUT_COPY };
+
+struct box_port_info {
+	uint16_t port;
+	char name[64];
+	uint8_t mac[6];
+	uint32_t ip;
+	uint8_t prefix;
+	uint32_t mtu;
+	uint16_t rx_queues;
+	const char *steering;     /* "rte_flow", "rss" or "ring" */
+	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
+	int hold;                 /* contributions stay in rx mbufs (else copied) */
+	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
+	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
+};
+
+#endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# layering.sh - check the floors of the tree (docs/architecture.md): every
+# #include "..." in a product folder names a header of a floor that folder
+# may use, and DPDK headers appear only in nic/ and dataplane/.
+#
+#   bash tests/layering.sh [ROOT]      (ROOT: the tree to check, default .)
+#
+# Prints each offending line as FILE:LINE: FOLDER may not include HEADER,
+# and exits 1 if there is any; exits 0 with one summary line otherwise.
+set -u
+root=${1:-.}
+cd "$root" || exit 2
+
+# What each floor may include, by folder prefix of the header's path.
+# control/ reaches the data plane through dataplane/dp.h only.
+allowed() {
+	case $1 in
+	common)    echo "common/" ;;
+	nic)       echo "nic/ common/" ;;
+	dataplane) echo "dataplane/ nic/ common/" ;;
+	control)   echo "control/ dataplane/dp.h common/" ;;
+	client)    echo "client/ common/ include/" ;;
+	gpu)       echo "gpu/ common/ include/" ;;
+	tools)     echo "tools/ common/ include/" ;;
+	include)   echo "" ;;
+	esac
+}
+# Floors whose files may include DPDK's <rte_*.h>.
+dpdk_ok="nic dataplane"
+
+bad=0 files=0
+for floor in common nic dataplane control client gpu tools include; do
+	[ -d "$floor" ] || continue
+	ok=$(allowed "$floor")
+	while IFS= read -r f; do
+		files=$((files + 1))
+		while IFS=: read -r line hdr; do
+			pass=0
+			for p in $ok; do
+				case $hdr in "$p"*) pass=1 ;; esac
+			done
+			if [ $pass = 0 ]; then
+				echo "$f:$line: $floor/ may not include \"$hdr\" (allowed: ${ok:-nothing})"
+				bad=$((bad + 1))
+			fi
+		done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
+			 sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/')
+		case " $dpdk_ok " in
+		*" $floor "*) ;;
+		*)	if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<rte_' "$f" >/dev/null; then
+				grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<rte_' "$f" |
+					sed "s|^\([0-9]*\):.*<\(.*\)>.*|$f:\1: $floor/ may not include DPDK's <\2> (only nic/ and dataplane/)|"
+				bad=$((bad + 1))
+			fi ;;
+		esac
+	done < <(find "$floor" -name '*.[ch]' | sort)
+done
+if [ $bad -gt 0 ]; then
+	echo "layering: $bad include(s) cross the floors (docs/architecture.md)"
+	exit 1
+fi
+echo "layering: $files files, every include within its floor"
