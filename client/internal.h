@@ -40,9 +40,9 @@
 /* Cap of a segment's back-off (or rto, if larger). A rank waiting for the
  * others of a round gets no answer to its retransmissions and backs off
  * while it waits; when the round completes and its RESULT is lost, the
- * next try comes after the back-off. With a 1 s cap, 20% loss each way
- * made single calls take up to 4.1 s, next to pboxd's 5 s stall watch
- * (test_loss). 200 ms leaves 20+ tries inside it. */
+ * next try comes after the back-off. The cap must leave many tries inside
+ * pboxd's stall watch (--stall-timeout-ms, 5 s): 200 ms leaves 20+
+ * (docs/reliability.md). */
 #define XFER_BACKOFF_MAX_US 200000
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */

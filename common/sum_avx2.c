@@ -67,12 +67,8 @@ void store8(void *p, size_t i, __m256 acc, enum wire_dtype t)
 }
 
 /* The vector part: elements [0, count rounded down to VEC). Returns it.
- * Measured (bench/sum_bench, AMD EPYC Zen 4 VM, gcc 12 -O2, 16 KiB per
- * buffer in L2, GB/s of N reads + 1 write): f32 111-115 for N = 2..16, the
- * same as a STREAM add (106); f16 ~60 and bf16 34-44 (the conversions are
- * the limit). Out of cache all dtypes run at memory speed (22-34 GB/s).
- * With every source at the same offset in its page, N = 16 falls to ~57
- * (L1 set conflicts): stagger contribution buffers. */
+ * Sources at the same offset in their pages conflict in L1 at large N:
+ * stagger contribution buffers (figures: docs/performance.md). */
 static inline __attribute__((always_inline))
 size_t sum_vec(void *dst, const void *const *src, unsigned n, size_t count, enum wire_dtype t)
 {

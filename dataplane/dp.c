@@ -195,8 +195,8 @@ static void place_port(const struct dp *d, uint16_t pid, struct box_port_info *i
 /*
  * May the engine keep this port's rx mbufs until a round completes? Not on
  * net_af_xdp (DPDK 22.11): its rx stops for good once the application
- * holds many of them (measured here: IMISSED climbs and the job stalls), so
- * its contributions are copied as they arrive.
+ * holds many of its mbufs (IMISSED climbs, the job stalls), so its
+ * contributions are copied as they arrive.
  */
 static int rx_can_hold(uint16_t pid)
 {

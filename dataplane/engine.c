@@ -247,13 +247,9 @@ static void complete(struct engine *e, struct engine_job *j,
 }
 
 /*
- * Measured (bench/engine_bench, AVX-512 kernel, TSC cycles, 2026-11-22),
- * contributions held in place as pboxd's lcores do: 47-65 cycles/packet
- * with 1 KiB payloads (40-55 Mpkt/s per lcore, N = 4..16) and 300-630
- * cycles/packet with 8896-byte payloads (37-77 GB/s in, 0.86-0.94 of the
- * sum kernel alone); copied into the slot instead: 80-86 and 740-1040
- * cycles/packet. What is left is the N-way sum itself plus the per-packet
- * checks and bookkeeping (~40 cycles).
+ * The hot path: per packet, the checks and slot bookkeeping, and per
+ * completed round the N-way sum. Its cycles per packet (bench/engine_bench)
+ * are in docs/performance.md "Engine at packet rate".
  */
 int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		uint32_t src_ip, uint16_t src_port, struct engine_out *out)

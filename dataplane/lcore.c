@@ -319,13 +319,9 @@ static unsigned poll_burst(struct lcore_ctx *lc, struct rte_mbuf **pkts,
 }
 
 /*
- * Per packet, measured without a NIC (2026-11-22, 2.6 GHz, AVX-512):
- * engine_push with the contribution held in its mbuf 47-65 cycles at 1 KiB
- * payloads, 300-630 at 8896 bytes (bench/engine_bench); each RESULT built
- * and freed 125 cycles copied at MTU 1500, 155-185 shared at jumbo size
- * (bench/fanout_bench). The PMD's rx/tx burst comes on top; on the veth
- * (net_af_packet) the kernel's copies dominate and the lcore idles most
- * of the time (pboxctl stats: IDLE_POLLS).
+ * The poll loop. Per packet it costs engine_push (bench/engine_bench) plus,
+ * per completed round, one fan-out (bench/fanout_bench) and the PMD's
+ * burst; the cycles per packet are in docs/performance.md.
  */
 int lcore_main(void *arg)
 {
@@ -337,10 +333,9 @@ int lcore_main(void *arg)
 	 * Control messages are applied after each non-empty burst is taken
 	 * and before it is handled. The control thread posts a job or key
 	 * install and only then answers the RPC, so a PUSH sent after the
-	 * answer finds its install in the ring by the time it is polled; an
-	 * lcore descheduled between draining the ring and polling rx could
-	 * otherwise drop it as no_key (seen in test_allreduce on 2 shared
-	 * cores). With nothing received, the ring is drained once per loop.
+	 * answer finds its install in the ring by the time it is polled, even
+	 * when the lcore was descheduled between draining the ring and polling
+	 * rx. With nothing received, the ring is drained once per loop.
 	 */
 	while (!*sh->quit) {
 		unsigned work = 0;
