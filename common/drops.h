@@ -11,11 +11,12 @@
 #define DROP_REASONS(X)                                                        \
 	X(SHORT,        "short",        "frame shorter than its headers")      \
 	X(NOT_IP,       "not_ip",       "ethertype neither IPv4 nor ARP")      \
-	X(BAD_IP,       "bad_ip",       "bad IPv4 header, options or fragment") \
+	X(BAD_IP,       "bad_ip",       "bad IPv4 header or options")          \
+	X(FRAGMENT,     "fragment",     "IPv4 fragment or reassembled datagram") \
 	X(NOT_MINE,     "not_mine",     "IPv4 destination is not this port")   \
 	X(NOT_UDP,      "not_udp",      "IPv4 protocol neither UDP nor ICMP")  \
 	X(BAD_PORT,     "bad_port",     "UDP port owned by no lcore")          \
-	X(BAD_CSUM,     "bad_csum",     "checksum flagged bad by the NIC")     \
+	X(BAD_CSUM,     "bad_csum",     "IPv4, UDP or ICMP checksum wrong")    \
 	X(BAD_LEN,      "bad_len",      "lengths do not match the header")     \
 	X(BAD_MAGIC,    "bad_magic",    "not a pbox packet")                   \
 	X(BAD_VERSION,  "bad_version",  "unsupported protocol version")        \

@@ -48,7 +48,7 @@ static json_t *port_status(const struct box *b, unsigned i)
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", p->mac[0], p->mac[1],
 		 p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
 	snprintf(cidr, sizeof(cidr), "%s/%u", rpc_ip_str(p->ip, ip, sizeof(ip)), p->prefix);
-	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:s}",
+	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s}",
 			 "port", (int)p->port, "name", p->name, "mac", mac, "ip", cidr,
 			 "mtu", (json_int_t)p->mtu,
 			 "link", rc < 0 ? "unknown" : st.link_up ? "up" : "down",
@@ -57,6 +57,7 @@ static json_t *port_status(const struct box *b, unsigned i)
 			 "fanout", p->fanout ? p->fanout : "?",
 			 "contributions", p->hold ? "held" : "copied",
 			 "udp_checksum", b->cfg.udp_checksum ? "software" : "off",
+			 "rx_checksum", p->rx_checksum ? p->rx_checksum : "?",
 			 "numa_node", p->numa_node, "local_cpus", p->local_cpus);
 }
 
@@ -138,12 +139,13 @@ static json_t *lcore_stats(const struct box *b, unsigned i, uint64_t *total)
 			      "pushes", (json_int_t)e->pushes, "completes", (json_int_t)e->completes,
 			      "dup_open", (json_int_t)e->dup_open, "dup_done", (json_int_t)e->dup_done,
 			      "retx", (json_int_t)e->retx, "errors_sent", (json_int_t)e->errors_sent);
-	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			      "held", (json_int_t)e->held, "arp", (json_int_t)l->arp, "icmp", (json_int_t)l->icmp,
 			      "handoff_out", (json_int_t)l->handoff_out,
 			      "handoff_in", (json_int_t)l->handoff_in,
 			      "busy_polls", (json_int_t)l->busy_polls,
 			      "idle_polls", (json_int_t)l->idle_polls,
+			      "csum_unfilled", (json_int_t)l->csum_unfilled,
 			      "msgs", (json_int_t)e->msgs, "drops", drops_obj(l->drops)));
 	return o;
 }

@@ -261,6 +261,7 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 		dp->shared_min = c->fanout == BOX_FANOUT_SHARED ? 0 : FANOUT_SHARED_MIN_BYTES;
 		info->hold = rx_can_hold(pid);
 		dp->hold = info->hold != 0;
+		dp->mtu = info->mtu;
 		dp->ip = info->ip;
 		memcpy(dp->mac, info->mac, 6);
 		if (d->lay->mtu == 0 || info->mtu < d->lay->mtu)

@@ -236,10 +236,21 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 	}
 }
 
-static inline int csum_bad(const struct rte_mbuf *m)
+/*
+ * Checksums: a verdict of the port (GOOD, BAD, or NONE = valid but not
+ * filled in) is taken as it is; where the port gave none (UNKNOWN, as on
+ * net_af_packet), frame_verify checks in software. Returns the
+ * FRAME_CSUM_* checks left to software, or -1 if the port flagged one bad.
+ */
+static inline int csum_left(const struct rte_mbuf *m)
 {
-	return (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
-	       (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
+	uint64_t ip = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+	uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+
+	if (ip == RTE_MBUF_F_RX_IP_CKSUM_BAD || l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD)
+		return -1;
+	return (ip == RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN ? FRAME_CSUM_IP : 0) |
+	       (l4 == RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN ? FRAME_CSUM_L4 : 0);
 }
 
 /* Every received frame: classify, answer ARP/ICMP, route UDP to its owner. */
@@ -252,12 +263,25 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 		drop(lc, m, DROP_BAD_LEN);
 		return;
 	}
-	if (csum_bad(m)) {
+	int verify = csum_left(m);
+	if (verify < 0) {
 		drop(lc, m, DROP_BAD_CSUM);
 		return;
 	}
 	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
-	int kind = frame_parse(frame, rte_pktmbuf_data_len(m), port->ip, &fi);
+	uint32_t len = rte_pktmbuf_data_len(m);
+	int kind = frame_parse(frame, len, port->ip, &fi);
+	if ((kind == FRAME_UDP || kind == FRAME_ICMP_ECHO) && verify) {
+		verify = frame_verify(frame, len, (unsigned)verify);
+		if (verify < 0)
+			kind = verify;
+		else if (verify == FRAME_CSUM_UNFILLED)
+			lc->st.csum_unfilled++;
+	}
+	/* Longer than the port's MTU: a datagram the kernel reassembled
+	 * before the PMD saw it (net_af_packet), never a pbox packet. */
+	if (kind == FRAME_UDP && len > port->mtu + FRAME_ETH_LEN)
+		kind = -DROP_FRAGMENT;
 	switch (kind) {
 	case FRAME_UDP: {
 		unsigned owner = (unsigned)(uint16_t)(fi.dst_port - lc->sh->udp_base);
@@ -291,20 +315,30 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 	}
 }
 
+/*
+ * Apply every control message queued so far: a PUSH sent after an RPC's
+ * answer must find what the control plane posted before answering, however
+ * many messages are queued. Bounded by one ring's worth, since the control
+ * plane posts far more slowly than the lcore drains.
+ */
 static unsigned apply_msgs(struct lcore_ctx *lc)
 {
 	struct engine_msg ms[MSG_BURST];
-	unsigned n = rte_ring_dequeue_burst_elem(lc->msgs, ms, sizeof(ms[0]), MSG_BURST, NULL);
+	unsigned total = 0, n;
 
-	for (unsigned i = 0; i < n; i++) {
-		if (ms[i].type == ENGINE_MSG_JOB_INSTALL || ms[i].type == ENGINE_MSG_JOB_REMOVE)
-			memset(lc->peers[engine_job_index(ms[i].job)], 0,
-			       sizeof(lc->peers[0]));
-		engine_apply(&lc->eng, &ms[i]);
-	}
-	if (n)
-		__atomic_store_n(&lc->applied, lc->applied + n, __ATOMIC_RELEASE);
-	return n;
+	do {
+		n = rte_ring_dequeue_burst_elem(lc->msgs, ms, sizeof(ms[0]), MSG_BURST, NULL);
+		for (unsigned i = 0; i < n; i++) {
+			if (ms[i].type == ENGINE_MSG_JOB_INSTALL || ms[i].type == ENGINE_MSG_JOB_REMOVE)
+				memset(lc->peers[engine_job_index(ms[i].job)], 0,
+				       sizeof(lc->peers[0]));
+			engine_apply(&lc->eng, &ms[i]);
+		}
+		total += n;
+	} while (n == MSG_BURST && total < MSG_RING_SIZE);
+	if (total)
+		__atomic_store_n(&lc->applied, lc->applied + total, __ATOMIC_RELEASE);
+	return total;
 }
 
 static unsigned poll_burst(struct lcore_ctx *lc, struct rte_mbuf **pkts,

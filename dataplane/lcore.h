@@ -33,6 +33,7 @@ struct dp_port {
 	struct rte_mempool *pool;
 	struct rte_mempool *hdr_pool;  /* shared-payload fan-out; NULL: copy */
 	uint32_t shared_min;           /* share payloads of at least this size */
+	uint32_t mtu;                  /* longer IPv4 datagrams are dropped */
 	bool hold;                     /* contributions may stay in rx mbufs */
 };
 

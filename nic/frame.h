@@ -31,11 +31,29 @@ struct frame_info {
 /*
  * Classify a received frame of len bytes for a port whose IPv4 address is
  * my_ip (host order). Returns an enum frame_kind, or a negative drop reason
- * (-DROP_SHORT, -DROP_NOT_IP, -DROP_BAD_IP, -DROP_NOT_MINE, -DROP_NOT_UDP,
- * -DROP_BAD_LEN). For FRAME_UDP, *fi describes the datagram.
+ * (-DROP_SHORT, -DROP_NOT_IP, -DROP_BAD_IP, -DROP_FRAGMENT, -DROP_NOT_MINE,
+ * -DROP_NOT_UDP, -DROP_BAD_LEN). For FRAME_UDP, *fi describes the datagram.
+ * Checksums are not looked at: see frame_verify.
  */
 int frame_parse(const uint8_t *frame, size_t len, uint32_t my_ip,
 		struct frame_info *fi);
+
+/* Checksums frame_verify checks in software (where the port gave no
+ * verdict): the IPv4 header's, and the UDP or ICMP one. */
+enum { FRAME_CSUM_IP = 1, FRAME_CSUM_L4 = 2 };
+/* frame_verify's verdict on a UDP checksum field that holds the sum of the
+ * pseudo header only: what a sender leaves for its NIC's checksum offload
+ * (Linux CHECKSUM_PARTIAL). A veth passes such datagrams on unfinished;
+ * they are accepted and counted (lcore_stats.csum_unfilled). */
+#define FRAME_CSUM_UNFILLED 1
+
+/*
+ * Verify the checksums named in `what` of a frame frame_parse classified
+ * as FRAME_UDP or FRAME_ICMP_ECHO. A UDP checksum of 0 (sent without one,
+ * RFC 768) passes. Returns 0, FRAME_CSUM_UNFILLED, or -DROP_BAD_CSUM
+ * (-DROP_SHORT, -DROP_BAD_IP for a frame frame_parse would have refused).
+ */
+int frame_verify(const uint8_t *frame, size_t len, unsigned what);
 
 /* Turn an ARP request (FRAME_ARP) in place into our reply. Returns the
  * length to send. */

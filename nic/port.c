@@ -151,6 +151,20 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
 	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+	/* What the port does not verify, the lcore does (frame_verify). */
+	switch (conf.rxmode.offloads & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM)) {
+	case RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM:
+		info->rx_checksum = "nic";
+		break;
+	case RTE_ETH_RX_OFFLOAD_IPV4_CKSUM:
+		info->rx_checksum = "ipv4 nic, udp software";
+		break;
+	case RTE_ETH_RX_OFFLOAD_UDP_CKSUM:
+		info->rx_checksum = "ipv4 software, udp nic";
+		break;
+	default:
+		info->rx_checksum = "software";
+	}
 	if ((rc = setup_fanout(ps, &di, &conf, info, hdr_pool, err, errlen)) != 0)
 		return rc;
 	/* RSS over the rx queues: if rte_flow steering is refused, at least

@@ -23,6 +23,8 @@ struct box_port_info {
 	uint16_t rx_queues;
 	const char *steering;     /* "rte_flow", "rss" or "ring" */
 	const char *fanout;       /* "shared" (one payload copy) or "copy" (per rank) */
+	const char *rx_checksum;  /* who verifies received checksums: "nic",
+				   * "software", or "ipv4 nic, udp software" */
 	int hold;                 /* contributions stay in rx mbufs (else copied) */
 	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
 	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */

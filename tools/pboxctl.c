@@ -209,12 +209,12 @@ static int print_json(const json_t *r)
 
 static void print_ports(const json_t *ports)
 {
-	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING", "FANOUT", "UDP_CSUM" };
+	static const char *const h[] = { "PORT", "NAME", "MAC", "IP", "MTU", "LINK", "RXQ", "STEERING", "FANOUT", "UDP_CSUM", "RX_CSUM" };
 	struct table t;
 	size_t i;
 	json_t *p;
 
-	table_init(&t, 10, h);
+	table_init(&t, 11, h);
 	json_array_foreach(ports, i, p) {
 		table_cell(&t, "%lld", jint(p, "port"));
 		table_cell(&t, "%s", jstr(p, "name"));
@@ -226,6 +226,7 @@ static void print_ports(const json_t *ports)
 		table_cell(&t, "%s", jstr(p, "steering"));
 		table_cell(&t, "%s", jstr(p, "fanout"));
 		table_cell(&t, "%s", jstr(p, "udp_checksum"));
+		table_cell(&t, "%s", jstr(p, "rx_checksum"));
 	}
 	table_print(&t);
 }
@@ -424,17 +425,17 @@ static void print_lcore_stats(const json_t *lcores)
 {
 	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "HELD", "COMPLETES",
 					 "DUP_OPEN", "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN",
-					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS" };
+					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS", "CSUM_UNFILLED" };
 	static const char *const f[] = { "index", "rx", "tx", "pushes", "held", "completes",
 					 "dup_open", "dup_done", "retx", "errors_sent", "handoff_in",
-					 "handoff_out", "busy_polls", "idle_polls" };
+					 "handoff_out", "busy_polls", "idle_polls", "csum_unfilled" };
 	struct table t;
 	size_t i;
 	json_t *l;
 
-	table_init(&t, 14, h);
+	table_init(&t, 15, h);
 	json_array_foreach(lcores, i, l)
-		for (unsigned k = 0; k < 14; k++)
+		for (unsigned k = 0; k < 15; k++)
 			table_cell(&t, "%lld", jint(l, f[k]));
 	table_print(&t);
 }

@@ -31,7 +31,7 @@ static const uint8_t my_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
 
 static int frame_drop_ok(int r)
 {
-	return r == DROP_SHORT || r == DROP_NOT_IP || r == DROP_BAD_IP ||
+	return r == DROP_SHORT || r == DROP_NOT_IP || r == DROP_BAD_IP || r == DROP_FRAGMENT ||
 	       r == DROP_NOT_MINE || r == DROP_NOT_UDP || r == DROP_BAD_LEN;
 }
 
@@ -104,6 +104,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (k < 0) {
 		CHECK(frame_drop_ok(-k));
 		return 0;
+	}
+	if (k == FRAME_UDP || k == FRAME_ICMP_ECHO) {
+		/* what the lcore checks in software: 0 or bad_csum, never more */
+		int v = frame_verify(data, size, FRAME_CSUM_IP | FRAME_CSUM_L4);
+		CHECK(v == 0 || v == -DROP_BAD_CSUM);
 	}
 	switch (k) {
 	case FRAME_UDP:

@@ -104,7 +104,9 @@ static void parse__drops_each_malformed_frame(void **state)
 	memcpy(g, f, n); g[14] = 0x46; /* options */
 	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_BAD_IP);
 	memcpy(g, f, n); g[20] = 0x20; /* more fragments */
-	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_BAD_IP);
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_FRAGMENT);
+	memcpy(g, f, n); g[20] = 0x40; g[21] = 0x01; /* DF with an offset: a later fragment */
+	assert_int_equal(frame_parse(g, n, MY_IP, &fi), -DROP_FRAGMENT);
 	assert_int_equal(frame_parse(f, n - 1, MY_IP, &fi), -DROP_BAD_IP); /* ip len > frame */
 	assert_int_equal(frame_parse(f, n, MY_IP + 1, &fi), -DROP_NOT_MINE);
 	memcpy(g, f, n); g[23] = 6; /* TCP */
@@ -174,6 +176,57 @@ static void icmp__echo_request_gets_valid_reply(void **state)
 	assert_int_equal(frame_parse(f, n, PEER_IP, &fi), -DROP_NOT_UDP);
 }
 
+/* Software checksums: right ones pass, one flipped bit in the IPv4 header,
+ * the UDP header or payload, or the ICMP message is bad_csum; a UDP
+ * checksum of 0 (none sent) passes; only the named checks are made. */
+static void verify__checksums_in_software(void **state)
+{
+	(void)state;
+	uint8_t f[256], g[256];
+	size_t n = udp_frame(f, 101);  /* odd length */
+	uint64_t s = frame_csum_partial(f + FRAME_HDRS_LEN, 101, 0);
+	frame_udp_csum(f, 0, s);
+	const unsigned both = FRAME_CSUM_IP | FRAME_CSUM_L4;
+
+	assert_int_equal(frame_verify(f, n, both), 0);
+	memcpy(g, f, n); g[14 + 8] ^= 1;   /* ttl: ip checksum now wrong */
+	assert_int_equal(frame_verify(g, n, both), -DROP_BAD_CSUM);
+	assert_int_equal(frame_verify(g, n, FRAME_CSUM_L4), 0);
+	memcpy(g, f, n); g[FRAME_HDRS_LEN + 50] ^= 0x10;   /* payload */
+	assert_int_equal(frame_verify(g, n, both), -DROP_BAD_CSUM);
+	assert_int_equal(frame_verify(g, n, FRAME_CSUM_IP), 0);
+	memcpy(g, f, n); g[34] ^= 1;   /* source port */
+	assert_int_equal(frame_verify(g, n, FRAME_CSUM_L4), -DROP_BAD_CSUM);
+	memcpy(g, f, n); g[FRAME_HDRS_LEN + 50] ^= 0x10; g[40] = g[41] = 0;  /* no checksum */
+	assert_int_equal(frame_verify(g, n, both), 0);
+	/* the pseudo-header sum alone, as Linux leaves it for an offload */
+	uint8_t pseudo[12];
+	memcpy(pseudo, f + 26, 8);
+	pseudo[8] = 0; pseudo[9] = 17; memcpy(pseudo + 10, f + 38, 2);
+	uint64_t ps = frame_csum_partial(pseudo, 12, 0);
+	while (ps >> 16)
+		ps = (ps & 0xFFFF) + (ps >> 16);
+	uint16_t p16 = (uint16_t)ps;
+	memcpy(g, f, n); memcpy(g + 40, &p16, 2);
+	assert_int_equal(frame_verify(g, n, both), FRAME_CSUM_UNFILLED);
+
+	/* ICMP echo */
+	frame_udp_headers(f, my_mac, peer_mac, PEER_IP, MY_IP, 0, 0, 16 - 8);
+	f[23] = 1;
+	f[24] = f[25] = 0;
+	uint16_t c = frame_csum(f + 14, 20);
+	memcpy(f + 24, &c, 2);
+	memset(f + 34, 0x5A, 16);
+	f[34] = 8; f[35] = 0; f[36] = f[37] = 0;
+	c = frame_csum(f + 34, 16);
+	memcpy(f + 36, &c, 2);
+	assert_int_equal(frame_verify(f, 50, both), 0);
+	memcpy(g, f, 50); g[40] ^= 4;
+	assert_int_equal(frame_verify(g, 50, both), -DROP_BAD_CSUM);
+	memcpy(g, f, 50); g[14 + 10] ^= 0x80;   /* ip checksum field */
+	assert_int_equal(frame_verify(g, 50, both), -DROP_BAD_CSUM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +235,7 @@ int main(void)
 		cmocka_unit_test(parse__drops_each_malformed_frame),
 		cmocka_unit_test(arp__request_for_us_gets_reply),
 		cmocka_unit_test(icmp__echo_request_gets_valid_reply),
+		cmocka_unit_test(verify__checksums_in_software),
 	};
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
 }
