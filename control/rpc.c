@@ -84,16 +84,24 @@ static const struct rpc_method *find_method(const char *name)
 	return NULL;
 }
 
-static json_t *parse(const char *line, size_t len, char *err, size_t errlen)
+/*
+ * Parse one request. *ints_as_reals is set when an integer beyond 64 bits
+ * made jansson read every number as a real: the id's type is then not
+ * what the client sent (see envelope).
+ */
+static json_t *parse(const char *line, size_t len, int *ints_as_reals, char *err, size_t errlen)
 {
 	json_error_t e;
 	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
 
 	/* An integer beyond 64 bits is valid JSON: parse it as a number so
 	 * the parameter check can name it, instead of a parse error. */
-	if (!req && json_error_code(&e) == json_error_numeric_overflow)
+	*ints_as_reals = 0;
+	if (!req && json_error_code(&e) == json_error_numeric_overflow) {
 		req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
 				 &e);
+		*ints_as_reals = 1;
+	}
 	if (!req)
 		snprintf(err, errlen, "parse error at column %d: %s", e.column, e.text);
 	return req;
@@ -104,9 +112,30 @@ static int valid_id(const json_t *id)
 	return json_is_string(id) || json_is_number(id) || json_is_null(id);
 }
 
+/*
+ * The id comes back as the client sent it. After an integer overflow
+ * (ints_as_reals) an integral real id within 2^53 (exact in a double)
+ * was an integer: give it back as one. A larger integer id, read through
+ * a double, cannot be echoed exactly and is refused.
+ */
+static int restore_id(json_t *req, json_t **id, char *err, size_t errlen)
+{
+	double v = json_real_value(*id);
+
+	if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(json_int_t)v) {
+		json_object_set_new(req, "id", json_integer((json_int_t)v));
+		*id = json_object_get(req, "id");
+		return 0;
+	}
+	*id = NULL;
+	return fail(err, errlen, RPC_INVALID_REQUEST,
+		    "id is too large to echo exactly next to an integer beyond 64 bits:"
+		    " use an id within 2^53 or a string");
+}
+
 /* Check the envelope; returns 0 and the parts, or an RPC_* code. */
-static int envelope(json_t *req, json_t **id, const char **method, json_t **params,
-		    char *err, size_t errlen)
+static int envelope(json_t *req, int ints_as_reals, json_t **id, const char **method,
+		    json_t **params, char *err, size_t errlen)
 {
 	if (json_is_array(req))
 		return fail(err, errlen, RPC_INVALID_REQUEST, "batch requests are not supported");
@@ -117,6 +146,8 @@ static int envelope(json_t *req, json_t **id, const char **method, json_t **para
 		*id = NULL;
 		return fail(err, errlen, RPC_INVALID_REQUEST, "id must be a string, number or null");
 	}
+	if (ints_as_reals && json_is_real(*id) && restore_id(req, id, err, errlen) < 0)
+		return RPC_INVALID_REQUEST;
 	json_t *v = json_object_get(req, "jsonrpc");
 	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0)
 		return fail(err, errlen, RPC_INVALID_REQUEST, "jsonrpc must be \"2.0\"");
@@ -169,11 +200,12 @@ json_t *rpc_handle_line(struct rpc_ctx *ctx, const char *line, size_t len)
 	char err[RPC_ERR_MAX];
 	json_t *id = NULL, *params = NULL, *reply;
 	const char *method = NULL;
-	json_t *req = parse(line, len, err, sizeof(err));
+	int ints_as_reals;
+	json_t *req = parse(line, len, &ints_as_reals, err, sizeof(err));
 
 	if (!req)
 		return rpc_error_reply(NULL, RPC_PARSE_ERROR, err);
-	int rc = envelope(req, &id, &method, &params, err, sizeof(err));
+	int rc = envelope(req, ints_as_reals, &id, &method, &params, err, sizeof(err));
 	if (rc < 0)
 		reply = rpc_error_reply(id, rc, err);
 	else

@@ -192,6 +192,27 @@ static void id__echoed(void **state)
 	assert_true(json_is_null(json_object_get(r, "id")));
 	assert_int_equal(code_of(r), 0);
 	json_decref(r);
+	/* an integer id stays an integer, even next to a 2^64 parameter */
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":9223372036854775807,\"method\":\"job_list\"}");
+	assert_true(json_is_integer(json_object_get(r, "id")));
+	assert_true(json_integer_value(json_object_get(r, "id")) == INT64_MAX);
+	json_decref(r);
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"job_status\","
+		      "\"params\":{\"job\":18446744073709551616}}");
+	assert_true(json_is_integer(json_object_get(r, "id")));
+	assert_int_equal(json_integer_value(json_object_get(r, "id")), 42);
+	assert_int_not_equal(code_of(r), 0);
+	json_decref(r);
+	/* an id of 2^63 cannot be echoed exactly: refused by name, id null */
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":9223372036854775808,\"method\":\"job_list\"}");
+	assert_int_equal(code_of(r), RPC_INVALID_REQUEST);
+	assert_true(json_is_null(json_object_get(r, "id")));
+	assert_non_null(strstr(message_of(r), "id is too large"));
+	json_decref(r);
+	/* a real id comes back a real */
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"job_list\"}");
+	assert_true(json_is_real(json_object_get(r, "id")));
+	json_decref(r);
 }
 
 static json_t *result_of(struct t *t, const char *line)
