@@ -111,26 +111,15 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	}
 	uint16_t nrxq = di.max_rx_queues >= ps->nlcores ? (uint16_t)ps->nlcores : 1;
 	rte_eth_dev_get_mtu(pid, &mtu);
-	/* --mtu: set on the device when its PMD takes it. net_af_packet (DPDK
-	 * 22.11) reports a 1518-byte frame limit yet moves whatever its kernel
-	 * interface and frame size (framesz=) carry: there the MTU only sizes
-	 * pboxd's buffers and segments, and the interface's MTU governs. */
+	/* --mtu, or the port's own: refuse one the port cannot carry
+	 * (port_mtu.c). It is set on the device where the PMD takes it; on
+	 * net_af_packet it sizes pboxd's buffers and segments. */
 	int mtu_on_device = 0;
-	if (ps->mtu) {
-		uint32_t frame = (uint32_t)ps->mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-		if (ps->mtu < di.min_mtu) {
-			snprintf(err, errlen, "port %u (%s): --mtu %u is below its minimum %u",
-				 pid, info->name, ps->mtu, di.min_mtu);
-			return -EINVAL;
-		}
-		mtu_on_device = ps->mtu <= di.max_mtu && frame <= di.max_rx_pktlen;
-		if (!mtu_on_device)
-			fprintf(stderr, "pboxd: port %u (%s): its PMD takes frames up to %u bytes; "
-				"--mtu %u sizes pboxd's buffers only (the kernel interface of an "
-				"af_packet port must have that MTU)\n", pid, info->name,
-				di.max_rx_pktlen, ps->mtu);
+	if (ps->mtu)
 		mtu = ps->mtu;
-	}
+	if ((rc = port_mtu_check(&di, pid, info->name, mtu, &mtu_on_device, err, errlen)) != 0)
+		return rc;
+	mtu_on_device = mtu_on_device && ps->mtu;
 	/* Data room: the frame plus slack, in 2 KiB steps (a PMD may need its
 	 * whole frame slot to fit: net_af_packet's framesz=10240 at MTU 9000). */
 	uint32_t room = RTE_PKTMBUF_HEADROOM +

@@ -43,6 +43,16 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	       struct rte_mempool **pool, struct rte_mempool **hdr_pool,
 	       char *err, size_t errlen);
 
+/*
+ * Can the port carry frames of this MTU (its PMD's limits; for
+ * net_af_packet, the ring's framesz= and the kernel interface's MTU)?
+ * Returns 0 and *on_device (the PMD takes the MTU itself), or -EINVAL with
+ * a message in err naming the vdev arguments or MTU to change.
+ */
+struct rte_eth_dev_info;
+int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *name,
+		   uint32_t mtu, int *on_device, char *err, size_t errlen);
+
 /* Stop and close the port. */
 void port_stop(uint16_t port_id);
 

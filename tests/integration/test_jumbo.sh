@@ -3,11 +3,30 @@
 # (10 KiB frames), the data veth at MTU 9000, 4 workers with --mtu 9000:
 # 8896-byte segments, every sum exact (f32 4 B..16 MiB, bf16), and the box
 # reports the MTU; a worker that asks for 1500 on the same box still gets
-# exact sums with 1408-byte segments.
+# exact sums with 1408-byte segments. Before that, pboxd refuses --mtu 9000
+# on ports that cannot carry it (af_packet ring frames of 2 KiB, or the
+# interface at MTU 1500), naming what to change.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
+
+# refuse VDEV_EXTRA MESSAGE: pboxd --mtu 9000 must exit non-zero within
+# 20 s and say MESSAGE
+refuse() {
+	local log=$WORKDIR/refuse.log
+	timeout 20 ip netns exec "$NS_BOX" "$BUILD/pboxd" -l 0-1 --no-huge -m 512 --no-pci --no-shconf \
+		--file-prefix=pboxr$TAG --vdev="net_af_packet0,iface=$IF_BD$1" --log-level=lib.eal:error -- \
+		--ip 0:$BOX_IP/24 --control 127.0.0.1:7471 --rpc-socket "$WORKDIR/refuse.sock" --mtu 9000 \
+		> "$log" 2>&1
+	local rc=$?
+	[ $rc != 0 ] && [ $rc != 124 ] || { cat "$log"; die "pboxd --mtu 9000 with '$1' did not refuse (rc $rc)"; }
+	grep -q -- "$2" "$log" || { cat "$log"; die "pboxd's refusal does not say '$2'"; }
+	echo "refused with '${1:-default frames}': $(grep -o -- "$2.*" "$log" | head -1)"
+}
+refuse "" "add framesz=16384,blocksz=32768"
+refuse ",framesz=10240,blocksz=20480" "ip link set $IF_BD mtu 9000"
+
 BOX_MTU=9000 box_start af_packet
 ctl --json status | python3 -c '
 import json, sys
