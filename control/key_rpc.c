@@ -23,7 +23,7 @@ static json_t *chunk_list(const struct job_key *k)
 RPC_HANDLER(rpc_key_declare)
 {
 	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype", NULL };
-	struct jobs_declare_args a = { 0 };
+	struct jobs_declare_args a = { .session = ctx->session };
 	const char *dtype = NULL;
 	const struct job_key *k;
 	int rc;

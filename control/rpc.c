@@ -12,20 +12,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/secret.h"
+#include "control/log.h"
 #include "control/rpc_methods.h"
 
 const struct rpc_method rpc_methods[] = {
-	{ "box_endpoints", rpc_box_endpoints },
-	{ "box_status", rpc_box_status },
-	{ "box_stats", rpc_box_stats },
-	{ "job_create", rpc_job_create },
-	{ "job_join", rpc_job_join },
-	{ "job_leave", rpc_job_leave },
-	{ "job_list", rpc_job_list },
-	{ "job_status", rpc_job_status },
-	{ "job_abort", rpc_job_abort },
-	{ "key_declare", rpc_key_declare },
-	{ NULL, NULL },
+	{ "box_endpoints", rpc_box_endpoints, RPC_ROLE_WORKER },
+	{ "box_status", rpc_box_status, RPC_ROLE_OP_READ },
+	{ "box_stats", rpc_box_stats, RPC_ROLE_OP_READ },
+	{ "job_create", rpc_job_create, RPC_ROLE_OP_WRITE },
+	{ "job_join", rpc_job_join, RPC_ROLE_WORKER },
+	{ "job_leave", rpc_job_leave, RPC_ROLE_WORKER },
+	{ "job_list", rpc_job_list, RPC_ROLE_OP_READ },
+	{ "job_status", rpc_job_status, RPC_ROLE_OP_READ },
+	{ "job_abort", rpc_job_abort, RPC_ROLE_OP_WRITE },
+	{ "key_declare", rpc_key_declare, RPC_ROLE_WORKER },
+	{ NULL, NULL, 0 },
 };
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -182,7 +184,9 @@ static json_t *dispatch(struct rpc_ctx *ctx, json_t *id, const char *method,
 		return rpc_error_reply(id, RPC_METHOD_NOT_FOUND, err);
 	}
 	json_t *p = params ? json_incref(params) : json_object();
-	int rc = m->fn(ctx, p, &result, err, sizeof(err));
+	int rc = rpc_authorize(ctx, m, p, err, sizeof(err));
+	if (rc == 0)
+		rc = m->fn(ctx, p, &result, err, sizeof(err));
 	json_decref(p);
 	if (rc == 0 && result)
 		return result_reply(id, result);
@@ -216,6 +220,53 @@ json_t *rpc_handle_line(struct rpc_ctx *ctx, const char *line, size_t len)
 	}
 	json_decref(req);
 	return reply;
+}
+
+/* ---- authorization ---- */
+
+int rpc_authorize(struct rpc_ctx *ctx, const struct rpc_method *m, json_t *params,
+		  char *err, size_t errlen)
+{
+	const struct box_config *cfg = &ctx->box->cfg;
+	json_t *sv = params ? json_object_get(params, "secret") : NULL;
+	const char *secret = json_string_value(sv);
+	size_t slen = secret ? strlen(secret) : 0;
+	int ok = 1;
+
+	if (!ctx->remote || m->role == RPC_ROLE_WORKER) {
+		if (sv && m->role != RPC_ROLE_WORKER)
+			json_object_del(params, "secret");   /* not needed here */
+		return 0;
+	}
+	if (m->role == RPC_ROLE_OP_WRITE && cfg->operator_secret_len == 0) {
+		snprintf(err, errlen, "%s over TCP is refused: this box has no operator secret"
+			 " (--operator-secret-file); use the Unix socket (pboxctl --socket)", m->name);
+		return -EACCES;
+	}
+	if (cfg->operator_secret_len == 0) {
+		if (sv)
+			json_object_del(params, "secret");
+		return 0;
+	}
+	if (sv && !secret)
+		return fail(err, errlen, RPC_INVALID_PARAMS, "params.secret must be a string");
+	if (slen > SECRET_MAX_LEN)
+		ok = 0;
+	else if (!sv) {
+		snprintf(err, errlen, "%s over TCP needs the operator secret "
+			 "(params.secret; pboxctl --secret-file FILE)", m->name);
+		return -EACCES;
+	}
+	if (ok)
+		ok = secret_equal(secret, slen, cfg->operator_secret, cfg->operator_secret_len);
+	json_object_del(params, "secret");
+	if (!ok) {
+		ctl_log(ctx->box, CTL_LOG_WARN, "control: %s from %s refused: wrong operator secret",
+			m->name, ctx->peer ? ctx->peer : "?");
+		snprintf(err, errlen, "%s refused: wrong operator secret", m->name);
+		return -EACCES;
+	}
+	return 0;
 }
 
 /* ---- parameter helpers ---- */

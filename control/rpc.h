@@ -44,13 +44,30 @@ struct rpc_ctx {
 typedef int (*rpc_handler_fn)(struct rpc_ctx *ctx, json_t *params, json_t **result,
 			      char *err, size_t errlen);
 
+/* Who may call a method (docs/reliability.md "Who may call what"). Over
+ * the Unix socket every role may; over TCP: */
+enum rpc_role {
+	RPC_ROLE_WORKER = 0,  /* anyone (per-rank methods check the session) */
+	RPC_ROLE_OP_READ,     /* with the operator secret if the box has one */
+	RPC_ROLE_OP_WRITE,    /* with the operator secret; refused without one */
+};
+
 struct rpc_method {
 	const char *name;
 	rpc_handler_fn fn;
+	enum rpc_role role;
 };
 
 /* The method table (rpc.c); NULL-terminated. */
 extern const struct rpc_method rpc_methods[];
+
+/*
+ * May ctx call m with params? Over TCP an operator method must carry the
+ * box's operator secret as params.secret (removed from params once
+ * checked, so handlers never see it). 0, or -EACCES with the rule in err.
+ */
+int rpc_authorize(struct rpc_ctx *ctx, const struct rpc_method *m, json_t *params,
+		  char *err, size_t errlen);
 
 /*
  * Handle one request line (without its '\n'). Returns the reply to send

@@ -27,7 +27,7 @@ struct ctl {
 	const char *target;
 	int json;
 	int timeout_ms;
-	const char *secret_file;     /* --secret-file: sent with job abort */
+	const char *secret_file;     /* --secret-file: sent with every call */
 	struct rpc_client *rpc;
 };
 
@@ -63,8 +63,8 @@ static void usage(FILE *f)
 		"  --control ADDR:PORT pboxd's TCP control address instead of the socket\n"
 		"  --json              print the raw JSON result\n"
 		"  --timeout MS        wait at most MS for an answer (default %d)\n"
-		"  --secret-file FILE  operator secret for job abort over --control (a box\n"
-		"                      started with --operator-secret-file needs it)\n"
+		"  --secret-file FILE  operator secret sent with every command over --control\n"
+		"                      (a box started with --operator-secret-file needs it)\n"
 		"  --help              this text\n", DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
 }
 
@@ -184,11 +184,24 @@ static void table_print(struct table *t)
 
 /* ---- RPC ---- */
 
+/* Over TCP every operator method carries the secret of --secret-file
+ * (docs/reliability.md "Who may call what"). */
 static int call(struct ctl *c, const char *method, json_t *params, json_t **result)
 {
 	struct rpc_error e;
 	int rc;
 
+	if (c->secret_file) {
+		char secret[SECRET_MAX_LEN + 1], err[256];
+		if (secret_load(c->secret_file, secret, err, sizeof(err)) < 0) {
+			json_decref(params);
+			return die("%s", err);
+		}
+		if (!params)
+			params = json_object();
+		json_object_set_new(params, "secret", json_string(secret));
+		memset(secret, 0, sizeof(secret));
+	}
 	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0)
 		return die("%s", e.message);
 	rc = rpc_client_call(c->rpc, method, params, c->timeout_ms, result, &e);
@@ -383,15 +396,6 @@ static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
 
 	if (reason)
 		json_object_set_new(p, "reason", json_string(reason));
-	if (c->secret_file) {
-		char secret[SECRET_MAX_LEN + 1], err[256];
-		if (secret_load(c->secret_file, secret, err, sizeof(err)) < 0) {
-			json_decref(p);
-			return die("%s", err);
-		}
-		json_object_set_new(p, "secret", json_string(secret));
-		memset(secret, 0, sizeof(secret));
-	}
 	if (call(c, "job_abort", p, &r))
 		return 1;
 	if (c->json)

@@ -70,8 +70,11 @@ static int join(struct t *t, const char *name, uint32_t rank, uint32_t world, vo
 static int declare(struct t *t, uint32_t id, uint32_t rank, uint32_t key, uint64_t count,
 		   unsigned dtype, const struct job_key **k)
 {
+	/* on the rank's own session (declare__other_session_refused tries others) */
+	const struct job *j = jobs_find_id(t->js, id);
 	struct jobs_declare_args a = { .job_id = id, .rank = rank, .key = key, .count = count,
-				       .dtype = dtype };
+				       .dtype = dtype,
+				       .session = j && rank < j->world ? j->ranks[rank].session : NULL };
 	const struct job_key *dummy;
 	return jobs_declare(t->js, &a, k ? k : &dummy, t->err, sizeof(t->err));
 }
@@ -359,6 +362,28 @@ static void declare__many_keys_lookup(void **state)
 	assert_null(job_key_find(j, 1));
 }
 
+/* key_declare for a rank only on the connection that joined it: another
+ * client that learned the job's id cannot declare the rank's keys. */
+static void declare__other_session_refused(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	const struct job_key *k;
+
+	assert_int_equal(join(t, "s", 0, 2, (void *)1, &j), 0);
+	assert_int_equal(join(t, "s", 1, 2, (void *)2, NULL), 0);
+	struct jobs_declare_args a = { .job_id = j->id, .rank = 1, .key = 7, .count = 1000,
+				       .dtype = WIRE_F32, .session = (void *)3 };
+	assert_int_equal(jobs_declare(t->js, &a, &k, t->err, sizeof(t->err)), -EACCES);
+	assert_non_null(strstr(t->err, "belongs to another connection"));
+	a.session = (void *)1;   /* rank 0's session, declaring for rank 1 */
+	assert_int_equal(jobs_declare(t->js, &a, &k, t->err, sizeof(t->err)), -EACCES);
+	assert_null(job_key_find(j, 7));
+	a.session = (void *)2;
+	assert_int_equal(jobs_declare(t->js, &a, &k, t->err, sizeof(t->err)), 0);
+	assert_int_equal(k->geom.count, 1000);
+}
+
 /* ---- leave, abort, removal ---- */
 
 static void leave__last_rank_removes_and_frees(void **state)
@@ -370,7 +395,7 @@ static void leave__last_rank_removes_and_frees(void **state)
 	assert_int_equal(join(t, "l", 1, 2, (void *)2, NULL), 0);
 	uint32_t id = j->id;
 	assert_int_equal(declare(t, id, 0, 1, 100000, WIRE_F32, NULL), 0);
-	assert_int_equal(jobs_leave(t->js, id, 0, (void *)2, t->err, sizeof(t->err)), -EINVAL);
+	assert_int_equal(jobs_leave(t->js, id, 0, (void *)2, t->err, sizeof(t->err)), -EACCES);
 	assert_non_null(strstr(t->err, "another connection"));
 	assert_int_equal(jobs_leave(t->js, id, 0, (void *)1, t->err, sizeof(t->err)), 0);
 	assert_int_equal(jobs_leave(t->js, id, 0, (void *)1, t->err, sizeof(t->err)), -EINVAL);
@@ -504,6 +529,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__memory_exhausted_is_enospc, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(leave__last_rank_removes_and_frees, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort__memory_freed_only_after_lcores_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(remove__full_ring_retried_by_tick, setup, teardown),

@@ -249,7 +249,11 @@ static void flow__join_declare_status(void **state)
 
 	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"key_declare\",\"params\":"
 		 "{\"job_id\":%u,\"rank\":0,\"key\":7,\"count\":1000000,\"dtype\":\"f32\"}}", id);
+	/* rank 0 is session 1's: session 2 may not declare for it */
+	expect_code(t, line, -EACCES, "rank 0 belongs to another connection");
+	t->ctx.session = (void *)1;
 	r = result_of(t, line);
+	t->ctx.session = (void *)2;
 	assert_int_equal(json_integer_value(json_object_get(r, "seg_elems")), 352);
 	assert_int_equal(json_integer_value(json_object_get(r, "nsegs")), 2841);
 	assert_int_equal(json_integer_value(json_object_get(r, "segs_per_chunk")), 23);
@@ -314,15 +318,22 @@ static void abort__operator_secret_over_tcp(void **state)
 		    "{\"job\":\"a\",\"secret\":\"\"}}", -EACCES, "wrong operator secret");
 	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_abort\",\"params\":"
 		    "{\"job\":\"a\",\"secret\":7}}", RPC_INVALID_PARAMS, "secret");
+	/* reading is an operator method too: with the secret only */
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}",
+		    -EACCES, "job_status over TCP needs the operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_list\"}", -EACCES,
+		    "job_list over TCP needs the operator secret");
 	/* a refused abort left the job alone; a secret does not skip the name check */
-	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}");
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"job_status\",\"params\":"
+		      "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secret\"}}");
 	assert_string_not_equal(json_string_value(json_object_get(r, "state")), "aborted");
 	json_decref(r);
 	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"job_abort\",\"params\":"
 		    "{\"job\":\"nosuch\",\"secret\":\"0123456789abcdef-secret\"}}", -ENOENT, "nosuch");
 	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"job_abort\",\"params\":"
 			      "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secret\"}}"));
-	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}");
+	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"job_status\",\"params\":"
+		      "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secret\"}}");
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "aborted");
 	json_decref(r);
 
@@ -658,6 +669,31 @@ static void server__refuses_live_socket_replaces_stale(void **state)
 	fixture_free(f2);
 }
 
+/* Without an operator secret, TCP operators may read but not create or
+ * abort jobs; the Unix socket may do both. */
+static void authorize__tcp_without_secret(void **state)
+{
+	struct t *t = *state;
+
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_join\",\"params\":"
+			      "{\"job\":\"a\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":40000}}"));
+	t->ctx.remote = 1;
+	t->ctx.peer = "10.0.0.9:5555";
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_abort\",\"params\":{\"job\":\"a\"}}",
+		    -EACCES, "job_abort over TCP is refused: this box has no operator secret");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"job_create\",\"params\":"
+		    "{\"job\":\"c\",\"world\":2}}", -EACCES, "job_create over TCP is refused");
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"job_create\",\"params\":"
+		    "{\"job\":\"c\",\"world\":2,\"secret\":\"anything-at-all!\"}}", -EACCES, "no operator secret");
+	json_t *r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"job_status\",\"params\":{\"job\":\"a\"}}");
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "forming");
+	json_decref(r);
+	t->ctx.remote = 0;
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_abort\",\"params\":{\"job\":\"a\"}}"));
+	jobs_session_closed(t->f->box.jobs, (void *)1);
+	jobs_tick(t->f->box.jobs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -667,6 +703,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(id__echoed, setup, teardown),
 		cmocka_unit_test_setup_teardown(flow__join_declare_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort__operator_secret_over_tcp, setup, teardown),
+		cmocka_unit_test_setup_teardown(authorize__tcp_without_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(box__status_stats_endpoints, setup, teardown),
 		cmocka_unit_test_setup_teardown(server__calls_and_errors, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__closed_session_aborts_job_and_notifies, srv_setup, srv_teardown),
