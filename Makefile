@@ -22,7 +22,8 @@ endif
 PYTHON  ?= /usr/bin/python3
 PYDIR   ?= $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)/dist-packages
 
-# The version is written once, in include/pbox.h.
+# The version is written once, in include/pbox.h; pboxd (which does not
+# include it) gets it as PBOX_VERSION_STRING.
 version_part = $(shell sed -n 's/^\#define PBOX_VERSION_$(1) *\([0-9]*\).*/\1/p' include/pbox.h)
 VERSION_MAJOR := $(call version_part,MAJOR)
 VERSION       := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
@@ -31,7 +32,8 @@ WARN    = -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 # One include directory: the root. Headers are named by path
 # ("common/wire.h"); users' header is include/pbox.h.
-BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE
+BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
+	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
 LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
@@ -71,6 +73,10 @@ $(BUILD)/obj/%.o: %.c
 $(DPDK_OBJ): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(DPDK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# pboxd's box_status reports the version (-DPBOX_VERSION_STRING): rebuild
+# it when pbox.h changes.
+$(call obj,control/box_rpc.c): include/pbox.h
 
 $(BUILD)/libboxcore.a: $(call obj,$(BOXCORE_SRC))
 	@rm -f $@
