@@ -1,6 +1,7 @@
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
-# into build/; `make check` runs the unit tests, the layering check and a
-# brief fuzz (no root, no network); `make test` is `make check` plus the
+# into build/; `make check` runs the unit tests, the layering check, the
+# Python binding's check against pbox.h (`make pycheck`) and a brief fuzz
+# (no root, no network); `make test` is `make check` plus the
 # integration tests (root); `make demo` runs the demo; `make SAN=1 ...`
 # builds with ASan+UBSan into build-san/.
 #
@@ -38,6 +39,10 @@ DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
 LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
+
+# The folders' Makefile.inc files may define rules (python's pycheck):
+# `make` alone still builds everything.
+.DEFAULT_GOAL := all
 
 include common/Makefile.inc
 include nic/Makefile.inc
@@ -150,10 +155,12 @@ integration: all
 	@BUILD=$(BUILD) bash tests/integration/run.sh
 
 # No root, no network, no apt: unit tests under ASan+UBSan, the layering
-# check and every fuzzer for 5 s.
+# check, the Python binding against pbox.h and the (non-ASan) library, and
+# every fuzzer for 5 s.
 check:
 	$(MAKE) layering
 	$(MAKE) SAN=1 unit
+	$(MAKE) SAN=0 BUILD=build pycheck
 	$(MAKE) fuzz-brief
 
 # make check, then the integration tests against the real pboxd (root).
