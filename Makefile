@@ -1,6 +1,7 @@
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
-# into build/; `make check` runs the unit tests, the layering check and a
-# brief fuzz (no root, no network); `make test` is `make check` plus the
+# into build/; `make check` runs the unit tests, the layering check, the
+# Python binding's check against pbox.h (`make pycheck`) and a brief fuzz
+# (no root, no network); `make test` is `make check` plus the
 # integration tests (root); `make demo` runs the demo; `make SAN=1 ...`
 # builds with ASan+UBSan into build-san/.
 #
@@ -22,7 +23,8 @@ endif
 PYTHON  ?= /usr/bin/python3
 PYDIR   ?= $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)/dist-packages
 
-# The version is written once, in include/pbox.h.
+# The version is written once, in include/pbox.h; pboxd (which does not
+# include it) gets it as PBOX_VERSION_STRING.
 version_part = $(shell sed -n 's/^\#define PBOX_VERSION_$(1) *\([0-9]*\).*/\1/p' include/pbox.h)
 VERSION_MAJOR := $(call version_part,MAJOR)
 VERSION       := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
@@ -31,11 +33,16 @@ WARN    = -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 # One include directory: the root. Headers are named by path
 # ("common/wire.h"); users' header is include/pbox.h.
-BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE
+BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
+	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
 LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
+
+# The folders' Makefile.inc files may define rules (python's pycheck):
+# `make` alone still builds everything.
+.DEFAULT_GOAL := all
 
 include common/Makefile.inc
 include nic/Makefile.inc
@@ -71,6 +78,10 @@ $(BUILD)/obj/%.o: %.c
 $(DPDK_OBJ): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(DPDK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# pboxd's box_status reports the version (-DPBOX_VERSION_STRING): rebuild
+# it when pbox.h changes.
+$(call obj,control/box_rpc.c): include/pbox.h
 
 $(BUILD)/libboxcore.a: $(call obj,$(BOXCORE_SRC))
 	@rm -f $@
@@ -144,10 +155,12 @@ integration: all
 	@BUILD=$(BUILD) bash tests/integration/run.sh
 
 # No root, no network, no apt: unit tests under ASan+UBSan, the layering
-# check and every fuzzer for 5 s.
+# check, the Python binding against pbox.h and the (non-ASan) library, and
+# every fuzzer for 5 s.
 check:
 	$(MAKE) layering
 	$(MAKE) SAN=1 unit
+	$(MAKE) SAN=0 BUILD=build pycheck
 	$(MAKE) fuzz-brief
 
 # make check, then the integration tests against the real pboxd (root).

@@ -1,6 +1,7 @@
 /*
- * client.c - libpbox's client lifecycle: pbox_connect, pbox_close, options
- * and counters.
+ * client.c - libpbox's client lifecycle: pbox_connect, pbox_close, and a
+ * snapshot of the counters (their sized copy for callers is in abi.c, with
+ * the options' defaults and checks).
  *
  * pbox_connect: parse the control "host:port" (NULL -> $PBOX_CONTROL), TCP
  * connect within min(timeout_ms, CLIENT_CONNECT_MAX_MS), box_endpoints,
@@ -24,38 +25,7 @@
 
 #include "client/internal.h"
 
-#define DEFAULT_TIMEOUT_MS 30000
-#define DEFAULT_RTO_MS     20
-#define DEFAULT_WINDOW     128
-#define DEFAULT_MTU        1500
 #define MAX_WINDOW         65536
-
-void pbox_opts_init(pbox_opts *o)
-{
-	o->timeout_ms = DEFAULT_TIMEOUT_MS;
-	o->rto_ms = DEFAULT_RTO_MS;
-	o->window = DEFAULT_WINDOW;
-	o->mtu = DEFAULT_MTU;
-	const char *e = getenv("PBOX_UDP_OFFLOAD");
-	o->udp_offload = e && strcmp(e, "1") == 0;
-}
-
-static void opts_resolve(pbox_opts *o, const pbox_opts *in)
-{
-	pbox_opts_init(o);
-	if (!in)
-		return;
-	if (in->timeout_ms)
-		o->timeout_ms = in->timeout_ms;
-	if (in->rto_ms)
-		o->rto_ms = in->rto_ms;
-	if (in->window)
-		o->window = in->window;
-	if (in->mtu)
-		o->mtu = in->mtu;
-	if (in->udp_offload)
-		o->udp_offload = in->udp_offload;
-}
 
 static pbox_client *client_alloc(void)
 {
@@ -103,7 +73,9 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 				    "range (0 <= rank < world <= 65535)", job, rank, world);
 	c->rank = rank;
 	c->world = world;
-	opts_resolve(&c->opts, opts);
+	int rc = client_opts_read(c, opts);
+	if (rc < 0)
+		return rc;
 	if (wire_seg_bytes(c->opts.mtu) == 0)
 		return client_error(c, PBOX_EINVAL, "mtu %u is too small for a %d-byte payload",
 				    c->opts.mtu, WIRE_PAYLOAD_ALIGN);
@@ -311,11 +283,9 @@ void client_kick(pbox_client *c)
 	(void)w; /* EAGAIN: the counter is already non-zero, the thread wakes */
 }
 
-void pbox_get_stats(const pbox_client *c, pbox_stats *out)
+void client_stats(const pbox_client *c, pbox_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!c)
-		return;
 	out->pkts_sent = __atomic_load_n(&c->stats.pkts_sent, __ATOMIC_RELAXED);
 	out->pkts_recv = __atomic_load_n(&c->stats.pkts_recv, __ATOMIC_RELAXED);
 	out->retransmits = __atomic_load_n(&c->stats.retransmits, __ATOMIC_RELAXED);

@@ -12,7 +12,7 @@
  *     request's buffer only while the request is active; it sets `finished`
  *     under c->lock as the last thing it does with a request.
  *   - Counters (c->stats) are written by the progress thread with relaxed
- *     atomics and read the same way by pbox_get_stats.
+ *     atomics and read the same way by client_stats (pbox_get_stats).
  * Lock order: c->lock is the only lock; nothing blocks while holding it.
  */
 #ifndef PBOX_CLIENT_INTERNAL_H
@@ -54,6 +54,12 @@
 /* Store a formatted message as c's last error; returns rc. */
 int client_error(pbox_client *c, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* ---- abi.c: version, struct sizes, sized copies of opts and stats ------- */
+
+/* Set c->opts from the caller's opts (NULL = defaults), reading only the
+ * opts->size bytes the caller has; 0 or PBOX_EINVAL with c's message. */
+int client_opts_read(pbox_client *c, const pbox_opts *in);
 
 /* ---- ctrl.c: the control connection ------------------------------------ */
 
@@ -343,5 +349,8 @@ static inline void stat_set(uint64_t *ctr, uint64_t v)
 
 /* Wake the progress thread. */
 void client_kick(pbox_client *c);
+
+/* c's counters now (this library's whole pbox_stats). */
+void client_stats(const pbox_client *c, pbox_stats *out);
 
 #endif

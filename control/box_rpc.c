@@ -10,8 +10,10 @@
 #include "control/jobs.h"
 #include "control/rpc_methods.h"
 
-#ifndef PBOX_VERSION
-#define PBOX_VERSION "0.1.0"
+/* pbox's version, from include/pbox.h (the Makefile passes it: control/
+ * does not include the client's header). */
+#ifndef PBOX_VERSION_STRING
+#error "build with -DPBOX_VERSION_STRING=\"MAJOR.MINOR.PATCH\" (the Makefile does)"
 #endif
 
 static const char *const no_params[] = { NULL };
@@ -88,7 +90,7 @@ RPC_HANDLER(rpc_box_status)
 			"udp_port", (int)(b->cfg.udp_base + b->layout.lcores[i].index),
 			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu));
 	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:i, s:i}",
-			    "version", PBOX_VERSION, "protocol", WIRE_VERSION,
+			    "version", PBOX_VERSION_STRING, "protocol", WIRE_VERSION,
 			    "uptime_s", clock_s() - b->start_time,
 			    "kernel", b->layout.kernel ? b->layout.kernel : "?",
 			    "ports", ports, "lcores", lcores, "limits", limits(&b->cfg),

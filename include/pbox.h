@@ -17,6 +17,26 @@
  * the detailed message of the client's last failure (which job, rank, key).
  * A client may be used from several threads; calls on one key must not
  * overlap.
+ *
+ * ABI rules (what lets the library grow without breaking its callers):
+ *  - pbox_opts and pbox_stats only grow at their end; a field, once
+ *    released, keeps its offset, type and meaning. Every pbox_opts field
+ *    added later means "the default" when 0.
+ *  - The caller tells the library how big its copy of a struct is: the
+ *    size field of pbox_opts (set by pbox_opts_init), the size argument of
+ *    pbox_get_stats_sized. The library reads and writes only that many
+ *    bytes. pbox_opts_init and pbox_get_stats below are inline and pass
+ *    sizeof as compiled into the caller, so C callers never write a size.
+ *  - FFI bindings (Python's pbox package) cannot see sizeof: they call the
+ *    *_sized functions with the size of their own declaration, and check at
+ *    load time that pbox_version() and pbox_opts_size()/pbox_stats_size()
+ *    are the ones they were written for.
+ *  - Versions: MAJOR changes when the ABI breaks (the soname is
+ *    libpbox.so.MAJOR), MINOR when it grows (functions or fields added),
+ *    PATCH for fixes. Before 1.0 a MINOR change may break the ABI too
+ *    (0.2.0 did: pbox_opts gained its size field, pbox_opts_init and
+ *    pbox_get_stats became inline), so a program or binding written for
+ *    0.y needs a library 0.y.z.
  */
 #ifndef PBOX_H
 #define PBOX_H
@@ -28,9 +48,14 @@
 extern "C" {
 #endif
 
+/* The version of this header; the one source of pbox's version number (the
+ * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 1
+#define PBOX_VERSION_MINOR 2
 #define PBOX_VERSION_PATCH 0
+/* The same as one number, comparable with pbox_version(). */
+#define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
+		      PBOX_VERSION_PATCH)
 
 typedef enum pbox_dtype {
 	PBOX_F32  = 0, /* float */
@@ -53,7 +78,16 @@ enum {
 	PBOX_ESYS      = -10, /* a system call failed (errno in the message) */
 };
 
+/*
+ * Options of pbox_connect. Fill with pbox_opts_init, then set the fields
+ * you want; 0 in a field means its default. The first layout (0.2.0,
+ * size 24 bytes, up to udp_offload) is the smallest pbox_connect accepts.
+ */
 typedef struct pbox_opts {
+	/* Bytes of this struct as the caller was compiled: set by
+	 * pbox_opts_init, never by hand. pbox_connect reads only the fields
+	 * that lie within it; later fields take their defaults. */
+	uint32_t size;
 	/* Total time without progress before a call fails with
 	 * PBOX_ETIMEDOUT; 0 = default 30000 ms. */
 	uint32_t timeout_ms;
@@ -81,17 +115,48 @@ typedef struct pbox_opts {
 typedef struct pbox_client pbox_client;
 typedef struct pbox_req pbox_req;
 
-/* Fill *opts with the defaults. */
-void pbox_opts_init(pbox_opts *opts);
+/*
+ * Fill the first `size` bytes at opts with the defaults and set opts->size
+ * = size: fields this library knows get their defaults, bytes beyond them
+ * (a caller newer than the library) are zeroed. Returns 0, or PBOX_EINVAL
+ * if opts is NULL or size is below the first layout (24) or above 4096
+ * (then nothing is written). C callers use pbox_opts_init.
+ */
+int pbox_opts_init_sized(pbox_opts *opts, size_t size);
+
+/* Fill *opts with the defaults (pbox_opts_init_sized with the caller's
+ * sizeof). */
+static inline void pbox_opts_init(pbox_opts *opts)
+{
+	(void)pbox_opts_init_sized(opts, sizeof(*opts));
+}
+
+/* sizeof(pbox_opts) and sizeof(pbox_stats) as this library was built, for
+ * FFI bindings that declare the structs themselves. */
+size_t pbox_opts_size(void);
+size_t pbox_stats_size(void);
+
+/* This library's version, (MAJOR << 16) | (MINOR << 8) | PATCH: compare
+ * with PBOX_VERSION, the version of the header a program was built with. */
+unsigned pbox_version(void);
+/* The same as static text, "MAJOR.MINOR.PATCH". */
+const char *pbox_version_string(void);
 
 /*
  * Join job `job` as `rank` of `world` workers through the box whose control
  * endpoint is `control` ("host:port"; NULL = $PBOX_CONTROL). The first
- * worker to join creates the job. opts may be NULL (defaults).
+ * worker to join creates the job. opts may be NULL (defaults); else it
+ * must have been filled by pbox_opts_init: opts->size below the first
+ * layout (24) or above 4096, or non-zero bytes beyond the fields this
+ * library knows (the caller set an option of a newer libpbox), are
+ * PBOX_EINVAL with a message saying so.
  * Returns 0 and *c, or PBOX_EINVAL, PBOX_ENOMEM, PBOX_ECONNECT,
- * PBOX_EPROTO, PBOX_EREJECTED, PBOX_ESYS. On failure *c is a client that
- * holds only the error message (read it with pbox_last_error, then
- * pbox_close it), or NULL if even that could not be allocated.
+ * PBOX_EPROTO, PBOX_EREJECTED, PBOX_EABORTED, PBOX_ETIMEDOUT (no answer
+ * within timeout_ms), PBOX_ECLOSED (the box closed the control connection
+ * while joining), PBOX_ESYS. On failure *c is a client that holds only the
+ * error message (read it with pbox_last_error, then pbox_close it), or NULL
+ * if even that could not be allocated (PBOX_ENOMEM). c itself NULL:
+ * PBOX_EINVAL, nothing else done.
  */
 int pbox_connect(const char *control, const char *job, int rank, int world,
 		 const pbox_opts *opts, pbox_client **c);
@@ -131,7 +196,9 @@ const char *pbox_strerror(int rc);
  * call on c. */
 const char *pbox_last_error(const pbox_client *c);
 
-/* Counters of one client, for tools and tests. */
+/* Counters of one client, for tools and tests. Grows at its end (fields
+ * only appended); the first layout (0.2.0) is the 13 counters below, 104
+ * bytes. */
 typedef struct pbox_stats {
 	uint64_t pkts_sent;
 	uint64_t pkts_recv;
@@ -149,7 +216,21 @@ typedef struct pbox_stats {
 				 * bandwidth-delay product, 64 .. pbox_opts.window */
 } pbox_stats;
 
-void pbox_get_stats(const pbox_client *c, pbox_stats *out);
+/*
+ * Copy c's counters into the first `size` bytes at out: those that fit (a
+ * caller older than the library gets the ones it has), and zeros for any
+ * beyond the library's (a caller newer than the library); nothing past
+ * out + size is written. Returns 0, or PBOX_EINVAL
+ * if out is NULL or size is below the first layout (104) or above 4096
+ * (nothing written), or if c is NULL (out zeroed up to size).
+ */
+int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size);
+
+/* pbox_get_stats_sized with the caller's sizeof. */
+static inline int pbox_get_stats(const pbox_client *c, pbox_stats *out)
+{
+	return pbox_get_stats_sized(c, out, sizeof(*out));
+}
 
 #ifdef __cplusplus
 }

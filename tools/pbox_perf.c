@@ -82,6 +82,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 	*a = (struct perf_args){ .rank = -1, .world = -1, .minbytes = 4, .maxbytes = 64 << 20,
 				 .stepfactor = 2, .iters = 20, .warmup = 2, .keys = 1,
 				 .blast_seconds = 3, .blast_bytes = 1448 };
+	pbox_opts_init(&a->opts); /* sets its size; --window 0 etc. keep "default" */
 	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (o) {
 		case 'c': a->control = optarg; break;

@@ -20,11 +20,14 @@ import threading
 from . import _lib
 from ._lib import PBOX_F32, PBOX_F16, PBOX_BF16
 
-__all__ = ["Client", "Request", "Error", "PBOX_F32", "PBOX_F16", "PBOX_BF16",
-           "strerror", "library_path"]
-__version__ = "0.1.0"
+# The libpbox version this package is written for (pbox/_lib.py; the load
+# check compares it with the library's pbox_version()).
+__version__ = _lib.__version__
 
-# Error codes (include/pbox.h)
+__all__ = ["Client", "Request", "Error", "PBOX_F32", "PBOX_F16", "PBOX_BF16",
+           "strerror", "library_path", "library_version"]
+
+# Error codes (include/pbox.h; tests/python/test_abi.py compares them)
 OK = 0
 EINVAL = -1
 ENOMEM = -2
@@ -64,6 +67,12 @@ def strerror(code):
 def library_path():
     """Where libpbox was loaded from."""
     return _lib.path()
+
+
+def library_version():
+    """The loaded libpbox's version, "MAJOR.MINOR.PATCH" (pbox_version_string;
+    pbox.__version__ is the one this package was written for)."""
+    return _lib.load().pbox_version_string().decode()
 
 
 def _env_int(name):
@@ -228,7 +237,9 @@ class Client:
                                 "torchrun (RANK, WORLD_SIZE)")
         self.control, self.job, self.rank, self.world = str(control), str(job), int(rank), int(world)
         opts = _lib.Opts()
-        L.pbox_opts_init(ctypes.byref(opts))
+        rc = L.pbox_opts_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+        if rc < 0:
+            raise Error(rc, f"pbox_opts_init_sized refused {ctypes.sizeof(opts)} bytes")
         for name, v in (("timeout_ms", timeout_ms), ("rto_ms", rto_ms), ("window", window),
                         ("mtu", mtu), ("udp_offload", udp_offload)):
             if v:
@@ -285,7 +296,9 @@ class Client:
         """The client's counters as a dict."""
         s = _lib.Stats()
         with self._lock:
-            self._L.pbox_get_stats(self._live(), ctypes.byref(s))
+            rc = self._L.pbox_get_stats_sized(self._live(), ctypes.byref(s), ctypes.sizeof(s))
+        if rc < 0:
+            raise Error(rc, f"pbox_get_stats_sized refused {ctypes.sizeof(s)} bytes")
         return {f: getattr(s, f) for f, _ in _lib.Stats._fields_}
 
     @property

@@ -8,11 +8,29 @@ Search order (first that loads wins):
      install` into PREFIX/lib/pythonX.Y/dist-packages,
   4. the system loader: libpbox.so.0, then libpbox.so.
 
+A library that loads is then checked against what this package was written
+for (include/pbox.h, "ABI rules"): its pbox_version() must have our MAJOR
+and at least our MINOR (while MAJOR is 0, exactly our MINOR: before 1.0 a
+minor version may break the ABI), and pbox_opts_size()/pbox_stats_size()
+must equal the sizes of Opts/Stats below (or exceed them, for a newer minor
+version whose structs grew). A mismatch raises OSError saying what was found
+and what was expected; it is never skipped.
+
 ctypes releases the GIL around every foreign call, so a thread blocked in
 pbox_wait() does not stop other Python threads.
+
+Everything typed here by hand from include/pbox.h (the version, dtypes,
+error codes in __init__.py, the structs' fields) is compared with the header
+by tests/python/test_abi.py (make pycheck).
 """
 import ctypes
 import os
+
+# The libpbox version this package was written for: equal to
+# PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
+# the package's own version (pyproject.toml reads it from here).
+__version__ = "0.2.0"
+VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
 PBOX_F16 = 1
@@ -20,7 +38,9 @@ PBOX_BF16 = 2
 
 
 class Opts(ctypes.Structure):
+    """pbox_opts. Fill with pbox_opts_init_sized(byref(o), sizeof(Opts))."""
     _fields_ = [
+        ("size", ctypes.c_uint32),
         ("timeout_ms", ctypes.c_uint32),
         ("rto_ms", ctypes.c_uint32),
         ("window", ctypes.c_uint32),
@@ -30,6 +50,7 @@ class Opts(ctypes.Structure):
 
 
 class Stats(ctypes.Structure):
+    """pbox_stats. Read with pbox_get_stats_sized(c, byref(s), sizeof(Stats))."""
     _fields_ = [
         ("pkts_sent", ctypes.c_uint64),
         ("pkts_recv", ctypes.c_uint64),
@@ -64,8 +85,16 @@ def _candidates():
 def _declare(lib):
     c_client_p = ctypes.c_void_p
     c_req_p = ctypes.c_void_p
-    lib.pbox_opts_init.argtypes = [ctypes.POINTER(Opts)]
-    lib.pbox_opts_init.restype = None
+    lib.pbox_version.argtypes = []
+    lib.pbox_version.restype = ctypes.c_uint
+    lib.pbox_version_string.argtypes = []
+    lib.pbox_version_string.restype = ctypes.c_char_p
+    lib.pbox_opts_size.argtypes = []
+    lib.pbox_opts_size.restype = ctypes.c_size_t
+    lib.pbox_stats_size.argtypes = []
+    lib.pbox_stats_size.restype = ctypes.c_size_t
+    lib.pbox_opts_init_sized.argtypes = [ctypes.POINTER(Opts), ctypes.c_size_t]
+    lib.pbox_opts_init_sized.restype = ctypes.c_int
     lib.pbox_connect.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                                  ctypes.POINTER(Opts), ctypes.POINTER(c_client_p)]
     lib.pbox_connect.restype = ctypes.c_int
@@ -85,8 +114,61 @@ def _declare(lib):
     lib.pbox_strerror.restype = ctypes.c_char_p
     lib.pbox_last_error.argtypes = [c_client_p]
     lib.pbox_last_error.restype = ctypes.c_char_p
-    lib.pbox_get_stats.argtypes = [c_client_p, ctypes.POINTER(Stats)]
-    lib.pbox_get_stats.restype = None
+    lib.pbox_get_stats_sized.argtypes = [c_client_p, ctypes.POINTER(Stats), ctypes.c_size_t]
+    lib.pbox_get_stats_sized.restype = ctypes.c_int
+    return lib
+
+
+class LibraryMismatch(OSError):
+    """A libpbox that loads but is not one this package was written for."""
+
+
+def _vstr(v):
+    return "%d.%d.%d" % tuple(v)
+
+
+def _need(expect):
+    """What a library version must be for a package written for `expect`:
+    (test of a found (major, minor, patch), text for messages)."""
+    if expect[0] == 0:
+        return (lambda f: tuple(f[:2]) == tuple(expect[:2]),
+                f"{expect[0]}.{expect[1]}.x (before 1.0 the minor version must match too)")
+    return (lambda f: f[0] == expect[0] and f[1] >= expect[1],
+            f"{expect[0]}.y.z with y >= {expect[1]}")
+
+
+def check(lib, where, expect=VERSION, structs=(("pbox_opts", Opts), ("pbox_stats", Stats))):
+    """Raise LibraryMismatch (an OSError) unless lib, a CDLL loaded from
+    `where`, is a libpbox this package can use (module docstring); return
+    lib. expect and structs are parameters for the tests only."""
+    ok, need = _need(expect)
+    fn = getattr(lib, "pbox_version", None)
+    if fn is None:
+        raise LibraryMismatch(f"pbox: {where} has no pbox_version(), so it is a libpbox older "
+                              f"than 0.2.0; this package (pbox {_vstr(expect)}) needs "
+                              f"libpbox {need}")
+    fn.argtypes = []
+    fn.restype = ctypes.c_uint
+    v = fn()
+    found = (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
+    if not ok(found):
+        raise LibraryMismatch(f"pbox: {where} is libpbox {_vstr(found)}; this package (pbox "
+                              f"{_vstr(expect)}) needs libpbox {need}: install matching "
+                              "versions of both, or point PBOX_LIB at the right library")
+    # Same MAJOR.MINOR: the same structs. A newer minor version may have
+    # grown them; we then use only the part we declare.
+    same = tuple(found[:2]) == tuple(expect[:2])
+    for name, struct in structs:
+        fn = getattr(lib, name + "_size")
+        fn.argtypes = []
+        fn.restype = ctypes.c_size_t
+        theirs, ours = fn(), ctypes.sizeof(struct)
+        bad = theirs != ours if same else theirs < ours
+        if bad:
+            raise LibraryMismatch(f"pbox: struct {name} is {theirs} bytes in {where} (libpbox "
+                                  f"{_vstr(found)}) but {ours} bytes as this package declares "
+                                  f"it (pbox._lib.{struct.__name__}): the declaration does "
+                                  "not match include/pbox.h")
     return lib
 
 
@@ -95,26 +177,38 @@ _lib_path = None
 
 
 def load():
-    """Return the loaded library (loaded once), or raise OSError naming
-    every place tried."""
+    """Return the loaded library (loaded and checked once), or raise OSError.
+    A library that loads but fails check() is passed over for the next place
+    in the search order (unless it is $PBOX_LIB); if no place is left, the
+    LibraryMismatch names it and what was expected."""
     global _lib, _lib_path
     if _lib is not None:
         return _lib
     names, explicit = _candidates()
-    errors = []
+    missing, mismatched = [], []
     for n in names:
         try:
             lib = ctypes.CDLL(n)
         except OSError as e:
-            errors.append(f"{n}: {e}")
+            missing.append(f"{n}: {e}")
+            continue
+        try:
+            check(lib, n)
+        except LibraryMismatch as e:
+            if explicit:
+                raise
+            mismatched.append(str(e))
             continue
         _lib = _declare(lib)
         _lib_path = n
         return _lib
     if explicit:
-        raise OSError(f"pbox: cannot load PBOX_LIB: {errors[0].split(': ', 1)[1]}")
+        raise OSError(f"pbox: cannot load PBOX_LIB: {missing[0].split(': ', 1)[1]}")
+    if mismatched:
+        raise LibraryMismatch("; ".join(mismatched) + " (also tried: " + "; ".join(missing)
+                              + ")")
     raise OSError("pbox: cannot find libpbox.so (set PBOX_LIB=/path/to/libpbox.so, build the "
-                  "tree with `make`, or `make install`); tried: " + "; ".join(errors))
+                  "tree with `make`, or `make install`); tried: " + "; ".join(missing))
 
 
 def path():

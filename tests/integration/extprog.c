@@ -1,6 +1,9 @@
 /*
  * extprog.c - a program outside the project, built only against an
  * installed pbox (pkg-config pbox): 4 ranks allreduce and check the sums.
+ * It also uses the ABI the way outside programs do: the installed library's
+ * version against the header's, options through pbox_opts_init, counters
+ * through pbox_get_stats.
  * usage: extprog CONTROL JOB RANK WORLD
  */
 #include <pbox.h>
@@ -15,7 +18,18 @@ int main(int argc, char **argv)
 	size_t n = 1000003;
 	float *x = malloc(n * sizeof(*x));
 	pbox_client *c;
-	int rc = pbox_connect(argv[1], argv[2], rank, world, NULL, &c);
+	pbox_opts o;
+	pbox_stats st;
+
+	/* same MAJOR.MINOR: before 1.0 a MINOR may break the ABI (pbox.h) */
+	if (pbox_version() >> 8 != PBOX_VERSION >> 8) {
+		fprintf(stderr, "libpbox %s is loaded, this program was built for %d.%d\n",
+			pbox_version_string(), PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR);
+		return 1;
+	}
+	pbox_opts_init(&o);
+	o.timeout_ms = 20000;
+	int rc = pbox_connect(argv[1], argv[2], rank, world, &o, &c);
 	if (rc < 0) {
 		fprintf(stderr, "connect: %s\n", c ? pbox_last_error(c) : pbox_strerror(rc));
 		return 1;
@@ -37,7 +51,13 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	printf("rank %d: 3 rounds of %zu floats exact\n", rank, n);
+	if (pbox_get_stats(c, &st) < 0 || st.calls != 3) {
+		fprintf(stderr, "rank %d: pbox_get_stats: %llu calls, want 3\n", rank,
+			(unsigned long long)st.calls);
+		return 1;
+	}
+	printf("rank %d: 3 rounds of %zu floats exact (libpbox %s)\n", rank, n,
+	       pbox_version_string());
 	pbox_close(c);
 	free(x);
 	return 0;

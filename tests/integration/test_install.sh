@@ -12,9 +12,10 @@ for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h lib/libpbox.a lib/li
 	[ -e "$PREFIX/$f" ] || die "make install did not install $f"
 done
 ls "$PREFIX"/lib/python3.*/dist-packages/pbox/__init__.py >/dev/null 2>&1 || die "make install did not install the python package"
-# the installed python package finds the installed library
-PYTHONPATH=$(echo "$PREFIX"/lib/python3.*/dist-packages) /usr/bin/python3 -c 'import pbox; print("python package: pbox", pbox.__file__)' \
-	|| die "installed python package does not import" 
+# the installed python package finds the installed library, and its
+# load-time check (version, struct sizes) accepts it
+PYTHONPATH=$(echo "$PREFIX"/lib/python3.*/dist-packages) /usr/bin/python3 -c 'import pbox; print("python package: pbox", pbox.__version__, pbox.__file__, "on libpbox", pbox.library_version(), pbox.library_path())' \
+	|| die "installed python package does not import or does not accept the installed libpbox"
 mkdir -p "$WORKDIR/ext" && cp "$(dirname "$0")/extprog.c" "$WORKDIR/ext/"
 export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig
 ( cd "$WORKDIR/ext" && cc -O2 -o extprog extprog.c $(pkg-config --cflags --libs pbox) ) || die "external program does not build with pkg-config pbox"

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""test_abi.py - the Python package's hand-typed copy of include/pbox.h
+against the header and the built library (make pycheck).
+
+The package (python/pbox) types by hand what the C header declares: the
+version it was written for, the dtype and PBOX_E* values, and the ctypes
+structs pbox_opts and pbox_stats. This test parses include/pbox.h and
+checks each copy against it, loads the library ($PBOX_LIB, else the tree's
+build/libpbox.so) and checks the package's load-time check (pbox._lib.check)
+both ways: it accepts this library and refuses, with a message naming what
+was found and what was expected, libraries of another version or with
+structs of another size.
+
+Needs neither torch nor numpy nor root; plain `python3 tests/python/test_abi.py`.
+Prints one line per failure and a closing "pyabi: N passed, M failed".
+"""
+import ctypes
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import pbox            # noqa: E402  (after the path is set)
+from pbox import _lib  # noqa: E402
+
+CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
+          "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "int": ctypes.c_int,
+          "unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t}
+
+
+# ---- include/pbox.h, parsed -------------------------------------------------
+
+def _header():
+    with open(os.path.join(ROOT, "include", "pbox.h")) as f:
+        text = f.read()
+    # comments out, so a name in a comment is never taken for a declaration
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+H = _header()
+
+
+def h_version():
+    parts = {}
+    for m in re.finditer(r"^\s*#\s*define\s+PBOX_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*$", H, re.M):
+        parts[m.group(1)] = int(m.group(2))
+    assert set(parts) == {"MAJOR", "MINOR", "PATCH"}, f"pbox.h version macros: {parts}"
+    return parts["MAJOR"], parts["MINOR"], parts["PATCH"]
+
+
+def h_error_codes():
+    """{'EINVAL': -1, ...} and 'OK': 0 from the enum holding PBOX_OK."""
+    m = re.search(r"enum\s*\{([^}]*\bPBOX_OK\b[^}]*)\}", H)
+    assert m, "pbox.h: no enum with PBOX_OK"
+    codes = {n: int(v) for n, v in re.findall(r"\bPBOX_(OK|E[A-Z0-9_]+)\s*=\s*(-?\d+)", m.group(1))}
+    assert len(codes) >= 2, f"pbox.h: error enum parsed as {codes}"
+    return codes
+
+
+def h_dtypes():
+    m = re.search(r"typedef\s+enum\s+pbox_dtype\s*\{([^}]*)\}\s*pbox_dtype\s*;", H)
+    assert m, "pbox.h: no typedef enum pbox_dtype"
+    return {n: int(v) for n, v in re.findall(r"\b(PBOX_[A-Z0-9_]+)\s*=\s*(\d+)", m.group(1))}
+
+
+def h_struct(name):
+    """[(field, C type), ...] of typedef struct name { ... } name;"""
+    m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), H, re.S)
+    assert m, f"pbox.h: no typedef struct {name}"
+    fields = []
+    for decl in m.group(1).split(";"):
+        decl = " ".join(decl.split())
+        if not decl:
+            continue
+        fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?)\s+([A-Za-z_][A-Za-z0-9_]*)", decl)
+        assert fm, f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
+        fields.append((fm.group(2), fm.group(1)))
+    return fields
+
+
+# ---- the tests ----------------------------------------------------------------
+
+def test_import_needs_no_torch():
+    assert "torch" not in sys.modules, "import pbox imported torch"
+
+
+def test_error_codes_match_header():
+    codes = h_error_codes()
+    for name, value in codes.items():
+        assert hasattr(pbox, name), f"pbox has no {name} (pbox.h: PBOX_{name} = {value})"
+        assert getattr(pbox, name) == value, \
+            f"pbox.{name} = {getattr(pbox, name)}, pbox.h: PBOX_{name} = {value}"
+    # nothing in Python that the header lacks
+    ours = {n for n, v in vars(pbox).items()
+            if re.fullmatch(r"OK|E[A-Z0-9_]+", n) and isinstance(v, int)}
+    assert ours == set(codes), f"pbox defines {sorted(ours - set(codes))} not in pbox.h"
+    # every error has its name for pbox.Error
+    errs = {v: n for n, v in codes.items() if n != "OK"}
+    assert pbox._CODE_NAMES == errs, f"pbox._CODE_NAMES {pbox._CODE_NAMES} != {errs}"
+
+
+def test_dtypes_match_header():
+    dtypes = h_dtypes()
+    assert dtypes, "pbox.h: no dtypes parsed"
+    for name, value in dtypes.items():
+        assert getattr(pbox, name, None) == value, \
+            f"pbox.{name} = {getattr(pbox, name, None)}, pbox.h: {name} = {value}"
+        assert getattr(_lib, name) == value
+
+
+def _check_struct(cname, cls):
+    want = h_struct(cname)
+    got = [(n, t) for n, t in cls._fields_]
+    assert [n for n, _ in got] == [n for n, _ in want], \
+        f"{cls.__name__} fields {[n for n, _ in got]} != pbox.h {cname} {[n for n, _ in want]}"
+    for (n, t), (_, ctype) in zip(got, want):
+        assert ctype in CTYPES, f"pbox.h: {cname}.{n} has type {ctype} (extend CTYPES)"
+        assert t is CTYPES[ctype], f"{cls.__name__}.{n} is {t.__name__}, pbox.h says {ctype}"
+
+
+def test_opts_fields_match_header():
+    _check_struct("pbox_opts", _lib.Opts)
+    assert _lib.Opts._fields_[0][0] == "size", "pbox_opts.size must come first"
+
+
+def test_stats_fields_match_header():
+    _check_struct("pbox_stats", _lib.Stats)
+
+
+def test_client_takes_every_option():
+    params = inspect.signature(pbox.Client.__init__).parameters
+    kw = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY]
+    opts = [n for n, _ in _lib.Opts._fields_ if n != "size"]
+    assert kw == opts, f"pbox.Client keyword options {kw} != pbox_opts fields {opts}"
+
+
+def test_package_version_is_header_version():
+    want = "%d.%d.%d" % h_version()
+    assert pbox.__version__ == want, f"pbox.__version__ {pbox.__version__} != pbox.h {want}"
+    assert _lib.VERSION == h_version()
+
+
+def test_pyproject_takes_version_from_package():
+    with open(os.path.join(ROOT, "python", "pyproject.toml")) as f:
+        text = f.read()
+    try:
+        import tomllib
+        doc = tomllib.loads(text)
+        project, dyn = doc["project"], doc["tool"]["setuptools"]["dynamic"]
+        assert "version" not in project, "pyproject.toml writes a version of its own"
+        assert "version" in project.get("dynamic", []), "pyproject.toml: version is not dynamic"
+        assert dyn["version"] == {"attr": "pbox._lib.__version__"}, dyn
+    except ImportError:  # Python < 3.11: the lines themselves
+        assert not re.search(r"^version\s*=\s*\"", text, re.M), "pyproject.toml writes a version"
+        assert re.search(r'^version\s*=\s*\{\s*attr\s*=\s*"pbox\._lib\.__version__"\s*\}',
+                         text, re.M), "pyproject.toml does not read pbox._lib.__version__"
+
+
+def test_library_loads_and_matches():
+    L = _lib.load()
+    v = h_version()
+    want = v[0] << 16 | v[1] << 8 | v[2]
+    where = _lib.path()
+    assert L.pbox_version() == want, f"{where}: pbox_version() {L.pbox_version():#x} != {want:#x}"
+    assert pbox.library_version() == "%d.%d.%d" % v, \
+        f"{where}: pbox_version_string() {pbox.library_version()} != pbox.h {v}"
+    for name, cls in (("opts", _lib.Opts), ("stats", _lib.Stats)):
+        theirs = getattr(L, f"pbox_{name}_size")()
+        assert theirs == ctypes.sizeof(cls), \
+            f"{where}: pbox_{name}_size() {theirs} != sizeof({cls.__name__}) {ctypes.sizeof(cls)}"
+
+
+def test_library_opts_init_and_stats_sizes():
+    L = _lib.load()
+    o = _lib.Opts()
+    rc = L.pbox_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
+    assert rc == 0, f"pbox_opts_init_sized(sizeof(Opts)) = {rc}"
+    got = (o.size, o.timeout_ms, o.window)
+    assert got == (ctypes.sizeof(o), 30000, 128), f"(size, timeout_ms, window) = {got}"
+    rc = L.pbox_opts_init_sized(ctypes.byref(o), 0)
+    assert rc == pbox.EINVAL, f"pbox_opts_init_sized(size 0) = {rc}"
+    s = _lib.Stats()
+    rc = L.pbox_get_stats_sized(None, ctypes.byref(s), ctypes.sizeof(s))
+    assert rc == pbox.EINVAL, f"pbox_get_stats_sized(NULL client) = {rc}"
+
+
+def test_library_names_every_code():
+    unknown = pbox.strerror(-999)
+    for name, value in h_error_codes().items():
+        assert pbox.strerror(value) != unknown, f"libpbox has no text for PBOX_{name}"
+
+
+def test_client_opts_accepted_by_library():
+    """pbox.Client's Opts (with its size) passes pbox_connect's checks: a
+    refused port gives ECONNECT, not EINVAL."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))    # bound, not listening: refused at once
+        port = s.getsockname()[1]
+        try:
+            pbox.Client(control=f"127.0.0.1:{port}", job="abi", rank=0, world=1, window=64,
+                        mtu=9000, timeout_ms=2000)
+        except pbox.Error as e:
+            assert e.code == pbox.ECONNECT, f"{e.name}: {e.message}"
+            return
+    raise AssertionError("pbox.Client connected to a port nobody listens on")
+
+
+# A fake library for check(): pbox_version and the size functions.
+def _fake(version=None, opts=None, stats=None):
+    class Fake:
+        pass
+    lib = Fake()
+    if version is not None:
+        lib.pbox_version = lambda: version[0] << 16 | version[1] << 8 | version[2]
+    lib.pbox_opts_size = lambda: ctypes.sizeof(_lib.Opts) if opts is None else opts
+    lib.pbox_stats_size = lambda: ctypes.sizeof(_lib.Stats) if stats is None else stats
+    return lib
+
+
+def _refused(lib, expect=None, *words):
+    try:
+        if expect is None:
+            _lib.check(lib, "/x/libpbox.so")
+        else:
+            _lib.check(lib, "/x/libpbox.so", expect=expect)
+    except _lib.LibraryMismatch as e:
+        assert isinstance(e, OSError)
+        for w in ("/x/libpbox.so",) + words:
+            assert w in str(e), f"message lacks {w!r}: {e}"
+        return str(e)
+    raise AssertionError("check() accepted it")
+
+
+def test_check_accepts_own_version():
+    _lib.check(_fake(_lib.VERSION), "/x/libpbox.so")
+    _lib.check(_fake((0, 2, 7)), "/x/libpbox.so", expect=(0, 2, 0))   # patch differs
+
+
+def test_check_refuses_other_major():
+    _refused(_fake((1, 2, 0)), (0, 2, 0), "libpbox 1.2.0", "pbox 0.2.0", "needs libpbox 0.2.x")
+    _refused(_fake((2, 0, 0)), (1, 3, 0), "libpbox 2.0.0", "needs libpbox 1.y.z with y >= 3")
+
+
+def test_check_refuses_other_minor_before_1_0():
+    _refused(_fake((0, 1, 0)), (0, 2, 0), "libpbox 0.1.0", "minor version must match")
+    _refused(_fake((0, 3, 0)), (0, 2, 0), "libpbox 0.3.0", "minor version must match")
+
+
+def test_check_minor_after_1_0_older_refused_newer_may_grow():
+    _refused(_fake((1, 2, 0)), (1, 3, 0), "libpbox 1.2.0", "y >= 3")
+    big = ctypes.sizeof(_lib.Opts) + 8
+    _lib.check(_fake((1, 4, 0), opts=big), "/x/libpbox.so", expect=(1, 3, 0))
+    _refused(_fake((1, 4, 0), opts=ctypes.sizeof(_lib.Opts) - 4), (1, 3, 0), "pbox_opts")
+
+
+def test_check_refuses_library_without_version():
+    _refused(_fake(None), None, "no pbox_version()", "older than 0.2.0")
+
+
+def test_check_refuses_struct_size_mismatch():
+    n = ctypes.sizeof(_lib.Opts)
+    _refused(_fake(_lib.VERSION, opts=n + 4), None, "struct pbox_opts", f"is {n + 4} bytes",
+             f"but {n} bytes", "pbox._lib.Opts")
+    n = ctypes.sizeof(_lib.Stats)
+    _refused(_fake(_lib.VERSION, stats=n - 8), None, "struct pbox_stats", f"is {n - 8} bytes",
+             f"but {n} bytes", "pbox._lib.Stats")
+
+
+def test_load_refuses_mismatched_pbox_lib():
+    """End to end: PBOX_LIB names a library of another version; loading it
+    (in a fresh interpreter) raises the mismatch."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("needs a C compiler (cc) to build a fake libpbox")
+    with tempfile.TemporaryDirectory() as d:
+        src, so = os.path.join(d, "fake.c"), os.path.join(d, "libpbox.so")
+        with open(src, "w") as f:
+            f.write("unsigned pbox_version(void) { return 0x010000; }\n")
+        subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], check=True)
+        env = dict(os.environ, PBOX_LIB=so, PYTHONPATH=os.path.join(ROOT, "python"))
+        r = subprocess.run([sys.executable, "-c", "import pbox\n"
+                            "try:\n    pbox.Client(control='h:1', job='j', rank=0, world=1)\n"
+                            "except OSError as e:\n    print(type(e).__name__, e)\n"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        assert r.returncode == 0 and out.startswith("LibraryMismatch"), out
+        for w in (so, "libpbox 1.0.0", "needs libpbox %d.%d.x" % _lib.VERSION[:2]):
+            assert w in out, f"message lacks {w!r}: {out}"
+
+
+class Skip(Exception):
+    pass
+
+
+def main():
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    passed = failed = skipped = 0
+    for name, f in tests:
+        try:
+            f()
+        except Skip as e:
+            skipped += 1
+            print(f"SKIP {name}: {e}")
+            continue
+        except Exception as e:  # noqa: BLE001 (report every kind of failure)
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+            traceback.print_exc(limit=3)
+            continue
+        passed += 1
+    print(f"pyabi: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+/*
+ * test_client_abi.c - libpbox's growable ABI (include/pbox.h, "ABI rules";
+ * client/abi.c): the version against the header's macros, the struct sizes
+ * bindings check, pbox_opts read only within opts->size (a caller older
+ * than the library gets defaults, a newer one is accepted while the fields
+ * unknown here are 0), sizes out of range refused with PBOX_EINVAL and a
+ * message, and pbox_get_stats writing exactly `size` bytes.
+ *
+ * Callers' structs of other sizes are heap blocks of exactly that size, so
+ * ASan reports any byte read or written past them. pbox_connect's reading
+ * of the options is observed through a client whose connection is refused
+ * (a bound port nobody listens on): the options were accepted when the code
+ * is PBOX_ECONNECT, and the client's resolved options (client/internal.h)
+ * say what was read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/internal.h"
+#include "include/pbox.h"
+
+#define OPTS_V0  24u   /* first layouts (0.2.0), as pbox.h documents them */
+#define STATS_V0 104u
+#define CANARY   0xA5
+
+/* A TCP port bound on 127.0.0.1 but not listening: connects are refused at
+ * once. State: the socket (closed by the teardown) and "127.0.0.1:port". */
+struct refused {
+	int fd;
+	char addr[32];
+};
+
+static int refused_setup(void **state)
+{
+	struct refused *r = calloc(1, sizeof(*r));
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+
+	assert_non_null(r);
+	r->fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(r->fd >= 0);
+	assert_int_equal(bind(r->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(r->fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(r->addr, sizeof(r->addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	unsetenv("PBOX_UDP_OFFLOAD");
+	*state = r;
+	return 0;
+}
+
+static int refused_teardown(void **state)
+{
+	struct refused *r = *state;
+
+	close(r->fd);
+	free(r);
+	return 0;
+}
+
+/* pbox_connect with opts to the refused port: its code, and *c. */
+static int connect_opts(void **state, const pbox_opts *opts, pbox_client **c)
+{
+	const struct refused *r = *state;
+
+	*c = NULL;
+	return pbox_connect(r->addr, "abi", 0, 1, opts, c);
+}
+
+/* A caller's pbox_opts of `size` bytes on the heap, filled by the library. */
+static pbox_opts *opts_alloc(size_t size)
+{
+	pbox_opts *o = malloc(size);
+
+	assert_non_null(o);
+	assert_int_equal(pbox_opts_init_sized(o, size), 0);
+	return o;
+}
+
+static void version__matches_header_macros(void **state)
+{
+	char want[32];
+
+	(void)state;
+	snprintf(want, sizeof(want), "%d.%d.%d", PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR,
+		 PBOX_VERSION_PATCH);
+	assert_int_equal(pbox_version(), (unsigned)PBOX_VERSION_MAJOR << 16 |
+			 (unsigned)PBOX_VERSION_MINOR << 8 | (unsigned)PBOX_VERSION_PATCH);
+	assert_int_equal(pbox_version(), PBOX_VERSION);
+	assert_string_equal(pbox_version_string(), want);
+	/* the Makefile's reading of pbox.h (what pboxd reports) agrees */
+	assert_string_equal(pbox_version_string(), PBOX_VERSION_STRING);
+}
+
+static void sizes__are_the_structs(void **state)
+{
+	(void)state;
+	assert_int_equal(pbox_opts_size(), sizeof(pbox_opts));
+	assert_int_equal(pbox_stats_size(), sizeof(pbox_stats));
+	assert_true(pbox_opts_size() >= OPTS_V0);
+	assert_true(pbox_stats_size() >= STATS_V0);
+	assert_int_equal(offsetof(pbox_opts, size), 0);
+}
+
+static void opts_init__sets_size_and_defaults(void **state)
+{
+	pbox_opts o;
+
+	(void)state;
+	memset(&o, CANARY, sizeof(o));
+	pbox_opts_init(&o);
+	assert_int_equal(o.size, sizeof(o));
+	assert_int_equal(o.timeout_ms, 30000);
+	assert_int_equal(o.rto_ms, 20);
+	assert_int_equal(o.window, 128);
+	assert_int_equal(o.mtu, 1500);
+	assert_int_equal(o.udp_offload, 0);
+}
+
+/* A caller with the first layout only (older than, or as old as, this
+ * library): exactly OPTS_V0 bytes written, nothing past them. */
+static void opts_init_sized__first_layout_writes_only_it(void **state)
+{
+	unsigned char buf[OPTS_V0 + 16];
+
+	(void)state;
+	memset(buf, CANARY, sizeof(buf));
+	assert_int_equal(pbox_opts_init_sized((pbox_opts *)buf, OPTS_V0), 0);
+	pbox_opts o;
+	memcpy(&o, buf, OPTS_V0 < sizeof(o) ? OPTS_V0 : sizeof(o));
+	assert_int_equal(o.size, OPTS_V0);
+	assert_int_equal(o.timeout_ms, 30000);
+	for (size_t i = OPTS_V0; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], CANARY);
+}
+
+/* A caller newer than this library: the fields it does not know are zeroed
+ * ("default"), nothing past its size is written. */
+static void opts_init_sized__newer_caller_tail_zeroed(void **state)
+{
+	size_t size = sizeof(pbox_opts) + 12;
+	unsigned char buf[sizeof(pbox_opts) + 32];
+
+	(void)state;
+	memset(buf, CANARY, sizeof(buf));
+	assert_int_equal(pbox_opts_init_sized((pbox_opts *)buf, size), 0);
+	assert_int_equal(((pbox_opts *)buf)->size, size);
+	assert_int_equal(((pbox_opts *)buf)->window, 128);
+	for (size_t i = sizeof(pbox_opts); i < size; i++)
+		assert_int_equal(buf[i], 0);
+	for (size_t i = size; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], CANARY);
+}
+
+static void opts_init_sized__bad_size_einval_nothing_written(void **state)
+{
+	const size_t bad[] = { 0, 1, OPTS_V0 - 4, OPTS_V0 - 1, 4097, 30000 };
+	unsigned char buf[64];
+
+	(void)state;
+	assert_int_equal(pbox_opts_init_sized(NULL, sizeof(pbox_opts)), PBOX_EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(buf, CANARY, sizeof(buf));
+		assert_int_equal(pbox_opts_init_sized((pbox_opts *)buf, bad[i]), PBOX_EINVAL);
+		for (size_t j = 0; j < sizeof(buf); j++)
+			assert_int_equal(buf[j], CANARY);
+	}
+}
+
+/* Every size from the first layout up to today's: the fields inside the
+ * caller's size are read, the ones beyond it (the caller does not have
+ * them) take their defaults, and no byte past the caller's block is read
+ * (ASan). Today the first layout is the whole struct, so this runs for one
+ * size; each field appended later adds one. */
+static void connect__older_caller_read_within_size(void **state)
+{
+	pbox_opts d;
+
+	pbox_opts_init(&d);
+	for (size_t size = OPTS_V0; size <= sizeof(pbox_opts); size += sizeof(uint32_t)) {
+		pbox_opts *o = opts_alloc(size);
+		pbox_client *c;
+		o->timeout_ms = 1234;
+		o->rto_ms = 7;
+		o->window = 0; /* 0 = default */
+		o->mtu = 9000;
+		o->udp_offload = 1;
+		assert_int_equal(connect_opts(state, o, &c), PBOX_ECONNECT);
+		assert_int_equal(c->opts.timeout_ms, 1234);
+		assert_int_equal(c->opts.rto_ms, 7);
+		assert_int_equal(c->opts.window, d.window);
+		assert_int_equal(c->opts.mtu, 9000);
+		assert_int_equal(c->opts.udp_offload, 1);
+		/* fields beyond the caller's size: the library's defaults */
+		assert_memory_equal((char *)&c->opts + size, (char *)&d + size,
+				    sizeof(pbox_opts) - size);
+		pbox_close(c);
+		free(o);
+	}
+}
+
+static void connect__null_opts_defaults(void **state)
+{
+	pbox_opts d;
+	pbox_client *c;
+
+	pbox_opts_init(&d);
+	assert_int_equal(connect_opts(state, NULL, &c), PBOX_ECONNECT);
+	assert_memory_equal(&c->opts, &d, sizeof(d));
+	pbox_close(c);
+}
+
+/* A caller newer than this library whose extra fields are 0: accepted,
+ * the known fields read. */
+static void connect__newer_caller_zero_tail_accepted(void **state)
+{
+	size_t size = sizeof(pbox_opts) + 8;
+	pbox_opts *o = opts_alloc(size);
+	pbox_client *c;
+
+	o->window = 64;
+	assert_int_equal(connect_opts(state, o, &c), PBOX_ECONNECT);
+	assert_int_equal(c->opts.window, 64);
+	assert_int_equal(c->opts.timeout_ms, 30000);
+	pbox_close(c);
+	free(o);
+}
+
+/* ...and refused when it sets one of them: never silently ignored. */
+static void connect__newer_caller_unknown_field_set_einval(void **state)
+{
+	size_t size = sizeof(pbox_opts) + 8;
+	pbox_opts *o = opts_alloc(size);
+	pbox_client *c;
+	char want[64];
+
+	((unsigned char *)o)[sizeof(pbox_opts) + 5] = 1;
+	assert_int_equal(connect_opts(state, o, &c), PBOX_EINVAL);
+	snprintf(want, sizeof(want), "sets byte %zu of its %zu", sizeof(pbox_opts) + 5, size);
+	assert_non_null(strstr(pbox_last_error(c), want));
+	assert_non_null(strstr(pbox_last_error(c), "newer libpbox"));
+	assert_non_null(strstr(pbox_last_error(c), pbox_version_string()));
+	pbox_close(c);
+	free(o);
+}
+
+static void connect__size_zero_einval(void **state)
+{
+	pbox_opts o;
+	pbox_client *c;
+
+	pbox_opts_init(&o);
+	o.size = 0;
+	assert_int_equal(connect_opts(state, &o, &c), PBOX_EINVAL);
+	assert_string_equal(pbox_last_error(c), "pbox_opts.size is 0, below the smallest "
+			    "pbox_opts (24 bytes): fill opts with pbox_opts_init() before setting "
+			    "fields (programs built against libpbox before 0.2 must be rebuilt)");
+	pbox_close(c);
+}
+
+static void connect__size_below_first_layout_einval(void **state)
+{
+	pbox_opts o;
+	pbox_client *c;
+
+	pbox_opts_init(&o);
+	o.size = OPTS_V0 - 4;
+	assert_int_equal(connect_opts(state, &o, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "pbox_opts.size is 20, below the smallest"));
+	pbox_close(c);
+}
+
+/* A pbox_opts laid out before the size field starts with timeout_ms: read
+ * as a size, the usual values are too large for any struct. */
+static void connect__size_too_large_einval(void **state)
+{
+	pbox_opts o;
+	pbox_client *c;
+
+	pbox_opts_init(&o);
+	o.size = 30000;
+	assert_int_equal(connect_opts(state, &o, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "pbox_opts.size is 30000, more than any "
+			       "pbox_opts (at most 4096 bytes)"));
+	pbox_close(c);
+}
+
+/* A failed client with every counter set to a distinct value (i + 1). */
+static pbox_client *client_with_counters(void **state)
+{
+	pbox_client *c;
+
+	assert_int_equal(connect_opts(state, NULL, &c), PBOX_ECONNECT);
+	uint64_t *ctr = (uint64_t *)&c->stats;
+	for (size_t i = 0; i < sizeof(c->stats) / sizeof(uint64_t); i++)
+		ctr[i] = i + 1;
+	c->udp.gso_msgs = 1 + offsetof(pbox_stats, gso_sends) / sizeof(uint64_t);
+	return c;
+}
+
+static void get_stats__fills_every_counter(void **state)
+{
+	pbox_client *c = client_with_counters(state);
+	pbox_stats st;
+
+	memset(&st, CANARY, sizeof(st));
+	assert_int_equal(pbox_get_stats(c, &st), 0);
+	const uint64_t *ctr = (const uint64_t *)&st;
+	for (size_t i = 0; i < sizeof(st) / sizeof(uint64_t); i++)
+		assert_int_equal(ctr[i], i + 1);
+	assert_int_equal(st.calls, 1 + offsetof(pbox_stats, calls) / sizeof(uint64_t));
+	pbox_close(c);
+}
+
+/* A caller with the first layout: exactly STATS_V0 bytes written (ASan
+ * watches the block's end). */
+static void get_stats__first_layout_writes_only_it(void **state)
+{
+	pbox_client *c = client_with_counters(state);
+	uint64_t *st = malloc(STATS_V0);
+
+	assert_non_null(st);
+	assert_int_equal(pbox_get_stats_sized(c, (pbox_stats *)st, STATS_V0), 0);
+	for (size_t i = 0; i < STATS_V0 / sizeof(uint64_t); i++)
+		assert_int_equal(st[i], i + 1);
+	free(st);
+	pbox_close(c);
+}
+
+/* A caller newer than this library: counters it has but the library does
+ * not read 0; nothing past its size is written. */
+static void get_stats__newer_caller_zeros_beyond_stop_at_size(void **state)
+{
+	pbox_client *c = client_with_counters(state);
+	size_t size = sizeof(pbox_stats) + 16;
+	unsigned char buf[sizeof(pbox_stats) + 40];
+
+	memset(buf, CANARY, sizeof(buf));
+	assert_int_equal(pbox_get_stats_sized(c, (pbox_stats *)buf, size), 0);
+	assert_int_equal(((pbox_stats *)buf)->pkts_sent, 1);
+	for (size_t i = sizeof(pbox_stats); i < size; i++)
+		assert_int_equal(buf[i], 0);
+	for (size_t i = size; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], CANARY);
+	pbox_close(c);
+}
+
+static void get_stats__bad_size_einval_nothing_written(void **state)
+{
+	const size_t bad[] = { 0, 8, STATS_V0 - 8, STATS_V0 - 1, 4097 };
+	pbox_client *c = client_with_counters(state);
+	unsigned char buf[STATS_V0 + 8];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(buf, CANARY, sizeof(buf));
+		assert_int_equal(pbox_get_stats_sized(c, (pbox_stats *)buf, bad[i]), PBOX_EINVAL);
+		for (size_t j = 0; j < sizeof(buf); j++)
+			assert_int_equal(buf[j], CANARY);
+	}
+	assert_int_equal(pbox_get_stats_sized(c, NULL, sizeof(pbox_stats)), PBOX_EINVAL);
+	pbox_close(c);
+}
+
+static void get_stats__null_client_einval_zeroed(void **state)
+{
+	pbox_stats st;
+
+	(void)state;
+	memset(&st, CANARY, sizeof(st));
+	assert_int_equal(pbox_get_stats(NULL, &st), PBOX_EINVAL);
+	for (size_t i = 0; i < sizeof(st); i++)
+		assert_int_equal(((unsigned char *)&st)[i], 0);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, refused_setup, refused_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(version__matches_header_macros),
+		cmocka_unit_test(sizes__are_the_structs),
+		T(opts_init__sets_size_and_defaults),
+		cmocka_unit_test(opts_init_sized__first_layout_writes_only_it),
+		cmocka_unit_test(opts_init_sized__newer_caller_tail_zeroed),
+		cmocka_unit_test(opts_init_sized__bad_size_einval_nothing_written),
+		T(connect__older_caller_read_within_size),
+		T(connect__null_opts_defaults),
+		T(connect__newer_caller_zero_tail_accepted),
+		T(connect__newer_caller_unknown_field_set_einval),
+		T(connect__size_zero_einval),
+		T(connect__size_below_first_layout_einval),
+		T(connect__size_too_large_einval),
+		T(get_stats__fills_every_counter),
+		T(get_stats__first_layout_writes_only_it),
+		T(get_stats__newer_caller_zeros_beyond_stop_at_size),
+		T(get_stats__bad_size_einval_nothing_written),
+		cmocka_unit_test(get_stats__null_client_einval_zeroed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
