@@ -38,6 +38,7 @@ struct box_config {
 	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
+	uint32_t join_wait_ms;       /* --join-wait-ms, default 120000 */
 	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
 	bool udp_checksum;           /* --udp-checksum on|off, default on */
 	char log_level[16];          /* --log-level error|warn|info|debug */

@@ -39,6 +39,7 @@ void box_config_defaults(struct box_config *c)
 	c->mbufs = 16383;
 	c->idle_sleep_us = 0;
 	c->stall_timeout_ms = 5000;
+	c->join_wait_ms = 120000;
 	c->udp_checksum = true;
 	snprintf(c->log_level, sizeof(c->log_level), "info");
 }

@@ -27,8 +27,8 @@ static json_t *job_entry(const struct job *j)
 
 RPC_HANDLER(rpc_job_create)
 {
-	static const char *const known[] = { "job", "world", "max_bytes", NULL };
-	const char *name = NULL;
+	static const char *const known[] = { "job", "world", "max_bytes", "join_secret", NULL };
+	const char *name = NULL, *secret = NULL;
 	uint32_t world = 0;
 	uint64_t max_bytes = 0;
 	const struct job *j;
@@ -37,11 +37,16 @@ RPC_HANDLER(rpc_job_create)
 	if ((rc = rpc_params_known(params, known, err, errlen)) ||
 	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &world, err, errlen)) ||
-	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)))
+	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)) ||
+	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)))
 		return rc;
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, &j, err, errlen);
 	if (rc < 0)
 		return rc;
+	if (secret && (rc = jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen)) < 0) {
+		jobs_abort(ctx->box->jobs, name, "join secret refused", NULL, 0);
+		return rc;
+	}
 	*result = json_pack("{s:I}", "job_id", (json_int_t)j->id);
 	return 0;
 }
@@ -49,7 +54,7 @@ RPC_HANDLER(rpc_job_create)
 RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
-					     "mtu", NULL };
+					     "mtu", "join_secret", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -62,7 +67,8 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &a.world, err, errlen)) ||
 	    (rc = rpc_param_ipv4(params, "data_ip", 1, &a.ip, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "data_port", 1, 0, U16_MAX, &port, err, errlen)) ||
-	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)))
+	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)) ||
+	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)))
 		return rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);

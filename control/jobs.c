@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "common/clock.h"
+#include "common/secret.h"
 #include "control/log.h"
 
 #define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
@@ -401,6 +403,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 		return jobs_fail(err, errlen, -ENOMEM, "job %s: out of memory", name);
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->world = (uint16_t)world;
+	j->created = clock_s();
 	j->seg_bytes = seg_bytes;
 	j->max_bytes = max_bytes;
 	int rc = new_token(&j->token);
@@ -542,6 +545,43 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	return 0;
 }
 
+int jobs_set_join_secret(struct jobs *js, const struct job *cj, const char *secret,
+			 char *err, size_t errlen)
+{
+	struct job *j = (struct job *)cj;
+	size_t n = secret ? strlen(secret) : 0;
+
+	(void)js;
+	if (n > JOB_SECRET_MAX)
+		return jobs_fail(err, errlen, -EINVAL, "job %s: join secret longer than %d bytes",
+				 j->name, JOB_SECRET_MAX);
+	if (j->njoined)
+		return jobs_fail(err, errlen, -EEXIST, "job %s: ranks joined already; its join "
+				 "secret is set", j->name);
+	memcpy(j->join_secret, secret ? secret : "", n + 1);
+	j->join_secret_len = (uint32_t)n;
+	return 0;
+}
+
+/* The joiner's secret against the job's, in time independent of where
+ * they differ. */
+static int secret_check(const struct job *j, const char *given, char *err, size_t errlen)
+{
+	size_t n = given ? strlen(given) : 0;
+
+	if (j->join_secret_len == 0 && n == 0)
+		return 0;
+	if (j->join_secret_len == 0)
+		return jobs_fail(err, errlen, -EACCES, "job %s has no join secret, but this worker "
+				 "gave one (another job of that name?)", j->name);
+	if (n == 0)
+		return jobs_fail(err, errlen, -EACCES, "job %s needs its join secret "
+				 "(pbox_opts.join_secret or PBOX_JOIN_SECRET)", j->name);
+	if (!secret_equal(given, n, j->join_secret, j->join_secret_len))
+		return jobs_fail(err, errlen, -EACCES, "job %s: wrong join secret", j->name);
+	return 0;
+}
+
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	      const struct job **out, char *err, size_t errlen)
 {
@@ -557,8 +597,12 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		if (rc < 0)
 			return rc;
 		created = 1;
+		rc = jobs_set_join_secret(js, j, a->join_secret, err, errlen);
+	} else {
+		rc = secret_check(j, a->join_secret, err, errlen);
 	}
-	rc = check_rank(js, j, a, err, errlen);
+	if (rc == 0)
+		rc = check_rank(js, j, a, err, errlen);
 	if (rc == 0)
 		rc = add_rank(js, j, a, err, errlen);
 	if (rc < 0 && created)

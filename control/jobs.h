@@ -24,6 +24,7 @@
 #include "dataplane/dp.h"
 
 #define JOB_NAME_MAX 63
+#define JOB_SECRET_MAX 256   /* join secret bytes (common/secret.h's bound) */
 
 /*
  * Job states. Order: FORMING -> ACTIVE -> ABORTED, or FORMING -> ABORTED.
@@ -72,6 +73,9 @@ struct job {
 	uint32_t *key_index;       /* open addressing: index+1, 0 = empty */
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */
+	char join_secret[JOB_SECRET_MAX + 1]; /* "" = none; never reported */
+	uint32_t join_secret_len;
+	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
 	int removing;
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
@@ -110,11 +114,15 @@ struct jobs_join_args {
 	uint16_t port;
 	uint32_t mtu;       /* 0: 1500 */
 	void *session;      /* the joining connection */
+	const char *join_secret; /* NULL = none given */
 };
 
 /*
- * Join (creating the job if it does not exist, with the joiner's world and
- * MTU). Returns 0 and *out, or -EINVAL (world differs from the job's,
+ * Join (creating the job if it does not exist, with the joiner's world,
+ * MTU and join secret). A job with a join secret admits only joiners that
+ * give the same one, and a job without one only joiners that give none.
+ * Returns 0 and *out, or -EACCES (join secret missing or wrong), -EINVAL
+ * (world differs from the job's,
  * rank outside [0, world), MTU too small for the job's segments, data
  * address 0 or used by another rank), -EEXIST (rank already joined),
  * -ENOSPC, -ENOMEM, -EAGAIN (as jobs_create), -ECONNABORTED (job aborted).
@@ -129,6 +137,11 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
  */
 int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	       char *err, size_t errlen);
+
+/* Give a job without joiners a join secret (job_create's). 0, or -EINVAL
+ * (longer than JOB_SECRET_MAX), -EEXIST (a rank joined already). */
+int jobs_set_join_secret(struct jobs *js, const struct job *j, const char *secret,
+			 char *err, size_t errlen);
 
 struct jobs_declare_args {
 	uint32_t job_id;

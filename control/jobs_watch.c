@@ -6,8 +6,11 @@
  * one open round; the workers get it as job_aborted (and ERROR packets).
  * A rank that left the job (job_leave or its control connection closed)
  * while a round it has not contributed to is open can never complete that
- * round: the job is aborted at once, naming it. Runs on the control thread
- * from jobs_tick, reading each lcore's engine_job_progress snapshot.
+ * round: the job is aborted at once, naming it. Ranks that have not joined
+ * yet are waited for --join-wait-ms from the job's creation (ranks start
+ * seconds apart), not by the stall watch; a job no rank joined within it
+ * (job_create) is removed. Runs on the control thread from jobs_tick,
+ * reading each lcore's engine_job_progress snapshot.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -62,6 +65,40 @@ static void describe(const struct job *j, uint64_t missing, const char *what,
 			 unjoined == count ? "never joined" : "stalled");
 }
 
+/* Ranks that have never joined. */
+static uint64_t unjoined_ranks(const struct job *j)
+{
+	uint64_t m = 0;
+
+	for (unsigned r = 0; r < j->world; r++)
+		if (!j->ranks[r].joined && !j->ranks[r].ip)
+			m |= 1ull << r;
+	return m;
+}
+
+/* The join wait: 1 if it ended j (aborted or removed). */
+static int join_watch(struct jobs *js, struct job *j, double now)
+{
+	uint32_t wait_ms = js->box->cfg.join_wait_ms;
+	uint64_t missing = unjoined_ranks(j);
+
+	if (!missing || !wait_ms || (now - j->created) * 1000.0 < wait_ms)
+		return 0;
+	char reason[sizeof(j->reason)];
+	if (j->njoined == 0 && missing == (j->world >= 64 ? ~0ull : (1ull << j->world) - 1)) {
+		ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
+			PRIu32 " ms; removed", j->name, j->id, wait_ms);
+		jobs_abort_job(js, j, "no rank joined within the join wait");
+		return 1;
+	}
+	char who[128];
+	describe(j, missing, "never joined", who, sizeof(who));
+	snprintf(reason, sizeof(reason), "%s within %" PRIu32 " ms (--join-wait-ms)", who, wait_ms);
+	ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+	jobs_abort_job(js, j, reason);
+	return 1;
+}
+
 /* Ranks that joined and then left. */
 static uint64_t left_ranks(const struct job *j)
 {
@@ -78,12 +115,12 @@ void jobs_watch(struct jobs *js)
 	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
 	double now = clock_s();
 
-	if (!js->box->dp.job_progress)
-		return;
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
 		struct engine_progress p;
 		if (!j || j->removing || j->state == JOB_ABORTED)
+			continue;
+		if (join_watch(js, j, now) || !js->box->dp.job_progress)
 			continue;
 		job_progress(js, j, &p);
 		uint64_t gone = p.open ? p.missing & left_ranks(j) : 0;
@@ -98,9 +135,13 @@ void jobs_watch(struct jobs *js)
 			jobs_abort_job(js, j, reason);
 			continue;
 		}
+		/* the stall watch is for ranks that joined: the others have
+		 * the join wait */
+		p.missing &= ~unjoined_ranks(j);
 		if (!limit_ms)
 			continue;
-		if (p.open == 0 || p.completes != j->watch_completes || j->watch_since == 0) {
+		if (p.open == 0 || !p.missing || p.completes != j->watch_completes ||
+		    j->watch_since == 0) {
 			j->watch_completes = p.completes;
 			j->watch_since = now;
 			continue;

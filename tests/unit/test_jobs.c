@@ -447,6 +447,62 @@ static void remove__full_ring_retried_by_tick(void **state)
 	assert_int_equal(t->f->eng[0].jobs[engine_job_index(id)].state, ENGINE_JOB_FREE);
 }
 
+static int join_secret(struct t *t, const char *name, uint32_t rank, const char *secret)
+{
+	struct jobs_join_args a = { .name = name, .rank = rank, .world = 3,
+				    .ip = 0x0A000001u + rank, .port = (uint16_t)(40000 + rank),
+				    .mtu = 1500, .session = (void *)(uintptr_t)(rank + 1),
+				    .join_secret = secret };
+	const struct job *dummy;
+	return jobs_join(t->js, &a, &dummy, t->err, sizeof(t->err));
+}
+
+/* The first joiner's join secret binds the job: later joiners need the
+ * same one; a job without one refuses joiners that bring one. */
+static void join__secret(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join_secret(t, "sec", 0, "open sesame"), 0);
+	assert_int_equal(join_secret(t, "sec", 1, NULL), -EACCES);
+	assert_non_null(strstr(t->err, "needs its join secret"));
+	assert_int_equal(join_secret(t, "sec", 1, "open sesamE"), -EACCES);
+	assert_non_null(strstr(t->err, "wrong join secret"));
+	assert_int_equal(join_secret(t, "sec", 1, "open sesame"), 0);
+	assert_int_equal(join_secret(t, "plain", 0, NULL), 0);
+	assert_int_equal(join_secret(t, "plain", 1, "x"), -EACCES);
+	assert_non_null(strstr(t->err, "has no join secret"));
+	const struct job *j = jobs_find(t->js, "sec");
+	assert_int_equal(jobs_set_join_secret(t->js, j, "late", t->err, sizeof(t->err)), -EEXIST);
+	for (uintptr_t s = 1; s <= 2; s++)
+		jobs_session_closed(t->js, (void *)s);
+	jobs_tick(t->js);
+}
+
+/* Ranks that have not joined get --join-wait-ms from the job's creation;
+ * then the job is aborted naming them. A job no rank joined (job_create)
+ * is removed. */
+static void watch__join_wait(void **state)
+{
+	struct t *t = *state;
+	const struct job *j, *c;
+
+	t->f->box.cfg.join_wait_ms = 60000;
+	assert_int_equal(join(t, "late", 0, 3, (void *)1, &j), 0);
+	assert_int_equal(jobs_create(t->js, "idle", 2, 0, 0, &c, t->err, sizeof(t->err)), 0);
+	jobs_tick(t->js);
+	assert_int_equal(j->state, JOB_FORMING);   /* within the wait */
+	((struct job *)j)->created -= 61.0;
+	((struct job *)c)->created -= 61.0;
+	jobs_tick(t->js);
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_string_equal(j->reason, "ranks 1, 2 never joined within 60000 ms (--join-wait-ms)");
+	assert_string_equal(t->last_reason, j->reason);
+	assert_null(jobs_find(t->js, "idle"));     /* no session: removed */
+	jobs_session_closed(t->js, (void *)1);
+	jobs_tick(t->js);
+}
+
 static void session_close__aborts_and_notifies(void **state)
 {
 	struct t *t = *state;
@@ -530,6 +586,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(watch__join_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(leave__last_rank_removes_and_frees, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort__memory_freed_only_after_lcores_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(remove__full_ring_retried_by_tick, setup, teardown),
