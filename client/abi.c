@@ -69,6 +69,7 @@ static void opts_defaults(pbox_opts *o)
 	o->mtu = DEFAULT_MTU;
 	const char *e = getenv("PBOX_UDP_OFFLOAD");
 	o->udp_offload = e && strcmp(e, "1") == 0;
+	o->join_secret = NULL;   /* pbox_connect falls back to PBOX_JOIN_SECRET */
 }
 
 int pbox_opts_init_sized(pbox_opts *opts, size_t size)
@@ -129,6 +130,7 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 		c->opts.mtu = o.mtu;
 	if (o.udp_offload)
 		c->opts.udp_offload = o.udp_offload;
+	c->opts.join_secret = o.join_secret;
 	return 0;
 }
 

@@ -168,6 +168,10 @@ static int open_data_and_join(pbox_client *c)
 	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "job", c->job,
 				   "rank", c->rank, "world", c->world, "data_ip", ip,
 				   "data_port", (int)port, "mtu", (json_int_t)c->opts.mtu);
+	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
+	if (params && secret && *secret)
+		json_object_set_new(params, "join_secret", json_string(secret));
+	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));
 	if (rc < 0)

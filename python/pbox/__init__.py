@@ -200,17 +200,18 @@ class Client:
     """A worker's connection to a pbox job.
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
-           rto_ms=0, window=0, mtu=0, udp_offload=0)
+           rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
              torchrun's $TORCHELASTIC_RUN_ID.
     rank, world: default torchrun's $RANK and $WORLD_SIZE.
-    The other arguments are pbox_opts (0 = library default).
+    The other arguments are pbox_opts (0 = library default); join_secret
+    (str or bytes) defaults to $PBOX_JOIN_SECRET, read by the library.
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
-                 rto_ms=0, window=0, mtu=0, udp_offload=0):
+                 rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -246,6 +247,11 @@ class Client:
                 if not 0 < int(v) < 2 ** 32:
                     raise Error(EINVAL, f"{name}={v} is out of range")
                 setattr(opts, name, int(v))
+        if join_secret:
+            secret = join_secret.encode() if isinstance(join_secret, str) else bytes(join_secret)
+            if not 0 < len(secret) <= 256 or b"\0" in secret:
+                raise Error(EINVAL, "join_secret must be 1..256 bytes without NUL")
+            opts.join_secret = secret   # kept alive by `secret` until connect returns
         h = ctypes.c_void_p()
         rc = L.pbox_connect(self.control.encode(), self.job.encode(), self.rank, self.world,
                             ctypes.byref(opts), ctypes.byref(h))

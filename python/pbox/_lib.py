@@ -46,6 +46,7 @@ class Opts(ctypes.Structure):
         ("window", ctypes.c_uint32),
         ("mtu", ctypes.c_uint32),
         ("udp_offload", ctypes.c_uint32),
+        ("join_secret", ctypes.c_char_p),
     ]
 
 

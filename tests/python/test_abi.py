@@ -32,7 +32,8 @@ from pbox import _lib  # noqa: E402
 
 CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
           "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "int": ctypes.c_int,
-          "unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t}
+          "unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t,
+          "const char *": ctypes.c_char_p}
 
 
 # ---- include/pbox.h, parsed -------------------------------------------------
@@ -79,7 +80,7 @@ def h_struct(name):
         decl = " ".join(decl.split())
         if not decl:
             continue
-        fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?)\s+([A-Za-z_][A-Za-z0-9_]*)", decl)
+        fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?(?:\s*\*)?)\s*([A-Za-z_][A-Za-z0-9_]*)", decl)
         assert fm, f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
         fields.append((fm.group(2), fm.group(1)))
     return fields
