@@ -32,8 +32,9 @@
  *
  * Hot path: no allocation. Per-segment state lives in the key (slot_of,
  * got: allocated once per key), slots in the window array, datagram headers
- * in the udp batch. Measured on loopback against the in-test box
- * (tests/unit/client_fakebox.h, 2 ranks on 2 cores, 64 MiB f32): ~0.12 GB/s
+ * in the udp batch. Measured on loopback against the in-test box of the
+ * time (client_fakebox.h, since replaced by tests/unit/box_inproc.h; 2
+ * ranks on 2 cores, 64 MiB f32): ~0.12 GB/s
  * with most time in the kernel (sys 6.7 s of 8.7 s); not yet profiled per
  * packet, not yet measured against pboxd.
  */
