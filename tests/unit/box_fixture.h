@@ -50,9 +50,9 @@ struct fixture {
 static inline void fixture_apply(struct fixture *f, unsigned l, const struct engine_msg *m)
 {
 	int rc = engine_apply(&f->eng[l], m);
-	if (rc < 0) {
-		f->apply_errors++;
-		f->last_apply_rc = rc;
+	if (rc < 0) { /* engines on threads of their own may fail at once */
+		__atomic_fetch_add(&f->apply_errors, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&f->last_apply_rc, rc, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&f->applied[l], f->applied[l] + 1, __ATOMIC_RELEASE);
 }
