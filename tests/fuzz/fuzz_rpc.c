@@ -73,7 +73,7 @@ static void reset(void)
 	for (unsigned l = 0; l < f->box.layout.nlcores; l++) {
 		engine_init(&f->eng[l], (uint16_t)l, sum_by_name("scalar"));
 		f->applied[l] = 0;
-		f->qlen[l] = 0;
+		f->qhead[l] = f->qtail[l] = 0;
 		memset(&f->lstats[l], 0, sizeof(f->lstats[l]));
 	}
 	f->deferred = 0;

@@ -2,8 +2,8 @@
  * test_client_api.c - libpbox's public API at its edges: argument errors,
  * a missing control address, connecting to a closed port (PBOX_ECONNECT
  * within its bound), a rejected join, EBUSY, and pbox_strerror for every
- * code. Uses the in-test box (client_fakebox.h) where a connected client
- * is needed.
+ * code. Where a connected client is needed it talks to an in-process box
+ * made of pboxd's own control plane and engines (box_inproc.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/client_fakebox.h"
+#include "tests/unit/box_inproc.h"
 #include "include/pbox.h"
 
 static double now_s(void)
@@ -23,6 +23,21 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A TCP socket bound to 127.0.0.1:*port, not listening: connecting to it
+ * is refused. */
+static int bound_port(uint16_t *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
 }
 
 static void strerror__every_code_named(void **state)
@@ -95,7 +110,7 @@ static void connect__bad_arguments(void **state)
 static void connect__closed_port_fails_fast(void **state)
 {
 	uint16_t port;
-	int fd = fk_bind(SOCK_STREAM, &port); /* bound, not listening: refused */
+	int fd = bound_port(&port);
 	char addr[64];
 	pbox_client *c = NULL;
 
@@ -113,7 +128,7 @@ static void connect__closed_port_fails_fast(void **state)
 static void connect__env_address_used(void **state)
 {
 	uint16_t port;
-	int fd = fk_bind(SOCK_STREAM, &port);
+	int fd = bound_port(&port);
 	char addr[64];
 	pbox_client *c = NULL;
 
@@ -171,30 +186,32 @@ static void calls__on_unconnected_client(void **state)
 
 static int setup_box(void **state)
 {
-	struct fakebox *b = malloc(sizeof(*b));
+	struct box_inproc *b = box_inproc_new(2);
 
-	fakebox_init(b);
-	b->world = 1;
-	fakebox_start(b);
+	box_inproc_start(b);
 	*state = b;
 	return 0;
 }
 
+/* Every client has closed: the box removed the job and freed its memory. */
 static int teardown_box(void **state)
 {
-	fakebox_stop(*state);
-	free(*state);
+	struct box_inproc *b = *state;
+
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_stop(b);
+	assert_int_equal(b->f->apply_errors, 0);
+	box_inproc_free(b);
 	return 0;
 }
 
 static void calls__argument_errors_when_connected(void **state)
 {
-	struct fakebox *b = *state;
-	char addr[64];
+	struct box_inproc *b = *state;
 	pbox_client *c;
 	float x[4] = { 1, 2, 3, 4 };
 
-	assert_int_equal(pbox_connect(fakebox_addr(b, addr, sizeof(addr)), "api", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_connect(b->addr, "api", 0, 1, NULL, &c), 0);
 	assert_int_equal(pbox_allreduce(c, 1, NULL, 4, PBOX_F32), PBOX_EINVAL);
 	assert_non_null(strstr(pbox_last_error(c), "job 'api' rank 0 key 1: buf is NULL"));
 	assert_int_equal(pbox_allreduce(c, 1, x, 0, PBOX_F32), PBOX_EINVAL);
@@ -208,15 +225,14 @@ static void calls__argument_errors_when_connected(void **state)
 
 static void iallreduce__busy_key(void **state)
 {
-	struct fakebox *b = *state;
-	char addr[64];
+	struct box_inproc *b = *state;
 	pbox_client *c;
 	float x[1000], y[10];
 	pbox_req *r1, *r2;
 
 	for (int i = 0; i < 1000; i++)
 		x[i] = (float)i;
-	assert_int_equal(pbox_connect(fakebox_addr(b, addr, sizeof(addr)), "busy", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_connect(b->addr, "busy", 0, 1, NULL, &c), 0);
 	assert_int_equal(pbox_iallreduce(c, 9, x, 1000, PBOX_F32, &r1), 0);
 	assert_int_equal(pbox_iallreduce(c, 9, y, 10, PBOX_F32, &r2), PBOX_EBUSY);
 	assert_null(r2);
@@ -230,21 +246,19 @@ static void iallreduce__busy_key(void **state)
 	pbox_close(c);
 }
 
+/* Rank 0 made job x with world 8; rank 1 joining with world 4 is refused
+ * by the box's registry, and its message reaches the user whole. */
 static void connect__join_rejected_keeps_box_message(void **state)
 {
-	struct fakebox b;
-	char addr[64];
-	pbox_client *c;
+	struct box_inproc *b = *state;
+	pbox_client *c0, *c1;
 
-	(void)state;
-	fakebox_init(&b);
-	b.reject_join = "world 4 differs from job 'x' world 8";
-	fakebox_start(&b);
-	assert_int_equal(pbox_connect(fakebox_addr(&b, addr, sizeof(addr)), "x", 0, 4, NULL, &c),
-			 PBOX_EREJECTED);
-	assert_string_equal(pbox_last_error(c), "job_join: world 4 differs from job 'x' world 8");
-	pbox_close(c);
-	fakebox_stop(&b);
+	assert_int_equal(pbox_connect(b->addr, "x", 0, 8, NULL, &c0), 0);
+	assert_int_equal(pbox_connect(b->addr, "x", 1, 4, NULL, &c1), PBOX_EREJECTED);
+	assert_string_equal(pbox_last_error(c1), "job_join: job x has world 8, rank 1 joined "
+			    "with world 4");
+	pbox_close(c1);
+	pbox_close(c0);
 }
 
 int main(void)
@@ -261,7 +275,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(calls__argument_errors_when_connected, setup_box,
 						teardown_box),
 		cmocka_unit_test_setup_teardown(iallreduce__busy_key, setup_box, teardown_box),
-		cmocka_unit_test(connect__join_rejected_keeps_box_message),
+		cmocka_unit_test_setup_teardown(connect__join_rejected_keeps_box_message, setup_box,
+						teardown_box),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

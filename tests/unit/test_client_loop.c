@@ -1,10 +1,14 @@
 /*
- * test_client_loop.c - libpbox end to end over loopback against the
- * in-test box (client_fakebox.h): exact sums for every dtype and awkward
- * sizes over several rounds, loss of pushes and results repaired by
- * retransmission, many keys in flight, and every failure path a user can
- * meet (timeout, abort by notification or by ERROR packet, lost control
- * connection, size mismatches) with the message it must carry.
+ * test_client_loop.c - libpbox end to end over loopback against an
+ * in-process box made of pboxd's own control plane and engines
+ * (box_inproc.h): exact sums for every dtype and awkward sizes over
+ * several rounds (each segment round completed exactly once on the box),
+ * loss of pushes and results repaired by retransmission and the box's
+ * shadow copies, many keys in flight, and every failure path a user can
+ * meet (timeout, a lost rank, an abort known only from ERROR packets, the
+ * box's stall watch, a lost control connection, size mismatches) with the
+ * message it must carry; after each, the box has removed the job and
+ * freed its memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +20,8 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/client_fakebox.h"
+#include "common/rpc_client.h"
+#include "tests/unit/box_inproc.h"
 #include "include/pbox.h"
 
 struct worker {
@@ -61,12 +66,14 @@ static void *worker_main(void *arg)
 		for (size_t i = 0; i < w->count; i++)
 			put(buf, w->dtype, i, (float)value(w->rank, i, it));
 		size_t per = w->count / (size_t)w->nkeys;
+		int sent = 0;
 		for (int k = 0; k < w->nkeys && w->rc == 0; k++) {
 			size_t n = k == w->nkeys - 1 ? w->count - per * (size_t)k : per;
 			w->rc = pbox_iallreduce(w->c, 100 + (uint32_t)k, buf + per * (size_t)k * esz,
 						n, w->dtype, &req[k]);
+			sent += w->rc == 0;
 		}
-		for (int k = 0; k < w->nkeys; k++) {
+		for (int k = 0; k < sent; k++) {
 			int rc = pbox_wait(req[k]);
 			if (w->rc == 0)
 				w->rc = rc;
@@ -79,18 +86,51 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Run two ranks against b; returns the workers' results in w[]. */
-static void run_pair(struct fakebox *b, const pbox_opts *o, pbox_dtype t, size_t count,
+/* Segment rounds the box completes for run_pair's calls: nkeys slices of
+ * count elements per iteration, 1408-byte segments. */
+static uint64_t pair_rounds(pbox_dtype t, size_t count, int iters, int nkeys)
+{
+	size_t seg_elems = 1408 / (t == PBOX_F32 ? 4 : 2), per = count / (size_t)nkeys;
+	uint64_t segs = 0;
+
+	for (int k = 0; k < nkeys; k++) {
+		size_t n = k == nkeys - 1 ? count - per * (size_t)k : per;
+		segs += (n + seg_elems - 1) / seg_elems;
+	}
+	return segs * (uint64_t)iters;
+}
+
+/* A running box of two lcores; chunk_bytes 0: pboxd's default (32 KiB). */
+static struct box_inproc *new_box(uint32_t chunk_bytes)
+{
+	struct box_inproc *b = box_inproc_new(2);
+
+	if (chunk_bytes)
+		b->f->box.cfg.chunk_bytes = chunk_bytes;
+	box_inproc_start(b);
+	return b;
+}
+
+/* Every client has closed: the box removed every job and freed its
+ * memory, and the engines took every control message. Then stop it (its
+ * counters may be read until box_inproc_free). */
+static void stop_box(struct box_inproc *b)
+{
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_stop(b);
+	assert_int_equal(b->f->apply_errors, 0);
+}
+
+/* Run two ranks of job "pair" against b; the workers' results in w[]. */
+static void run_pair(struct box_inproc *b, const pbox_opts *o, pbox_dtype t, size_t count,
 		     int iters, int nkeys, struct worker w[2])
 {
-	char addr[64];
 	pthread_t th[2];
 
-	fakebox_addr(b, addr, sizeof(addr));
 	for (int r = 0; r < 2; r++) {
 		w[r] = (struct worker){ .rank = r, .iters = iters, .nkeys = nkeys, .dtype = t,
 					.count = count };
-		assert_int_equal(pbox_connect(addr, "pair", r, 2, o, &w[r].c), 0);
+		assert_int_equal(pbox_connect(b->addr, "pair", r, 2, o, &w[r].c), 0);
 	}
 	for (int r = 0; r < 2; r++)
 		pthread_create(&th[r], NULL, worker_main, &w[r]);
@@ -108,19 +148,20 @@ static void close_pair(struct worker w[2])
 	}
 }
 
+/* One box for every case: each job is removed once both ranks leave, and
+ * a new one of the same name admitted. */
 static void sum__two_ranks_every_dtype_and_size(void **state)
 {
 	const size_t sizes[] = { 1, 2, 351, 352, 353, 703, 705, 1000, 100003 };
 	const pbox_dtype types[] = { PBOX_F32, PBOX_F16, PBOX_BF16 };
+	struct box_inproc *b = new_box(2 * 1408);
+	uint64_t rounds = 0;
 
 	(void)state;
 	for (size_t ti = 0; ti < 3; ti++) {
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-			struct fakebox b;
 			struct worker w[2];
-			fakebox_init(&b);
-			fakebox_start(&b);
-			run_pair(&b, NULL, types[ti], sizes[si], 3, 1, w);
+			run_pair(b, NULL, types[ti], sizes[si], 3, 1, w);
 			assert_int_equal(w[0].rc, 0);
 			assert_int_equal(w[1].rc, 0);
 			assert_int_equal(w[0].wrong + w[1].wrong, 0);
@@ -129,29 +170,38 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 			assert_int_equal(st.calls, 3);
 			assert_int_equal(st.bad_packets, 0);
 			close_pair(w);
-			fakebox_stop(&b);
-			assert_int_equal(b.leaves, 2);
+			assert_true(box_inproc_idle(b, 2000));
+			rounds += pair_rounds(types[ti], sizes[si], 3, 1);
 		}
 	}
+	stop_box(b);
+	struct engine_counters t = box_inproc_engine_totals(b);
+	assert_int_equal(t.completes, rounds);     /* each segment round exactly once */
+	assert_int_equal(t.pushes, 2 * rounds);    /* one contribution per rank */
+	assert_true(t.held > 0);                   /* kept in their receive buffers */
+	/* every job and key was installed before the PUSHes its answer let out */
+	assert_int_equal(box_inproc_drops(b, DROP_NO_JOB) + box_inproc_drops(b, DROP_NO_KEY), 0);
+	box_inproc_free(b);
 }
 
-/* Two ranks through a lossy fake box (every drop_push-th PUSH and
- * drop_result-th RESULT lost, 0 = none): every call exact, and rank 0's
- * counters in *st after `calls` calls, retransmissions on both sides. */
-static void run_lossy_exact(pbox_opts *o, uint32_t segs_per_chunk, unsigned drop_push,
+/* Two ranks through a lossy link (every drop_push-th datagram an lcore
+ * receives and every drop_result-th RESULT it sends are lost, 0 = none):
+ * every call exact, each segment round completed once, retransmissions
+ * on both sides, lost RESULTs answered from the shadow copies; rank 0's
+ * counters in *st. */
+static void run_lossy_exact(pbox_opts *o, uint32_t chunk_bytes, unsigned drop_push,
 			    unsigned drop_result, size_t count, int iters, int nkeys,
 			    pbox_stats *st)
 {
-	struct fakebox b;
+	struct box_inproc *b = box_inproc_new(2);
 	struct worker w[2];
 
-	fakebox_init(&b);
-	if (segs_per_chunk)
-		b.segs_per_chunk = segs_per_chunk;
-	b.drop_push_every = drop_push;
-	b.drop_result_every = drop_result;
-	fakebox_start(&b);
-	run_pair(&b, o, PBOX_F32, count, iters, nkeys, w);
+	if (chunk_bytes)
+		b->f->box.cfg.chunk_bytes = chunk_bytes;
+	b->drop_push_every = drop_push;
+	b->drop_result_every = drop_result;
+	box_inproc_start(b);
+	run_pair(b, o, PBOX_F32, count, iters, nkeys, w);
 	assert_int_equal(w[0].rc, 0);
 	assert_int_equal(w[1].rc, 0);
 	assert_int_equal(w[0].wrong + w[1].wrong, 0);
@@ -160,8 +210,14 @@ static void run_lossy_exact(pbox_opts *o, uint32_t segs_per_chunk, unsigned drop
 	assert_int_equal(st->bad_packets, 0);
 	assert_true(st->retransmits > 0);
 	close_pair(w);
-	fakebox_stop(&b);
-	assert_true(b.retx_pushes > 0);
+	stop_box(b);
+	struct engine_counters t = box_inproc_engine_totals(b);
+	assert_int_equal(t.completes, pair_rounds(PBOX_F32, count, iters, nkeys));
+	assert_true(t.retx > 0);
+	assert_true(b->lost > 0);
+	if (drop_result)
+		assert_true(t.dup_done > 0);
+	box_inproc_free(b);
 }
 
 static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
@@ -173,13 +229,13 @@ static void loss__pushes_and_results_dropped_sums_stay_exact(void **state)
 	pbox_opts_init(&o);
 	o.rto_ms = 5;
 	o.window = 32;
-	run_lossy_exact(&o, 0, 7, 5, 20000, 4, 1, &st);
+	run_lossy_exact(&o, 2 * 1408, 7, 5, 20000, 4, 1, &st);
 	assert_int_equal(st.gso_sends, 0); /* offload is off by default */
 }
 
-/* pbox_opts.udp_offload: runs of a chunk's segments leave as UDP GSO sends
- * (loopback cuts them for the fake box's plain socket); sums stay exact,
- * with loss and retransmission in the mix. */
+/* pbox_opts.udp_offload: runs of a chunk's segments (23 per 32 KiB chunk)
+ * leave as UDP GSO sends (loopback cuts them for the box's plain
+ * sockets); sums stay exact, with loss and retransmission in the mix. */
 static void offload__gso_runs_exact(void **state)
 {
 	pbox_opts o;
@@ -189,60 +245,85 @@ static void offload__gso_runs_exact(void **state)
 	pbox_opts_init(&o);
 	o.udp_offload = 1;
 	o.rto_ms = 5;
-	run_lossy_exact(&o, 23, 11, 0, 300001, 3, 2, &st);
+	run_lossy_exact(&o, 0, 11, 0, 300001, 3, 2, &st);
 	assert_true(st.gso_sends > 0);
+}
+
+/* Job "pair" has 12 keys, each declared by both ranks. */
+static void check_twelve_keys(struct box_inproc *b, void *arg)
+{
+	const struct job *j = jobs_find(b->f->box.jobs, "pair");
+	int *ok = arg;
+
+	*ok = j && j->nkeys == 12;
+	for (uint32_t i = 0; *ok && i < j->nkeys; i++)
+		*ok = j->keys[i].declared == 3 && j->keys[i].key == 100 + i;
 }
 
 static void keys__many_in_flight_small_window(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = new_box(2 * 1408);
 	struct worker w[2];
 	pbox_opts o;
+	int ok = 0;
 
 	(void)state;
 	pbox_opts_init(&o);
 	o.window = 8;
-	fakebox_init(&b);
-	fakebox_start(&b);
-	run_pair(&b, &o, PBOX_BF16, 50001, 3, 12, w);
+	run_pair(b, &o, PBOX_BF16, 50001, 3, 12, w);
 	assert_int_equal(w[0].rc, 0);
 	assert_int_equal(w[1].rc, 0);
 	assert_int_equal(w[0].wrong + w[1].wrong, 0);
+	box_inproc_call(b, check_twelve_keys, &ok);
+	assert_true(ok);
 	close_pair(w);
-	fakebox_stop(&b);
-	assert_int_equal(b.declares, 2 * 12);
+	stop_box(b);
+	assert_int_equal(box_inproc_engine_totals(b).completes, pair_rounds(PBOX_BF16, 50001, 3, 12));
+	assert_int_equal(box_inproc_drops(b, DROP_NO_KEY), 0);
+	box_inproc_free(b);
 }
 
-/* One rank of world 1 against a box with knobs; returns the client. */
-static pbox_client *solo(struct fakebox *b, uint32_t timeout_ms)
+static pbox_opts opts_ms(uint32_t timeout_ms)
 {
-	char addr[64];
-	pbox_client *c;
 	pbox_opts o;
 
 	pbox_opts_init(&o);
 	o.timeout_ms = timeout_ms;
 	o.rto_ms = 5;
-	b->world = 1;
-	fakebox_start(b);
-	assert_int_equal(pbox_connect(fakebox_addr(b, addr, sizeof(addr)), "solo", 0, 1, &o, &c), 0);
+	return o;
+}
+
+/* Rank `rank` of world `world` in job `job` of b. */
+static pbox_client *member(struct box_inproc *b, const char *job, int rank, int world,
+			   uint32_t timeout_ms)
+{
+	pbox_opts o = opts_ms(timeout_ms);
+	pbox_client *c;
+
+	assert_int_equal(pbox_connect(b->addr, job, rank, world, &o, &c), 0);
 	return c;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 static void timeout__silent_box_names_missing_segments(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = new_box(0);
 	float x[1000] = { 0 };
-	struct timespec t0, t1;
+	struct timespec t0;
 
 	(void)state;
-	fakebox_init(&b);
-	b.silent = 1;
-	pbox_client *c = solo(&b, 300);
+	b->silent = 1;
+	pbox_client *c = member(b, "solo", 0, 1, 300);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(pbox_allreduce(c, 3, x, 1000, PBOX_F32), PBOX_ETIMEDOUT);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	double dt = since(&t0);
 	assert_true(dt >= 0.29 && dt < 1.5);
 	assert_string_equal(pbox_last_error(c), "job 'solo' rank 0 key 3 round 1: no new result "
 			    "for 300 ms; 3 of 3 segments missing, the first is 0");
@@ -250,107 +331,162 @@ static void timeout__silent_box_names_missing_segments(void **state)
 	pbox_get_stats(c, &st);
 	assert_true(st.retransmits > 3);
 	pbox_close(c);
-	fakebox_stop(&b);
+	stop_box(b);
+	assert_true(b->lost > 3);                          /* every PUSH lost */
+	assert_int_equal(box_inproc_engine_totals(b).pushes, 0);
+	box_inproc_free(b);
 }
 
-static void abort__notification_fails_pending_and_later_calls(void **state)
+/* Rank 1 (a bare control connection) joins, then its connection closes
+ * while rank 0 waits for it: the box aborts the job and tells rank 0 why. */
+static void abort__lost_rank_notified_fails_pending_and_later_calls(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = new_box(0);
+	struct rpc_client *r1;
+	struct rpc_error e;
+	json_t *res;
 	float x[1000] = { 0 };
+	pbox_req *req;
 
 	(void)state;
-	fakebox_init(&b);
-	b.abort_after_pushes = 1;
-	pbox_client *c = solo(&b, 5000);
-	assert_int_equal(pbox_allreduce(c, 1, x, 1000, PBOX_F32), PBOX_EABORTED);
-	assert_string_equal(pbox_last_error(c), "job 'solo' aborted: rank 1 lost");
+	assert_int_equal(rpc_client_connect(b->addr, 2000, &r1, &e), 0);
+	json_t *p = json_pack("{s:s, s:i, s:i, s:s, s:i}", "job", "lost", "rank", 1, "world", 2,
+			      "data_ip", "127.0.0.1", "data_port", 9);
+	assert_int_equal(rpc_client_call(r1, "job_join", p, 2000, &res, &e), 0);
+	json_decref(p);
+	json_decref(res);
+	pbox_client *c = member(b, "lost", 0, 2, 5000);
+	assert_int_equal(pbox_iallreduce(c, 1, x, 1000, PBOX_F32, &req), 0);
+	assert_true(box_inproc_wait_seen(b, 3, 2000));    /* rank 0's 3 segments are in */
+	rpc_client_close(r1);
+	assert_int_equal(pbox_wait(req), PBOX_EABORTED);
+	assert_string_equal(pbox_last_error(c), "job 'lost' aborted: rank 1 lost (control "
+			    "connection closed)");
 	assert_int_equal(pbox_allreduce(c, 2, x, 10, PBOX_F32), PBOX_EABORTED);
-	assert_string_equal(pbox_last_error(c), "job 'solo' aborted: rank 1 lost");
+	assert_string_equal(pbox_last_error(c), "job 'lost' aborted: rank 1 lost (control "
+			    "connection closed)");
 	pbox_close(c);
-	fakebox_stop(&b);
+	stop_box(b);
+	box_inproc_free(b);
 }
 
+/* The job_aborted notification is lost: rank 0 learns of the operator's
+ * abort from the ERROR packets answering its retransmissions. */
 static void abort__error_packets_without_notification(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = new_box(0);
 	float x[1000] = { 0 };
+	char want[256];
+	pbox_req *req;
 
 	(void)state;
-	fakebox_init(&b);
-	b.abort_after_pushes = 1;
-	b.abort_quietly = 1;
-	pbox_client *c = solo(&b, 5000);
-	assert_int_equal(pbox_allreduce(c, 1, x, 1000, PBOX_F32), PBOX_EABORTED);
-	assert_non_null(strstr(pbox_last_error(c), "job 'solo' (id 65) was aborted"));
-	pbox_close(c);
-	fakebox_stop(&b);
-	assert_true(b.errors_sent > 0);
+	b->quiet_aborts = 1;
+	pbox_client *c0 = member(b, "quiet", 0, 2, 5000);
+	pbox_client *c1 = member(b, "quiet", 1, 2, 5000);
+	uint32_t id = box_inproc_job_id(b, "quiet");
+	assert_int_not_equal(id, 0);
+	assert_int_equal(pbox_iallreduce(c0, 1, x, 1000, PBOX_F32, &req), 0);
+	assert_true(box_inproc_wait_seen(b, 3, 2000));
+	assert_int_equal(box_inproc_abort(b, "quiet", "operator"), 0);
+	assert_int_equal(pbox_wait(req), PBOX_EABORTED);
+	snprintf(want, sizeof(want), "job 'quiet' (id %u) was aborted: the box answers rank 0's "
+		 "packets with ERROR (job unknown or aborted) and sent no reason", id);
+	assert_string_equal(pbox_last_error(c0), want);
+	pbox_close(c0);
+	pbox_close(c1);
+	stop_box(b);
+	assert_true(box_inproc_engine_totals(b).errors_sent > 0);
+	box_inproc_free(b);
 }
 
-static void closed__control_connection_lost(void **state)
+/* Rank 1 joined but never contributes: the box's stall watch aborts the
+ * job after --stall-timeout-ms, naming rank 1 and an open round. */
+static void abort__stalled_rank_named_by_box(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = box_inproc_new(2);
 	float x[1000] = { 0 };
-	char want[128];
+	struct timespec t0;
 
 	(void)state;
-	fakebox_init(&b);
-	b.silent = 1;
-	b.close_after_pushes = 1;
-	pbox_client *c = solo(&b, 5000);
-	assert_int_equal(pbox_allreduce(c, 1, x, 1000, PBOX_F32), PBOX_ECLOSED);
-	snprintf(want, sizeof(want), "lost the control connection to box 127.0.0.1:%u",
-		 b.ctrl_port);
+	b->f->box.cfg.stall_timeout_ms = 200;
+	box_inproc_start(b);
+	pbox_client *c0 = member(b, "stall", 0, 2, 5000);
+	pbox_client *c1 = member(b, "stall", 1, 2, 5000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pbox_allreduce(c0, 1, x, 1000, PBOX_F32), PBOX_EABORTED);
+	double dt = since(&t0);
+	assert_true(dt >= 0.2 && dt < 2.0);
+	assert_non_null(strstr(pbox_last_error(c0), "job 'stall' aborted: rank 1 stalled: no "
+						   "contribution for 0."));
+	assert_non_null(strstr(pbox_last_error(c0), " round 1)"));
+	pbox_close(c0);
+	pbox_close(c1);
+	stop_box(b);
+	box_inproc_free(b);
+}
+
+/* The box's control plane goes away while a call waits (the data path
+ * answers nothing): the call fails PBOX_ECLOSED, and so do later ones. */
+static void closed__control_connection_lost(void **state)
+{
+	struct box_inproc *b = new_box(0);
+	float x[1000] = { 0 };
+	char want[128];
+	pbox_req *req;
+
+	(void)state;
+	b->silent = 1;
+	pbox_client *c = member(b, "solo", 0, 1, 5000);
+	assert_int_equal(pbox_iallreduce(c, 1, x, 1000, PBOX_F32, &req), 0);
+	assert_true(box_inproc_wait_seen(b, 1, 2000));
+	box_inproc_drop_control(b);
+	assert_int_equal(pbox_wait(req), PBOX_ECLOSED);
+	snprintf(want, sizeof(want), "lost the control connection to box %s", b->addr);
 	assert_string_equal(pbox_last_error(c), want);
 	assert_int_equal(pbox_allreduce(c, 2, x, 10, PBOX_F32), PBOX_ECLOSED);
 	pbox_close(c);
-	fakebox_stop(&b);
+	stop_box(b);       /* the lost session aborted the job; it was removed */
+	box_inproc_free(b);
 }
 
 static void declare__local_size_change_rejected(void **state)
 {
-	struct fakebox b;
+	struct box_inproc *b = new_box(0);
 	float x[1000] = { 0 };
 
 	(void)state;
-	fakebox_init(&b);
-	pbox_client *c = solo(&b, 5000);
+	pbox_client *c = member(b, "solo", 0, 1, 5000);
 	assert_int_equal(pbox_allreduce(c, 4, x, 1000, PBOX_F32), 0);
 	assert_int_equal(pbox_allreduce(c, 4, x, 999, PBOX_F32), PBOX_EINVAL);
 	assert_non_null(strstr(pbox_last_error(c), "key 4: declared with 1000 f32 elements, "
 						   "this call has 999 f32"));
 	assert_int_equal(pbox_allreduce(c, 4, x, 1000, PBOX_F32), 0);
 	pbox_close(c);
-	fakebox_stop(&b);
+	stop_box(b);
+	box_inproc_free(b);
 }
 
 static void declare__size_mismatch_between_ranks(void **state)
 {
-	struct fakebox b;
-	char addr[64];
-	pbox_client *c0, *c1;
-	pbox_opts o;
+	struct box_inproc *b = new_box(0);
 	float x[20] = { 0 };
 	float y[20] = { 0 };
 	pbox_req *r0;
 
 	(void)state;
-	pbox_opts_init(&o);
-	o.timeout_ms = 300;
-	fakebox_init(&b);
-	fakebox_start(&b);
-	fakebox_addr(&b, addr, sizeof(addr));
-	assert_int_equal(pbox_connect(addr, "mm", 0, 2, &o, &c0), 0);
-	assert_int_equal(pbox_connect(addr, "mm", 1, 2, &o, &c1), 0);
+	pbox_client *c0 = member(b, "mm", 0, 2, 300);
+	pbox_client *c1 = member(b, "mm", 1, 2, 300);
 	assert_int_equal(pbox_iallreduce(c0, 5, x, 10, PBOX_F32, &r0), 0);
-	usleep(50000); /* let rank 0 declare first */
+	assert_true(box_inproc_wait_seen(b, 1, 2000));    /* rank 0 declared first */
 	assert_int_equal(pbox_allreduce(c1, 5, y, 20, PBOX_F32), PBOX_EREJECTED);
-	assert_string_equal(pbox_last_error(c1), "job 'mm' rank 1 key 5: key_declare: key 5: "
-			    "count 20 differs from the declared 10");
+	assert_string_equal(pbox_last_error(c1), "job 'mm' rank 1 key 5: key_declare: job mm "
+			    "key 5: rank 1 declares 20 f32 (80 bytes) but rank 0 declared 10 f32 "
+			    "(40 bytes)");
 	assert_int_equal(pbox_wait(r0), PBOX_ETIMEDOUT);
 	pbox_close(c0);
 	pbox_close(c1);
-	fakebox_stop(&b);
+	stop_box(b);
+	box_inproc_free(b);
 }
 
 int main(void)
@@ -361,8 +497,9 @@ int main(void)
 		cmocka_unit_test(offload__gso_runs_exact),
 		cmocka_unit_test(keys__many_in_flight_small_window),
 		cmocka_unit_test(timeout__silent_box_names_missing_segments),
-		cmocka_unit_test(abort__notification_fails_pending_and_later_calls),
+		cmocka_unit_test(abort__lost_rank_notified_fails_pending_and_later_calls),
 		cmocka_unit_test(abort__error_packets_without_notification),
+		cmocka_unit_test(abort__stalled_rank_named_by_box),
 		cmocka_unit_test(closed__control_connection_lost),
 		cmocka_unit_test(declare__local_size_change_rejected),
 		cmocka_unit_test(declare__size_mismatch_between_ranks),
