@@ -39,6 +39,14 @@ struct box_config {
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
 	uint32_t join_wait_ms;       /* --join-wait-ms, default 120000 */
+	/* control-plane budgets (docs/reliability.md "Resource budgets") */
+	uint64_t conn_reply_bytes;   /* --conn-reply-bytes, default 4 MiB */
+	uint64_t total_reply_bytes;  /* --total-reply-bytes, default 64 MiB */
+	uint32_t idle_timeout_ms;    /* --idle-timeout-ms, default 60000, 0 = never */
+	uint32_t request_timeout_ms; /* --request-timeout-ms, default 10000, 0 = never */
+	uint32_t max_conns_per_peer; /* --max-conns-per-peer, default 64 */
+	uint32_t unix_reserved_conns; /* --unix-reserved-conns, default 16 */
+	uint32_t log_peer_burst;     /* --log-peer-burst lines per 10 s, default 20 */
 	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
 	bool udp_checksum;           /* --udp-checksum on|off, default on */
 	char log_level[16];          /* --log-level error|warn|info|debug */
@@ -70,6 +78,8 @@ struct box {
 	struct box_dp dp;
 	struct dp_layout layout;      /* ports, lcores, endpoints */
 	double start_time;            /* CLOCK_MONOTONIC seconds at start */
+	uint32_t log_peer;            /* TCP peer being served (host order), 0 = none:
+				       * ctl_log counts its lines against --log-peer-burst */
 	struct jobs *jobs;
 };
 

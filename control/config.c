@@ -40,6 +40,13 @@ void box_config_defaults(struct box_config *c)
 	c->idle_sleep_us = 0;
 	c->stall_timeout_ms = 5000;
 	c->join_wait_ms = 120000;
+	c->conn_reply_bytes = 4 * MiB;
+	c->total_reply_bytes = 64 * MiB;
+	c->idle_timeout_ms = 60000;
+	c->request_timeout_ms = 10000;
+	c->max_conns_per_peer = 64;
+	c->unix_reserved_conns = 16;
+	c->log_peer_burst = 20;
 	c->udp_checksum = true;
 	snprintf(c->log_level, sizeof(c->log_level), "info");
 }

@@ -261,6 +261,19 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
 	return 0;
 }
 
+int jobs_session_holds(const struct jobs *js, const void *session)
+{
+	for (unsigned i = 0; js && session && i < ENGINE_MAX_JOBS; i++) {
+		const struct job *j = js->table[i];
+		if (!j || j->removing)
+			continue;
+		for (unsigned r = 0; r < j->world; r++)
+			if (j->ranks[r].session == session)
+				return 1;
+	}
+	return 0;
+}
+
 void jobs_session_closed(struct jobs *js, void *session)
 {
 	char why[96];

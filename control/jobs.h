@@ -177,6 +177,10 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
  * js NULL is ignored. */
 void jobs_session_closed(struct jobs *js, void *session);
 
+/* 1 if session holds a rank of a live job (it may stay silent while the
+ * job runs), else 0. */
+int jobs_session_holds(const struct jobs *js, const void *session);
+
 /* Periodic work: finish removals whose lcores have applied the REMOVE
  * (then the arena is freed), retry REMOVE posts that found a full ring.
  * js NULL is ignored. */

@@ -7,10 +7,20 @@
  * connection that ends is marked dead, taken out of epoll and closed at
  * once (its session ends, which may abort jobs and notify others), and its
  * memory is freed at the end of rpc_server_poll.
+ *
+ * Budgets (docs/reliability.md "Resource budgets"): a connection whose
+ * unread replies exceed --conn-reply-bytes, or any connection with unread
+ * replies while all of them exceed --total-reply-bytes, is *throttled*:
+ * its requests are neither read nor answered until its replies drain, so
+ * pipelined requests wait in the kernel, not in pboxd. Once a second the
+ * server closes connections idle for --idle-timeout-ms that hold no rank
+ * and those with a request line pending for --request-timeout-ms, and
+ * reports log lines suppressed per peer.
  */
 #include "control/rpc_server.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -21,8 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "control/jobs.h"
 #include "common/jsonl.h"
+#include "control/peers.h"
 #include "control/log.h"
 #include "control/rpc.h"
 #include "control/rpc_listen.h"
@@ -30,6 +42,7 @@
 #define MAX_EVENTS   64
 #define READS_PER_EVENT 16
 #define CLOSE_GRACE_MS 1000  /* to flush a last reply before closing */
+#define SWEEP_MS       1000  /* timeouts and suppressed-log reports */
 
 enum { EP_TCP_LISTEN = 1, EP_UNIX_LISTEN, EP_CONN };
 
@@ -44,7 +57,11 @@ struct conn {
 	int is_tcp;
 	int dead;
 	int closing;          /* answer what is queued, then close */
+	int throttled;        /* over a reply budget: not read until drained */
 	long deadline_ms;     /* of closing */
+	long last_rx_ms;      /* last bytes received */
+	long partial_ms;      /* since when a request line is incomplete, 0 = none */
+	uint32_t ip;          /* TCP peer address (host order), 0 = Unix socket */
 	char peer[64];
 	struct jsonl_buf in;
 	char *out;
@@ -61,7 +78,11 @@ struct rpc_server {
 	char unix_path[108];
 	struct conn *conns;   /* live */
 	struct conn *dead;    /* to free at the end of the poll */
-	unsigned nconns;
+	unsigned nconns, ntcp;
+	size_t out_total;     /* unread reply bytes over all connections */
+	unsigned nthrottled;
+	long next_sweep_ms;
+	struct peers peers;
 	int owns_jobs;        /* created box->jobs, so closes it */
 };
 
@@ -96,6 +117,14 @@ static void conn_kill(struct rpc_server *s, struct conn *c, const char *why)
 	c->fd = -1;
 	conn_unlink(s, c);
 	s->nconns--;
+	s->out_total -= c->out_len - c->out_off;
+	s->nthrottled -= c->throttled != 0;
+	if (c->is_tcp) {
+		struct peer *p = peers_get(&s->peers, c->ip);
+		s->ntcp--;
+		if (p && p->conns)
+			p->conns--;
+	}
 	c->next = s->dead;
 	s->dead = c;
 	jobs_session_closed(s->box->jobs, c); /* may notify other sessions */
@@ -136,6 +165,7 @@ static void flush(struct rpc_server *s, struct conn *c)
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
 			c->out_off += (size_t)w;
+			s->out_total -= (size_t)w;
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -154,8 +184,23 @@ static void flush(struct rpc_server *s, struct conn *c)
 			return;
 		}
 	}
-	uint32_t ev = (c->closing ? 0 : EPOLLIN) | (c->out_len ? EPOLLOUT : 0);
+	uint32_t ev = (c->closing || c->throttled ? 0 : EPOLLIN) | (c->out_len ? EPOLLOUT : 0);
 	set_events(s, c, ev);
+}
+
+static size_t unread(const struct conn *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* Is c over a reply budget (its own, or the total while it has unread
+ * replies)? */
+static int over_budget(const struct rpc_server *s, const struct conn *c)
+{
+	const struct box_config *cfg = &s->box->cfg;
+
+	return unread(c) > cfg->conn_reply_bytes ||
+	       (unread(c) && s->out_total > cfg->total_reply_bytes);
 }
 
 static int queue(struct rpc_server *s, struct conn *c, const json_t *msg)
@@ -192,6 +237,7 @@ static int queue(struct rpc_server *s, struct conn *c, const json_t *msg)
 	memcpy(c->out + c->out_len, line, n);
 	c->out[c->out_len + n] = '\n';
 	c->out_len += n + 1;
+	s->out_total += n + 1;
 	free(line);
 	return 0;
 }
@@ -248,7 +294,19 @@ static int blank(const char *line, size_t len)
 	return 1;
 }
 
-/* Answer every complete line buffered. 0, or -1 if the connection ended. */
+static void throttle(struct rpc_server *s, struct conn *c, int on)
+{
+	if (c->throttled == on)
+		return;
+	c->throttled = on;
+	s->nthrottled += on ? 1 : -1;
+	if (on)
+		ctl_log(s->box, CTL_LOG_DEBUG, "control connection %s: %zu reply bytes unread;"
+			" not reading its requests until they are", c->peer, unread(c));
+}
+
+/* Answer the complete lines buffered while c is within its reply budget.
+ * 0, 1 if c was throttled, or -1 if the connection ended. */
 static int handle_lines(struct rpc_server *s, struct conn *c)
 {
 	struct rpc_ctx ctx = { .box = s->box, .session = c, .remote = c->is_tcp, .peer = c->peer };
@@ -256,7 +314,13 @@ static int handle_lines(struct rpc_server *s, struct conn *c)
 	size_t len;
 	int rc;
 
-	while (!c->dead && !c->closing && (rc = jsonl_next(&c->in, &line, &len)) != 0) {
+	while (!c->dead && !c->closing) {
+		if (over_budget(s, c)) {
+			throttle(s, c, 1);
+			return 1;
+		}
+		if ((rc = jsonl_next(&c->in, &line, &len)) == 0)
+			break;
 		if (rc < 0) {
 			line_too_long(s, c);
 			return -1;
@@ -264,15 +328,26 @@ static int handle_lines(struct rpc_server *s, struct conn *c)
 		if (!blank(line, len))
 			reply_to(s, c, rpc_handle_line(&ctx, line, len));
 	}
-	return c->dead || c->closing ? -1 : 0;
+	if (c->dead || c->closing)
+		return -1;
+	/* what is left is part of a line: the request timeout runs */
+	if (c->in.len > c->in.start) {
+		if (!c->partial_ms)
+			c->partial_ms = now_ms();
+	} else {
+		c->partial_ms = 0;
+	}
+	return 0;
 }
 
 static void conn_readable(struct rpc_server *s, struct conn *c)
 {
-	for (int i = 0; i < READS_PER_EVENT && !c->dead && !c->closing; i++) {
+	for (int i = 0; i < READS_PER_EVENT && !c->dead && !c->closing && !c->throttled; i++) {
 		ssize_t r = jsonl_fill(&c->in, c->fd);
 		if (r == -EAGAIN)
 			break;
+		if (r > 0)
+			c->last_rx_ms = now_ms();
 		if (r == -E2BIG) {
 			line_too_long(s, c);
 			break;
@@ -281,7 +356,7 @@ static void conn_readable(struct rpc_server *s, struct conn *c)
 			conn_kill(s, c, "read failed");
 			break;
 		}
-		if (handle_lines(s, c) < 0)
+		if (handle_lines(s, c) != 0)
 			break;
 		if (r == 0) { /* peer done sending: answer, then close */
 			jobs_session_closed(s->box->jobs, c);
@@ -309,20 +384,22 @@ static void tune_tcp(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
-static void peer_name(int fd, int is_tcp, char *buf, size_t len)
+static void peer_name(int fd, int is_tcp, char *buf, size_t len, uint32_t *ip_out)
 {
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
 	char ip[16];
 
-	if (is_tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET)
-		snprintf(buf, len, "%s:%u", rpc_ip_str(ntohl(sa.sin_addr.s_addr), ip, sizeof(ip)),
-			 ntohs(sa.sin_port));
-	else
+	*ip_out = 0;
+	if (is_tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET) {
+		*ip_out = ntohl(sa.sin_addr.s_addr);
+		snprintf(buf, len, "%s:%u", rpc_ip_str(*ip_out, ip, sizeof(ip)), ntohs(sa.sin_port));
+	} else {
 		snprintf(buf, len, is_tcp ? "tcp peer" : "unix peer");
+	}
 }
 
-static void add_conn(struct rpc_server *s, int fd, int is_tcp)
+static void add_conn(struct rpc_server *s, int fd, int is_tcp, uint32_t ip, const char *peer)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
@@ -335,8 +412,10 @@ static void add_conn(struct rpc_server *s, int fd, int is_tcp)
 	c->kind = EP_CONN;
 	c->fd = fd;
 	c->is_tcp = is_tcp;
+	c->ip = ip;
 	c->events = EPOLLIN;
-	peer_name(fd, is_tcp, c->peer, sizeof(c->peer));
+	c->last_rx_ms = now_ms();
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
 	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
 		conn_free(c);
@@ -348,7 +427,35 @@ static void add_conn(struct rpc_server *s, int fd, int is_tcp)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	if (is_tcp) {
+		struct peer *p = peers_get(&s->peers, ip);
+		s->ntcp++;
+		if (p)
+			p->conns++;
+	}
 	ctl_log(s->box, CTL_LOG_DEBUG, "control connection from %s", c->peer);
+}
+
+/* May one more connection of this kind (and TCP peer) be taken? NULL, or
+ * why not. The last --unix-reserved-conns slots are the Unix socket's. */
+static const char *refuse_why(struct rpc_server *s, int is_tcp, uint32_t ip)
+{
+	const struct box_config *cfg = &s->box->cfg;
+	unsigned tcp_max = RPC_SERVER_MAX_CONNS - (cfg->unix_reserved_conns < RPC_SERVER_MAX_CONNS ?
+						   cfg->unix_reserved_conns : RPC_SERVER_MAX_CONNS - 1);
+
+	if (s->nconns >= RPC_SERVER_MAX_CONNS)
+		return "every control connection slot is taken";
+	if (!is_tcp)
+		return NULL;
+	if (s->ntcp >= tcp_max)
+		return "every TCP control slot is taken (the rest are kept for the Unix socket)";
+	struct peer *p = peers_get(&s->peers, ip);
+	if (!p)
+		return "too many peer addresses";
+	if (cfg->max_conns_per_peer && p->conns >= cfg->max_conns_per_peer)
+		return "this address has --max-conns-per-peer connections open";
+	return NULL;
 }
 
 static void accept_all(struct rpc_server *s, struct listener *l)
@@ -360,15 +467,22 @@ static void accept_all(struct rpc_server *s, struct listener *l)
 				ctl_log(s->box, CTL_LOG_WARN, "accept: %s", strerror(errno));
 			return;
 		}
-		if (s->nconns >= RPC_SERVER_MAX_CONNS) {
-			ctl_log(s->box, CTL_LOG_WARN, "%d control connections open; refusing "
-				"another", RPC_SERVER_MAX_CONNS);
+		int is_tcp = l->kind == EP_TCP_LISTEN;
+		char peer[64];
+		uint32_t ip;
+		peer_name(fd, is_tcp, peer, sizeof(peer), &ip);
+		const char *why = refuse_why(s, is_tcp, ip);
+		if (why) {
+			s->box->log_peer = ip;
+			ctl_log(s->box, CTL_LOG_WARN, "control: refused a connection from %s: %s",
+				peer, why);
+			s->box->log_peer = 0;
 			close(fd);
 			continue;
 		}
-		if (l->kind == EP_TCP_LISTEN)
+		if (is_tcp)
 			tune_tcp(fd);
-		add_conn(s, fd, l->kind == EP_TCP_LISTEN);
+		add_conn(s, fd, is_tcp, ip, peer);
 	}
 }
 
@@ -385,12 +499,15 @@ static void handle_event(struct rpc_server *s, struct epoll_event *e)
 	struct conn *c = e->data.ptr;
 	if (c->dead)
 		return;
+	s->box->log_peer = c->ip;   /* lines logged for this peer count against it */
 	if (e->events & EPOLLOUT)
 		flush(s, c);
-	if (!c->dead && (e->events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing)
+	if (!c->dead && (e->events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing &&
+	    !c->throttled)
 		conn_readable(s, c);
 	else if (!c->dead && (e->events & (EPOLLHUP | EPOLLERR)))
 		conn_kill(s, c, "hang-up");
+	s->box->log_peer = 0;
 }
 
 static void expire_closing(struct rpc_server *s)
@@ -402,6 +519,71 @@ static void expire_closing(struct rpc_server *s)
 		if (c->closing && now >= c->deadline_ms)
 			conn_kill(s, c, "last reply not read in time");
 	}
+}
+
+/* Throttled connections whose replies drained (below half their budget,
+ * and the total within its own) are read again. */
+static void resume_throttled(struct rpc_server *s)
+{
+	const struct box_config *cfg = &s->box->cfg;
+
+	for (struct conn *c = s->conns, *n; c && s->nthrottled; c = n) {
+		n = c->next;
+		if (!c->throttled || unread(c) > cfg->conn_reply_bytes / 2 ||
+		    (unread(c) && s->out_total > cfg->total_reply_bytes))
+			continue;
+		throttle(s, c, 0);
+		s->box->log_peer = c->ip;
+		if (handle_lines(s, c) >= 0 && !c->dead)
+			flush(s, c);
+		s->box->log_peer = 0;
+	}
+}
+
+static void report_suppressed(void *ctx, uint32_t ip, uint32_t n)
+{
+	struct rpc_server *s = ctx;
+	char a[16];
+
+	ctl_log(s->box, CTL_LOG_WARN, "control: %" PRIu32 " log lines from %s suppressed in the"
+		" last %.0f s (--log-peer-burst %" PRIu32 ")", n, rpc_ip_str(ip, a, sizeof(a)),
+		PEERS_LOG_WINDOW_S, s->box->cfg.log_peer_burst);
+}
+
+/* Once a second: idle connections that hold no rank and request lines
+ * pending too long are closed; suppressed log lines are reported. */
+static void sweep(struct rpc_server *s)
+{
+	const struct box_config *cfg = &s->box->cfg;
+	long now = now_ms();
+
+	if (now < s->next_sweep_ms)
+		return;
+	s->next_sweep_ms = now + SWEEP_MS;
+	for (struct conn *c = s->conns, *n; c; c = n) {
+		n = c->next;
+		if (c->closing || c->throttled)
+			continue;
+		s->box->log_peer = c->ip;
+		if (cfg->request_timeout_ms && c->partial_ms &&
+		    now - c->partial_ms >= (long)cfg->request_timeout_ms) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "request line not complete within %" PRIu32
+				 " ms (--request-timeout-ms); closing the connection",
+				 cfg->request_timeout_ms);
+			ctl_log(s->box, CTL_LOG_INFO, "control connection %s: %s", c->peer, msg);
+			reply_to(s, c, rpc_error_reply(NULL, RPC_INVALID_REQUEST, msg));
+			close_after_reply(s, c);
+		} else if (cfg->idle_timeout_ms && now - c->last_rx_ms >= (long)cfg->idle_timeout_ms &&
+			   !unread(c) && !jobs_session_holds(s->box->jobs, c)) {
+			ctl_log(s->box, CTL_LOG_INFO, "control connection %s: idle for %" PRIu32
+				" ms and holds no rank (--idle-timeout-ms); closed", c->peer,
+				cfg->idle_timeout_ms);
+			conn_kill(s, c, "idle");
+		}
+		s->box->log_peer = 0;
+	}
+	peers_sweep(&s->peers, clock_s(), report_suppressed, s);
 }
 
 int rpc_server_poll(struct rpc_server *s, int timeout_ms)
@@ -416,6 +598,9 @@ int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 	}
 	for (int i = 0; i < n; i++)
 		handle_event(s, &ev[i]);
+	if (s->nthrottled)
+		resume_throttled(s);
+	sweep(s);
 	expire_closing(s);
 	free_dead(s);
 	jobs_tick(s->box->jobs);
@@ -487,10 +672,16 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 	}
 	s->box = box;
 	s->tcp.fd = s->unx.fd = -1;
+	if (peers_init(&s->peers, RPC_SERVER_MAX_CONNS + 256) < 0) {
+		snprintf(err, errlen, "out of memory");
+		free(s);
+		return -ENOMEM;
+	}
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s->ep < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
+		peers_free(&s->peers);
 		free(s);
 		return rc;
 	}
@@ -499,6 +690,7 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 		if (rc < 0) {
 			snprintf(err, errlen, "out of memory for the job registry");
 			close(s->ep);
+			peers_free(&s->peers);
 			free(s);
 			return rc;
 		}
@@ -548,6 +740,7 @@ void rpc_server_close(struct rpc_server *s)
 		unlink(s->unix_path);
 	}
 	close(s->ep);
+	peers_free(&s->peers);
 	free(s);
 }
 
