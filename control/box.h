@@ -11,13 +11,17 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dataplane/dp.h"
 
-/* Settings: command line (`pboxd [EAL] -- [options]`) or INI file. */
+/*
+ * Settings: command line (`pboxd [EAL] -- [options]`) or INI file. Each
+ * field is one row of the option table, control/options.c, which holds
+ * its option name, default, range and help.
+ */
 struct box_config {
-	/* data ports: --ip PORT:ADDR/PREFIX (repeatable) */
-	unsigned nports;
+	unsigned nports;             /* --ip PORT:ADDR/PREFIX (repeatable) */
 	struct {
 		uint16_t port;      /* DPDK port id */
 		uint32_t ip;        /* host order */
@@ -25,29 +29,29 @@ struct box_config {
 	} ip[BOX_MAX_PORTS];
 	char control[64];            /* --control ADDR:PORT, "" = none */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
-	uint32_t rpc_socket_mode;    /* --rpc-socket-mode, octal, default 0660 */
-	uint16_t udp_base;           /* --udp-base, default 47000 */
-	uint32_t chunk_bytes;        /* --chunk-bytes, default 32768 */
-	uint32_t max_jobs;           /* --max-jobs, default 16 (<= ENGINE_MAX_JOBS/2) */
-	uint32_t max_world;          /* --max-world, default 64 (<= ENGINE_MAX_WORLD) */
-	uint32_t max_keys;           /* --max-keys per job, default 4096 */
-	uint64_t max_job_bytes;      /* --max-job-bytes, default 1 GiB */
-	uint64_t default_job_bytes;  /* --job-bytes, default 256 MiB */
-	uint32_t slots_per_lcore;    /* --slots, per job per lcore, default 256 */
-	uint32_t mbufs;              /* --mbufs per port, default 16383 */
+	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
+	uint16_t udp_base;           /* --udp-base */
+	uint32_t chunk_bytes;        /* --chunk-bytes */
+	uint32_t max_jobs;           /* --max-jobs */
+	uint32_t max_world;          /* --max-world */
+	uint32_t max_keys;           /* --max-keys, per job */
+	uint64_t max_job_bytes;      /* --max-job-bytes */
+	uint64_t default_job_bytes;  /* --job-bytes */
+	uint32_t slots_per_lcore;    /* --slots, per job per data lcore */
+	uint32_t mbufs;              /* --mbufs, per port */
 	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
-	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
-	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
-	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
-	bool udp_checksum;           /* --udp-checksum on|off, default on */
-	char log_level[16];          /* --log-level error|warn|info|debug */
+	uint32_t idle_sleep_us;      /* --idle-sleep-us, 0 = pure polling */
+	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, 0 = off */
+	int fanout;                  /* --fanout (BOX_FANOUT_*) */
+	bool udp_checksum;           /* --udp-checksum on|off */
+	int log_level;               /* --log-level, a syslog priority (LOG_PRIO_*) */
 	/* --operator-secret-file: what a TCP job_abort must present; length 0
 	 * = none needed. Never reported by any method. */
 	char operator_secret[257];
 	uint32_t operator_secret_len;
 };
 
-/* Fill c with the defaults listed above. */
+/* Fill c with every option's default (control/options.c). */
 void box_config_defaults(struct box_config *c);
 
 /*
@@ -60,6 +64,9 @@ void box_config_defaults(struct box_config *c);
  */
 int box_config_parse(struct box_config *c, int argc, char **argv,
 		     char *err, size_t errlen);
+
+/* The --help text, from the option table. */
+void box_config_usage(FILE *f);
 
 struct jobs; /* control/jobs.h */
 

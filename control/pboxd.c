@@ -46,15 +46,6 @@ static void print_banner(const struct box *b)
 	fflush(stdout);
 }
 
-static void pboxd_usage(const char *prog)
-{
-	char *argv[] = { (char *)prog, (char *)"--help", NULL };
-	struct box_config c;
-	char err[8];
-	box_config_defaults(&c);
-	box_config_parse(&c, 2, argv, err, sizeof(err));
-}
-
 static int wants_help(int argc, char **argv)
 {
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
@@ -80,7 +71,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (wants_help(argc, argv)) {
-		pboxd_usage(argv[0]);
+		box_config_usage(stdout);
 		printf("\nEAL arguments come before \"--\"; see the DPDK documentation or"
 		       " docs/operations.md.\n");
 		return 0;
