@@ -68,6 +68,16 @@ int box_config_parse(struct box_config *c, int argc, char **argv,
 /* The --help text, from the option table. */
 void box_config_usage(FILE *f);
 
+/*
+ * Where the control plane's log lines go (control/log.h). pboxd sets
+ * dp_log_write, the DPDK log type `pbox`; with no write function (unit
+ * tests) they go to stderr. prio is a syslog priority (LOG_PRIO_*).
+ */
+struct box_log_sink {
+	void (*write)(void *ctx, int prio, const char *msg);
+	void *ctx;
+};
+
 struct jobs; /* control/jobs.h */
 
 /* The box: everything an RPC handler may need. */
@@ -77,6 +87,7 @@ struct box {
 	struct dp_layout layout;      /* ports, lcores, endpoints */
 	double start_time;            /* CLOCK_MONOTONIC seconds at start */
 	struct jobs *jobs;
+	struct box_log_sink log;      /* see ctl_log */
 };
 
 #endif

@@ -1,4 +1,5 @@
-/* log.c - level-filtered control-plane log lines on stderr. See log.h. */
+/* log.c - level-filtered control-plane log lines through the box's sink,
+ * or stderr without one. See log.h. */
 #include "control/log.h"
 
 #include <stdarg.h>
@@ -19,6 +20,10 @@ void ctl_log(const struct box *box, enum ctl_log_level level, const char *fmt, .
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (box && box->log.write) {
+		box->log.write(box->log.ctx, (int)level, msg);
+		return;
+	}
 	logline_format(line, sizeof(line), "pboxd", (int)level, msg);
 	fprintf(stderr, "%s\n", line);
 }

@@ -94,7 +94,8 @@ const struct box_opt box_opts[] = {
 		  "printable bytes); none = no secret needed" },
 	{ .name = "log-level", .type = BOX_OPT_ENUM, .arg = "LEVEL", .def = "info",
 	  FIELD(log_level), .choices = level_choices,
-	  .help = "level of the control-plane log on stderr" },
+	  .help = "level of the DPDK log type pbox (pboxd's messages); overrides the "
+		  "EAL's --log-level=pbox:LEVEL" },
 	{ .name = "config", .type = BOX_OPT_CONFIG, .arg = "FILE", .def = NULL,
 	  .help = "read options from the [pboxd] section of an INI file" },
 	{ .name = "help", .type = BOX_OPT_FLAG, .arg = NULL, .def = NULL,

@@ -124,11 +124,14 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 			return -EINVAL;
 		}
 		mtu_on_device = ps->mtu <= di.max_mtu && frame <= di.max_rx_pktlen;
-		if (!mtu_on_device)
-			fprintf(stderr, "pboxd: port %u (%s): its PMD takes frames up to %u bytes; "
-				"--mtu %u sizes pboxd's buffers only (the kernel interface of an "
-				"af_packet port must have that MTU)\n", pid, info->name,
-				di.max_rx_pktlen, ps->mtu);
+		if (!mtu_on_device && ps->warn) {
+			char msg[256];
+			snprintf(msg, sizeof(msg), "port %u (%s): its PMD takes frames up to %u bytes; "
+				 "--mtu %u sizes pboxd's buffers only (the kernel interface of an "
+				 "af_packet port must have that MTU)", pid, info->name,
+				 di.max_rx_pktlen, ps->mtu);
+			ps->warn(msg);
+		}
 		mtu = ps->mtu;
 	}
 	/* Data room: the frame plus slack, in 2 KiB steps (a PMD may need its

@@ -1,7 +1,8 @@
 /*
  * test_log.c - pboxd's log without DPDK: the line format and level names
- * (common/logline.c), and the journal's "<N>" priority prefix and its
- * detection from $JOURNAL_STREAM.
+ * (common/logline.c), the journal's "<N>" priority prefix and its
+ * detection from $JOURNAL_STREAM, and ctl_log's level filter, sink and
+ * stderr fallback (control/log.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include "common/logline.h"
+#include "control/log.h"
 
 static void format__level_word_except_notice(void **state)
 {
@@ -121,6 +123,91 @@ static void journal__stream_names_the_fd(void **state)
 	assert_false(logline_is_journal("1:1", fd));  /* closed */
 }
 
+/* ---- ctl_log ---- */
+
+struct capture {
+	int calls;
+	int prio;
+	char msg[256];
+};
+
+static void capture_write(void *ctx, int prio, const char *msg)
+{
+	struct capture *c = ctx;
+	c->calls++;
+	c->prio = prio;
+	snprintf(c->msg, sizeof(c->msg), "%s", msg);
+}
+
+static void ctl_log__filters_by_level_then_sinks(void **state)
+{
+	static struct box box;
+	struct capture cap = { 0 };
+
+	(void)state;
+	box.cfg.log_level = LOG_PRIO_WARNING;
+	box.log = (struct box_log_sink){ .write = capture_write, .ctx = &cap };
+	ctl_log(&box, CTL_LOG_INFO, "job %s admitted", "a");
+	ctl_log(&box, CTL_LOG_NOTICE, "ready");
+	ctl_log(&box, CTL_LOG_DEBUG, "chatter");
+	assert_int_equal(cap.calls, 0);
+	ctl_log(&box, CTL_LOG_WARN, "job %s aborted", "b");
+	assert_int_equal(cap.calls, 1);
+	assert_int_equal(cap.prio, LOG_PRIO_WARNING);
+	assert_string_equal(cap.msg, "job b aborted");   /* the sink formats the line */
+	ctl_log(&box, CTL_LOG_ERROR, "e");
+	assert_int_equal(cap.calls, 2);
+	assert_int_equal(cap.prio, LOG_PRIO_ERR);
+
+	box.cfg.log_level = LOG_PRIO_DEBUG;
+	assert_true(ctl_log_enabled(&box, CTL_LOG_DEBUG));
+	ctl_log(&box, CTL_LOG_DEBUG, "chatter");
+	assert_int_equal(cap.calls, 3);
+	assert_false(ctl_log_enabled(&(struct box){ .cfg.log_level = LOG_PRIO_ERR }, CTL_LOG_WARN));
+	assert_true(ctl_log_enabled(NULL, CTL_LOG_DEBUG));
+}
+
+/* Run fn with stderr going to a file; return what it wrote. */
+static char *stderr_of(void (*fn)(const struct box *), const struct box *box)
+{
+	char path[] = "/tmp/pbox-test-log-XXXXXX";
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+	static char out[1024];
+
+	fflush(stderr);
+	dup2(fd, STDERR_FILENO);
+	fn(box);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	return out;
+}
+
+static void log_three(const struct box *box)
+{
+	ctl_log(box, CTL_LOG_WARN, "control connection %s: too long", "peer");
+	ctl_log(box, CTL_LOG_NOTICE, "ready");
+	ctl_log(box, CTL_LOG_DEBUG, "hidden at info");
+}
+
+static void ctl_log__stderr_without_sink(void **state)
+{
+	static struct box box;
+
+	(void)state;
+	box.cfg.log_level = LOG_PRIO_INFO;
+	assert_string_equal(stderr_of(log_three, &box),
+			    "pboxd: warn: control connection peer: too long\npboxd: ready\n");
+	/* no box: every level, same format */
+	assert_string_equal(stderr_of(log_three, NULL),
+			    "pboxd: warn: control connection peer: too long\npboxd: ready\n"
+			    "pboxd: debug: hidden at info\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -128,6 +215,8 @@ int main(void)
 		cmocka_unit_test(format__level_names_clamped),
 		cmocka_unit_test(prefix__every_line_once),
 		cmocka_unit_test(journal__stream_names_the_fd),
+		cmocka_unit_test(ctl_log__filters_by_level_then_sinks),
+		cmocka_unit_test(ctl_log__stderr_without_sink),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
