@@ -60,22 +60,32 @@ const struct sum_kernels *sum_by_name(const char *name)
 	return NULL;
 }
 
-const struct sum_kernels *sum_best(void)
+const struct sum_kernels *sum_pick(const char *want, char *warn, size_t warnlen)
 {
-	const char *want = getenv("PBOX_KERNEL");
-
+	if (warnlen)
+		warn[0] = '\0';
 	if (want != NULL && *want != '\0') {
 		const struct sum_kernels *k = sum_by_name(want);
 		if (k != NULL)
 			return k;
-		fprintf(stderr, "pbox: PBOX_KERNEL=%s is unknown or not supported by this CPU "
-			"(scalar, avx2 needs AVX2+F16C, avx512 needs AVX-512 F/BW/VL+F16C); "
-			"ignored\n", want);
+		snprintf(warn, warnlen, "PBOX_KERNEL=%s is unknown or not supported by this CPU "
+			 "(scalar, avx2 needs AVX2+F16C, avx512 needs AVX-512 F/BW/VL+F16C); "
+			 "ignored", want);
 	}
 	for (size_t i = 0; i < NVARIANTS; i++)
 		if (variant_supported(variants[i]))
 			return variants[i];
 	return &sum_kernels_scalar;
+}
+
+const struct sum_kernels *sum_best(void)
+{
+	char warn[256];
+	const struct sum_kernels *k = sum_pick(getenv("PBOX_KERNEL"), warn, sizeof(warn));
+
+	if (warn[0])
+		fprintf(stderr, "pbox: %s\n", warn);
+	return k;
 }
 
 float half_to_float(uint16_t h)

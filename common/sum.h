@@ -28,6 +28,10 @@ struct sum_kernels {
  * PBOX_KERNEL=scalar|avx2|avx512 forces one (ignored if unsupported). */
 const struct sum_kernels *sum_best(void);
 
+/* sum_best's choice for want (the value of PBOX_KERNEL, may be NULL),
+ * with the warning to show in warn ("" if none) instead of on stderr. */
+const struct sum_kernels *sum_pick(const char *want, char *warn, size_t warnlen);
+
 /* The named variant, or NULL if unknown or not supported by this CPU. */
 const struct sum_kernels *sum_by_name(const char *name);
 

@@ -11,13 +11,17 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dataplane/dp.h"
 
-/* Settings: command line (`pboxd [EAL] -- [options]`) or INI file. */
+/*
+ * Settings: command line (`pboxd [EAL] -- [options]`) or INI file. Each
+ * field is one row of the option table, control/options.c, which holds
+ * its option name, default, range and help.
+ */
 struct box_config {
-	/* data ports: --ip PORT:ADDR/PREFIX (repeatable) */
-	unsigned nports;
+	unsigned nports;             /* --ip PORT:ADDR/PREFIX (repeatable) */
 	struct {
 		uint16_t port;      /* DPDK port id */
 		uint32_t ip;        /* host order */
@@ -25,38 +29,38 @@ struct box_config {
 	} ip[BOX_MAX_PORTS];
 	char control[64];            /* --control ADDR:PORT, "" = none */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
-	uint32_t rpc_socket_mode;    /* --rpc-socket-mode, octal, default 0660 */
-	uint16_t udp_base;           /* --udp-base, default 47000 */
-	uint32_t chunk_bytes;        /* --chunk-bytes, default 32768 */
-	uint32_t max_jobs;           /* --max-jobs, default 16 (<= ENGINE_MAX_JOBS/2) */
-	uint32_t max_world;          /* --max-world, default 64 (<= ENGINE_MAX_WORLD) */
-	uint32_t max_keys;           /* --max-keys per job, default 4096 */
-	uint64_t max_job_bytes;      /* --max-job-bytes, default 1 GiB */
-	uint64_t default_job_bytes;  /* --job-bytes, default 256 MiB */
-	uint32_t slots_per_lcore;    /* --slots, per job per lcore, default 256 */
-	uint32_t mbufs;              /* --mbufs per port, default 16383 */
+	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
+	uint16_t udp_base;           /* --udp-base */
+	uint32_t chunk_bytes;        /* --chunk-bytes */
+	uint32_t max_jobs;           /* --max-jobs */
+	uint32_t max_world;          /* --max-world */
+	uint32_t max_keys;           /* --max-keys, per job */
+	uint64_t max_job_bytes;      /* --max-job-bytes */
+	uint64_t default_job_bytes;  /* --job-bytes */
+	uint32_t slots_per_lcore;    /* --slots, per job per data lcore */
+	uint32_t mbufs;              /* --mbufs, per port */
 	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
-	uint32_t idle_sleep_us;      /* --idle-sleep-us, default 0 (pure polling) */
-	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, default 5000, 0 = off */
-	uint32_t join_wait_ms;       /* --join-wait-ms, default 120000 */
+	uint32_t idle_sleep_us;      /* --idle-sleep-us, 0 = pure polling */
+	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, 0 = off */
+	int fanout;                  /* --fanout (BOX_FANOUT_*) */
+	bool udp_checksum;           /* --udp-checksum on|off */
+	int log_level;               /* --log-level, a syslog priority (LOG_PRIO_*) */
+	uint32_t join_wait_ms;       /* --join-wait-ms */
 	/* control-plane budgets (docs/reliability.md "Resource budgets") */
-	uint64_t conn_reply_bytes;   /* --conn-reply-bytes, default 4 MiB */
-	uint64_t total_reply_bytes;  /* --total-reply-bytes, default 64 MiB */
-	uint32_t idle_timeout_ms;    /* --idle-timeout-ms, default 60000, 0 = never */
-	uint32_t request_timeout_ms; /* --request-timeout-ms, default 10000, 0 = never */
-	uint32_t max_conns_per_peer; /* --max-conns-per-peer, default 64 */
-	uint32_t unix_reserved_conns; /* --unix-reserved-conns, default 16 */
-	uint32_t log_peer_burst;     /* --log-peer-burst lines per 10 s, default 20 */
-	int fanout;                  /* --fanout auto|shared|copy (BOX_FANOUT_*) */
-	bool udp_checksum;           /* --udp-checksum on|off, default on */
-	char log_level[16];          /* --log-level error|warn|info|debug */
+	uint64_t conn_reply_bytes;   /* --conn-reply-bytes */
+	uint64_t total_reply_bytes;  /* --total-reply-bytes */
+	uint32_t idle_timeout_ms;    /* --idle-timeout-ms, 0 = never */
+	uint32_t request_timeout_ms; /* --request-timeout-ms, 0 = never */
+	uint32_t max_conns_per_peer; /* --max-conns-per-peer, 0 = no cap */
+	uint32_t unix_reserved_conns; /* --unix-reserved-conns */
+	uint32_t log_peer_burst;     /* --log-peer-burst, lines per peer per 10 s */
 	/* --operator-secret-file: what a TCP job_abort must present; length 0
 	 * = none needed. Never reported by any method. */
 	char operator_secret[257];
 	uint32_t operator_secret_len;
 };
 
-/* Fill c with the defaults listed above. */
+/* Fill c with every option's default (control/options.c). */
 void box_config_defaults(struct box_config *c);
 
 /*
@@ -70,6 +74,19 @@ void box_config_defaults(struct box_config *c);
 int box_config_parse(struct box_config *c, int argc, char **argv,
 		     char *err, size_t errlen);
 
+/* The --help text, from the option table. */
+void box_config_usage(FILE *f);
+
+/*
+ * Where the control plane's log lines go (control/log.h). pboxd sets
+ * dp_log_write, the DPDK log type `pbox`; with no write function (unit
+ * tests) they go to stderr. prio is a syslog priority (LOG_PRIO_*).
+ */
+struct box_log_sink {
+	void (*write)(void *ctx, int prio, const char *msg);
+	void *ctx;
+};
+
 struct jobs; /* control/jobs.h */
 
 /* The box: everything an RPC handler may need. */
@@ -81,6 +98,13 @@ struct box {
 	uint32_t log_peer;            /* TCP peer being served (host order), 0 = none:
 				       * ctl_log counts its lines against --log-peer-burst */
 	struct jobs *jobs;
+	struct box_log_sink log;      /* see ctl_log */
+	/* Per-peer log budget: lines logged while log_peer != 0 are written
+	 * only if allow(ctx, log_peer) (the RPC server's; NULL = all). */
+	struct {
+		int (*allow)(void *ctx, uint32_t ip);
+		void *ctx;
+	} log_gate;
 };
 
 #endif

@@ -1,13 +1,16 @@
 /*
  * box_rpc.c - the box methods of docs/rpc.md: box_endpoints (what workers
- * send to), box_status (ports, lcores, limits) and box_stats (port, lcore
- * and engine counters, drops by reason name from common/drops.h).
+ * send to), box_status (ports, lcores, limits, and every option's value
+ * and default from the option table, control/options.h) and box_stats
+ * (port, lcore and engine counters, drops by reason name from
+ * common/drops.h).
  */
 #include <stdio.h>
 #include <time.h>
 
 #include "common/clock.h"
 #include "control/jobs.h"
+#include "control/options.h"
 #include "control/rpc_methods.h"
 
 /* pbox's version, from include/pbox.h (the Makefile passes it: control/
@@ -74,6 +77,25 @@ static json_t *limits(const struct box_config *c)
 			 "slots_per_lcore", (json_int_t)c->slots_per_lcore);
 }
 
+/* Every setting of the option table: its value and its default, both as
+ * option values ("32K", "on"); a secret shows as "set" or "none". */
+static json_t *config_rows(const struct box_config *c)
+{
+	json_t *rows = json_array();
+	char v[512];
+
+	for (size_t i = 0; i < box_nopts; i++) {
+		const struct box_opt *o = &box_opts[i];
+		if (!box_opt_is_setting(o))
+			continue;
+		if (box_opt_show(c, o, v, sizeof(v)) < 0)
+			snprintf(v, sizeof(v), "?");
+		json_array_append_new(rows, json_pack("{s:s, s:s, s:s}", "option", o->name,
+						      "value", v, "default", o->def ? o->def : "none"));
+	}
+	return rows;
+}
+
 RPC_HANDLER(rpc_box_status)
 {
 	const struct box *b = ctx->box;
@@ -89,11 +111,12 @@ RPC_HANDLER(rpc_box_status)
 			"lcore", (int)b->layout.lcores[i].eal_id, "index", (int)b->layout.lcores[i].index,
 			"udp_port", (int)(b->cfg.udp_base + b->layout.lcores[i].index),
 			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu));
-	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:i, s:i}",
+	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:o, s:i, s:i}",
 			    "version", PBOX_VERSION_STRING, "protocol", WIRE_VERSION,
 			    "uptime_s", clock_s() - b->start_time,
 			    "kernel", b->layout.kernel ? b->layout.kernel : "?",
 			    "ports", ports, "lcores", lcores, "limits", limits(&b->cfg),
+			    "config", config_rows(&b->cfg),
 			    "jobs", (int)jobs_count(b->jobs),
 			    "jobs_removing", (int)jobs_removing(b->jobs));
 	return 0;

@@ -1,29 +1,32 @@
-/* log.c - level-filtered control-plane log lines on stderr. See log.h. */
+/* log.c - level-filtered control-plane log lines through the box's sink,
+ * or stderr without one. See log.h. */
 #include "control/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
-static const char *const level_names[] = { "error", "warn", "info", "debug" };
-
-enum ctl_log_level ctl_log_level(const struct box_config *cfg)
+bool ctl_log_enabled(const struct box *box, enum ctl_log_level level)
 {
-	for (unsigned i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
-		if (strcmp(cfg->log_level, level_names[i]) == 0)
-			return (enum ctl_log_level)i;
-	return CTL_LOG_INFO;
+	return !box || (int)level <= box->cfg.log_level;
 }
 
 void ctl_log(const struct box *box, enum ctl_log_level level, const char *fmt, ...)
 {
-	char line[1024];
+	char msg[1024], line[1100];
 	va_list ap;
 
-	if (box && level > ctl_log_level(&box->cfg))
+	if (!ctl_log_enabled(box, level))
 		return;
+	if (box && box->log_peer && box->log_gate.allow &&
+	    !box->log_gate.allow(box->log_gate.ctx, box->log_peer))
+		return;   /* over this peer's budget: counted, reported later */
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "pboxd: %s: %s\n", level_names[level], line);
+	if (box && box->log.write) {
+		box->log.write(box->log.ctx, (int)level, msg);
+		return;
+	}
+	logline_format(line, sizeof(line), "pboxd", (int)level, msg);
+	fprintf(stderr, "%s\n", line);
 }

@@ -1,24 +1,33 @@
 /*
- * log.h - the control plane's log lines (stderr, which systemd's journal
- * keeps), filtered by --log-level. One line per event, naming job, rank and
- * key, so an operator can follow a job's life without a debugger.
+ * log.h - the control plane's log lines, filtered by --log-level. One line
+ * per event, naming job, rank and key, so an operator can follow a job's
+ * life without a debugger.
+ *
+ * Lines go to the box's sink (struct box_log_sink in control/box.h): in
+ * pboxd that is the DPDK log type `pbox` (dataplane/dp.h, dp_log_write),
+ * which writes them to stderr with journald priorities; without a sink
+ * (unit tests) they go to stderr as "pboxd: LEVEL: message".
  */
 #ifndef PBOX_CTL_LOG_H
 #define PBOX_CTL_LOG_H
 
+#include "common/logline.h"
 #include "control/box.h"
 
+/* Syslog priorities (common/logline.h); smaller is more severe. */
 enum ctl_log_level {
-	CTL_LOG_ERROR = 0,
-	CTL_LOG_WARN,
-	CTL_LOG_INFO,
-	CTL_LOG_DEBUG,
+	CTL_LOG_ERROR = LOG_PRIO_ERR,
+	CTL_LOG_WARN = LOG_PRIO_WARNING,
+	CTL_LOG_NOTICE = LOG_PRIO_NOTICE,   /* life cycle: banner, ready, stopping */
+	CTL_LOG_INFO = LOG_PRIO_INFO,
+	CTL_LOG_DEBUG = LOG_PRIO_DEBUG,
 };
 
-/* Level named by cfg->log_level ("error", "warn", "info", "debug"). */
-enum ctl_log_level ctl_log_level(const struct box_config *cfg);
+/* Whether a line of this level is written: level <= box->cfg.log_level;
+ * always with no box. */
+bool ctl_log_enabled(const struct box *box, enum ctl_log_level level);
 
-/* Print "pboxd: LEVEL: message\n" to stderr if level is enabled. */
+/* Write one line if its level is enabled, through box->log or to stderr. */
 void ctl_log(const struct box *box, enum ctl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

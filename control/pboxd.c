@@ -5,6 +5,11 @@
  * lcore (dataplane/lcore.c), the job registry and the RPC server; then the
  * data lcores poll while the main lcore serves the control plane until
  * SIGINT/SIGTERM, and everything is stopped and released in reverse order.
+ *
+ * Every line it prints from the log stream's opening to its end goes
+ * through ctl_log and the DPDK log type `pbox` (dataplane/dp.h), at a
+ * level: the life-cycle lines ("pboxd: ready") are notices, failures
+ * errors. Only --help and a log stream that cannot open print plainly.
  */
 #include <errno.h>
 #include <signal.h>
@@ -16,6 +21,7 @@
 #include "common/clock.h"
 #include "control/box.h"
 #include "control/jobs.h"
+#include "control/log.h"
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
 
@@ -32,27 +38,17 @@ static void print_banner(const struct box *b)
 	for (unsigned i = 0; i < b->layout.nports; i++) {
 		const struct box_port_info *p = &b->layout.ports[i];
 		uint32_t ip = p->ip;
-		printf("pboxd: port %u %s %02x:%02x:%02x:%02x:%02x:%02x %u.%u.%u.%u/%u mtu %u"
-		       " rxq %u steering %s fanout %s rx %s numa %d cpus %s\n", p->port, p->name, p->mac[0], p->mac[1],
-		       p->mac[2], p->mac[3], p->mac[4], p->mac[5], ip >> 24, (ip >> 16) & 255,
-		       (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues, p->steering, p->fanout,
-		       p->hold ? "held" : "copied", p->numa_node, p->local_cpus);
+		ctl_log(b, CTL_LOG_NOTICE, "port %u %s %02x:%02x:%02x:%02x:%02x:%02x %u.%u.%u.%u/%u mtu %u"
+			" rxq %u steering %s fanout %s rx %s numa %d cpus %s", p->port, p->name,
+			p->mac[0], p->mac[1], p->mac[2], p->mac[3], p->mac[4], p->mac[5], ip >> 24,
+			(ip >> 16) & 255, (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues,
+			p->steering, p->fanout, p->hold ? "held" : "copied", p->numa_node, p->local_cpus);
 	}
-	printf("pboxd: %u data lcore(s), udp ports %u-%u, kernel %s, control %s, socket %s\n",
-	       b->layout.nlcores, b->cfg.udp_base, b->cfg.udp_base + b->layout.nlcores - 1,
-	       b->layout.kernel,
-	       b->cfg.control[0] ? b->cfg.control : "off",
-	       b->cfg.rpc_socket[0] ? b->cfg.rpc_socket : "off");
-	fflush(stdout);
-}
-
-static void pboxd_usage(const char *prog)
-{
-	char *argv[] = { (char *)prog, (char *)"--help", NULL };
-	struct box_config c;
-	char err[8];
-	box_config_defaults(&c);
-	box_config_parse(&c, 2, argv, err, sizeof(err));
+	ctl_log(b, CTL_LOG_NOTICE, "%u data lcore(s), udp ports %u-%u, kernel %s, control %s, socket %s",
+		b->layout.nlcores, b->cfg.udp_base, b->cfg.udp_base + b->layout.nlcores - 1,
+		b->layout.kernel,
+		b->cfg.control[0] ? b->cfg.control : "off",
+		b->cfg.rpc_socket[0] ? b->cfg.rpc_socket : "off");
 }
 
 static int wants_help(int argc, char **argv)
@@ -71,33 +67,60 @@ static void teardown(struct box *box, struct dp *dp, struct rpc_server *srv)
 	dp_close(dp);
 }
 
+/*
+ * The EAL and pboxd's options. The `pbox` log level starts where the EAL
+ * put it (--log-level=pbox:LEVEL, else info); pboxd's own --log-level,
+ * read later, overrides it. Returns -1 to go on, or the exit status:
+ * 0 after --help, 1 if the EAL failed, 2 for a bad option (logged).
+ */
+static int start_options(struct box *box, int argc, char **argv)
+{
+	char err[512];
+	int rc = dp_eal_init(argc, argv, err, sizeof(err));
+
+	if (rc < 0) {
+		ctl_log(box, CTL_LOG_ERROR, "%s", err);
+		return 1;
+	}
+	argv[rc] = argv[0];
+	box->cfg.log_level = dp_log_level();
+	int prc = box_config_parse(&box->cfg, argc - rc, argv + rc, err, sizeof(err));
+	if (prc < 0)
+		ctl_log(box, CTL_LOG_ERROR, "%s", err);
+	if (prc != 0) {
+		dp_eal_cleanup();
+		return prc < 0 ? 2 : 0;
+	}
+	dp_log_set_level(box->cfg.log_level);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	static struct box box; /* large; lives for the whole process */
 	struct rpc_server *srv = NULL;
+	struct dp_log *log = NULL;
 	struct dp *dp = NULL;
 	char err[512];
 	int rc;
 
+	/* Before the EAL is up, --help and a failing log stream print plainly. */
 	if (wants_help(argc, argv)) {
-		pboxd_usage(argv[0]);
+		box_config_usage(stdout);
 		printf("\nEAL arguments come before \"--\"; see the DPDK documentation or"
 		       " docs/operations.md.\n");
 		return 0;
 	}
 	box_config_defaults(&box.cfg);
-	rc = dp_eal_init(argc, argv, err, sizeof(err));
-	if (rc < 0) {
+	if (dp_log_open(&log, err, sizeof(err)) < 0) {
 		fprintf(stderr, "pboxd: %s\n", err);
 		return 1;
 	}
-	argv[rc] = argv[0];
-	rc = box_config_parse(&box.cfg, argc - rc, argv + rc, err, sizeof(err));
-	if (rc != 0) {
-		if (rc < 0)
-			fprintf(stderr, "pboxd: %s\n", err);
-		dp_eal_cleanup();
-		return rc < 0 ? 2 : 0;
+	box.log = (struct box_log_sink){ .write = dp_log_write };
+	rc = start_options(&box, argc, argv);
+	if (rc >= 0) {
+		dp_log_close(log);
+		return rc;
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -116,27 +139,28 @@ int main(int argc, char **argv)
 	box.start_time = clock_s();
 	rc = dp_open(&dpp, &dp, &box.layout, &box.dp, err, sizeof(err));
 	if (rc != 0)
-		fprintf(stderr, "pboxd: %s\n", err);
+		ctl_log(&box, CTL_LOG_ERROR, "%s", err);
 	if (rc == 0 && (rc = jobs_open(&box, &box.jobs)) != 0)
-		fprintf(stderr, "pboxd: cannot create the job registry: %s\n", strerror(-rc));
+		ctl_log(&box, CTL_LOG_ERROR, "cannot create the job registry: %s", strerror(-rc));
 	if (rc == 0 && (rc = rpc_server_open(&srv, &box, err, sizeof(err))) != 0)
-		fprintf(stderr, "pboxd: %s\n", err);
+		ctl_log(&box, CTL_LOG_ERROR, "%s", err);
 	if (rc != 0) {
 		teardown(&box, dp, srv);
 		dp_eal_cleanup();
+		dp_log_close(log);
 		return 1;
 	}
 	print_banner(&box);
 	dp_launch(dp);
-	printf("pboxd: ready\n");
-	fflush(stdout);
+	ctl_log(&box, CTL_LOG_NOTICE, "ready");
 
 	while (!quit)
 		rpc_server_poll(srv, 100);
 
-	printf("pboxd: stopping\n");
+	ctl_log(&box, CTL_LOG_NOTICE, "stopping");
 	teardown(&box, dp, srv);
+	ctl_log(&box, CTL_LOG_NOTICE, "stopped");
 	dp_eal_cleanup();
-	printf("pboxd: stopped\n");
+	dp_log_close(log);
 	return 0;
 }

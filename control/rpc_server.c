@@ -540,6 +540,14 @@ static void resume_throttled(struct rpc_server *s)
 	}
 }
 
+static int log_allow(void *ctx, uint32_t ip)
+{
+	struct rpc_server *s = ctx;
+	struct peer *p = peers_get(&s->peers, ip);
+
+	return !p || peers_log_allow(p, clock_s(), s->box->cfg.log_peer_burst);
+}
+
 static void report_suppressed(void *ctx, uint32_t ip, uint32_t n)
 {
 	struct rpc_server *s = ctx;
@@ -697,6 +705,8 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 		s->owns_jobs = 1;
 	}
 	jobs_set_notify(box->jobs, notify_aborted, s);
+	box->log_gate.allow = log_allow;
+	box->log_gate.ctx = s;
 	rc = open_listeners(s, err, errlen);
 	if (rc < 0) {
 		rpc_server_close(s);
@@ -706,10 +716,12 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on tcp %s (port %u)",
 			box->cfg.control, s->tcp_port);
 		if (box->cfg.operator_secret_len)
-			ctl_log(box, CTL_LOG_INFO, "control: job_abort over tcp needs the operator secret");
+			ctl_log(box, CTL_LOG_INFO, "control: operator methods over tcp need the"
+				" operator secret");
 		else
-			ctl_log(box, CTL_LOG_WARN, "control: job_abort over tcp needs no secret "
-				"(set --operator-secret-file to require one)");
+			ctl_log(box, CTL_LOG_WARN, "control: no operator secret: tcp operators may only"
+				" read; job_create and job_abort only over the unix socket (set"
+				" --operator-secret-file to allow them over tcp)");
 	}
 	if (s->unx.fd >= 0)
 		ctl_log(box, CTL_LOG_INFO, "control: JSON-RPC on unix %s", s->unix_path);
@@ -730,6 +742,8 @@ void rpc_server_close(struct rpc_server *s)
 	} else if (s->box->jobs) {
 		jobs_set_notify(s->box->jobs, NULL, NULL);
 	}
+	s->box->log_gate.allow = NULL;
+	s->box->log_gate.ctx = NULL;
 	while (s->conns)
 		conn_kill(s, s->conns, "server closing");
 	free_dead(s);

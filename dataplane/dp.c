@@ -207,6 +207,11 @@ static int rx_can_hold(uint16_t pid)
 	return strcmp(di.driver_name, "net_af_xdp") != 0;
 }
 
+static void port_warn(const char *msg)
+{
+	DP_LOG(WARNING, "%s", msg);
+}
+
 static int setup_ports(struct dp *d, char *err, size_t errlen)
 {
 	const struct dp_params *c = &d->p;
@@ -245,7 +250,7 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 		struct dp_port *dp = &d->sh.ports[pid];
 		struct port_setup ps = {
 			.port_id = pid, .nlcores = d->sh.nlcores, .nmbufs = c->mbufs, .mtu = (uint16_t)c->mtu,
-			.udp_base = c->udp_base, .fanout = c->fanout, .socket = rte_eth_dev_socket_id(pid) < 0 ?
+			.udp_base = c->udp_base, .fanout = c->fanout, .warn = port_warn, .socket = rte_eth_dev_socket_id(pid) < 0 ?
 				(int)rte_socket_id() : rte_eth_dev_socket_id(pid),
 		};
 		int rc = port_start(&ps, info, &dp->pool, &dp->hdr_pool, err, errlen);
@@ -309,10 +314,13 @@ void dp_eal_cleanup(void)
 int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout,
 	    struct box_dp *ops, char *err, size_t errlen)
 {
-	const struct sum_kernels *sum = sum_best();
+	char warn[256];
+	const struct sum_kernels *sum = sum_pick(getenv("PBOX_KERNEL"), warn, sizeof(warn));
 	struct dp *d = calloc(1, sizeof(*d));
 	int rc;
 
+	if (warn[0])
+		DP_LOG(WARNING, "%s", warn);
 	*out = NULL;
 	if (!d) {
 		snprintf(err, errlen, "out of memory for the data plane");

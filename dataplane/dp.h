@@ -107,6 +107,25 @@ struct dp_params {
 };
 
 struct dp;
+struct dp_log;
+
+/*
+ * pboxd's log (dataplane/dp_log.c). Every DPDK log line, the EAL's and
+ * pboxd's own (the DPDK log type `pbox`), goes to stderr; when stderr is
+ * the journal ($JOURNAL_STREAM), each line starts with its syslog priority
+ * ("<3>"), so journald records its level. Call dp_log_open first (before
+ * dp_eal_init, so the EAL's lines go the same way) and dp_log_close last.
+ * Returns 0 or -ENOMEM with a message in err.
+ */
+int dp_log_open(struct dp_log **log, char *err, size_t errlen);
+void dp_log_close(struct dp_log *log);
+/* The control plane's sink (struct box_log_sink): msg as one line of the
+ * `pbox` type at syslog priority prio ("pboxd: LEVEL: msg"). ctx unused. */
+void dp_log_write(void *ctx, int prio, const char *msg);
+/* The `pbox` type's level as a syslog priority (error .. debug): INFO
+ * unless the EAL was given --log-level=pbox:LEVEL; and setting it. */
+int dp_log_level(void);
+void dp_log_set_level(int prio);
 
 /*
  * Initialise DPDK's EAL with the arguments before "--". Returns how many

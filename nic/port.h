@@ -30,6 +30,7 @@ struct port_setup {
 	uint16_t udp_base;
 	int socket;
 	int fanout;           /* BOX_FANOUT_*: shared payload if the port can */
+	void (*warn)(const char *msg); /* where a warning goes (pboxd's log); may be NULL */
 };
 
 /*

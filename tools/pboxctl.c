@@ -51,7 +51,7 @@ static void usage(FILE *f)
 		"               [--secret-file FILE] CMD\n"
 		"\n"
 		"commands:\n"
-		"  status                        box, ports, lcores and limits\n"
+		"  status                        box, ports, lcores and pboxd's options\n"
 		"  jobs                          the jobs on the box\n"
 		"  job show NAME                 one job: ranks and keys\n"
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
@@ -261,16 +261,32 @@ static void print_lcores(const json_t *lcores)
 	table_print(&t);
 }
 
+/* pboxd's options as box_status reports them: one row per option of its
+ * table (control/options.c), value and default as option values. */
+static void print_config(const json_t *rows)
+{
+	static const char *const h[] = { "OPTION", "VALUE", "DEFAULT" };
+	struct table t;
+	size_t i;
+	json_t *r;
+
+	table_init(&t, 3, h);
+	json_array_foreach(rows, i, r) {
+		table_cell(&t, "%s", jstr(r, "option"));
+		table_cell(&t, "%s", jstr(r, "value"));
+		table_cell(&t, "%s", jstr(r, "default"));
+	}
+	table_print(&t);
+}
+
 static int cmd_status(struct ctl *c)
 {
 	json_t *r;
-	char b1[32], b2[32];
 
 	if (call(c, "box_status", NULL, &r))
 		return 1;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
-	json_t *lim = json_object_get(r, "limits");
 	json_t *up = json_object_get(r, "uptime_s");
 	printf("pboxd %s, protocol %lld, sum kernel %s, up %.1f s, %lld job(s)\n\n",
 	       jstr(r, "version"), jint(r, "protocol"), jstr(r, "kernel"),
@@ -278,12 +294,8 @@ static int cmd_status(struct ctl *c)
 	print_ports(json_object_get(r, "ports"));
 	putchar('\n');
 	print_lcores(json_object_get(r, "lcores"));
-	printf("\nlimits: %lld jobs, %lld workers/job, %lld keys/job, job memory %s "
-	       "(max %s), chunks %lld bytes, %lld slots/lcore\n",
-	       jint(lim, "max_jobs"), jint(lim, "max_world"), jint(lim, "max_keys"),
-	       human_bytes((unsigned long long)jint(lim, "default_job_bytes"), b1, sizeof(b1)),
-	       human_bytes((unsigned long long)jint(lim, "max_job_bytes"), b2, sizeof(b2)),
-	       jint(lim, "chunk_bytes"), jint(lim, "slots_per_lcore"));
+	putchar('\n');
+	print_config(json_object_get(r, "config"));
 	json_decref(r);
 	return 0;
 }

@@ -37,8 +37,14 @@ l = s["limits"]
 assert l["max_world"] == 8 and l["max_jobs"] == 4 and l["chunk_bytes"] == 16384, l
 assert l["max_keys"] == 100 and l["max_job_bytes"] == 512 << 20, l
 assert s["ports"][0]["ip"].startswith("198.18.0.1"), s["ports"]
+c = {r["option"]: r["value"] for r in s["config"]}
+assert c["max-world"] == "8" and c["chunk-bytes"] == "16K" and c["max-job-bytes"] == "512M", c
+assert c["operator-secret-file"] == "set", c
 ' || die "status does not show the config file's limits"
-grep -q "limits: 4 jobs, 8 workers/job, 100 keys/job" "$WORKDIR/status.txt" || die "the status table does not show the limits"
+for kv in "max-jobs 4" "max-world 8" "max-keys 100" "max-job-bytes 512M" "chunk-bytes 16K" "operator-secret-file set"; do
+	grep -qE "^${kv% *} +${kv#* } " "$WORKDIR/status.txt" ||
+		die "the status table does not show ${kv% *} ${kv#* } from the config file"
+done
 grep -qF "$(cat "$WORKDIR/secret")" "$BOX_LOG" "$WORKDIR/status.txt" && die "the operator secret leaked into the log or status"
 
 # a long-running job to look at and then abort

@@ -23,6 +23,7 @@
 
 #include "control/box.h"
 #include "dataplane/engine.h"
+#include "common/logline.h"
 #include "common/sum.h"
 
 #define FIX_MAX_LCORES 8
@@ -182,7 +183,7 @@ static inline struct fixture *fixture_new(unsigned nports, unsigned nlcores)
 	struct box *b = &f->box;
 
 	box_config_defaults(&b->cfg);
-	strcpy(b->cfg.log_level, "error");
+	b->cfg.log_level = LOG_PRIO_ERR;
 	b->dp = (struct box_dp){
 		.ctx = f, .post = fix_post, .applied = fix_applied, .mem_alloc = fix_alloc,
 		.mem_free = fix_free, .lcore_stats = fix_lstats, .engine_stats = fix_estats,

@@ -15,8 +15,9 @@
 
 #include <cmocka.h>
 
-#include "control/box.h"
+#include "common/logline.h"
 #include "common/secret.h"
+#include "control/box.h"
 
 struct t {
 	struct box_config c;
@@ -83,6 +84,11 @@ static void defaults__documented_values(void **state)
 	assert_int_equal(t->c.mbufs, 16383);
 	assert_int_equal(t->c.idle_sleep_us, 0);
 	assert_true(t->c.udp_checksum);
+	assert_int_equal(t->c.mtu, 0);
+	assert_int_equal(t->c.stall_timeout_ms, 5000);
+	assert_int_equal(t->c.fanout, BOX_FANOUT_AUTO);
+	assert_int_equal(t->c.log_level, LOG_PRIO_INFO);
+	assert_int_equal(t->c.operator_secret_len, 0);
 	assert_int_equal(t->c.nports, 0);
 	assert_int_equal(parse(t, NULL), 0);
 }
@@ -118,7 +124,7 @@ static void parse__all_options(void **state)
 	assert_int_equal(t->c.mbufs, 8191);
 	assert_int_equal(t->c.idle_sleep_us, 10);
 	assert_false(t->c.udp_checksum);
-	assert_string_equal(t->c.log_level, "debug");
+	assert_int_equal(t->c.log_level, LOG_PRIO_DEBUG);
 }
 
 static void parse__ip_same_port_replaces(void **state)
@@ -167,6 +173,30 @@ static void parse__errors_name_the_option(void **state)
 	assert_non_null(strstr(t->err, "stray"));
 }
 
+static void parse__ranges_zero_and_none(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(parse(t, "--mtu", "9000", NULL), 0);
+	assert_int_equal(t->c.mtu, 9000);
+	assert_int_equal(parse(t, "--mtu", "0", NULL), 0);   /* the port's own */
+	assert_int_equal(t->c.mtu, 0);
+	assert_int_equal(parse(t, "--mtu", "100", NULL), -EINVAL);
+	assert_string_equal(t->err, "--mtu: 100 is out of range [576, 9000] (or 0)");
+	assert_int_equal(parse(t, "--chunk-bytes", "32", NULL), -EINVAL);
+	assert_string_equal(t->err, "--chunk-bytes: 32 is out of range [64, 64M]");
+	assert_int_equal(parse(t, "--chunk-bytes", "1MiB", "--max-job-bytes", "1t", NULL), 0);
+	assert_int_equal(t->c.chunk_bytes, 1u << 20);
+	assert_int_equal(t->c.max_job_bytes, 1ull << 40);
+	assert_int_equal(parse(t, "--fanout", "copy", "--log-level", "notice", NULL), 0);
+	assert_int_equal(t->c.fanout, BOX_FANOUT_COPY);
+	assert_int_equal(t->c.log_level, LOG_PRIO_NOTICE);
+	assert_int_equal(parse(t, "--control", "none", NULL), 0);
+	assert_string_equal(t->c.control, "");
+	assert_int_equal(parse(t, "--control", "127.0.0.1:7470", "--rpc-socket", "none", NULL), 0);
+	assert_string_equal(t->c.rpc_socket, "");
+}
+
 static void parse__cross_checks(void **state)
 {
 	struct t *t = *state;
@@ -203,7 +233,7 @@ static void ini__reads_section_and_later_options_override(void **state)
 	assert_int_equal(parse(t, "--config", t->ini, "--max-world", "16", NULL), 0);
 	assert_int_equal(t->c.nports, 2);
 	assert_int_equal(t->c.max_world, 16);
-	assert_string_equal(t->c.log_level, "warn");
+	assert_int_equal(t->c.log_level, LOG_PRIO_WARNING);
 }
 
 static void ini__errors_name_file_and_line(void **state)
@@ -287,6 +317,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parse__all_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__ip_same_port_replaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__errors_name_the_option, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__ranges_zero_and_none, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__cross_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__help_returns_1, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__reads_section_and_later_options_override, setup, teardown),

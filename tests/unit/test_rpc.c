@@ -23,6 +23,7 @@
 
 #include "tests/unit/box_fixture.h"
 #include "control/jobs.h"
+#include "control/options.h"
 #include "control/rpc.h"
 #include "common/rpc_client.h"
 #include "control/rpc_server.h"
@@ -347,6 +348,7 @@ static void abort__operator_secret_over_tcp(void **state)
 	r = result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"box_status\"}");
 	char *dump = json_dumps(r, 0);
 	assert_null(strstr(dump, "0123456789abcdef"));
+	assert_non_null(strstr(dump, "{\"option\": \"operator-secret-file\", \"value\": \"set\", \"default\": \"none\"}"));
 	free(dump);
 	json_decref(r);
 	jobs_session_closed(t->f->box.jobs, (void *)1);
@@ -373,6 +375,24 @@ static void box__status_stats_endpoints(void **state)
 			    "198.18.0.1/24");
 	assert_int_equal(json_array_size(json_object_get(r, "lcores")), 2);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "max_world")), 64);
+	/* config: one row per setting of the option table, in its order */
+	json_t *cfg = json_object_get(r, "config"), *row;
+	size_t i, n = 0;
+	for (i = 0; i < box_nopts; i++)
+		n += box_opt_is_setting(&box_opts[i]);
+	assert_int_equal(json_array_size(cfg), n);
+	row = json_array_get(cfg, 0);
+	assert_string_equal(json_string_value(json_object_get(row, "option")), "ip");
+	assert_string_equal(json_string_value(json_object_get(row, "value")), "none");
+	json_array_foreach(cfg, i, row) {
+		const struct box_opt *o = box_opt_find(json_string_value(json_object_get(row, "option")));
+		assert_non_null(o);
+		if (strcmp(o->name, "log-level") == 0)   /* the fixture logs errors only */
+			assert_string_equal(json_string_value(json_object_get(row, "value")), "error");
+		else if (o->def)
+			assert_string_equal(json_string_value(json_object_get(row, "value")), o->def);
+		assert_string_equal(json_string_value(json_object_get(row, "default")), o->def ? o->def : "none");
+	}
 	json_decref(r);
 
 	t->f->lstats[1].drops[DROP_BAD_TOKEN] = 5;

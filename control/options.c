@@ -1,0 +1,154 @@
+/*
+ * options.c - the table of pboxd's options (see options.h): the one place
+ * where an option, its default and its range are written. To add an
+ * option: a field in struct box_config (control/box.h), a row here, a row
+ * in docs/operations.md and a line in deploy/pboxd.conf (the unit test
+ * test_options fails until both show it with this default).
+ */
+#include "control/options.h"
+
+#include <string.h>
+
+#include "common/logline.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+#define TiB (1024ull * 1024ull * MiB)
+
+#define FIELD(f) .offset = offsetof(struct box_config, f), .size = sizeof(((struct box_config *)0)->f)
+
+static const struct box_opt_choice fanout_choices[] = {
+	{ "auto", BOX_FANOUT_AUTO }, { "shared", BOX_FANOUT_SHARED }, { "copy", BOX_FANOUT_COPY },
+	{ NULL, 0 },
+};
+
+/* Syslog priorities, as the journal and the DPDK log type `pbox` use them. */
+static const struct box_opt_choice level_choices[] = {
+	{ "error", LOG_PRIO_ERR }, { "warn", LOG_PRIO_WARNING }, { "notice", LOG_PRIO_NOTICE },
+	{ "info", LOG_PRIO_INFO }, { "debug", LOG_PRIO_DEBUG },
+	{ NULL, 0 },
+};
+
+const struct box_opt box_opts[] = {
+	{ .name = "ip", .type = BOX_OPT_IP_LIST, .arg = "PORT:ADDR/PREFIX", .def = NULL,
+	  FIELD(ip),
+	  .help = "data port PORT (DPDK port id) has ADDR/PREFIX; repeat per port" },
+	{ .name = "control", .type = BOX_OPT_HOSTPORT, .arg = "ADDR:PORT", .def = "0.0.0.0:7470",
+	  FIELD(control),
+	  .help = "JSON-RPC over TCP for workers and remote operators; none = off" },
+	{ .name = "rpc-socket", .type = BOX_OPT_STRING, .arg = "PATH", .def = "/run/pbox/pboxd.sock",
+	  FIELD(rpc_socket),
+	  .help = "JSON-RPC Unix socket for local operators; none = off" },
+	{ .name = "rpc-socket-mode", .type = BOX_OPT_OCTAL, .arg = "MODE", .def = "0660",
+	  .min = 0, .max = 0777, FIELD(rpc_socket_mode),
+	  .help = "permissions of the Unix socket, octal" },
+	{ .name = "udp-base", .type = BOX_OPT_UINT, .arg = "N", .def = "47000",
+	  .min = 1024, .max = 65535 - BOX_MAX_LCORES, FIELD(udp_base),
+	  .help = "UDP port of data lcore 0; data lcore i uses N+i" },
+	{ .name = "chunk-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "32K",
+	  .min = 64, .max = 64 * MiB, FIELD(chunk_bytes),
+	  .help = "chunk size for key assignment: each chunk has one (port, lcore) owner" },
+	{ .name = "max-jobs", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
+	  .min = 1, .max = ENGINE_MAX_JOBS / 2, FIELD(max_jobs),
+	  .help = "concurrent jobs" },
+	{ .name = "max-world", .type = BOX_OPT_UINT, .arg = "N", .def = "64",
+	  .min = 1, .max = ENGINE_MAX_WORLD, FIELD(max_world),
+	  .help = "workers per job" },
+	{ .name = "max-keys", .type = BOX_OPT_UINT, .arg = "N", .def = "4096",
+	  .min = 1, .max = 1u << 20, FIELD(max_keys),
+	  .help = "keys per job" },
+	{ .name = "max-job-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "1G",
+	  .min = 1 * MiB, .max = 1 * TiB, FIELD(max_job_bytes),
+	  .help = "largest job memory (arena) a job may ask for" },
+	{ .name = "job-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "256M",
+	  .min = 1 * MiB, .max = 1 * TiB, FIELD(default_job_bytes),
+	  .help = "job memory when the job does not ask; at most --max-job-bytes" },
+	{ .name = "slots", .type = BOX_OPT_UINT, .arg = "N", .def = "256",
+	  .min = 1, .max = ENGINE_NO_SLOT - 1, FIELD(slots_per_lcore),
+	  .help = "contribution slots (open segment rounds) per job per data lcore" },
+	{ .name = "mbufs", .type = BOX_OPT_UINT, .arg = "N", .def = "16383",
+	  .min = 1023, .max = 1u << 24, FIELD(mbufs),
+	  .help = "mbufs per port, in a pool on the port's NUMA node" },
+	{ .name = "mtu", .type = BOX_OPT_UINT, .arg = "BYTES", .def = "0",
+	  .min = 576, .max = 9000, .zero_ok = true, FIELD(mtu),
+	  .help = "MTU of every data port; 0 = the port's own (1500 for vdevs; "
+		  "net_af_packet needs framesz= above it)" },
+	{ .name = "idle-sleep-us", .type = BOX_OPT_UINT, .arg = "US", .def = "0",
+	  .min = 0, .max = 1000000, FIELD(idle_sleep_us),
+	  .help = "sleep of an idle data lcore; 0 = pure polling (production)" },
+	{ .name = "stall-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "5000",
+	  .min = 0, .max = 3600000, FIELD(stall_timeout_ms),
+	  .help = "abort a job whose open rounds make no progress for MS, naming the "
+		  "missing ranks; 0 = never" },
+	{ .name = "join-wait-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "120000",
+	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(join_wait_ms),
+	  .help = "how long a job waits from its creation for every rank to join before it "
+		  "is aborted (a job nobody joins is removed); 0 = forever" },
+	{ .name = "fanout", .type = BOX_OPT_ENUM, .arg = "MODE", .def = "auto",
+	  FIELD(fanout), .choices = fanout_choices,
+	  .help = "results to N ranks: shared (one payload copy, needs chained-mbuf tx), "
+		  "copy (one mbuf per rank), auto (shared from 2 KiB where the port can)" },
+	{ .name = "udp-checksum", .type = BOX_OPT_BOOL, .arg = "on|off", .def = "on",
+	  FIELD(udp_checksum),
+	  .help = "fill in the UDP checksum of results, one pass over each payload "
+		  "for all its ranks" },
+	{ .name = "operator-secret-file", .type = BOX_OPT_SECRET_FILE, .arg = "FILE", .def = NULL,
+	  FIELD(operator_secret),
+	  .help = "operator methods over TCP must present the secret in FILE (mode 600, "
+		  "16-256 printable bytes); none = TCP operators may only read" },
+	{ .name = "conn-reply-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "4M",
+	  .min = 64 << 10, .max = 1ull << 30, FIELD(conn_reply_bytes),
+	  .help = "unread replies one control connection may have queued; beyond, its "
+		  "requests wait unread" },
+	{ .name = "total-reply-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "64M",
+	  .min = 1 << 20, .max = 16ull << 30, FIELD(total_reply_bytes),
+	  .help = "unread replies all control connections may have queued; beyond, no "
+		  "connection with unread replies is read" },
+	{ .name = "idle-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "60000",
+	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(idle_timeout_ms),
+	  .help = "close a control connection that holds no rank and sends nothing for MS; "
+		  "0 = never" },
+	{ .name = "request-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "10000",
+	  .min = 100, .max = 3600000, .zero_ok = true, FIELD(request_timeout_ms),
+	  .help = "close a control connection whose request line is not complete within "
+		  "MS; 0 = never" },
+	{ .name = "max-conns-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "64",
+	  .min = 1, .max = 2048, .zero_ok = true, FIELD(max_conns_per_peer),
+	  .help = "TCP control connections one peer address may hold; 0 = no cap" },
+	{ .name = "unix-reserved-conns", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
+	  .min = 0, .max = 1024, FIELD(unix_reserved_conns),
+	  .help = "of the 2048 control connections, those only the Unix socket may take" },
+	{ .name = "log-peer-burst", .type = BOX_OPT_UINT, .arg = "N", .def = "20",
+	  .min = 1, .max = 100000, FIELD(log_peer_burst),
+	  .help = "log lines one TCP peer may cause per 10 s; the rest are counted and "
+		  "reported as suppressed" },
+	{ .name = "log-level", .type = BOX_OPT_ENUM, .arg = "LEVEL", .def = "info",
+	  FIELD(log_level), .choices = level_choices,
+	  .help = "level of the DPDK log type pbox (pboxd's messages); overrides the "
+		  "EAL's --log-level=pbox:LEVEL" },
+	{ .name = "config", .type = BOX_OPT_CONFIG, .arg = "FILE", .def = NULL,
+	  .help = "read options from the [pboxd] section of an INI file" },
+	{ .name = "help", .type = BOX_OPT_FLAG, .arg = NULL, .def = NULL,
+	  .help = "print this help and exit" },
+};
+
+const size_t box_nopts = sizeof(box_opts) / sizeof(box_opts[0]);
+
+const struct box_opt *box_opt_find(const char *name)
+{
+	for (size_t i = 0; i < box_nopts; i++) {
+		const char *a = box_opts[i].name, *b = name;
+		while (*a && (*a == *b || (*a == '-' && *b == '_'))) {
+			a++;
+			b++;
+		}
+		if (!*a && !*b)
+			return &box_opts[i];
+	}
+	return NULL;
+}
+
+bool box_opt_is_setting(const struct box_opt *o)
+{
+	return o->type != BOX_OPT_CONFIG && o->type != BOX_OPT_FLAG;
+}
