@@ -15,6 +15,7 @@
  *   !nomem   toggle mem_alloc failure
  *   !defer   toggle deferred apply (posts queue until !drain or the end)
  *   !drain   apply queued posts
+ *   !nosecret  toggle the box's operator secret (present at the start)
  *
  * Every input starts from a fresh registry and fresh engines and ends with
  * jobs_close, so no state leaks between inputs and crashes reproduce from
@@ -22,6 +23,11 @@
  * JSON-RPC 2.0 object with exactly one of result/error, which serializes
  * to one line; the engines never reject a message the registry posted;
  * after jobs_close every arena and table the fixture handed out was freed.
+ * Authorization (docs/reliability.md "Who may call what"): an operator
+ * method succeeds over TCP (odd sessions) only with the box's secret, and
+ * an operator write never without one; a key_declare or job_leave succeeds
+ * only on the session that joined that rank; no reply carries the operator
+ * secret or a join secret.
  * ASan's leak check covers jansson and the registry's own malloc.
  *
  * Limits are shrunk (1 MiB default arena, 4 MiB max, 4 slots, 64 keys)
@@ -48,7 +54,12 @@
 #define NSESSIONS 3
 #define MAX_LINES 64
 
+#define OPERATOR_SECRET "fuzz-operator-secret"
+
 static struct fixture *F;
+/* A secret's text was sent as data (a job name, an unknown parameter) in
+ * this input: replies may then echo it. */
+static int secret_as_data;
 static int verbose; /* FUZZ_RPC_VERBOSE=1: print each request and reply */
 static int closed[NSESSIONS + 1];
 
@@ -138,6 +149,13 @@ static unsigned arg(const char *p, size_t n, unsigned dflt)
 	return any ? v : dflt;
 }
 
+static void set_secret(int on)
+{
+	snprintf(F->box.cfg.operator_secret, sizeof(F->box.cfg.operator_secret), "%s",
+		 on ? OPERATOR_SECRET : "");
+	F->box.cfg.operator_secret_len = on ? (uint32_t)strlen(OPERATOR_SECRET) : 0;
+}
+
 static void directive(const char *p, size_t n, unsigned *session)
 {
 #define IS(w) (n >= sizeof(w) - 1 && memcmp(p, w, sizeof(w) - 1) == 0)
@@ -163,6 +181,8 @@ static void directive(const char *p, size_t n, unsigned *session)
 		F->deferred = !F->deferred;
 	} else if (IS("!drain")) {
 		fixture_drain(F);
+	} else if (IS("!nosecret")) {
+		set_secret(F->box.cfg.operator_secret_len == 0);
 	}
 #undef IS
 }
@@ -179,10 +199,82 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	F->box.cfg.slots_per_lcore = 4;
 	F->box.cfg.max_keys = 64;
 	/* odd sessions are remote (TCP): their job_abort needs this secret */
-	snprintf(F->box.cfg.operator_secret, sizeof(F->box.cfg.operator_secret),
-		 "fuzz-operator-secret");
-	F->box.cfg.operator_secret_len = (uint32_t)strlen(F->box.cfg.operator_secret);
 	return 0;
+}
+
+/* What a request line asks, read independently of rpc.c. */
+struct ask {
+	json_t *req;                 /* owned */
+	const char *method;          /* NULL if none */
+	json_t *params;              /* borrowed, may be NULL */
+	int op_read, op_write;       /* an operator method */
+	const struct job *job;       /* key_declare / job_leave: job_id's job */
+	uint32_t rank;
+	void *rank_session;          /* that rank's session before the call */
+};
+
+static void ask_read(struct ask *a, const char *line, size_t len)
+{
+	static const char *const reads[] = { "job_list", "job_status", "box_status", "box_stats", NULL };
+	static const char *const writes[] = { "job_create", "job_abort", NULL };
+	json_error_t je;
+
+	memset(a, 0, sizeof(*a));
+	a->req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	if (!json_is_object(a->req)) {   /* an error message may quote the line */
+		secret_as_data |= memmem(line, len, OPERATOR_SECRET, strlen(OPERATOR_SECRET)) ||
+				  memmem(line, len, "fuzz-join-secret", 16);
+		return;
+	}
+	a->method = json_string_value(json_object_get(a->req, "method"));
+	a->params = json_object_get(a->req, "params");
+	json_t *copy = json_deep_copy(a->req);
+	json_t *cp = json_object_get(copy, "params");
+	if (json_is_object(cp)) {
+		json_object_del(cp, "secret");
+		json_object_del(cp, "join_secret");
+	}
+	char *rest = json_dumps(copy, JSON_COMPACT);
+	secret_as_data |= !rest || strstr(rest, OPERATOR_SECRET) || strstr(rest, "fuzz-join-secret");
+	free(rest);
+	json_decref(copy);
+	if (!a->method)
+		return;
+	for (unsigned i = 0; reads[i]; i++)
+		a->op_read |= strcmp(a->method, reads[i]) == 0;
+	for (unsigned i = 0; writes[i]; i++)
+		a->op_write |= strcmp(a->method, writes[i]) == 0;
+	if ((!strcmp(a->method, "key_declare") || !strcmp(a->method, "job_leave")) &&
+	    json_is_object(a->params)) {
+		json_t *id = json_object_get(a->params, "job_id"), *r = json_object_get(a->params, "rank");
+		if (json_is_integer(id) && json_is_integer(r) && json_integer_value(id) >= 0 &&
+		    json_integer_value(id) <= UINT32_MAX) {
+			a->job = jobs_find_id(F->box.jobs, (uint32_t)json_integer_value(id));
+			a->rank = (uint32_t)json_integer_value(r);
+			if (a->job && a->rank < a->job->world)
+				a->rank_session = a->job->ranks[a->rank].session;
+		}
+	}
+}
+
+/* The authorization invariants of one answered request. */
+static void ask_check(const struct ask *a, json_t *reply, void *session, int remote)
+{
+	char *s = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+
+	CHECK(!s || secret_as_data || !strstr(s, OPERATOR_SECRET));
+	CHECK(!s || secret_as_data || !strstr(s, "fuzz-join-secret"));
+	free(s);
+	if (!reply || !a->method || !json_object_get(reply, "result"))
+		return;
+	if (remote && (a->op_read || a->op_write) && F->box.cfg.operator_secret_len) {
+		const char *given = json_string_value(json_object_get(a->params, "secret"));
+		CHECK(given && strcmp(given, OPERATOR_SECRET) == 0);
+	}
+	if (remote && a->op_write)
+		CHECK(F->box.cfg.operator_secret_len);
+	if (a->job && (!strcmp(a->method, "key_declare") || !strcmp(a->method, "job_leave")))
+		CHECK(a->rank_session == session);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -191,6 +283,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *p = (const char *)data, *end = p + size;
 
 	reset();
+	set_secret(1);
+	secret_as_data = 0;
 	do {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = (size_t)((nl ? nl : end) - p);
@@ -201,14 +295,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fprintf(stderr, "-> %.*s\n", (int)len, line);
 		if (len && line[0] == '!') {
 			directive(line, len, &session);
-		} else {
+		} else if (!closed[session]) {   /* a closed connection sends nothing */
 			struct rpc_ctx ctx = { .box = &F->box, .session = session_ptr(session),
 					       .remote = (int)(session & 1), .peer = "fuzz" };
+			struct ask a;
+			ask_read(&a, line, len);
 			json_t *r = rpc_handle_line(&ctx, line, len);
 			if (r == NULL)
 				CHECK(maybe_notification(line, len));
 			else
 				check_reply(r, 0);
+			ask_check(&a, r, ctx.session, ctx.remote);
+			json_decref(a.req);
 			json_decref(r);
 		}
 		free(line);
