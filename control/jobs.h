@@ -76,6 +76,7 @@ struct job {
 	char join_secret[JOB_SECRET_MAX + 1]; /* "" = none; never reported */
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
+	uint32_t log_peer;         /* TCP peer that created it: its lines count there */
 	int removing;
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */

@@ -206,7 +206,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		jobs_abort_job(js, j, why);
 		return jobs_fail(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
 	}
-	ctl_log(js->box, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
+	ctl_log_peer(js->box, j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
 		" segments in %" PRIu32 " chunks, %zu bytes", j->name, a->key, a->count,
 		wire_dtype_name(a->dtype), k.geom.nsegs, k.geom.nchunks, k.bytes);
 	*out = &j->keys[j->nkeys - 1];

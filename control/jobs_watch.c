@@ -86,7 +86,7 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 		return 0;
 	char reason[sizeof(j->reason)];
 	if (j->njoined == 0 && missing == (j->world >= 64 ? ~0ull : (1ull << j->world) - 1)) {
-		ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
+		ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
 			PRIu32 " ms; removed", j->name, j->id, wait_ms);
 		jobs_abort_job(js, j, "no rank joined within the join wait");
 		return 1;
@@ -94,7 +94,7 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 	char who[128];
 	describe(j, missing, "never joined", who, sizeof(who));
 	snprintf(reason, sizeof(reason), "%s within %" PRIu32 " ms (--join-wait-ms)", who, wait_ms);
-	ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+	ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 	jobs_abort_job(js, j, reason);
 	return 1;
 }
@@ -130,7 +130,7 @@ void jobs_watch(struct jobs *js)
 			snprintf(reason, sizeof(reason), "%s with rounds open"
 				 " (key %" PRIu32 " segment %" PRIu32 " round %" PRIu32 ")",
 				 who, p.key, p.seg, p.round);
-			ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
+			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
 				j->name, j->id, reason);
 			jobs_abort_job(js, j, reason);
 			continue;
@@ -153,7 +153,7 @@ void jobs_watch(struct jobs *js)
 		snprintf(reason, sizeof(reason),
 			 "%s: no contribution for %.1f s (key %" PRIu32 " segment %" PRIu32
 			 " round %" PRIu32 ")", who, now - j->watch_since, p.key, p.seg, p.round);
-		ctl_log(js->box, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+		ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 		jobs_abort_job(js, j, reason);
 	}
 }

@@ -118,7 +118,7 @@ const struct box_opt box_opts[] = {
 	{ .name = "unix-reserved-conns", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
 	  .min = 0, .max = 1024, FIELD(unix_reserved_conns),
 	  .help = "of the 2048 control connections, those only the Unix socket may take" },
-	{ .name = "log-peer-burst", .type = BOX_OPT_UINT, .arg = "N", .def = "20",
+	{ .name = "log-peer-burst", .type = BOX_OPT_UINT, .arg = "N", .def = "50",
 	  .min = 1, .max = 100000, FIELD(log_peer_burst),
 	  .help = "log lines one TCP peer may cause per 10 s; the rest are counted and "
 		  "reported as suppressed" },

@@ -124,10 +124,19 @@ def idle(src, host, port, nconns, seconds):
             pass
         except OSError:
             closed += 1
-    out(mode="idle", opened=len(socks) - closed, refused=closed + failed)
     time.sleep(max(0.0, end - time.time()))
+    later = 0    # accepted ones the box has closed since (the idle timeout)
     for s in socks:
+        try:
+            if s.recv(1) == b"":
+                later += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            later += 1
         s.close()
+    out(mode="idle", opened=len(socks) - closed, refused=closed + failed,
+        closed_by_box=later - closed)
 
 
 def flood(src, host, port, seconds):
