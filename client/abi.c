@@ -21,7 +21,6 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_RTO_MS     20
 #define DEFAULT_WINDOW     128
-#define DEFAULT_MTU        1500
 
 /* The first layouts (0.2.0): the smallest sizes accepted. Frozen: a field
  * added later lies beyond them. */
@@ -66,7 +65,7 @@ static void opts_defaults(pbox_opts *o)
 	o->timeout_ms = DEFAULT_TIMEOUT_MS;
 	o->rto_ms = DEFAULT_RTO_MS;
 	o->window = DEFAULT_WINDOW;
-	o->mtu = DEFAULT_MTU;
+	o->mtu = 0;   /* automatic: pmtu.c */
 	const char *e = getenv("PBOX_UDP_OFFLOAD");
 	o->udp_offload = e && strcmp(e, "1") == 0;
 	o->join_secret = NULL;   /* pbox_connect falls back to PBOX_JOIN_SECRET */

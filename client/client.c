@@ -76,7 +76,17 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	int rc = client_opts_read(c, opts);
 	if (rc < 0)
 		return rc;
-	if (wire_seg_bytes(c->opts.mtu) == 0)
+	const char *env = getenv("PBOX_MTU");
+	if (c->opts.mtu == 0 && env && *env) {
+		char *end;
+		unsigned long v = strtoul(env, &end, 10);
+		if (*end || v < 576 || v > 65535)
+			return client_error(c, PBOX_EINVAL, "PBOX_MTU='%s' is not an MTU in "
+					    "576..65535", env);
+		c->opts.mtu = (uint32_t)v;
+	}
+	c->mtu_auto = c->opts.mtu == 0;
+	if (!c->mtu_auto && wire_seg_bytes(c->opts.mtu) == 0)
 		return client_error(c, PBOX_EINVAL, "mtu %u is too small for a %d-byte payload",
 				    c->opts.mtu, WIRE_PAYLOAD_ALIGN);
 	if (c->opts.window > MAX_WINDOW)
@@ -107,6 +117,8 @@ static int get_endpoints(pbox_client *c)
 	if (rc < 0)
 		return client_error(c, rc, "%s", err);
 	json_int_t ver = json_integer_value(json_object_get(res, "version"));
+	json_int_t box_mtu = json_integer_value(json_object_get(res, "mtu"));
+	c->box_mtu = box_mtu > 0 && box_mtu <= 65535 ? (uint32_t)box_mtu : 0;
 	json_t *eps = json_object_get(res, "endpoints");
 	size_t n = json_array_size(eps);
 	if (ver != WIRE_VERSION)
@@ -151,6 +163,27 @@ static int parse_join(pbox_client *c, const json_t *res)
 	return 0;
 }
 
+/*
+ * pbox_opts.mtu 0: the smaller of the box's and the route's MTU, confirmed
+ * by a full-size probe (pmtu.c); one that does not come back falls back to
+ * 1500, with a warning on stderr, as does a box too old to answer probes.
+ */
+static void choose_mtu(pbox_client *c)
+{
+	uint32_t mtu = pmtu_route_min(c->eps, c->neps, c->box_mtu ? c->box_mtu : 1500);
+
+	if (pmtu_confirm(c->udp.fd, c->eps, c->neps, mtu) == 0) {
+		c->opts.mtu = mtu;
+		return;
+	}
+	uint32_t low = mtu < 1500 ? mtu : 1500;
+	int ok = low < mtu && pmtu_confirm(c->udp.fd, c->eps, c->neps, low) == 0;
+	fprintf(stderr, "pbox: warning: job %s rank %d: a %u-byte probe to the box %s did not come "
+		"back; using MTU %u%s (set pbox_opts.mtu or PBOX_MTU to choose)\n", c->job, c->rank,
+		mtu, c->control, low, ok ? "" : ", also unconfirmed");
+	c->opts.mtu = low;
+}
+
 static int open_data_and_join(pbox_client *c)
 {
 	char err[CLIENT_MSG_LEN], ip[INET_ADDRSTRLEN];
@@ -164,6 +197,8 @@ static int open_data_and_join(pbox_client *c)
 		rc = udp_source_ip(&c->eps[0], &src, err, sizeof(err));
 	if (rc < 0)
 		return client_error(c, rc, "%s", err);
+	if (c->mtu_auto)
+		choose_mtu(c);
 	inet_ntop(AF_INET, &src, ip, sizeof(ip));
 	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "job", c->job,
 				   "rank", c->rank, "world", c->world, "data_ip", ip,
@@ -178,6 +213,8 @@ static int open_data_and_join(pbox_client *c)
 		return client_error(c, rc, "%s", err);
 	c->joined = true;
 	rc = parse_join(c, res);
+	stat_set(&c->stats.mtu, c->opts.mtu);
+	stat_set(&c->stats.seg_bytes, c->seg_bytes);
 	json_decref(res);
 	return rc;
 }
@@ -301,6 +338,8 @@ void client_stats(const pbox_client *c, pbox_stats *out)
 	out->rttvar_us = __atomic_load_n(&c->stats.rttvar_us, __ATOMIC_RELAXED);
 	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
 	out->window = __atomic_load_n(&c->stats.window, __ATOMIC_RELAXED);
+	out->mtu = __atomic_load_n(&c->stats.mtu, __ATOMIC_RELAXED);
+	out->seg_bytes = __atomic_load_n(&c->stats.seg_bytes, __ATOMIC_RELAXED);
 	out->gso_sends = __atomic_load_n(&c->udp.gso_msgs, __ATOMIC_RELAXED);
 	out->gro_receives = __atomic_load_n(&c->stats.gro_receives, __ATOMIC_RELAXED);
 }

@@ -297,6 +297,16 @@ void xfer_apply_pending(pbox_client *c);
 /* Poll timeout in ms until the next timer. */
 int xfer_poll_ms(const pbox_client *c, uint64_t now);
 
+/* ---- pmtu.c: the automatic MTU ------------------------------------------ */
+
+/* The route's MTU toward dst (IP_MTU of a connected socket). 0 or PBOX_ESYS. */
+int pmtu_route(const struct sockaddr_in *dst, uint32_t *mtu, char *err, size_t errlen);
+/* mtu lowered to the smallest route MTU toward the box's addresses. */
+uint32_t pmtu_route_min(const struct sockaddr_in *eps, unsigned neps, uint32_t mtu);
+/* A full-segment PROBE for mtu to every box address came back through fd
+ * (within ~0.6 s): 0, else PBOX_ETIMEDOUT. */
+int pmtu_confirm(int fd, const struct sockaddr_in *eps, unsigned neps, uint32_t mtu);
+
 /* ---- progress.c -------------------------------------------------------- */
 
 void *progress_main(void *arg);
@@ -314,6 +324,8 @@ struct pbox_client {
 	uint32_t job_id;
 	uint64_t token;
 	uint32_t seg_bytes, chunk_bytes;
+	uint32_t box_mtu;            /* box_endpoints' mtu, 0 if not given */
+	bool mtu_auto;               /* opts.mtu was 0 and PBOX_MTU unset */
 	unsigned neps;
 	struct sockaddr_in *eps;     /* box_endpoints, index = endpoint */
 	struct ctrl ctrl;

@@ -321,6 +321,8 @@ static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t n
 	struct wire_msg m;
 
 	stat_add(&c->stats.pkts_recv, 1);
+	if (len >= WIRE_HDR_LEN && ((const uint8_t *)p)[5] == WIRE_PROBE_ACK)
+		return;   /* a path MTU probe answered late (pmtu.c): harmless */
 	if (wire_decode(p, len, &m) < 0 || m.job != c->job_id || m.token != c->token ||
 	    m.rank != (uint16_t)c->rank) {
 		stat_add(&c->stats.bad_packets, 1);

@@ -49,7 +49,7 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 		return -DROP_BAD_MAGIC;
 	if (h.version != WIRE_VERSION)
 		return -DROP_BAD_VERSION;
-	if (h.type < WIRE_PUSH || h.type > WIRE_ERROR)
+	if (h.type < WIRE_PUSH || h.type > WIRE_PROBE_ACK)
 		return -DROP_BAD_TYPE;
 	size_t esz = wire_dtype_size(h.dtype);
 	if (esz == 0)
@@ -67,6 +67,8 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 	m->seg = ntohl(h.seg);
 	m->round = ntohl(h.round);
 	m->status = ntohs(h.status);
+	if (m->type == WIRE_PROBE || m->type == WIRE_PROBE_ACK)
+		return m->count == 0 ? 0 : -DROP_BAD_LEN;   /* padding: the probe's size */
 	if (len != sizeof(h) + (size_t)m->count * esz)
 		return -DROP_BAD_LEN;
 	return 0;

@@ -23,6 +23,8 @@ enum wire_type {
 	WIRE_PUSH   = 1, /* worker -> box: a contribution */
 	WIRE_RESULT = 2, /* box -> worker: the summed segment */
 	WIRE_ERROR  = 3, /* box -> worker: status says why, no payload */
+	WIRE_PROBE  = 4, /* worker -> box: path MTU probe, count 0, any padding */
+	WIRE_PROBE_ACK = 5, /* box -> worker: the probe sent back, same size */
 };
 
 enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
@@ -106,7 +108,8 @@ uint32_t wire_seg_bytes(uint32_t mtu);
 /*
  * Decode and check a pbox header + payload of len bytes (the UDP payload).
  * Checks length, magic, version, type, dtype, flags, reserved and that
- * len == header + count * dtype size.
+ * len == header + count * dtype size (PROBE and PROBE_ACK: count == 0 and
+ * any padding after the header).
  * Returns 0, or a negative drop reason -DROP_* (common/drops.h).
  */
 int wire_decode(const void *buf, size_t len, struct wire_msg *out);

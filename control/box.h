@@ -52,6 +52,7 @@ struct box_config {
 	uint32_t idle_timeout_ms;    /* --idle-timeout-ms, 0 = never */
 	uint32_t request_timeout_ms; /* --request-timeout-ms, 0 = never */
 	uint32_t max_conns_per_peer; /* --max-conns-per-peer, 0 = no cap */
+	uint32_t conn_rate_per_peer; /* --conn-rate-per-peer, per second, 0 = no limit */
 	uint32_t unix_reserved_conns; /* --unix-reserved-conns */
 	uint32_t log_peer_burst;     /* --log-peer-burst, lines per peer per 10 s */
 	/* --operator-secret-file: what a TCP job_abort must present; length 0

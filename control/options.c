@@ -115,6 +115,10 @@ const struct box_opt box_opts[] = {
 	{ .name = "max-conns-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "64",
 	  .min = 1, .max = 2048, .zero_ok = true, FIELD(max_conns_per_peer),
 	  .help = "TCP control connections one peer address may hold; 0 = no cap" },
+	{ .name = "conn-rate-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "20",
+	  .min = 1, .max = 100000, .zero_ok = true, FIELD(conn_rate_per_peer),
+	  .help = "new TCP control connections per second one peer address may open, after "
+		  "a burst of --max-conns-per-peer; 0 = no limit" },
 	{ .name = "unix-reserved-conns", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
 	  .min = 0, .max = 1024, FIELD(unix_reserved_conns),
 	  .help = "of the 2048 control connections, those only the Unix socket may take" },

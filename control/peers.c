@@ -30,6 +30,24 @@ struct peer *peers_get(struct peers *p, uint32_t ip)
 	return &p->v[p->n++];
 }
 
+int peers_conn_allow(struct peer *e, double now, double rate, double burst)
+{
+	if (rate <= 0)
+		return 1;
+	if (e->refilled == 0) {
+		e->tokens = burst;
+	} else {
+		e->tokens += (now - e->refilled) * rate;
+		if (e->tokens > burst)
+			e->tokens = burst;
+	}
+	e->refilled = now;
+	if (e->tokens < 1.0)
+		return 0;
+	e->tokens -= 1.0;
+	return 1;
+}
+
 int peers_log_allow(struct peer *e, double now, unsigned burst)
 {
 	if (e->window == 0 || now - e->window >= PEERS_LOG_WINDOW_S) {
@@ -58,7 +76,8 @@ void peers_sweep(struct peers *p, double now,
 			e->window = now;
 			e->lines = 0;
 		}
-		if (e->conns == 0 && e->suppressed == 0 && ended) {
+		if (e->conns == 0 && e->suppressed == 0 && ended &&
+		    (e->refilled == 0 || now - e->refilled > PEERS_LOG_WINDOW_S)) {
 			*e = p->v[--p->n];   /* no longer needed */
 			continue;
 		}

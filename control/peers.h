@@ -1,7 +1,7 @@
 /*
  * peers.h - what the control plane keeps per peer address (IPv4 of a TCP
- * client): its open connections, against --max-conns-per-peer, and its
- * log lines, against --log-peer-burst per PEERS_LOG_WINDOW_S, with a count
+ * client): its open connections, against --max-conns-per-peer, the rate
+ * at which it opens them, against --conn-rate-per-peer, and its log lines, against --log-peer-burst per PEERS_LOG_WINDOW_S, with a count
  * of the lines suppressed beyond it. A small table, linearly searched:
  * it holds at most one entry per connected address plus those with a
  * suppressed count still to report.
@@ -19,6 +19,8 @@ struct peer {
 	uint32_t lines;        /* log lines in the current window */
 	uint32_t suppressed;   /* beyond the burst, in the current window */
 	double window;         /* start of the current window (CLOCK_MONOTONIC s) */
+	double tokens;         /* connections it may open now (token bucket) */
+	double refilled;       /* when tokens was last brought up to date */
 };
 
 struct peers {
@@ -32,6 +34,10 @@ void peers_free(struct peers *p);
 
 /* The entry of ip, created if missing; NULL if the table is full. */
 struct peer *peers_get(struct peers *p, uint32_t ip);
+
+/* May the peer open one more connection now? Tokens refill at rate per
+ * second up to burst; 1 (and one is taken) or 0. rate 0 = no limit. */
+int peers_conn_allow(struct peer *e, double now, double rate, double burst);
 
 /* May the peer log one more line now (burst lines per window)? 1, or 0
  * and the line is counted as suppressed. */

@@ -455,6 +455,9 @@ static const char *refuse_why(struct rpc_server *s, int is_tcp, uint32_t ip)
 		return "too many peer addresses";
 	if (cfg->max_conns_per_peer && p->conns >= cfg->max_conns_per_peer)
 		return "this address has --max-conns-per-peer connections open";
+	double burst = cfg->max_conns_per_peer ? cfg->max_conns_per_peer : 64;
+	if (!peers_conn_allow(p, clock_s(), cfg->conn_rate_per_peer, burst))
+		return "this address opens connections faster than --conn-rate-per-peer";
 	return NULL;
 }
 

@@ -196,6 +196,19 @@ static void release_mbuf(void *ctx, void *ref)
  * contribution stays in its mbuf (no copy) if its port allows it and the
  * lcore holds fewer than hold_max mbufs; else it is copied, so rx never
  * runs dry. */
+/* A path MTU probe goes back as it came, same size (docs/protocol.md
+ * "PROBE"): no job needed, no amplification. */
+static void answer_probe(struct lcore_ctx *lc, struct rte_mbuf *m, const struct frame_info *fi)
+{
+	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
+
+	((uint8_t *)fi->payload)[offsetof(struct wire_hdr, type)] = WIRE_PROBE_ACK;
+	m->data_len = (uint16_t)frame_udp_reflect(frame, rte_pktmbuf_data_len(m));
+	m->pkt_len = m->data_len;
+	lc->st.probes++;
+	tx(lc, m->port, m);
+}
+
 static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 			const struct frame_info *fi)
 {
@@ -205,6 +218,10 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 	uint16_t port_id = m->port;
 	int rc = wire_decode(fi->payload, fi->payload_len, &msg);
 
+	if (rc == 0 && msg.type == WIRE_PROBE) {
+		answer_probe(lc, m, fi);
+		return;
+	}
 	memcpy(src_mac, fi->src_mac, 6);      /* m may be released by the push */
 	if (rc == 0)
 		rc = engine_push_ref(&lc->eng, &msg, fi->payload + WIRE_HDR_LEN,

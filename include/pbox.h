@@ -100,7 +100,12 @@ typedef struct pbox_opts {
 	 * window in use is twice the measured bandwidth-delay product, at
 	 * least 64 (or this, if smaller) and at most this. */
 	uint32_t window;
-	/* Path MTU to the box's data ports; 0 = default 1500. */
+	/* MTU of the path to the box's data ports. 0 = automatic (default):
+	 * the smaller of the box's MTU and the route's toward the box,
+	 * confirmed at pbox_connect by a full-size probe that must come back
+	 * (else 1500, with a warning on stderr); the environment variable
+	 * PBOX_MTU sets it when this is 0. The job's segments fit the
+	 * smallest MTU its first worker and the box report. */
 	uint32_t mtu;
 	/* 1: send runs of segments with UDP GSO and receive with UDP GRO where
 	 * the kernel has them (fewer trips through the network stack). Only
@@ -220,6 +225,9 @@ typedef struct pbox_stats {
 	uint64_t gro_receives;  /* receives that held several datagrams (UDP GRO) */
 	uint64_t window;        /* segments allowed in flight now: 2 x the measured
 				 * bandwidth-delay product, 64 .. pbox_opts.window */
+	uint64_t mtu;           /* the MTU this client joined with (pbox_opts.mtu,
+				 * or found: see pbox_opts.mtu) */
+	uint64_t seg_bytes;     /* payload bytes of a full segment in the job */
 } pbox_stats;
 
 /*

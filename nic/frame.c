@@ -157,6 +157,38 @@ int frame_verify(const uint8_t *frame, size_t len, unsigned what)
 	return csum_fold(frame_csum_partial(l4, l4len, s)) == 0xFFFF ? 0 : -DROP_BAD_CSUM;
 }
 
+size_t frame_udp_reflect(uint8_t *frame, size_t len)
+{
+	struct eth e;
+	struct ipv4 ip;
+	struct udp u;
+	uint8_t mac[6];
+
+	memcpy(&e, frame, sizeof(e));
+	memcpy(mac, e.dst, 6);
+	memcpy(e.dst, e.src, 6);
+	memcpy(e.src, mac, 6);
+	memcpy(frame, &e, sizeof(e));
+	memcpy(&ip, frame + FRAME_ETH_LEN, sizeof(ip));
+	uint32_t a = ip.src;
+	ip.src = ip.dst;
+	ip.dst = a;
+	ip.ttl = 64;
+	ip.csum = 0;
+	ip.csum = frame_csum(&ip, sizeof(ip));
+	memcpy(frame + FRAME_ETH_LEN, &ip, sizeof(ip));
+	uint8_t *l4 = frame + FRAME_ETH_LEN + sizeof(ip);
+	memcpy(&u, l4, sizeof(u));
+	uint16_t p = u.sport;
+	u.sport = u.dport;
+	u.dport = p;
+	memcpy(l4, &u, sizeof(u));
+	size_t iplen = ntohs(ip.len);
+	size_t extra = iplen - sizeof(ip) - sizeof(u);
+	frame_udp_csum(frame, extra, 0);
+	return FRAME_ETH_LEN + iplen <= len ? FRAME_ETH_LEN + iplen : len;
+}
+
 static int parse_arp(const uint8_t *frame, size_t len, uint32_t my_ip)
 {
 	struct arp a;

@@ -64,6 +64,14 @@ size_t frame_arp_reply(uint8_t *frame, size_t len, const uint8_t my_mac[6],
  * Returns the length to send. */
 size_t frame_icmp_reply(uint8_t *frame, size_t len);
 
+/*
+ * Turn a UDP datagram (FRAME_UDP, IPv4 without options) in place into the
+ * same datagram sent back: Ethernet, IPv4 and UDP source and destination
+ * swapped, TTL 64, IPv4 and UDP checksums computed anew (so the caller may
+ * change payload bytes first). Returns the length to send.
+ */
+size_t frame_udp_reflect(uint8_t *frame, size_t len);
+
 /* Write Ethernet + IPv4 + UDP headers (FRAME_HDRS_LEN bytes) for a UDP
  * payload of payload_len bytes; IPv4 checksum computed, UDP checksum 0. */
 void frame_udp_headers(uint8_t *out, const uint8_t dst_mac[6],

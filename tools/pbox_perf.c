@@ -350,14 +350,14 @@ static void print_window_advice(const struct perf_args *a, const pbox_stats *st,
 	pbox_opts d;
 	pbox_opts_init(&d);
 	unsigned window = a->opts.window ? a->opts.window : d.window;
-	unsigned seg = wire_seg_bytes(a->opts.mtu ? a->opts.mtu : d.mtu);
-	if (seg == 0)
-		seg = WIRE_PAYLOAD_ALIGN;
+	unsigned seg = st->seg_bytes ? (unsigned)st->seg_bytes : WIRE_PAYLOAD_ALIGN;
 	double bdp = last_rate * (double)st->srtt_us; /* bytes */
 
 	printf("# window %" PRIu64 " segments (cap %u); the last size moved %.3f GB/s each way "
 	       "with srtt %" PRIu64 " us: bandwidth x round trip = %.0f segments of %u B\n",
 	       st->window, window, last_rate / 1e3, st->srtt_us, bdp / seg, seg);
+	printf("# mtu %" PRIu64 "%s: segments of %" PRIu64 " B\n", st->mtu,
+	       a->opts.mtu ? "" : " (automatic)", st->seg_bytes);
 }
 
 static int blast_main(const struct perf_args *a)

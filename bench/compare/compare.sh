@@ -253,8 +253,9 @@ port=29600
 # run_pbox N REP: N pbox-perf workers, one job, all sizes
 run_pbox() {
 	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
+	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --mtu "$MTU")
+		    --warmup "$WARMUP")
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=()
 		for ((r = 0; r < n; r++)); do
@@ -339,7 +340,7 @@ for ((rep = 0; rep < REPS; rep++)); do
 		# way) by a job of one rank cycles both rings.
 		ip netns exec "$([ "$TOPO" = hosts ] && wk_ns 0 || echo "$NS_WK")" timeout 60 "$BUILD/pbox-perf" \
 			--control "$CONTROL" --job "warm-r$rep" --rank 0 --world 1 --minbytes 16M --maxbytes 16M \
-			--iters 1 --warmup 0 --mtu "$MTU" > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 ||
+			--iters 1 --warmup 0 > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 ||
 			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"
 		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1

@@ -66,6 +66,8 @@ class Stats(ctypes.Structure):
         ("gso_sends", ctypes.c_uint64),
         ("gro_receives", ctypes.c_uint64),
         ("window", ctypes.c_uint64),
+        ("mtu", ctypes.c_uint64),
+        ("seg_bytes", ctypes.c_uint64),
     ]
 
 

@@ -22,11 +22,14 @@ ATK_SLOW=198.18.1.6
 for a in $ATK $ATK_IDLE $ATK_FLOOD $ATK_SLOW; do
 	ip -n "$NS_WK" addr add $a/24 dev "$IF_WM" || die "cannot add the attackers' addresses"
 done
-# attacker [SRC] MODE ARGS...: rpc_attacker.py from SRC (default $ATK)
+# attacker [SRC] MODE ARGS...: rpc_attacker.py from SRC (default $ATK).
+# Attackers sit on other hosts in the threat model; here they share the
+# workers' two CPUs, so they run at the lowest priority: what is measured
+# is the box's defence, not the attackers' CPU use on this machine.
 attacker() {
 	local src=$ATK
 	case $1 in 198.*) src=$1; shift ;; esac
-	in_wk python3 "$(dirname "$0")/rpc_attacker.py" $src "$CONTROL" "$@"
+	in_wk nice -n 19 python3 "$(dirname "$0")/rpc_attacker.py" $src "$CONTROL" "$@"
 }
 now() { date +%s.%N; }
 calc() { awk "BEGIN { print $* }"; }   # calc EXPR: a number, or 1/0 for a comparison
@@ -98,7 +101,10 @@ grep -q "log lines from $ATK_FLOOD suppressed" "$BOX_LOG" || die "no report of s
 # -- a hijack of a running job fails by name; the job, a clean run, drops nothing
 ctl --json stats > "$WORKDIR/s0.json"
 workers 4 victim "$WORKDIR/victim" --minbytes 4M --maxbytes 4M --iters 40 --keys 2 --check
-for _ in $(seq 100); do ctl --json jobs 2>/dev/null | grep -q '"active"' && break; sleep 0.1; done
+for _ in $(seq 100); do
+	ctl --json job show victim 2>/dev/null | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["state"] != "active")' 2>/dev/null && break
+	sleep 0.1
+done
 attacker hijack victim > "$WORKDIR/atk.hijack" 2>&1 || die "hijack attempt failed to run: $(cat "$WORKDIR/atk.hijack")"
 echo "attack hijack: $(cat "$WORKDIR/atk.hijack")"
 grep -q '"declare": "job victim key 0: rank 0 belongs to another connection' "$WORKDIR/atk.hijack" ||
@@ -120,7 +126,7 @@ PY
 box_stop || die "pboxd exited non-zero"
 
 # -- no per-peer cap: the Unix socket keeps its slots; idle ones time out
-box_start af_packet --max-conns-per-peer 0 --idle-timeout-ms 8000
+box_start af_packet --max-conns-per-peer 0 --conn-rate-per-peer 0 --idle-timeout-ms 8000
 attacker $ATK_IDLE idle 2100 14 > "$WORKDIR/atk.idle2" 2>&1 & PIDS+=($!); ap=$!
 held=0
 for _ in $(seq 80); do   # until the TCP slots are full (2048 - 16 for the Unix socket)

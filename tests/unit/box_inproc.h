@@ -57,7 +57,7 @@
 
 #define BI_BATCH      32    /* datagrams per recvmmsg (LCORE_BURST) */
 #define BI_BUFS       1024  /* receive buffers per lcore */
-#define BI_BUF_BYTES  2048  /* more than a datagram of MTU 1500 */
+#define BI_BUF_BYTES  9024  /* a datagram of MTU 9000 (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD), 64-byte multiple */
 #define BI_HOLD_MAX   (BI_BUFS - BI_BATCH) /* held contributions; beyond: copied */
 #define BI_MAX_EPS    8
 #define BI_TICK_MS    5     /* control thread: rpc_server_poll timeout */
@@ -91,6 +91,8 @@ struct box_inproc {
 	atomic_uint drop_push_every;   /* every Nth datagram an lcore receives is lost */
 	atomic_uint drop_result_every; /* every Nth RESULT an lcore sends is lost */
 	atomic_int silent;             /* every datagram to the box is lost */
+	atomic_uint probe_max;         /* path MTU probes above this many bytes are lost
+					* (a path that drops jumbo frames); 0 = none */
 	atomic_int quiet_aborts;       /* job_aborted notifications are not sent */
 	/* datagrams that arrived at the endpoints, and those of them lost to
 	 * the knobs (tests wait on them) */
@@ -176,6 +178,19 @@ static void bi_handle(struct bi_lcore *lc, unsigned ep, uint8_t *buf, size_t len
 	struct engine_out out;
 	int rc;
 
+	/* a path MTU probe goes back as it came (lcore.c's answer_probe),
+	 * outside the loss knobs' count so their patterns stay the same */
+	if (!(flags & MSG_TRUNC) && wire_decode(buf, len, &m) == 0 && m.type == WIRE_PROBE) {
+		unsigned max = atomic_load_explicit(&b->probe_max, memory_order_relaxed);
+		if (!atomic_load_explicit(&b->silent, memory_order_relaxed) && (!max || len <= max)) {
+			buf[offsetof(struct wire_hdr, type)] = WIRE_PROBE_ACK;
+			if (sendto(b->fd[ep], buf, len, MSG_DONTWAIT, (const struct sockaddr *)src,
+				   sizeof(*src)) == (ssize_t)len)
+				st->probes++;
+		}
+		bi_buf_put(lc, buf);
+		return;
+	}
 	atomic_fetch_add_explicit(&b->seen, 1, memory_order_relaxed);
 	lc->rx_seen++;
 	if (atomic_load_explicit(&b->silent, memory_order_relaxed) ||

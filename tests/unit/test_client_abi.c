@@ -123,7 +123,7 @@ static void opts_init__sets_size_and_defaults(void **state)
 	assert_int_equal(o.timeout_ms, 30000);
 	assert_int_equal(o.rto_ms, 20);
 	assert_int_equal(o.window, 128);
-	assert_int_equal(o.mtu, 1500);
+	assert_int_equal(o.mtu, 0);   /* automatic */
 	assert_int_equal(o.udp_offload, 0);
 }
 

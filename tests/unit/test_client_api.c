@@ -68,7 +68,7 @@ static void opts_init__defaults(void **state)
 	assert_int_equal(o.timeout_ms, 30000);
 	assert_int_equal(o.rto_ms, 20);
 	assert_int_equal(o.window, 128);
-	assert_int_equal(o.mtu, 1500);
+	assert_int_equal(o.mtu, 0);   /* automatic: pmtu.c */
 }
 
 static void connect__no_control_address(void **state)

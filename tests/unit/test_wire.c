@@ -70,8 +70,15 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_VERSION);
 	memcpy(c, b, sizeof(b)); c[5] = 0;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_TYPE);
-	memcpy(c, b, sizeof(b)); c[5] = 4;
+	memcpy(c, b, sizeof(b)); c[5] = 6;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_TYPE);
+	/* a probe: count 0 and any padding; a count is a length error */
+	memcpy(c, b, sizeof(b)); c[5] = WIRE_PROBE;
+	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_LEN);
+	c[14] = c[15] = 0;
+	assert_int_equal(wire_decode(c, sizeof(c), &d), 0);
+	assert_int_equal(d.type, WIRE_PROBE);
+	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
 	memcpy(c, b, sizeof(b)); c[7] = 2;
