@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
 # into build/; `make check` runs the unit tests, the layering check, the
 # Python binding's check against pbox.h (`make pycheck`) and a brief fuzz

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # auto_mtu.sh - what the automatic MTU is worth: pboxd at MTU 9000 on a
 # jumbo veth, 4 workers with default options (pbox_opts.mtu 0: they find
 # 9000) against the same workers held to 1500 (the default before the

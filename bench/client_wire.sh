@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # client_wire.sh - one client against the wire limit of its path (issue 5,
 # "client at line rate"). In the test topology (tests/integration/lib.sh:
 # pboxd on net_af_packet on a veth, the worker in its own namespace):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine_bench.c - one lcore's engine at packet rate, without a NIC.
  *

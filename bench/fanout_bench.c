@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fanout_bench.c - cost of sending one completed round to N ranks, the two
  * ways pboxd can (dataplane/lcore_fanout.h): a payload copy per rank

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """plan.py - alpha-beta scaling model: pbox (parameter-server style) vs ring
 allreduce, for planning a deployment and for checking measured results.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum_bench.c - how fast the N-way sum kernels are, next to the machine's
  * own yardsticks measured in the same run: memcpy and a STREAM-style add

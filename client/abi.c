@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * abi.c - what lets a program built against one libpbox run with another:
  * the library's version, the sizes of its structs for FFI bindings, and the

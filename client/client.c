@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client.c - libpbox's client lifecycle: pbox_connect, pbox_close, and a
  * snapshot of the counters (their sized copy for callers is in abi.c, with

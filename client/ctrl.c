@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ctrl.c - libpbox's control connection to the box: "host:port" parsing, a
  * TCP connect with a bounded wait, JSON-RPC 2.0 requests over newline-

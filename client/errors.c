@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * errors.c - names of the PBOX_E* codes and the per-client "last error"
  * message that says which job, rank and key a failure concerns.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * internal.h - libpbox's private structures and the interfaces between its
  * files. Users include only include/pbox.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * keys.c - the progress thread's table of keys: for every key this client
  * has used, its declaration state, layout, round counter, the call now

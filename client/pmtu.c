@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pmtu.c - the MTU a client uses when pbox_opts.mtu is 0 (automatic): the
  * smaller of the box's data-port MTU (box_endpoints) and the route's MTU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * progress.c - the progress thread of a libpbox client: one poll() loop
  * over the eventfd (new requests, stop), the control connection (answers to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * req.c - the calls of libpbox: pbox_iallreduce validates a call and
  * queues it for the progress thread; pbox_wait blocks on the client's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * segment.c - layout math of libpbox: segment and chunk counts, checks of a
  * box-supplied layout, the window slot pool, RTO back-off and the result

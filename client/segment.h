@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * segment.h - the pure layout math of libpbox: how a key's buffer is cut
  * into segments (one packet each) and chunks (one box endpoint each), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * udp.c - libpbox's data socket: one non-blocking UDP socket bound to
  * INADDR_ANY:0 for all of a client's traffic, sends gathered into

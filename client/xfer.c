@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * xfer.c - libpbox's send/receive/retransmit engine, run by the progress
  * thread only.

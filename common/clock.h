@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * clock.h - the monotonic clock, as box and workers read it. Inline so the
  * client library exports nothing for it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* drops.c - names and descriptions of the drop reasons in drops.h. */
 #include "common/drops.h"
 

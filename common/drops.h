@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * drops.h - every reason the box can drop a packet, listed once.
  *

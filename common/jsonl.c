@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jsonl.c - newline-delimited JSON framing: a bounded line buffer for
  * reading and a bounded-time writer. See jsonl.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jsonl.h - newline-delimited JSON framing (docs/rpc.md "Framing"), shared
  * by the box's RPC server, libpbox and pboxctl.

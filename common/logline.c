@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* logline.c - pboxd's log line format and journal prefixes. See logline.h. */
 #include "common/logline.h"
 

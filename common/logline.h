@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * logline.h - pboxd's log lines, the part without DPDK: level names, the
  * line "pboxd: LEVEL: message", and the "<N>" prefix by which the journal

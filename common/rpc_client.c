@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_client.c - JSON-RPC 2.0 client over TCP or a Unix socket, with
  * bounded waits and notifications. See rpc_client.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_client.h - a small JSON-RPC 2.0 client for the box's control
  * protocol (docs/rpc.md), over TCP or a Unix socket, newline-delimited

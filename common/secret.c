@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * secret.c - load and compare the operator secret (secret.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * secret.h - the operator secret: a shared string that a remote operator
  * must present for destructive control methods (job_abort over TCP; see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum.c - picks the sum-kernel variant for this CPU, and the public scalar
  * conversions (the reference for every variant; see sum_impl.h for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum.h - the N-way, rank-ordered sum kernels.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum_avx2.c - the sum kernels for AVX2 + F16C, compiled with -mavx2
  * -mf16c and chosen at run time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum_avx512.c - the sum kernels for AVX-512 (F, BW, VL) + F16C, compiled
  * with -mavx512f -mavx512bw -mavx512vl -mf16c and chosen at run time.

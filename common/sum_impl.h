@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum_impl.h - private to the sum kernels (sum*.c): the variant tables and
  * the scalar per-element code every variant shares.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sum_scalar.c - the reference sum kernels: portable C, one element at a
  * time, additions in rank order in binary32 and one rounding at the end.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.c - encode and check the pbox packet header (docs/protocol.md).
  * Shared by box and client: the box checks every PUSH with wire_decode, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * wire.h - the pbox data-packet header, version 1 (docs/protocol.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * assign.c - key geometry and greedy chunk-to-endpoint balancing (PHub's
  * "largest first, to the least loaded"). A binary min-heap over endpoints,

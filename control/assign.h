@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * assign.h - where the chunks of a key go: cut a key into segments and
  * chunks (docs/protocol.md "Segments, chunks and sizes") and hand each

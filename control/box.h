@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * box.h - what the control plane knows of the box: its configuration, and
  * the data plane's layout and operations (dataplane/dp.h).

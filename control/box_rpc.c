@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * box_rpc.c - the box methods of docs/rpc.md: box_endpoints (what workers
  * send to), box_status (ports, lcores, limits, and every option's value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * config.c - pboxd's settings from the option table (options.h): the
  * defaults, the command line (after the EAL's "--"), --help, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * config_ini.c - the INI file of `pboxd --config FILE`: the [pboxd]
  * section's `key = value` lines, each key an option of the table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * job_rpc.c - the job methods of docs/rpc.md: job_create, job_join,
  * job_leave, job_list, job_status, job_abort. Each decodes and checks its

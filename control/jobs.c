@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs.c - the job life cycle: admission (ids, tokens, the arena and the
  * JOB_INSTALL on every lcore), ranks joining and leaving, abort, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs.h - the job registry: admission, ranks, keys, abort and removal.
  *

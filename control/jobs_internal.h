@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs_internal.h - what jobs.c (life cycle) and jobs_keys.c (keys) share:
  * the registry layout, posting to lcores and the message helper. Not for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs_keys.c - key declaration: check a declaration against the first
  * one, cut a new key into chunks, place them on endpoints, build the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs_watch.c - nothing hangs silently: the box notices a worker that
  * stops contributing while keeping its control connection open (a stuck

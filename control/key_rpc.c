@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * key_rpc.c - the key_declare method (docs/rpc.md): decode, declare the
  * key in the registry, answer with its geometry and chunk owners.

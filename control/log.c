@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.c - level-filtered control-plane log lines through the box's sink,
  * or stderr without one. See log.h. */
 #include "control/log.h"

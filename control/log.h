@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * log.h - the control plane's log lines, filtered by --log-level. One line
  * per event, naming job, rank and key, so an operator can follow a job's

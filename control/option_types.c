@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * option_types.c - what each type of pboxd option (options.h) accepts, how
  * a value is stored into its field of struct box_config, and how it is

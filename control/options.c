@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * options.c - the table of pboxd's options (see options.h): the one place
  * where an option, its default and its range are written. To add an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * options.h - pboxd's options as one table (control/options.c), in the
  * style of Redis' static_configs[]: a row per option with its name, type,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pboxd.c - the box daemon: `pboxd [EAL args] -- [options]`.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* peers.c - per peer address connection counts and log budgets. See peers.h. */
 #include "control/peers.h"
 

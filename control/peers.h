@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * peers.h - what the control plane keeps per peer address (IPv4 of a TCP
  * client): its open connections, against --max-conns-per-peer, the rate

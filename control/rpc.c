@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc.c - JSON-RPC 2.0 request decoding, dispatch by method name, reply
  * and error objects, and the parameter helpers. See rpc.h.

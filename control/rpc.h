@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc.h - JSON-RPC 2.0 requests (docs/rpc.md): decode one request line,
  * dispatch it by method name to a handler, build the reply or the error

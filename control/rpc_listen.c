@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_listen.c - open the TCP and Unix listeners of the control plane.
  * See rpc_listen.h.

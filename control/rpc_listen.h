@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_listen.h - opening the control listeners: a TCP socket on
  * "ADDR:PORT" and a Unix socket at a path (replacing a stale one, refusing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_methods.h - the handlers of the control protocol (docs/rpc.md), one
  * small file per object: job_rpc.c, key_rpc.c, box_rpc.c. rpc.c lists them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_server.c - the control plane's event loop: accept connections on the
  * listeners, read request lines, answer through rpc.c, queue replies and

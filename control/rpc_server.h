@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_server.h - the box's JSON-RPC server: a TCP listener for workers and
  * remote operators (cfg.control) and a Unix socket for local operators

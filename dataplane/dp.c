@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp.c - the data plane's life cycle in pboxd: the EAL, one lcore context
  * per EAL worker lcore, every data port started and placed (NUMA), rx

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp.h - the data plane as the control plane sees it: the one header of
  * dataplane/ that control/ includes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp_log.c - pboxd's log: the DPDK log type `pbox`, and the stream every
  * DPDK log line (the EAL's and pboxd's) is written to: stderr, with the

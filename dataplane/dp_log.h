@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp_log.h - pboxd's log type for DPDK code: one registered type, `pbox`,
  * so the EAL's --log-level=pbox:debug governs the daemon, lcores included.

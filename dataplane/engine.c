@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.c - per-lcore aggregation: segment rounds, contribution slots,
  * rank-ordered sums and shadow copies. See engine.h for the contract and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.h - the aggregation engine of one lcore. Pure C: no DPDK types, no
  * locks, no allocation, no system calls, so it runs the same inside pboxd's

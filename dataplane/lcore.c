@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lcore.c - the DPDK poll loop of a data lcore: apply control messages,
  * rx burst -> parse -> (hand off | engine) -> results to every worker,

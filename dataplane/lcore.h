@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lcore.h - the DPDK poll loop of one data lcore and what it shares.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lcore_fanout.c - result packets for the ranks of a job: a copy per rank,
  * or one shared payload mbuf with per-rank header mbufs (see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lcore_fanout.h - build the RESULT/ERROR packets an lcore sends to the
  * ranks of a job, without a payload copy per rank where the port allows.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh - `make demo`: a real pboxd on DPDK (net_af_packet on a veth, no
 # hugepages) in its own network namespace, 4 worker processes in another,
 # allreduce rounds with progress, throughput, and whether every sum was

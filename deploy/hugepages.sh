@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # hugepages.sh - reserve 2 MiB hugepages for pboxd on every NUMA node and
 # mount hugetlbfs at /dev/hugepages. Idempotent: running it again with the
 # same N changes nothing. Needs root.

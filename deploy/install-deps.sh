@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # install-deps.sh - install the Debian 12 packages pbox builds, tests and
 # runs with (`make deps`; .ci/run calls it too). Needs root.
 set -eu

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """train_ddp.py - a small MLP trained with PyTorch DDP; gradients summed by
 pbox (--pbox) or by Gloo's allreduce (default).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * frame.c - parse and build the few frame types the box speaks: ARP
  * (answer requests for our IPs), ICMP echo, and UDP/IPv4 carrying pbox.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * frame.h - Ethernet/ARP/IPv4/ICMP/UDP parsing and building on plain byte
  * buffers. Pure C (no DPDK types) so the box's whole input path can be unit
@@ -44,7 +45,9 @@ enum { FRAME_CSUM_IP = 1, FRAME_CSUM_L4 = 2 };
 /* frame_verify's verdict on a UDP checksum field that holds the sum of the
  * pseudo header only: what a sender leaves for its NIC's checksum offload
  * (Linux CHECKSUM_PARTIAL). A veth passes such datagrams on unfinished;
- * they are accepted and counted (lcore_stats.csum_unfilled). */
+ * they are accepted and counted (lcore_stats.csum_unfilled). A correct
+ * checksum of a datagram whose other bytes sum to zero looks the same
+ * (one in 65536 payloads): accepted too. */
 #define FRAME_CSUM_UNFILLED 1
 
 /*

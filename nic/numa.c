@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * numa.c - a PCI device's NUMA node and local CPUs from hwloc (see
  * numa.h). Loads the topology with PCI devices once per call: this runs at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * numa.h - where a NIC sits in the machine (hwloc): its NUMA node and the
  * CPUs local to it, so pboxd can check that the lcores polling a port run

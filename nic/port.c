@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port.c - DPDK port bring-up for pboxd (see port.h). Steering: with one rx
  * queue per data lcore and rte_flow rules "UDP dst port udp_base+i -> queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port.h - bring up one DPDK port for pboxd: queues (one tx queue per data
  * lcore, rx queues as the port allows), its mbuf pool, and steering of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_info.h - what a started data port is, in plain C (no DPDK types), so
  * the floors above (the dataplane's glue, the control plane's reports) can

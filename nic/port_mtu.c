@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_mtu.c - can a port carry frames of the MTU pboxd is to use? Asked of
  * the PMD (max_mtu, max_rx_pktlen), and for net_af_packet, whose PMD

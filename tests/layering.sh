@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # layering.sh - check the floors of the tree (docs/architecture.md): every
 # #include "..." in a product folder names a header of a floor that folder
 # may use, and DPDK headers appear only in nic/ and dataplane/.

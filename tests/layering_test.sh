@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # layering_test.sh - the layering check must fail when a floor reaches up:
 # on a copy of the tree, common/wire.h includes control/jobs.h, and
 # client/ctrl.c includes a DPDK header; tests/layering.sh must name both

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run-unit.sh - run the cmocka unit test binaries given as arguments and
 # print one summary line; exit non-zero if any failed.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pbox_perf.c - pbox-perf, an allreduce benchmark and checker in the style
  * of nccl-tests' all_reduce_perf. Every rank of a job runs it; rank 0 prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pboxctl.c - the operator's command line for pboxd: a thin client of the
  * JSON-RPC control protocol (docs/rpc.md) that prints aligned tables, or

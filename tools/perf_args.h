@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * perf_args.h - command-line number parsing shared by the benchmark
  * programs (pbox-perf, bench/compare/mpi_allreduce): sizes with K/M/G

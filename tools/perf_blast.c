@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * perf_blast.c - raw UDP blast for pbox-perf (perf_blast.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * perf_blast.h - pbox-perf --blast: the wire limit for one client. Sends
  * UDP datagrams of the size pbox uses (header + one segment) as fast as

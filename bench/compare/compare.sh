@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # compare.sh - side-by-side float32 allreduce benchmark on one host: pbox
 # vs OpenMPI (MPI_Allreduce over its TCP BTL) vs Gloo (torch.distributed),
 # same sizes, same worker counts, same timing, in one invocation.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """gloo_allreduce.py - torch.distributed all_reduce (Gloo backend, float32,
 SUM, in place) timed the way pbox-perf times pbox_allreduce, for
 bench/compare/compare.sh.

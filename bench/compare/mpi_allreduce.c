@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_allreduce.c - MPI_Allreduce (float32, MPI_SUM, in place) timed the way
  * pbox-perf times pbox_allreduce, for bench/compare/compare.sh.

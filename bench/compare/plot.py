@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """plot.py CSV PNG [--title TEXT] - plot compare.sh's CSV: median time per
 call vs size (left) and bus bandwidth vs size (right), both log-log, one
 line per (system, n); min..max over the reps as error bars on the time.

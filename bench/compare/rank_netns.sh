@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # rank_netns.sh CMD... - run CMD in the network namespace of this MPI rank:
 # ${PBOX_NETNS_PREFIX}${OMPI_COMM_WORLD_RANK}${PBOX_NETNS_SUFFIX}. mpirun
 # starts it once per rank (compare.sh --topology hosts), so every rank has

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """summarize.py RAW CSV - turn compare.sh's raw samples into the comparison
 CSV and print the side-by-side table.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pbox - Python binding of libpbox, the pbox gradient-aggregation client.
 
     import pbox

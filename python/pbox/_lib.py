@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Locate and load libpbox.so and declare its functions for ctypes.
 
 Search order (first that loads wins):

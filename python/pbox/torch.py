@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pbox.torch - PyTorch DDP communication hooks that sum gradients on a pbox.
 
     import pbox, pbox.torch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_engine.c - one lcore's aggregation engine (dataplane/engine.c)
  * driven by arbitrary sequences of PUSHes and control messages, checked

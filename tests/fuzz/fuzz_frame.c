@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_frame.c - the box's whole receive path up to the engine, on
  * arbitrary bytes: the input is one received Ethernet frame for a port
@@ -57,12 +58,26 @@ static void udp(const uint8_t *frame, size_t len, const struct frame_info *fi)
 		return;
 	}
 	CHECK(rc == 0);
-	CHECK(m.type >= WIRE_PUSH && m.type <= WIRE_ERROR);
+	CHECK(m.type >= WIRE_PUSH && m.type <= WIRE_PROBE_ACK);
 	CHECK(wire_dtype_size(m.dtype) != 0);
 	CHECK((m.flags & ~WIRE_FLAGS_KNOWN) == 0);
-	CHECK(fi->payload_len == WIRE_HDR_LEN + (size_t)m.count * wire_dtype_size(m.dtype));
+	if (m.type == WIRE_PROBE || m.type == WIRE_PROBE_ACK)
+		CHECK(m.count == 0);   /* any padding */
+	else
+		CHECK(fi->payload_len == WIRE_HDR_LEN + (size_t)m.count * wire_dtype_size(m.dtype));
 	wire_encode(hdr, &m);
 	CHECK(memcmp(hdr, fi->payload, WIRE_HDR_LEN) == 0);
+	if (m.type == WIRE_PROBE) {   /* the box's answer: the same datagram sent back */
+		uint8_t *back = malloc(len);
+		memcpy(back, frame, len);
+		size_t n = frame_udp_reflect(back, len);
+		CHECK(n <= len);
+		struct frame_info ri;
+		CHECK(frame_parse(back, n, fi->src_ip, &ri) == FRAME_UDP);
+		CHECK(ri.src_ip == MY_IP && ri.dst_port == fi->src_port && ri.src_port == fi->dst_port);
+		CHECK(frame_verify(back, n, FRAME_CSUM_IP | FRAME_CSUM_L4) >= 0); /* correct, or looks unfilled: accepted either way */
+		free(back);
+	}
 }
 
 static void arp(const uint8_t *frame, size_t len)

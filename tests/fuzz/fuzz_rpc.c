@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_rpc.c - the JSON-RPC request decoder and every method handler
  * (control/rpc.c, *_rpc.c, jobs*.c, assign.c) on arbitrary bytes, against

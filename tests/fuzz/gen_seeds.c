@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gen_seeds.c - writes the seed corpora under DIR/<target>/ (make
  * fuzz-seeds: DIR = tests/fuzz/corpus): a few valid inputs per fuzz

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """attacker.py - forge, replay and cross-job packets against a running box.
 
 Captures real PUSH packets of two jobs on the workers' data interface

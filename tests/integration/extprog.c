@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * extprog.c - a program outside the project, built only against an
  * installed pbox (pkg-config pbox): 4 ranks allreduce and check the sums.

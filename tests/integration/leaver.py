@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """leaver.py RANK WORLD JOB - for test_failures.sh: ranks below WORLD-1
 allreduce forever; the last rank joins, allreduces once, then leaves
 (pbox_close) while the others are in their next allreduce. Each rank

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib.sh - test topology for pbox, shared by the integration tests and
 # `make demo`. Source it, then call topo_up / box_start / ... ; topo_down
 # (installed as an EXIT trap by topo_up) stops every process these

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """malformed.py - send malformed and forged pbox datagrams to a box data
 endpoint: each kind a fixed number of times. Used by test_malformed.sh; the
 box must count every one under its drop reason and keep serving."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """pbox_py_args.py - the Python binding's argument checks and error
 reporting, plus a world-1 round trip of every buffer type through the box.
 

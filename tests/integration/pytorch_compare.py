@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """pytorch_compare.py DIR - compare the train_ddp.py results that
 test_pytorch.sh wrote into DIR (gloo, pbox, gloo-nosync, pbox-nosync,
 pbox-fp16, pbox-bf16 .json). Exits non-zero if any check fails.

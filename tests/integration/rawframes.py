@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """rawframes.py - send hand-made Ethernet frames to the box from a worker's
 interface (AF_PACKET), each kind n times, for test_checksum.sh: a pbox
 datagram with a wrong UDP checksum, one with a wrong IPv4 header checksum,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """rpc_attacker.py - an unauthenticated client against pboxd's TCP control
 port, for test_control_abuse.sh. Every attack is bounded in count and time
 and prints one JSON line of what it did and what the box answered.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh - run every tests/integration/test_*.sh against the real pboxd on
 # DPDK virtual devices, each bounded in time; print one summary line.
 set -u

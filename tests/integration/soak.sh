@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # soak.sh - many allreduce rounds under 2% random loss each way for
 # SOAK_SECONDS (default 600; `make soak`), jobs started and ended over and
 # over under the same name; every sum checked exact, pboxd's resident memory

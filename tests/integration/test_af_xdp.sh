@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_af_xdp.sh - the same exact allreduce as test_allreduce.sh, with pboxd
 # on DPDK net_af_xdp instead of net_af_packet: 4 workers, 1 element to
 # 16 MiB, 4 keys in flight, every sum exact.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_allreduce.sh - 4 worker processes allreduce through the real pboxd on
 # DPDK net_af_packet, sizes from 1 element to 64 MiB, several keys in flight,
 # f32/f16/bf16, and with UDP GSO/GRO (--udp-offload); every sum must be

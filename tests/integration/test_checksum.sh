@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_checksum.sh - on net_af_packet, whose PMD reports no checksum status,
 # pboxd verifies checksums in software: a pbox datagram with a wrong UDP or
 # IPv4 header checksum and an ICMP echo with a wrong IPv4 checksum are

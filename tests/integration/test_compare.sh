@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_compare.sh - smoke test of the side-by-side benchmark
 # (bench/compare/compare.sh, `make compare`): N = 2, 4 KiB .. 64 KiB, one
 # rep, default topology (hosts: a namespace per rank on one bridge). The

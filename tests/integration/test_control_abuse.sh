@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_control_abuse.sh - unauthenticated clients on the TCP control port
 # (their own addresses, 198.18.1.3-6) attack while a legitimate 4-rank job runs:
 # reply amplification (16 connections pipelining 400 job_status requests

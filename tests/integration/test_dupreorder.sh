@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_dupreorder.sh - exact sums when packets are duplicated and reordered
 # in both directions, with the duplicates counted on both sides.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_failures.sh - nothing hangs silently: a worker killed with SIGKILL
 # mid-run makes every other worker of its job fail with "rank R lost" within
 # a bound while another job on the box goes on exactly; a stopped worker

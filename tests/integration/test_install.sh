@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_install.sh - `make install PREFIX=...` gives a usable pbox: a program
 # outside the project, compiled with `pkg-config --cflags --libs pbox`
 # against the installed copy, allreduces with 4 ranks through pboxd on a veth

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_isolation.sh - two jobs side by side and an attacker on the workers'
 # host that captures their packets and sends replays (from its own port),
 # cross-job copies and forged tokens: no result of either job changes

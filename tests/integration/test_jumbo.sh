@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_jumbo.sh - MTU 9000 end to end: pboxd --mtu 9000 on net_af_packet
 # (10 KiB frames), the data veth at MTU 9000, 4 workers with default options
 # find MTU 9000 themselves (pbox_opts.mtu 0: box and route MTU, confirmed by

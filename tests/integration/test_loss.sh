@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_loss.sh - exact sums under random packet loss in both directions
 # (1%, 5%, 20%; nftables "numgen random" drop in the workers' namespace on
 # the data path only), with retransmissions counted on both sides.

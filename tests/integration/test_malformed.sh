@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_malformed.sh - malformed and forged datagrams are counted under their
 # drop reasons, never crash pboxd, and a job afterwards still sums exactly.
 set -u

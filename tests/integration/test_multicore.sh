@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_multicore.sh - pboxd with 3 data lcores (two of them sharing a CPU on
 # this small machine) and a port with 3 queue pairs that cannot steer:
 # chunks are spread over all lcores, packets reach their owner through the

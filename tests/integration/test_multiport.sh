@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_multiport.sh - pboxd with two data ports on one L2 segment, as a box
 # with two NIC ports on one switch: the workers' side is a Linux bridge
 # (the switch) with both box veths on it. Chunks are balanced over the

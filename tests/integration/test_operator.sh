@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_operator.sh - what an operator sees and does: pboxd started from an
 # INI --config file, ARP + ICMP echo answered by the box, pboxctl status /
 # jobs / job show / stats (tables and --json) with the configured limits,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_pytorch.sh - the Python binding and the PyTorch DDP hook against the
 # real pboxd on DPDK net_af_packet.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """udp_csum_check.py IFACE BOX_IP COUNT SECONDS - capture (AF_PACKET, in
 the workers' namespace) up to COUNT UDP datagrams from BOX_IP on IFACE
 within SECONDS and check that each carries a non-zero, correct UDP

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """test_abi.py - the Python package's hand-typed copy of include/pbox.h
 against the header and the built library (make pycheck).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * box_fixture.h - a struct box for control-plane unit tests: N ports x M
  * lcores of real engines (dataplane/engine.c) driven directly. post()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * box_inproc.h - a pbox box inside the test process, built from the code
  * that runs in pboxd, for libpbox's unit tests: the real JSON-RPC server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_assign.c - key geometry and chunk balancing (control/assign.c):
  * exact segment and chunk counts, balance within one chunk, determinism,

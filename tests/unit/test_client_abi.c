@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_abi.c - libpbox's growable ABI (include/pbox.h, "ABI rules";
  * client/abi.c): the version against the header's macros, the struct sizes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_api.c - libpbox's public API at its edges: argument errors,
  * a missing control address, connecting to a closed port (PBOX_ECONNECT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_loop.c - libpbox end to end over loopback against an
  * in-process box made of pboxd's own control plane and engines

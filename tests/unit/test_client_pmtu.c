@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_pmtu.c - libpbox's automatic MTU (pbox_opts.mtu = 0,
  * client/pmtu.c) against the in-process box (tests/unit/box_inproc.h): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_segment.c - unit tests of libpbox's layout math
  * (client/segment.c): segment and chunk counts, short last segments, odd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_config.c - pboxd's settings (control/config.c): defaults, options,
  * the INI file, and error messages that name the option or line.

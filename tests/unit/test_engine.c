@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_engine.c - the per-lcore aggregation engine: rounds, duplicates,
  * shadow copies, rank-ordered sums and every validation drop.

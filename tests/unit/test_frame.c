@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_frame.c - the box's frame parser and the ARP, ICMP and UDP frames it
  * builds: every drop reason, and every built frame parses back.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_jobs.c - the job registry (control/jobs.c, jobs_keys.c) against a
  * box of real engines (box_fixture.h): admission, ranks, keys, limits,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_log.c - pboxd's log without DPDK: the line format and level names
  * (common/logline.c), the journal's "<N>" priority prefix and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_numa.c - nic/numa.c: PCI address checks, CPU lists, and the
  * lookups on this machine's real topology (hwloc).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_options.c - pboxd's option table (control/options.c): every row is
  * complete and its default valid, the defaults are what parsing nothing

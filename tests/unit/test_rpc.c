@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rpc.c - the JSON-RPC layer (control/rpc.c and the *_rpc.c
  * handlers) on hostile and normal input, and the server (rpc_server.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sum.c - the N-way sum kernels and the scalar conversions: every SIMD
  * variant gives the scalar reference's exact bits (NaN, Inf, subnormals and

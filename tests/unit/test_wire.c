@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_wire.c - the wire header: layout on the wire, round trip, and every
  * check wire_decode makes.
