@@ -5,6 +5,7 @@
  * checks between options. The INI file is read in config_ini.c through
  * the same table, so an option cannot exist in one form and not the other.
  */
+#include "common/errmsg.h"
 #include "control/options.h"
 
 #include <errno.h>
@@ -18,17 +19,6 @@
 /* getopt_long's id of row i; 'h' is --help's short form. */
 #define OPT_ID(i) (256 + (int)(i))
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 void box_config_defaults(struct box_config *c)
 {
@@ -69,10 +59,10 @@ void box_config_usage(FILE *f)
 static int check_consistency(const struct box_config *c, char *err, size_t errlen)
 {
 	if (c->default_job_bytes > c->max_job_bytes)
-		return fail(err, errlen, "--job-bytes %" PRIu64 " exceeds --max-job-bytes %" PRIu64,
+		return errmsg(err, errlen, -EINVAL, "--job-bytes %" PRIu64 " exceeds --max-job-bytes %" PRIu64,
 			    c->default_job_bytes, c->max_job_bytes);
 	if (!c->control[0] && !c->rpc_socket[0])
-		return fail(err, errlen, "--control and --rpc-socket are both off: "
+		return errmsg(err, errlen, -EINVAL, "--control and --rpc-socket are both off: "
 			    "the box could not be reached");
 	return 0;
 }
@@ -94,11 +84,11 @@ int box_config_parse(struct box_config *c, int argc, char **argv,
 	while ((id = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
 		if (id == '?') {
 			if (optopt)
-				return fail(err, errlen, "unknown option '-%c' (see --help)", optopt);
-			return fail(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
+				return errmsg(err, errlen, -EINVAL, "unknown option '-%c' (see --help)", optopt);
+			return errmsg(err, errlen, -EINVAL, "unknown option '%s' (see --help)", argv[optind - 1]);
 		}
 		if (id == ':')
-			return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+			return errmsg(err, errlen, -EINVAL, "option '%s' needs a value", argv[optind - 1]);
 		const struct box_opt *o = id == 'h' ? box_opt_find("help") : &box_opts[id - OPT_ID(0)];
 		int rc = 0;
 		switch (o->type) {
@@ -112,10 +102,10 @@ int box_config_parse(struct box_config *c, int argc, char **argv,
 			rc = box_opt_set(c, o, optarg, why, sizeof(why));
 		}
 		if (rc < 0)
-			return fail(err, errlen, "--%s: %s", o->name, why);
+			return errmsg(err, errlen, -EINVAL, "--%s: %s", o->name, why);
 	}
 	if (optind < argc)
-		return fail(err, errlen, "unexpected argument '%s' (options start with --; "
+		return errmsg(err, errlen, -EINVAL, "unexpected argument '%s' (options start with --; "
 			    "EAL arguments go before '--')", argv[optind]);
 	return check_consistency(c, err, errlen);
 }

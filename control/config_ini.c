@@ -5,6 +5,7 @@
  * (options.h) named as on the command line without "--". Errors name the
  * file and line.
  */
+#include "common/errmsg.h"
 #include "control/options.h"
 
 #include <ctype.h>
@@ -13,17 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 static char *trim(char *s)
 {
@@ -46,14 +36,14 @@ static int ini_line(struct box_config *c, char *line, int *in_section,
 	if (*s == '[') {
 		char *e = strchr(s, ']');
 		if (!e || *trim(e + 1))
-			return fail(msg, msglen, "malformed section header '%s'", s);
+			return errmsg(msg, msglen, -EINVAL, "malformed section header '%s'", s);
 		*e = '\0';
 		*in_section = strcmp(trim(s + 1), "pboxd") == 0;
 		return 0;
 	}
 	char *eq = strchr(s, '=');
 	if (!eq)
-		return fail(msg, msglen, "expected 'key = value', got '%s'", s);
+		return errmsg(msg, msglen, -EINVAL, "expected 'key = value', got '%s'", s);
 	*eq = '\0';
 	char *key = trim(s), *val = trim(eq + 1);
 	if (!*in_section)
@@ -65,12 +55,12 @@ static int ini_line(struct box_config *c, char *line, int *in_section,
 	}
 	const struct box_opt *o = box_opt_find(key);
 	if (o && o->type == BOX_OPT_CONFIG)
-		return fail(msg, msglen, "a config file cannot include another");
+		return errmsg(msg, msglen, -EINVAL, "a config file cannot include another");
 	if (!o || !box_opt_is_setting(o))
-		return fail(msg, msglen, "unknown option '%s'", key);
+		return errmsg(msg, msglen, -EINVAL, "unknown option '%s'", key);
 	char why[256];
 	if (box_opt_set(c, o, val, why, sizeof(why)) < 0)
-		return fail(msg, msglen, "%s: %s", o->name, why);
+		return errmsg(msg, msglen, -EINVAL, "%s: %s", o->name, why);
 	return 0;
 }
 
@@ -81,24 +71,24 @@ int box_config_read_ini(struct box_config *c, const char *path, char *err, size_
 	int in_section = 0, lineno = 0, rc = 0, seen = 0;
 
 	if (!f)
-		return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return errmsg(err, errlen, -EINVAL, "cannot open '%s': %s", path, strerror(errno));
 	while (rc == 0 && fgets(line, sizeof(line), f)) {
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			rc = fail(err, errlen, "%s:%d: line longer than %zu characters",
+			rc = errmsg(err, errlen, -EINVAL, "%s:%d: line longer than %zu characters",
 				  path, lineno, sizeof(line) - 2);
 			break;
 		}
 		int before = in_section;
 		rc = ini_line(c, line, &in_section, msg, sizeof(msg));
 		if (rc < 0)
-			fail(err, errlen, "%s:%d: %s", path, lineno, msg);
+			errmsg(err, errlen, -EINVAL, "%s:%d: %s", path, lineno, msg);
 		seen |= in_section && !before;
 	}
 	if (rc == 0 && ferror(f))
-		rc = fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+		rc = errmsg(err, errlen, -EINVAL, "cannot read '%s': %s", path, strerror(errno));
 	fclose(f);
 	if (rc == 0 && !seen)
-		rc = fail(err, errlen, "%s: no [pboxd] section", path);
+		rc = errmsg(err, errlen, -EINVAL, "%s: no [pboxd] section", path);
 	return rc;
 }

@@ -4,6 +4,7 @@
  * a value is stored into its field of struct box_config, and how it is
  * shown again: one parser and one printer per type, shared by every row.
  */
+#include "common/errmsg.h"
 #include "control/options.h"
 
 #include <arpa/inet.h>
@@ -21,17 +22,6 @@ static const struct { char suffix; uint64_t mult; } size_units[] = {
 	{ 'T', 1ull << 40 }, { 'G', 1ull << 30 }, { 'M', 1ull << 20 }, { 'K', 1ull << 10 },
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 static void *field(struct box_config *c, const struct box_opt *o)
 {
@@ -73,13 +63,13 @@ static int parse_number(const struct box_opt *o, const char *s, uint64_t *out,
 	char *end;
 
 	if (!s || !*s)
-		return fail(err, errlen, "missing value");
+		return errmsg(err, errlen, -EINVAL, "missing value");
 	if (!isdigit((unsigned char)*s))
-		return fail(err, errlen, "'%s' is not a non-negative integer", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is not a non-negative integer", s);
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, base);
 	if (errno == ERANGE)
-		return fail(err, errlen, "'%s' is too large", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is too large", s);
 	if (*end && size) {
 		mult = 0;
 		for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++)
@@ -92,10 +82,10 @@ static int parse_number(const struct box_opt *o, const char *s, uint64_t *out,
 		}
 	}
 	if (*end || mult == 0)
-		return fail(err, errlen, "'%s' is not a%s number", s,
+		return errmsg(err, errlen, -EINVAL, "'%s' is not a%s number", s,
 			    size ? " size (N, NK, NM, NG, NT)" : base == 8 ? "n octal" : "");
 	if (v > UINT64_MAX / mult)
-		return fail(err, errlen, "'%s' is too large", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is too large", s);
 	*out = v * mult;
 	return 0;
 }
@@ -112,7 +102,7 @@ static int set_number(struct box_config *c, const struct box_opt *o, const char 
 		char lo[32], hi[32];
 		show_number(o, o->min, lo, sizeof(lo));
 		show_number(o, o->max, hi, sizeof(hi));
-		return fail(err, errlen, "%s is out of range [%s, %s]%s", s, lo, hi,
+		return errmsg(err, errlen, -EINVAL, "%s is out of range [%s, %s]%s", s, lo, hi,
 			    o->zero_ok ? " (or 0)" : "");
 	}
 	switch (o->size) {
@@ -142,7 +132,7 @@ static int not_a_choice(const struct box_opt *o, const char *s, char *err, size_
 		snprintf(names, sizeof(names), "on, off");
 	for (const struct box_opt_choice *ch = o->choices; ch && ch->name && n < sizeof(names); ch++)
 		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "", ch->name);
-	return fail(err, errlen, "'%s' is not one of %s", s, names);
+	return errmsg(err, errlen, -EINVAL, "'%s' is not one of %s", s, names);
 }
 
 static int set_enum(struct box_config *c, const struct box_opt *o, const char *s,
@@ -161,7 +151,7 @@ static int set_string(char *dst, size_t cap, const char *s, char *err, size_t er
 	if (strcmp(s, "none") == 0)
 		s = "";
 	if (strlen(s) >= cap)
-		return fail(err, errlen, "'%.40s...' is longer than %zu characters", s, cap - 1);
+		return errmsg(err, errlen, -EINVAL, "'%.40s...' is longer than %zu characters", s, cap - 1);
 	snprintf(dst, cap, "%s", s);
 	return 0;
 }
@@ -175,13 +165,13 @@ static int set_hostport(char *dst, size_t cap, const char *s, char *err, size_t 
 	if (!*s || strcmp(s, "none") == 0)
 		return set_string(dst, cap, "", err, errlen);
 	if (strlen(s) >= cap)
-		return fail(err, errlen, "'%s' is longer than %zu characters", s, cap - 1);
+		return errmsg(err, errlen, -EINVAL, "'%s' is longer than %zu characters", s, cap - 1);
 	if (!colon || colon == s)
-		return fail(err, errlen, "'%s' is not ADDR:PORT", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is not ADDR:PORT", s);
 	errno = 0;
 	unsigned long port = isdigit((unsigned char)colon[1]) ? strtoul(colon + 1, &end, 10) : 0;
 	if (port < 1 || port > 65535 || *end || errno)
-		return fail(err, errlen, "'%s': port '%s' is not in [1, 65535]", s, colon + 1);
+		return errmsg(err, errlen, -EINVAL, "'%s': port '%s' is not in [1, 65535]", s, colon + 1);
 	return set_string(dst, cap, s, err, errlen);
 }
 
@@ -205,31 +195,31 @@ static int add_ip(struct box_config *c, const char *s, char *err, size_t errlen)
 	struct in_addr a;
 
 	if (strlen(s) >= sizeof(buf))
-		return fail(err, errlen, "'%s' is too long for PORT:ADDR/PREFIX", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is too long for PORT:ADDR/PREFIX", s);
 	snprintf(buf, sizeof(buf), "%s", s);
 	char *colon = strchr(buf, ':');
 	char *slash = colon ? strchr(colon, '/') : NULL;
 	if (!colon || !slash)
-		return fail(err, errlen, "'%s' is not PORT:ADDR/PREFIX (e.g. 0:198.18.0.1/24)", s);
+		return errmsg(err, errlen, -EINVAL, "'%s' is not PORT:ADDR/PREFIX (e.g. 0:198.18.0.1/24)", s);
 	*colon = '\0';
 	*slash = '\0';
 	if (small_uint(buf, BOX_MAX_PORTS * 16 - 1, &port) < 0)
-		return fail(err, errlen, "'%s': port id '%s' is not an integer in [0, %d]",
+		return errmsg(err, errlen, -EINVAL, "'%s': port id '%s' is not an integer in [0, %d]",
 			    s, buf, BOX_MAX_PORTS * 16 - 1);
 	if (inet_pton(AF_INET, colon + 1, &a) != 1)
-		return fail(err, errlen, "'%s': '%s' is not a dotted-quad IPv4 address", s, colon + 1);
+		return errmsg(err, errlen, -EINVAL, "'%s': '%s' is not a dotted-quad IPv4 address", s, colon + 1);
 	if (small_uint(slash + 1, 32, &prefix) < 0 || prefix < 1)
-		return fail(err, errlen, "'%s': prefix '%s' is not in [1, 32]", s, slash + 1);
+		return errmsg(err, errlen, -EINVAL, "'%s': prefix '%s' is not in [1, 32]", s, slash + 1);
 	uint32_t ip = ntohl(a.s_addr);
 	if (ip == 0 || ip == UINT32_MAX || (ip >> 24) == 127 || (ip >> 28) == 14)
-		return fail(err, errlen, "'%s': %s cannot be a data address", s, colon + 1);
+		return errmsg(err, errlen, -EINVAL, "'%s': %s cannot be a data address", s, colon + 1);
 
 	unsigned i;
 	for (i = 0; i < c->nports && c->ip[i].port != port; i++)
 		;
 	if (i == c->nports) {
 		if (c->nports == BOX_MAX_PORTS)
-			return fail(err, errlen, "'%s': more than %d data ports", s, BOX_MAX_PORTS);
+			return errmsg(err, errlen, -EINVAL, "'%s': more than %d data ports", s, BOX_MAX_PORTS);
 		c->nports++;
 	}
 	c->ip[i].port = (uint16_t)port;
@@ -257,7 +247,7 @@ int box_opt_set(struct box_config *c, const struct box_opt *o, const char *v,
 		char *err, size_t errlen)
 {
 	if (!v)
-		return fail(err, errlen, "missing value");
+		return errmsg(err, errlen, -EINVAL, "missing value");
 	switch (o->type) {
 	case BOX_OPT_UINT:
 	case BOX_OPT_SIZE:
@@ -282,7 +272,7 @@ int box_opt_set(struct box_config *c, const struct box_opt *o, const char *v,
 	case BOX_OPT_FLAG:
 		break;
 	}
-	return fail(err, errlen, "not a setting");
+	return errmsg(err, errlen, -EINVAL, "not a setting");
 }
 
 /* ---- printers ---- */

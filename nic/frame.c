@@ -158,11 +158,12 @@ int frame_verify(const uint8_t *frame, size_t len, unsigned what)
 	return csum_fold(frame_csum_partial(l4, l4len, s)) == 0xFFFF ? 0 : -DROP_BAD_CSUM;
 }
 
-size_t frame_udp_reflect(uint8_t *frame, size_t len)
+/* Swap the frame's Ethernet and IPv4 source and destination, TTL 64,
+ * IPv4 checksum anew: the headers of an answer. Returns the IPv4 header. */
+static struct ipv4 turn_around(uint8_t *frame)
 {
 	struct eth e;
 	struct ipv4 ip;
-	struct udp u;
 	uint8_t mac[6];
 
 	memcpy(&e, frame, sizeof(e));
@@ -178,6 +179,13 @@ size_t frame_udp_reflect(uint8_t *frame, size_t len)
 	ip.csum = 0;
 	ip.csum = frame_csum(&ip, sizeof(ip));
 	memcpy(frame + FRAME_ETH_LEN, &ip, sizeof(ip));
+	return ip;
+}
+
+size_t frame_udp_reflect(uint8_t *frame, size_t len)
+{
+	struct ipv4 ip = turn_around(frame);
+	struct udp u;
 	uint8_t *l4 = frame + FRAME_ETH_LEN + sizeof(ip);
 	memcpy(&u, l4, sizeof(u));
 	uint16_t p = u.sport;
@@ -279,23 +287,8 @@ size_t frame_arp_reply(uint8_t *frame, size_t len, const uint8_t my_mac[6],
 
 size_t frame_icmp_reply(uint8_t *frame, size_t len)
 {
-	struct eth e;
-	struct ipv4 ip;
-	uint8_t mac[6];
+	struct ipv4 ip = turn_around(frame);
 
-	memcpy(&e, frame, sizeof(e));
-	memcpy(mac, e.dst, 6);
-	memcpy(e.dst, e.src, 6);
-	memcpy(e.src, mac, 6);
-	memcpy(frame, &e, sizeof(e));
-	memcpy(&ip, frame + FRAME_ETH_LEN, sizeof(ip));
-	uint32_t t = ip.src;
-	ip.src = ip.dst;
-	ip.dst = t;
-	ip.ttl = 64;
-	ip.csum = 0;
-	ip.csum = frame_csum(&ip, sizeof(ip));
-	memcpy(frame + FRAME_ETH_LEN, &ip, sizeof(ip));
 	size_t iplen = ntohs(ip.len);
 	uint8_t *icmp = frame + FRAME_ETH_LEN + sizeof(ip);
 	size_t icmplen = iplen - sizeof(ip);

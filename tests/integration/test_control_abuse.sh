@@ -33,7 +33,7 @@ attacker() {
 	in_wk nice -n 19 python3 "$(dirname "$0")/rpc_attacker.py" $src "$CONTROL" "$@"
 }
 now() { date +%s.%N; }
-calc() { awk "BEGIN { print $* }"; }   # calc EXPR: a number, or 1/0 for a comparison
+calc() { awk "BEGIN { print ($*) }"; }   # calc EXPR: a number, or 1/0 for a comparison
 rss_kb() { awk '/^VmRSS/ {print $2}' /proc/$BOX_PID/status; }
 JOBARGS=(--minbytes 1M --maxbytes 16M --stepfactor 4 --iters 4 --keys 2 --check)
 
