@@ -10,12 +10,14 @@ set -u
 need_root "$0"
 topo_up
 box_start af_packet
+# the attacker listens first, so it cannot miss a job that ends early
+in_wk python3 "$(dirname "$0")/attacker.py" "$IF_WD" $BOX_IP 4 > "$WORKDIR/attack.json" 2>&1 &
+ATT=$!; PIDS+=($ATT)
+sleep 1
 workers 2 jobA "$WORKDIR/a" --minbytes 64K --maxbytes 1M --iters 40 --check
 A=("${WK_PIDS[@]}")
 workers 2 jobB "$WORKDIR/b" --minbytes 64K --maxbytes 1M --iters 40 --check
 B=("${WK_PIDS[@]}")
-in_wk python3 "$(dirname "$0")/attacker.py" "$IF_WD" $BOX_IP 4 > "$WORKDIR/attack.json" 2>&1 &
-ATT=$!; PIDS+=($ATT)
 WK_PIDS=("${A[@]}" "${B[@]}")
 wait_workers 180 || { tail -n 3 "$WORKDIR"/a.*.log "$WORKDIR"/b.*.log; die "a job's sums changed or failed under attack"; }
 wait $ATT || { cat "$WORKDIR/attack.json"; die "attacker failed"; }
