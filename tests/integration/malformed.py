@@ -8,6 +8,7 @@ import random
 import socket
 import struct
 import sys
+import time
 
 HDR = ">IBBBBIHHQIIIHH"  # docs/protocol.md
 MAGIC = 0x50424F58
@@ -35,9 +36,11 @@ def main():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sent = 0
     for name, make in kinds.items():
-        for _ in range(n):
+        for i in range(n):
             s.sendto(make(), (ip, port))
             sent += 1
+            if i % 32 == 31:
+                time.sleep(0.002)   # paced: the box's rx ring holds 512 frames
     # a datagram to a UDP port no lcore owns
     for _ in range(n):
         s.sendto(hdr() + b"\0" * 4, (ip, port + 1000))
