@@ -44,10 +44,9 @@ RPC_HANDLER(rpc_job_create)
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, &j, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (secret && (rc = jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen)) < 0) {
-		jobs_abort(ctx->box->jobs, name, "join secret refused", NULL, 0);
-		return rc;
-	}
+	/* cannot fail: its length was checked, and nobody has joined a new job */
+	if (secret)
+		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);
 	*result = json_pack("{s:I}", "job_id", (json_int_t)j->id);
 	return 0;
 }

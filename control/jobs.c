@@ -28,15 +28,6 @@
 _Static_assert(BOX_MAX_EPS <= ASSIGN_MAX_EPS, "assign cannot cover every endpoint");
 _Static_assert(BOX_MAX_LCORES <= 256, "chunk owners are uint8_t");
 
-int jobs_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m)
 {
 	struct box *b = js->box;
@@ -257,7 +248,7 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
 	struct job *j = (struct job *)jobs_find(js, name);
 
 	if (!j)
-		return jobs_fail(err, errlen, -ENOENT, "no job named '%s'", name);
+		return errmsg(err, errlen, -ENOENT, "no job named '%s'", name);
 	jobs_abort_job(js, j, reason && *reason ? reason : "aborted by operator");
 	return 0;
 }
@@ -351,18 +342,18 @@ static int check_admission(struct jobs *js, const char *name, uint32_t world,
 	const struct box_config *cfg = &js->box->cfg;
 
 	if (!job_name_valid(name))
-		return jobs_fail(err, errlen, -EINVAL, "job name '%.80s' is not 1-%d characters "
+		return errmsg(err, errlen, -EINVAL, "job name '%.80s' is not 1-%d characters "
 				 "of [A-Za-z0-9._-]", name ? name : "", JOB_NAME_MAX);
 	if (world < 1 || world > cfg->max_world || world > ENGINE_MAX_WORLD)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: world %" PRIu32 " is outside "
+		return errmsg(err, errlen, -EINVAL, "job %s: world %" PRIu32 " is outside "
 				 "[1, %" PRIu32 "] (--max-world)", name, world, cfg->max_world);
 	if (jobs_find(js, name))
-		return jobs_fail(err, errlen, -EEXIST, "job %s already exists", name);
+		return errmsg(err, errlen, -EEXIST, "job %s already exists", name);
 	if (js->nlive >= cfg->max_jobs)
-		return jobs_fail(err, errlen, -ENOSPC, "job %s: the box already runs %u jobs, "
+		return errmsg(err, errlen, -ENOSPC, "job %s: the box already runs %u jobs, "
 				 "its limit (--max-jobs)", name, js->nlive);
 	if (js->box->layout.nlcores == 0)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: the box has no data lcores", name);
+		return errmsg(err, errlen, -EINVAL, "job %s: the box has no data lcores", name);
 	return 0;
 }
 
@@ -384,7 +375,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 		int rc = jobs_post(js, l, &m);
 		if (rc < 0) {
 			failed = l;
-			return jobs_fail(err, errlen, rc, "job %s: cannot reach lcore %u "
+			return errmsg(err, errlen, rc, "job %s: cannot reach lcore %u "
 					 "(message ring full)", j->name, failed);
 		}
 	}
@@ -402,7 +393,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	uint64_t engine = per_lcore * js->box->layout.nlcores;
 
 	if (engine > max_bytes)
-		return jobs_fail(err, errlen, -ENOSPC, "job %s: world %" PRIu32 " with %" PRIu32
+		return errmsg(err, errlen, -ENOSPC, "job %s: world %" PRIu32 " with %" PRIu32
 				 "-byte segments needs %" PRIu64 " bytes of engine memory on %u lcores "
 				 "(%" PRIu32 " slots each), more than its max_bytes %" PRIu64
 				 "; raise max_bytes (--job-bytes, --max-job-bytes) or lower --slots",
@@ -410,11 +401,11 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 				 cfg->slots_per_lcore, max_bytes);
 	int idx = free_index(js);
 	if (idx < 0)
-		return jobs_fail(err, errlen, -ENOSPC, "job %s: all %d job table entries are held "
+		return errmsg(err, errlen, -ENOSPC, "job %s: all %d job table entries are held "
 				 "by jobs being removed; retry shortly", name, ENGINE_MAX_JOBS);
 	struct job *j = calloc(1, sizeof(*j));
 	if (!j)
-		return jobs_fail(err, errlen, -ENOMEM, "job %s: out of memory", name);
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", name);
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->world = (uint16_t)world;
 	j->created = clock_s();
@@ -424,17 +415,17 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	int rc = new_token(&j->token);
 	if (rc < 0) {
 		free(j);
-		return jobs_fail(err, errlen, rc, "job %s: getrandom failed: %s", name, strerror(-rc));
+		return errmsg(err, errlen, rc, "job %s: getrandom failed: %s", name, strerror(-rc));
 	}
 	if (jobs_keys_init(js, j) < 0) {
 		free(j);
-		return jobs_fail(err, errlen, -ENOMEM, "job %s: out of memory", name);
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", name);
 	}
 	j->arena = js->box->dp.mem_alloc(js->box->dp.ctx, max_bytes);
 	if (!j->arena) {
 		jobs_keys_release(js, j);
 		free(j);
-		return jobs_fail(err, errlen, -ENOMEM, "job %s: the box could not allocate %" PRIu64
+		return errmsg(err, errlen, -ENOMEM, "job %s: the box could not allocate %" PRIu64
 				 " bytes of job memory (hugepages exhausted?)", name, max_bytes);
 	}
 	j->id = next_id(js, (unsigned)idx);
@@ -472,7 +463,7 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		return rc;
 	uint32_t seg = wire_seg_bytes(effective_mtu(js, mtu));
 	if (seg == 0)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: MTU %" PRIu32 " is too small "
+		return errmsg(err, errlen, -EINVAL, "job %s: MTU %" PRIu32 " is too small "
 				 "(at least %d)", name, effective_mtu(js, mtu),
 				 WIRE_IP_UDP_LEN + WIRE_HDR_LEN + WIRE_PAYLOAD_ALIGN);
 	if (max_bytes == 0)
@@ -500,33 +491,33 @@ static int check_rank(const struct jobs *js, const struct job *j,
 	char ip[INET_ADDRSTRLEN];
 
 	if (j->state == JOB_ABORTED)
-		return jobs_fail(err, errlen, -ECONNABORTED, "job %s is aborted (%s); it is "
+		return errmsg(err, errlen, -ECONNABORTED, "job %s is aborted (%s); it is "
 				 "removed once its workers disconnect", j->name, j->reason);
 	if (a->world != j->world)
-		return jobs_fail(err, errlen, -EINVAL, "job %s has world %u, rank %" PRIu32
+		return errmsg(err, errlen, -EINVAL, "job %s has world %u, rank %" PRIu32
 				 " joined with world %" PRIu32, j->name, j->world, a->rank, a->world);
 	if (a->rank >= j->world)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
 				 "[0, %u)", j->name, a->rank, j->world);
 	if (j->ranks[a->rank].joined) {
 		ip_str(j->ranks[a->rank].ip, ip, sizeof(ip));
-		return jobs_fail(err, errlen, -EEXIST, "job %s: rank %" PRIu32 " already joined "
+		return errmsg(err, errlen, -EEXIST, "job %s: rank %" PRIu32 " already joined "
 				 "(data address %s:%u)", j->name, a->rank, ip, j->ranks[a->rank].port);
 	}
 	if (a->ip == 0 || a->port == 0)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has no data "
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has no data "
 				 "address (data_ip and data_port must be set)", j->name, a->rank);
 	for (unsigned r = 0; r < j->world; r++) {
 		if (j->ranks[r].joined && j->ranks[r].ip == a->ip && j->ranks[r].port == a->port) {
 			ip_str(a->ip, ip, sizeof(ip));
-			return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s data "
+			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s data "
 					 "address %s:%u is already rank %u's", j->name, a->rank,
 					 ip, a->port, r);
 		}
 	}
 	uint32_t mtu = effective_mtu(js, a->mtu);
 	if (wire_seg_bytes(mtu) < j->seg_bytes)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s MTU %" PRIu32
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s MTU %" PRIu32
 				 " is too small for the job's %" PRIu32 "-byte segments (needs %"
 				 PRIu32 ")", j->name, a->rank, mtu, j->seg_bytes,
 				 j->seg_bytes + WIRE_IP_UDP_LEN + WIRE_HDR_LEN);
@@ -544,7 +535,7 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	int rc = post_all(js, &m, &failed);
 
 	if (rc < 0)
-		return jobs_fail(err, errlen, rc, "job %s: rank %" PRIu32 ": cannot reach lcore "
+		return errmsg(err, errlen, rc, "job %s: rank %" PRIu32 ": cannot reach lcore "
 				 "%u (message ring full)", j->name, a->rank, failed);
 	struct job_rank *r = &j->ranks[a->rank];
 	r->joined = 1;
@@ -568,10 +559,10 @@ int jobs_set_join_secret(struct jobs *js, const struct job *cj, const char *secr
 
 	(void)js;
 	if (n > JOB_SECRET_MAX)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: join secret longer than %d bytes",
+		return errmsg(err, errlen, -EINVAL, "job %s: join secret longer than %d bytes",
 				 j->name, JOB_SECRET_MAX);
 	if (j->njoined)
-		return jobs_fail(err, errlen, -EEXIST, "job %s: ranks joined already; its join "
+		return errmsg(err, errlen, -EEXIST, "job %s: ranks joined already; its join "
 				 "secret is set", j->name);
 	memcpy(j->join_secret, secret ? secret : "", n + 1);
 	j->join_secret_len = (uint32_t)n;
@@ -587,13 +578,13 @@ static int secret_check(const struct job *j, const char *given, char *err, size_
 	if (j->join_secret_len == 0 && n == 0)
 		return 0;
 	if (j->join_secret_len == 0)
-		return jobs_fail(err, errlen, -EACCES, "job %s has no join secret, but this worker "
+		return errmsg(err, errlen, -EACCES, "job %s has no join secret, but this worker "
 				 "gave one (another job of that name?)", j->name);
 	if (n == 0)
-		return jobs_fail(err, errlen, -EACCES, "job %s needs its join secret "
+		return errmsg(err, errlen, -EACCES, "job %s needs its join secret "
 				 "(pbox_opts.join_secret or PBOX_JOIN_SECRET)", j->name);
 	if (!secret_equal(given, n, j->join_secret, j->join_secret_len))
-		return jobs_fail(err, errlen, -EACCES, "job %s: wrong join secret", j->name);
+		return errmsg(err, errlen, -EACCES, "job %s: wrong join secret", j->name);
 	return 0;
 }
 
@@ -605,7 +596,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 
 	if (!j) {
 		if (a->world >= 1 && a->rank >= a->world)
-			return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
+			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
 					 "[0, %" PRIu32 ")", a->name, a->rank, a->world);
 		rc = jobs_create(js, a->name, a->world, 0, a->mtu ? a->mtu : DEFAULT_MTU,
 				 (const struct job **)&j, err, errlen);
@@ -633,12 +624,12 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	struct job *j = (struct job *)jobs_find_id(js, job_id);
 
 	if (!j)
-		return jobs_fail(err, errlen, -ENOENT, "no job with id %" PRIu32, job_id);
+		return errmsg(err, errlen, -ENOENT, "no job with id %" PRIu32, job_id);
 	if (rank >= j->world || !j->ranks[rank].joined)
-		return jobs_fail(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has not joined",
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has not joined",
 				 j->name, rank);
 	if (j->ranks[rank].session != session)
-		return jobs_fail(err, errlen, -EACCES, "job %s: rank %" PRIu32 " belongs to "
+		return errmsg(err, errlen, -EACCES, "job %s: rank %" PRIu32 " belongs to "
 				 "another connection; only that one may leave", j->name, rank);
 	j->ranks[rank].joined = 0;
 	j->ranks[rank].session = NULL;

@@ -7,6 +7,7 @@
 #ifndef PBOX_JOBS_INTERNAL_H
 #define PBOX_JOBS_INTERNAL_H
 
+#include "common/errmsg.h"
 #include "control/jobs.h"
 
 struct jobs {
@@ -24,10 +25,6 @@ struct jobs {
 /* Post m to lcore, retrying a full ring for up to about a second.
  * 0, -EAGAIN (still full) or the post's error. */
 int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m);
-
-/* Write a message into err; returns rc (a negative errno). */
-int jobs_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
 /* Abort j (helper of jobs_abort, also used when a key cannot be installed). */
 void jobs_abort_job(struct jobs *js, struct job *j, const char *reason);

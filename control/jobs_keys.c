@@ -92,7 +92,7 @@ static int check_same(const struct job *j, const struct job_key *k,
 {
 	if (k->geom.count == a->count && k->geom.dtype == a->dtype)
 		return 0;
-	return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+	return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
 			 " declares %" PRIu64 " %s (%" PRIu64 " bytes) but rank %u declared %"
 			 PRIu64 " %s (%" PRIu64 " bytes)", j->name, a->key, a->rank, a->count,
 			 wire_dtype_name(a->dtype), a->count * wire_dtype_size(a->dtype),
@@ -106,16 +106,16 @@ static int check_new(const struct jobs *js, const struct job *j,
 	uint32_t max_keys = js->box->cfg.max_keys;
 
 	if (j->nkeys >= max_keys)
-		return jobs_fail(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": the job already "
+		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": the job already "
 				 "has %" PRIu32 " keys, the limit (--max-keys)", j->name, a->key,
 				 max_keys);
 	if (a->count == 0 || a->count > j->max_bytes / wire_dtype_size(a->dtype))
-		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": count %" PRIu64
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": count %" PRIu64
 				 " is outside [1, %" PRIu64 "] for %s (job memory %" PRIu64 " bytes)",
 				 j->name, a->key, a->count, j->max_bytes / wire_dtype_size(a->dtype),
 				 wire_dtype_name(a->dtype), j->max_bytes);
 	if (js->box->layout.neps == 0)
-		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
 				 "data endpoints", j->name, a->key);
 	return 0;
 }
@@ -152,7 +152,7 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	uint64_t left = j->max_bytes - j->used;
 
 	if (need > left)
-		return jobs_fail(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
+		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
 				 "of job memory, %" PRIu64 " of %" PRIu64 " left", j->name, a->key,
 				 need, left, j->max_bytes);
 	k->chunk_ep = malloc((size_t)k->geom.nchunks * sizeof(*k->chunk_ep));
@@ -161,7 +161,7 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		free(k->chunk_ep);
 		free(owner);
 		k->chunk_ep = NULL;
-		return jobs_fail(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
 				 j->name, a->key);
 	}
 	assign_chunks(&k->geom, js->load, b->layout.neps, k->chunk_ep);
@@ -186,11 +186,11 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 	if (rc < 0)
 		return rc;
 	if (assign_geom(a->count, a->dtype, j->seg_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
-		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
 				 " %s cannot be cut into %" PRIu32 "-byte segments", j->name,
 				 a->key, a->count, wire_dtype_name(a->dtype), j->seg_bytes);
 	if (reserve_key(j, js->box->cfg.max_keys) < 0)
-		return jobs_fail(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
 				 j->name, a->key);
 	rc = build_key(js, j, &k, a, &owner, err, errlen);
 	if (rc < 0)
@@ -205,7 +205,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		snprintf(why, sizeof(why), "key %" PRIu32 " could not be installed on lcore %u "
 			 "(message ring full)", a->key, failed);
 		jobs_abort_job(js, j, why);
-		return jobs_fail(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
+		return errmsg(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
 	}
 	ctl_log_peer(js->box, j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
 		" segments in %" PRIu32 " chunks, %zu bytes", j->name, a->key, a->count,
@@ -222,19 +222,19 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	int rc;
 
 	if (!j)
-		return jobs_fail(err, errlen, -ENOENT, "no job with id %" PRIu32, a->job_id);
+		return errmsg(err, errlen, -ENOENT, "no job with id %" PRIu32, a->job_id);
 	if (j->state == JOB_ABORTED)
-		return jobs_fail(err, errlen, -ECONNABORTED, "job %s is aborted (%s)",
+		return errmsg(err, errlen, -ECONNABORTED, "job %s is aborted (%s)",
 				 j->name, j->reason);
 	if (a->rank >= j->world || !j->ranks[a->rank].joined)
-		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
 				 " has not joined the job", j->name, a->key, a->rank);
 	if (a->session != j->ranks[a->rank].session)
-		return jobs_fail(err, errlen, -EACCES, "job %s key %" PRIu32 ": rank %" PRIu32
+		return errmsg(err, errlen, -EACCES, "job %s key %" PRIu32 ": rank %" PRIu32
 				 " belongs to another connection (declare keys on the"
 				 " connection that joined)", j->name, a->key, a->rank);
 	if (!wire_dtype_name(a->dtype))
-		return jobs_fail(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
 				 j->name, a->key, a->dtype);
 	k = (struct job_key *)job_key_find(j, a->key);
 	if (k) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/errmsg.h"
 #include "common/secret.h"
 #include "control/log.h"
 #include "control/rpc_methods.h"
@@ -31,17 +32,6 @@ const struct rpc_method rpc_methods[] = {
 	{ NULL, NULL, 0 },
 };
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* ---- reply objects ---- */
 
@@ -131,7 +121,7 @@ static int restore_id(json_t *req, json_t **id, char *err, size_t errlen)
 		return 0;
 	}
 	*id = NULL;
-	return fail(err, errlen, RPC_INVALID_REQUEST,
+	return errmsg(err, errlen, RPC_INVALID_REQUEST,
 		    "id is too large to echo exactly next to an integer beyond 64 bits:"
 		    " use an id within 2^53 or a string");
 }
@@ -141,26 +131,26 @@ static int envelope(json_t *req, int ints_as_reals, json_t **id, const char **me
 		    json_t **params, char *err, size_t errlen)
 {
 	if (json_is_array(req))
-		return fail(err, errlen, RPC_INVALID_REQUEST, "batch requests are not supported");
+		return errmsg(err, errlen, RPC_INVALID_REQUEST, "batch requests are not supported");
 	if (!json_is_object(req))
-		return fail(err, errlen, RPC_INVALID_REQUEST, "a request must be a JSON object");
+		return errmsg(err, errlen, RPC_INVALID_REQUEST, "a request must be a JSON object");
 	*id = json_object_get(req, "id");
 	if (*id && !valid_id(*id)) {
 		*id = NULL;
-		return fail(err, errlen, RPC_INVALID_REQUEST, "id must be a string, number or null");
+		return errmsg(err, errlen, RPC_INVALID_REQUEST, "id must be a string, number or null");
 	}
 	if (ints_as_reals && json_is_real(*id) && restore_id(req, id, err, errlen) < 0)
 		return RPC_INVALID_REQUEST;
 	json_t *v = json_object_get(req, "jsonrpc");
 	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0)
-		return fail(err, errlen, RPC_INVALID_REQUEST, "jsonrpc must be \"2.0\"");
+		return errmsg(err, errlen, RPC_INVALID_REQUEST, "jsonrpc must be \"2.0\"");
 	v = json_object_get(req, "method");
 	if (!json_is_string(v))
-		return fail(err, errlen, RPC_INVALID_REQUEST, "method must be a string");
+		return errmsg(err, errlen, RPC_INVALID_REQUEST, "method must be a string");
 	*method = json_string_value(v);
 	*params = json_object_get(req, "params");
 	if (*params && !json_is_object(*params))
-		return fail(err, errlen, json_is_array(*params) ? RPC_INVALID_PARAMS : RPC_INVALID_REQUEST,
+		return errmsg(err, errlen, json_is_array(*params) ? RPC_INVALID_PARAMS : RPC_INVALID_REQUEST,
 			    "params must be an object (parameters by name)");
 	return 0;
 }
@@ -229,45 +219,32 @@ int rpc_authorize(struct rpc_ctx *ctx, const struct rpc_method *m, json_t *param
 		  char *err, size_t errlen)
 {
 	const struct box_config *cfg = &ctx->box->cfg;
-	json_t *sv = params ? json_object_get(params, "secret") : NULL;
-	const char *secret = json_string_value(sv);
-	size_t slen = secret ? strlen(secret) : 0;
-	int ok = 1;
+	json_t *sv = json_object_get(params, "secret");
+	const char *given = json_string_value(sv);
+	int checked = ctx->remote && cfg->operator_secret_len;   /* TCP, box has a secret */
+	int rc = 0;
 
-	if (!ctx->remote || m->role == RPC_ROLE_WORKER) {
-		if (sv && m->role != RPC_ROLE_WORKER)
-			json_object_del(params, "secret");   /* not needed here */
+	if (m->role == RPC_ROLE_WORKER)
 		return 0;
-	}
-	if (m->role == RPC_ROLE_OP_WRITE && cfg->operator_secret_len == 0) {
-		snprintf(err, errlen, "%s over TCP is refused: this box has no operator secret"
-			 " (--operator-secret-file); use the Unix socket (pboxctl --socket)", m->name);
-		return -EACCES;
-	}
-	if (cfg->operator_secret_len == 0) {
-		if (sv)
-			json_object_del(params, "secret");
-		return 0;
-	}
-	if (sv && !secret)
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.secret must be a string");
-	if (slen > SECRET_MAX_LEN)
-		ok = 0;
-	else if (!sv) {
-		snprintf(err, errlen, "%s over TCP needs the operator secret "
-			 "(params.secret; pboxctl --secret-file FILE)", m->name);
-		return -EACCES;
-	}
-	if (ok)
-		ok = secret_equal(secret, slen, cfg->operator_secret, cfg->operator_secret_len);
-	json_object_del(params, "secret");
-	if (!ok) {
+	/* an operator method: the secret is checked here and never reaches
+	 * the handler */
+	if (ctx->remote && m->role == RPC_ROLE_OP_WRITE && !cfg->operator_secret_len)
+		rc = errmsg(err, errlen, -EACCES, "%s over TCP is refused: this box has no operator"
+			  " secret (--operator-secret-file); use the Unix socket (pboxctl --socket)",
+			  m->name);
+	else if (checked && sv && !given)
+		rc = errmsg(err, errlen, RPC_INVALID_PARAMS, "params.secret must be a string");
+	else if (checked && !sv)
+		rc = errmsg(err, errlen, -EACCES, "%s over TCP needs the operator secret "
+			  "(params.secret; pboxctl --secret-file FILE)", m->name);
+	else if (checked && !secret_equal(given, strlen(given), cfg->operator_secret,
+					  cfg->operator_secret_len)) {
 		ctl_log(ctx->box, CTL_LOG_WARN, "control: %s from %s refused: wrong operator secret",
 			m->name, ctx->peer ? ctx->peer : "?");
-		snprintf(err, errlen, "%s refused: wrong operator secret", m->name);
-		return -EACCES;
+		rc = errmsg(err, errlen, -EACCES, "%s refused: wrong operator secret", m->name);
 	}
-	return 0;
+	json_object_del(params, "secret");
+	return rc;
 }
 
 /* ---- parameter helpers ---- */
@@ -296,7 +273,7 @@ int rpc_params_known(json_t *params, const char *const *names, char *err, size_t
 
 static int missing(const char *name, char *err, size_t errlen)
 {
-	return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s is required", name);
+	return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s is required", name);
 }
 
 int rpc_param_u64(json_t *params, const char *name, int required, uint64_t min,
@@ -310,23 +287,23 @@ int rpc_param_u64(json_t *params, const char *name, int required, uint64_t min,
 	if (json_is_integer(v)) {
 		json_int_t i = json_integer_value(v);
 		if (i < 0)
-			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %lld is outside "
+			return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s: %lld is outside "
 				    "[%" PRIu64 ", %" PRIu64 "]", name, (long long)i, min, max);
 		x = (uint64_t)i;
 	} else if (json_is_real(v)) {
 		double d = json_real_value(v);
 		if (!isfinite(d) || d != floor(d))
-			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is not an "
+			return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is not an "
 				    "integer", name, d);
 		if (d < 0 || d >= 18446744073709551616.0)
-			return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is outside "
+			return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s: %g is outside "
 				    "[%" PRIu64 ", %" PRIu64 "]", name, d, min, max);
 		x = (uint64_t)d;
 	} else {
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s must be an integer", name);
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s must be an integer", name);
 	}
 	if (x < min || x > max)
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: %" PRIu64 " is outside "
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s: %" PRIu64 " is outside "
 			    "[%" PRIu64 ", %" PRIu64 "]", name, x, min, max);
 	*out = x;
 	return 0;
@@ -351,13 +328,13 @@ int rpc_param_str(json_t *params, const char *name, int required, size_t maxlen,
 	if (!v)
 		return required ? missing(name, err, errlen) : 0;
 	if (!json_is_string(v))
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s must be a string", name);
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s must be a string", name);
 	size_t n = json_string_length(v);
 	if (n > maxlen)
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s is %zu bytes long, "
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s is %zu bytes long, "
 			    "more than %zu", name, n, maxlen);
 	if (strlen(json_string_value(v)) != n)
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s contains a NUL", name);
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s contains a NUL", name);
 	*out = json_string_value(v);
 	return 0;
 }
@@ -372,7 +349,7 @@ int rpc_param_ipv4(json_t *params, const char *name, int required, uint32_t *out
 	if (rc < 0 || !s)
 		return rc;
 	if (inet_pton(AF_INET, s, &a) != 1)
-		return fail(err, errlen, RPC_INVALID_PARAMS, "params.%s: '%s' is not a "
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.%s: '%s' is not a "
 			    "dotted-quad IPv4 address", name, s);
 	*out = ntohl(a.s_addr);
 	return 0;

@@ -289,6 +289,10 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
 	uint32_t len = rte_pktmbuf_data_len(m);
 	int kind = frame_parse(frame, len, port->ip, &fi);
+	/* Longer than the port's MTU: a datagram the kernel reassembled
+	 * before the PMD saw it (net_af_packet), never a pbox packet. */
+	if (kind == FRAME_UDP && len > port->mtu + FRAME_ETH_LEN)
+		kind = -DROP_FRAGMENT;
 	if ((kind == FRAME_UDP || kind == FRAME_ICMP_ECHO) && verify) {
 		verify = frame_verify(frame, len, (unsigned)verify);
 		if (verify < 0)
@@ -296,10 +300,6 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 		else if (verify == FRAME_CSUM_UNFILLED)
 			lc->st.csum_unfilled++;
 	}
-	/* Longer than the port's MTU: a datagram the kernel reassembled
-	 * before the PMD saw it (net_af_packet), never a pbox packet. */
-	if (kind == FRAME_UDP && len > port->mtu + FRAME_ETH_LEN)
-		kind = -DROP_FRAGMENT;
 	switch (kind) {
 	case FRAME_UDP: {
 		unsigned owner = (unsigned)(uint16_t)(fi.dst_port - lc->sh->udp_base);
