@@ -18,7 +18,7 @@
 #include <rte_prefetch.h>
 
 #include "common/drops.h"
-#include "nic/frame.h"
+#include "common/frame.h"
 #include "dataplane/lcore_fanout.h"
 #include "common/wire.h"
 

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "nic/frame.h"
+#include "common/frame.h"
 
 #define PKT_HDRS_LEN (FRAME_HDRS_LEN + WIRE_HDR_LEN)
 

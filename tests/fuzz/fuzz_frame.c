@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/drops.h"
-#include "nic/frame.h"
+#include "common/frame.h"
 #include "common/wire.h"
 
 #define MY_IP 0xC6120001u /* 198.18.0.1 */

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "nic/frame.h"
+#include "common/frame.h"
 #include "common/wire.h"
 
 static const char *root;

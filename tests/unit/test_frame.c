@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "common/drops.h"
-#include "nic/frame.h"
+#include "common/frame.h"
 
 #define MY_IP 0xC6120001u   /* 198.18.0.1 */
 #define PEER_IP 0xC6120002u

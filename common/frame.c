@@ -4,7 +4,7 @@
  * (answer requests for our IPs), ICMP echo, and UDP/IPv4 carrying pbox.
  * Every length is checked before the byte it covers is read.
  */
-#include "nic/frame.h"
+#include "common/frame.h"
 
 #include <arpa/inet.h>
 #include <string.h>
