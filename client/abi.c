@@ -70,6 +70,24 @@ static void opts_defaults(pbox_opts *o)
 	const char *e = getenv("PBOX_UDP_OFFLOAD");
 	o->udp_offload = e && strcmp(e, "1") == 0;
 	o->join_secret = NULL;   /* pbox_connect falls back to PBOX_JOIN_SECRET */
+	o->transport = PBOX_TRANSPORT_AUTO; /* client_opts_read reads PBOX_TRANSPORT */
+	e = getenv("PBOX_BUSY_POLL");
+	o->busy_poll = e && strcmp(e, "1") == 0;
+}
+
+/* opts.transport 0 (auto): $PBOX_TRANSPORT, if set, must name one. */
+static int transport_from_env(pbox_client *c)
+{
+	const char *e = getenv("PBOX_TRANSPORT");
+
+	if (c->opts.transport != PBOX_TRANSPORT_AUTO || !e || !*e)
+		return 0;
+	int k = transport_parse(e);
+	if (k < 0)
+		return client_error(c, PBOX_EINVAL, "PBOX_TRANSPORT='%.32s' is not a transport: "
+				    "use auto, udp, xdp or verbs", e);
+	c->opts.transport = (uint32_t)k;
+	return 0;
 }
 
 int pbox_opts_init_sized(pbox_opts *opts, size_t size)
@@ -99,7 +117,7 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 
 	opts_defaults(&c->opts);
 	if (!in)
-		return 0;
+		return transport_from_env(c);
 	size_t size = in->size;
 	if (size < OPTS_SIZE_V0)
 		return client_error(c, PBOX_EINVAL, "pbox_opts.size is %zu, below the smallest "
@@ -131,7 +149,14 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 	if (o.udp_offload)
 		c->opts.udp_offload = o.udp_offload;
 	c->opts.join_secret = o.join_secret;
-	return 0;
+	if (o.busy_poll)
+		c->opts.busy_poll = o.busy_poll;
+	if (o.transport && !transport_name((pbox_transport)o.transport))
+		return client_error(c, PBOX_EINVAL, "pbox_opts.transport is %u: use a "
+				    "pbox_transport (PBOX_TRANSPORT_AUTO, _UDP, _XDP, _VERBS)",
+				    o.transport);
+	c->opts.transport = o.transport;
+	return transport_from_env(c);
 }
 
 int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size)

@@ -6,11 +6,12 @@
  *
  * pbox_connect: parse the control "host:port" (NULL -> $PBOX_CONTROL), TCP
  * connect within min(timeout_ms, CLIENT_CONNECT_MAX_MS), box_endpoints,
- * open ONE UDP socket bound to INADDR_ANY:0, find this host's source IP
- * toward endpoint 0 (a throwaway connected UDP socket + getsockname),
- * job_join with data_ip/data_port/mtu, keep job_id/token/seg_bytes/
- * endpoints, then start the progress thread (progress.c) that owns both
- * sockets from then on. Box errors: ECONNABORTED -> PBOX_EABORTED, others
+ * choose the MTU (pmtu.c, through a throwaway UDP socket), open the
+ * transport (transport.h: pbox_opts.transport or $PBOX_TRANSPORT; it
+ * knows this host's port and source IP toward endpoint 0), job_join with
+ * data_ip/data_port/mtu, keep job_id/token/seg_bytes/endpoints, then
+ * start the progress thread (progress.c) that owns the control connection
+ * and the transport from then on. Box errors: ECONNABORTED -> PBOX_EABORTED, others
  * -> PBOX_EREJECTED, with the box's message as the last error.
  *
  * pbox_close: stop the thread, job_leave (bounded), close, free. Requests
@@ -37,7 +38,6 @@ static pbox_client *client_alloc(void)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done_cond, NULL);
 	ctrl_init(&c->ctrl);
-	c->udp.fd = -1;
 	c->evfd = -1;
 	return c;
 }
@@ -169,41 +169,54 @@ static int parse_join(pbox_client *c, const json_t *res)
  * by a full-size probe (pmtu.c); one that does not come back falls back to
  * 1500, with a warning on stderr, as does a box too old to answer probes.
  */
-static void choose_mtu(pbox_client *c)
+static int choose_mtu(pbox_client *c)
 {
 	uint32_t mtu = pmtu_route_min(c->eps, c->neps, c->box_mtu ? c->box_mtu : 1500);
+	char err[CLIENT_MSG_LEN];
+	uint16_t port;
+	int fd, rc = udp_reserve_port(&fd, &port, err, sizeof(err));
 
-	if (pmtu_confirm(c->udp.fd, c->eps, c->neps, mtu) == 0) {
+	if (rc < 0)
+		return client_error(c, rc, "%s", err);
+	if (pmtu_confirm(fd, c->eps, c->neps, mtu) == 0) {
+		close(fd);
 		c->opts.mtu = mtu;
-		return;
+		return 0;
 	}
 	uint32_t low = mtu < 1500 ? mtu : 1500;
-	int ok = low < mtu && pmtu_confirm(c->udp.fd, c->eps, c->neps, low) == 0;
+	int ok = low < mtu && pmtu_confirm(fd, c->eps, c->neps, low) == 0;
+	close(fd);
 	fprintf(stderr, "pbox: warning: job %s rank %d: a %u-byte probe to the box %s did not come "
 		"back; using MTU %u%s (set pbox_opts.mtu or PBOX_MTU to choose)\n", c->job, c->rank,
 		mtu, c->control, low, ok ? "" : ", also unconfirmed");
 	c->opts.mtu = low;
+	return 0;
 }
 
 static int open_data_and_join(pbox_client *c)
 {
 	char err[CLIENT_MSG_LEN], ip[INET_ADDRSTRLEN];
-	uint16_t port;
-	struct in_addr src;
 	json_t *res;
-	int rc = udp_open(&c->udp, WIRE_HDR_LEN + WIRE_MAX_PAYLOAD + 64, (int)c->opts.udp_offload,
-			  &port, err, sizeof(err));
+	int rc = c->mtu_auto ? choose_mtu(c) : 0;
 
-	if (rc == 0)
-		rc = udp_source_ip(&c->eps[0], &src, err, sizeof(err));
 	if (rc < 0)
-		return client_error(c, rc, "%s", err);
-	if (c->mtu_auto)
-		choose_mtu(c);
-	inet_ntop(AF_INET, &src, ip, sizeof(ip));
+		return rc;
+	struct tp_config cfg = {
+		.eps = c->eps, .neps = c->neps,
+		.max_dgram = WIRE_HDR_LEN + WIRE_MAX_PAYLOAD,
+		.mtu = c->opts.mtu,
+		.udp_offload = (int)c->opts.udp_offload,
+		.busy_poll = (int)c->opts.busy_poll,
+	};
+	rc = transport_open(&c->tp, (pbox_transport)c->opts.transport, &cfg, err, sizeof(err));
+	if (rc < 0)
+		return client_error(c, rc, "transport %s: %s",
+				    transport_name((pbox_transport)c->opts.transport), err);
+	stat_set(&c->stats.transport, c->tp.kind);
+	inet_ntop(AF_INET, &c->tp.src, ip, sizeof(ip));
 	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "job", c->job,
 				   "rank", c->rank, "world", c->world, "data_ip", ip,
-				   "data_port", (int)port, "mtu", (json_int_t)c->opts.mtu);
+				   "data_port", (int)c->tp.port, "mtu", (json_int_t)c->opts.mtu);
 	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
 	if (params && secret && *secret)
 		json_object_set_new(params, "join_secret", json_string(secret));
@@ -309,7 +322,7 @@ void pbox_close(pbox_client *c)
 	}
 	xfer_free(&c->x);
 	ctrl_close(&c->ctrl);
-	udp_close(&c->udp);
+	transport_close(&c->tp);
 	if (c->evfd >= 0)
 		close(c->evfd);
 	free(c->eps);
@@ -327,20 +340,25 @@ void client_kick(pbox_client *c)
 
 void client_stats(const pbox_client *c, pbox_stats *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->pkts_sent = __atomic_load_n(&c->stats.pkts_sent, __ATOMIC_RELAXED);
-	out->pkts_recv = __atomic_load_n(&c->stats.pkts_recv, __ATOMIC_RELAXED);
-	out->retransmits = __atomic_load_n(&c->stats.retransmits, __ATOMIC_RELAXED);
-	out->dup_results = __atomic_load_n(&c->stats.dup_results, __ATOMIC_RELAXED);
-	out->bad_packets = __atomic_load_n(&c->stats.bad_packets, __ATOMIC_RELAXED);
-	out->calls = __atomic_load_n(&c->stats.calls, __ATOMIC_RELAXED);
-	out->rtt_samples = __atomic_load_n(&c->stats.rtt_samples, __ATOMIC_RELAXED);
-	out->srtt_us = __atomic_load_n(&c->stats.srtt_us, __ATOMIC_RELAXED);
-	out->rttvar_us = __atomic_load_n(&c->stats.rttvar_us, __ATOMIC_RELAXED);
-	out->rto_us = __atomic_load_n(&c->stats.rto_us, __ATOMIC_RELAXED);
-	out->window = __atomic_load_n(&c->stats.window, __ATOMIC_RELAXED);
-	out->mtu = __atomic_load_n(&c->stats.mtu, __ATOMIC_RELAXED);
-	out->seg_bytes = __atomic_load_n(&c->stats.seg_bytes, __ATOMIC_RELAXED);
-	out->gso_sends = __atomic_load_n(&c->udp.gso_msgs, __ATOMIC_RELAXED);
-	out->gro_receives = __atomic_load_n(&c->stats.gro_receives, __ATOMIC_RELAXED);
+	const uint64_t *in = (const uint64_t *)&c->stats;
+	uint64_t *o = (uint64_t *)out;
+
+	_Static_assert(sizeof(pbox_stats) % sizeof(uint64_t) == 0, "pbox_stats holds only u64");
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	if (c->tp.ops) {   /* the transport keeps its own counters */
+		struct tp_counters t;
+		c->tp.ops->counters(&c->tp, &t);
+		out->gso_sends += t.gso_sends;
+		out->gro_receives += t.gro_receives;
+		out->tx_dropped += t.tx_dropped;
+		out->rx_lost += t.rx_lost;
+		out->wakeups += t.wakeups;
+		out->bad_packets += t.rx_bad;
+	}
+}
+
+const char *pbox_transport_info(const pbox_client *c)
+{
+	return c && c->tp.ops ? c->tp.info : "";
 }

@@ -22,6 +22,8 @@ const char *pbox_strerror(int rc)
 	case PBOX_EBUSY:     return "this key already has a call in flight";
 	case PBOX_ECLOSED:   return "the connection to the box was lost";
 	case PBOX_ESYS:      return "a system call failed";
+	case PBOX_ENOTSUP:   return "the transport cannot work here";
+	case PBOX_EPERM:     return "missing privileges";
 	default:             return "unknown pbox error code";
 	}
 }

@@ -32,9 +32,12 @@
 #include "include/pbox.h"
 #include "client/segment.h"
 #include "common/wire.h"
+#include "client/transport.h"
 
 #define CLIENT_MSG_LEN      512
 #define XFER_BATCH          32     /* datagrams per sendmmsg / recvmmsg */
+#define XFER_TX_BURST       256    /* datagrams handed to the transport at once */
+#define XFER_RX_BURST       64     /* datagrams taken from it at once */
 #define XFER_WIN_MIN        64     /* floor of the BDP window (segments) */
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
 #define XFER_RTO_MAX_US     1000000 /* cap of the adaptive timeout */
@@ -96,79 +99,15 @@ int ctrl_read(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
  * "method: box message". */
 int ctrl_error(const json_t *error, const char *method, char *err, size_t errlen);
 
-/* ---- udp.c: the data socket and its batches ---------------------------- */
+/* ---- udp.c: the kernel UDP transport, and a helper the others share -- */
 
-#define UDP_GSO_SEGS   16                          /* datagrams per GSO send */
-#define UDP_TX_DGRAMS  (XFER_BATCH * UDP_GSO_SEGS)  /* queued before a flush */
-#define UDP_GRO_BYTES  65536                       /* receive buffer with GRO */
-
-union udp_cmsg {
-	char buf[64];                  /* one UDP_SEGMENT / UDP_GRO cmsg */
-	struct cmsghdr align;
-};
-
-struct udp {
-	int fd;
-	int gso;                       /* send runs of datagrams with UDP_SEGMENT */
-	int gro;                       /* UDP_GRO on: one message may hold many */
-	int gso_errno;                 /* why GSO was turned off, 0 if it was not */
-	uint64_t gso_msgs;             /* sends of several datagrams (relaxed atomic) */
-	/* tx: ntx datagrams (header + payload iovecs) in nmsg messages; with
-	 * GSO a message holds a run of equal-sized datagrams to one address */
-	unsigned ntx, nmsg, niov;
-	struct mmsghdr tx[UDP_TX_DGRAMS];
-	union udp_cmsg txctl[XFER_BATCH];
-	struct {
-		const struct sockaddr_in *to;
-		uint16_t first_iov, niov;
-		uint32_t len;
-	} dg[UDP_TX_DGRAMS];
-	struct {
-		uint16_t first_dg, ndg;
-		uint32_t seg;                /* datagram size of the run */
-	} run[UDP_TX_DGRAMS];
-	struct iovec txiov[UDP_TX_DGRAMS * 2];
-	uint8_t txhdr[UDP_TX_DGRAMS][WIRE_HDR_LEN];
-	/* rx */
-	struct mmsghdr rx[XFER_BATCH];
-	struct iovec rxiov[XFER_BATCH];
-	struct sockaddr_in rxaddr[XFER_BATCH];
-	union udp_cmsg rxctl[XFER_BATCH];
-	uint8_t *rxbuf;                /* XFER_BATCH * rxlen */
-	size_t rxlen;
-};
-
-/* Open a non-blocking UDP socket bound to INADDR_ANY:0 with receive
- * buffers of max_dgram bytes; *port gets its port (host order). offload:
- * send with UDP GSO and receive with UDP GRO where the kernel has them
- * (pbox_opts.udp_offload); each is dropped silently if refused. */
-int udp_open(struct udp *u, size_t max_dgram, int offload, uint16_t *port, char *err,
-	     size_t errlen);
-void udp_close(struct udp *u);
 /* This host's source address toward dst (a throwaway connected socket). */
 int udp_source_ip(const struct sockaddr_in *dst, struct in_addr *src,
 		  char *err, size_t errlen);
-/* Queue one datagram (header copied, payload referenced until flush); may
- * flush first when the batch is full. 0 or PBOX_ESYS. */
-int udp_queue(struct udp *u, const struct sockaddr_in *to, const struct wire_msg *h,
-	      const void *payload, size_t len, char *err, size_t errlen);
-/* Send what is queued. Datagrams the kernel refuses with ENOBUFS/EAGAIN
- * after a short wait are dropped (retransmission repairs them). If the
- * kernel refuses GSO, it is turned off and the run sent datagram by
- * datagram. Returns datagrams sent (>= 0) or PBOX_ESYS. */
-int udp_flush(struct udp *u, char *err, size_t errlen);
-/* Receive up to XFER_BATCH messages without blocking: count (0 if none)
- * or PBOX_ESYS. Message i is udp_rx_data(u, i), u->rx[i].msg_len bytes,
- * holding datagrams of udp_rx_seg(u, i) bytes each (the last may be
- * shorter): one unless GRO merged several. */
-int udp_recv(struct udp *u, char *err, size_t errlen);
-
-static inline const uint8_t *udp_rx_data(const struct udp *u, unsigned i)
-{
-	return u->rxbuf + (size_t)i * u->rxlen;
-}
-
-size_t udp_rx_seg(const struct udp *u, unsigned i);
+/* A UDP socket bound to INADDR_ANY:0 (nonblocking); *port its port, host
+ * order. The raw transports hold one so the kernel gives their port to
+ * nobody else and answers nothing on it. 0 or PBOX_ESYS. */
+int udp_reserve_port(int *fd, uint16_t *port, char *err, size_t errlen);
 
 /* ---- keys.c: the key table of the progress thread ---------------------- */
 
@@ -270,6 +209,9 @@ struct xfer {
 	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
 	uint32_t cwnd;               /* segments in flight allowed now (<= window) */
 	bool ctrl_open;
+	unsigned ntxq;               /* datagrams queued in txq */
+	struct tp_pkt txq[XFER_TX_BURST];
+	struct tp_dgram rxq[XFER_RX_BURST];
 	char err[CLIENT_MSG_LEN];    /* scratch for socket errors */
 	int pend_rc;                 /* socket error to apply (xfer_apply_pending) */
 	char pend_msg[CLIENT_MSG_LEN];
@@ -330,7 +272,7 @@ struct pbox_client {
 	unsigned neps;
 	struct sockaddr_in *eps;     /* box_endpoints, index = endpoint */
 	struct ctrl ctrl;
-	struct udp udp;
+	struct transport tp;
 	int evfd;                    /* wakes the progress thread */
 	bool joined;
 	/* progress thread */

@@ -254,12 +254,17 @@ void *progress_main(void *arg)
 	pbox_client *c = arg;
 
 	for (;;) {
-		struct pollfd p[3] = {
+		struct pollfd p[2 + TP_MAX_FDS] = {
 			{ .fd = c->evfd, .events = POLLIN },
 			{ .fd = c->x.ctrl_open ? c->ctrl.fd : -1, .events = POLLIN },
-			{ .fd = c->udp.fd, .events = POLLIN },
 		};
-		if (poll(p, 3, xfer_poll_ms(c, clock_ns())) < 0 && errno != EINTR) {
+		int fds[TP_MAX_FDS];
+		unsigned nfds = 2 + c->tp.ops->poll_fds(&c->tp, fds);
+		for (unsigned i = 2; i < nfds; i++)
+			p[i] = (struct pollfd){ .fd = fds[i - 2], .events = POLLIN };
+		/* busy_poll: spin while calls are active instead of sleeping */
+		int wait_ms = c->opts.busy_poll && c->x.act_head ? 0 : xfer_poll_ms(c, clock_ns());
+		if (poll(p, nfds, wait_ms) < 0 && errno != EINTR) {
 			snprintf(c->x.pend_msg, sizeof(c->x.pend_msg), "poll: %s", strerror(errno));
 			xfer_fatal(c, PBOX_ESYS, c->x.pend_msg);
 		}
@@ -268,7 +273,10 @@ void *progress_main(void *arg)
 			break;
 		if (p[1].revents)
 			read_ctrl(c);
-		if (p[2].revents & POLLIN)
+		bool readable = wait_ms == 0 && c->x.act_head;
+		for (unsigned i = 2; i < nfds; i++)
+			readable |= (p[i].revents & POLLIN) != 0;
+		if (readable)
 			xfer_recv(c, now);
 		xfer_apply_pending(c);
 		xfer_fill(c, now);

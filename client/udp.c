@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * udp.c - libpbox's data socket: one non-blocking UDP socket bound to
+ * udp.c - the udp transport (transport.h): one non-blocking UDP socket bound to
  * INADDR_ANY:0 for all of a client's traffic, sends gathered into
  * sendmmsg batches (header copied, payload sent straight from the caller's
  * buffer) and receives drained with recvmmsg into preallocated buffers.
@@ -34,6 +34,56 @@
 #endif
 #define UDP_MAX_PAYLOAD 65507u
 
+#define UDP_GSO_SEGS   16                          /* datagrams per GSO send */
+#define UDP_TX_DGRAMS  (XFER_BATCH * UDP_GSO_SEGS)  /* queued before a flush */
+#define UDP_GRO_BYTES  65536                       /* receive buffer with GRO */
+
+union udp_cmsg {
+	char buf[64];                  /* one UDP_SEGMENT / UDP_GRO cmsg */
+	struct cmsghdr align;
+};
+
+struct udp {
+	int fd;
+	int gso;                       /* send runs of datagrams with UDP_SEGMENT */
+	int gro;                       /* UDP_GRO on: one message may hold many */
+	int gso_errno;                 /* why GSO was turned off, 0 if it was not */
+	/* tx: ntx datagrams (header + payload iovecs) in nmsg messages; with
+	 * GSO a message holds a run of equal-sized datagrams to one address */
+	unsigned ntx, nmsg, niov;
+	struct mmsghdr tx[UDP_TX_DGRAMS];
+	union udp_cmsg txctl[XFER_BATCH];
+	struct {
+		const struct sockaddr_in *to;
+		uint16_t first_iov, niov;
+		uint32_t len;
+	} dg[UDP_TX_DGRAMS];
+	struct {
+		uint16_t first_dg, ndg;
+		uint32_t seg;                /* datagram size of the run */
+	} run[UDP_TX_DGRAMS];
+	struct iovec txiov[UDP_TX_DGRAMS * 2];
+	uint8_t txhdr[UDP_TX_DGRAMS][WIRE_HDR_LEN];
+	/* rx */
+	struct mmsghdr rx[XFER_BATCH];
+	unsigned rx_n, rx_i;           /* messages received, next to cut */
+	size_t rx_off;                 /* offset of the next datagram in message rx_i */
+	struct iovec rxiov[XFER_BATCH];
+	struct sockaddr_in rxaddr[XFER_BATCH];
+	union udp_cmsg rxctl[XFER_BATCH];
+	uint8_t *rxbuf;                /* XFER_BATCH * rxlen */
+	size_t rxlen;
+	const struct sockaddr_in *eps; /* tp_config.eps */
+	unsigned neps;
+	struct tp_counters ctr;        /* written with relaxed atomics (ctr_add) */
+};
+
+static void ctr_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+
 static void set_bufsize(int fd, int opt_force, int opt, int bytes)
 {
 	/* The FORCE variant ignores the sysctl cap but needs CAP_NET_ADMIN. */
@@ -57,20 +107,14 @@ static void rx_setup(struct udp *u)
 	}
 }
 
-int udp_open(struct udp *u, size_t max_dgram, int offload, uint16_t *port, char *err,
-	     size_t errlen)
+static int udp_setup(struct udp *u, size_t max_dgram, int offload, uint16_t *port,
+		     char *err, size_t errlen)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t al = sizeof(a);
 	int one = 1;
+	int rc = udp_reserve_port(&u->fd, port, err, errlen);
 
-	memset(u, 0, sizeof(*u));
-	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (u->fd < 0 || bind(u->fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(u->fd, (struct sockaddr *)&a, &al) < 0) {
-		snprintf(err, errlen, "cannot open the UDP data socket: %s", strerror(errno));
-		return PBOX_ESYS;
-	}
+	if (rc < 0)
+		return rc;
 	if (offload) {
 		int probe = 0;
 		socklen_t pl = sizeof(probe);
@@ -89,17 +133,34 @@ int udp_open(struct udp *u, size_t max_dgram, int offload, uint16_t *port, char 
 	rx_setup(u);
 	set_bufsize(u->fd, SO_RCVBUFFORCE, SO_RCVBUF, UDP_SOCKBUF_BYTES);
 	set_bufsize(u->fd, SO_SNDBUFFORCE, SO_SNDBUF, UDP_SOCKBUF_BYTES);
+	return 0;
+}
+
+int udp_reserve_port(int *fd, uint16_t *port, char *err, size_t errlen)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t al = sizeof(a);
+
+	*fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (*fd < 0 || bind(*fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(*fd, (struct sockaddr *)&a, &al) < 0) {
+		snprintf(err, errlen, "cannot open a UDP socket for the data port: %s",
+			 strerror(errno));
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return PBOX_ESYS;
+	}
 	*port = ntohs(a.sin_port);
 	return 0;
 }
 
-void udp_close(struct udp *u)
+static void udp_free(struct udp *u)
 {
 	if (u->fd >= 0)
 		close(u->fd);
-	u->fd = -1;
 	free(u->rxbuf);
-	u->rxbuf = NULL;
+	free(u);
 }
 
 int udp_source_ip(const struct sockaddr_in *dst, struct in_addr *src,
@@ -160,8 +221,12 @@ static void msg_init(struct udp *u, unsigned m, unsigned first, unsigned n)
 		u->tx[m].msg_hdr.msg_iovlen += u->dg[d].niov;
 }
 
-int udp_queue(struct udp *u, const struct sockaddr_in *to, const struct wire_msg *h,
-	      const void *payload, size_t len, char *err, size_t errlen)
+static int udp_flush(struct udp *u, char *err, size_t errlen);
+
+/* Queue one datagram (header copied, payload referenced until flush); may
+ * flush first when the batch is full. 0 or PBOX_ESYS. */
+static int udp_queue(struct udp *u, const struct sockaddr_in *to, const struct wire_msg *h,
+		     const void *payload, size_t len, char *err, size_t errlen)
 {
 	uint32_t dlen = (uint32_t)(WIRE_HDR_LEN + len);
 	bool join = joins_run(u, to, dlen);
@@ -241,7 +306,11 @@ static void tx_reset(struct udp *u)
 	u->ntx = u->nmsg = u->niov = 0;
 }
 
-int udp_flush(struct udp *u, char *err, size_t errlen)
+/* Send what is queued. Datagrams the kernel refuses with ENOBUFS/EAGAIN
+ * after a short wait are dropped and counted (retransmission repairs
+ * them). If the kernel refuses GSO, it is turned off and the run sent
+ * datagram by datagram. Returns datagrams sent (>= 0) or PBOX_ESYS. */
+static int udp_flush(struct udp *u, char *err, size_t errlen)
 {
 	unsigned done = 0, sent = 0;
 	int tries = 0;
@@ -255,7 +324,7 @@ int udp_flush(struct udp *u, char *err, size_t errlen)
 				unsigned ndg = u->run[done + (unsigned)i].ndg;
 				sent += ndg;
 				if (ndg > 1)
-					__atomic_fetch_add(&u->gso_msgs, 1, __ATOMIC_RELAXED);
+					ctr_add(&u->ctr.gso_sends, 1);
 			}
 			done += (unsigned)n;
 			continue;
@@ -279,13 +348,16 @@ int udp_flush(struct udp *u, char *err, size_t errlen)
 			return PBOX_ESYS;
 		}
 		/* Transient: drop this message; retransmission will repair it. */
+		ctr_add(&u->ctr.tx_dropped, u->run[done].ndg);
 		done++;
 	}
 	tx_reset(u);
+	ctr_add(&u->ctr.tx_dgrams, sent);
 	return (int)sent;
 }
 
-size_t udp_rx_seg(const struct udp *u, unsigned i)
+/* Datagram size within message i: GRO's segment size, else its length. */
+static size_t rx_seg(const struct udp *u, unsigned i)
 {
 	const struct msghdr *mh = &u->rx[i].msg_hdr;
 
@@ -303,7 +375,9 @@ size_t udp_rx_seg(const struct udp *u, unsigned i)
 	return u->rx[i].msg_len;
 }
 
-int udp_recv(struct udp *u, char *err, size_t errlen)
+/* Receive up to XFER_BATCH messages without blocking: count (0 if none)
+ * or PBOX_ESYS. */
+static int udp_recv(struct udp *u, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < XFER_BATCH; i++) {
 		u->rx[i].msg_hdr.msg_namelen = sizeof(u->rxaddr[i]);
@@ -318,4 +392,117 @@ int udp_recv(struct udp *u, char *err, size_t errlen)
 		return 0;
 	snprintf(err, errlen, "recvmmsg on the UDP data socket: %s", strerror(errno));
 	return PBOX_ESYS;
+}
+
+/* ---- the transport ------------------------------------------------------ */
+
+static int udp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n, char *err,
+			size_t errlen)
+{
+	struct udp *u = t->priv;
+
+	for (unsigned i = 0; i < n; i++) {
+		int rc = udp_queue(u, &u->eps[p[i].ep], &p[i].hdr, p[i].payload, p[i].len,
+				   err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return u->ntx ? udp_flush(u, err, errlen) : 0;
+}
+
+/* Cut the received messages into datagrams (GRO may have merged a run);
+ * receive once more only when all are handed out. */
+static int udp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, char *err,
+			size_t errlen)
+{
+	struct udp *u = t->priv;
+	unsigned n = 0;
+
+	if (u->rx_i >= u->rx_n) {
+		int got = udp_recv(u, err, errlen);
+		if (got <= 0)
+			return got;
+		u->rx_n = (unsigned)got;
+		u->rx_i = 0;
+		u->rx_off = 0;
+	}
+	while (n < max && u->rx_i < u->rx_n) {
+		unsigned i = u->rx_i;
+		size_t len = u->rx[i].msg_len, seg = rx_seg(u, i);
+		if ((u->rx[i].msg_hdr.msg_flags & MSG_TRUNC) || seg == 0) {
+			ctr_add(&u->ctr.rx_bad, 1);
+			u->rx_i++;
+			continue;
+		}
+		if (u->rx_off == 0 && seg < len)
+			ctr_add(&u->ctr.gro_receives, 1);
+		size_t take = len - u->rx_off < seg ? len - u->rx_off : seg;
+		d[n++] = (struct tp_dgram){ .data = u->rxbuf + (size_t)i * u->rxlen + u->rx_off,
+					    .len = (uint32_t)take };
+		u->rx_off += take;
+		if (u->rx_off >= len) {
+			u->rx_i++;
+			u->rx_off = 0;
+		}
+	}
+	ctr_add(&u->ctr.rx_dgrams, n);
+	return (int)n;
+}
+
+static unsigned udp_poll_fds(const struct transport *t, int fds[TP_MAX_FDS])
+{
+	const struct udp *u = t->priv;
+
+	fds[0] = u->fd;
+	return 1;
+}
+
+static void udp_counters(const struct transport *t, struct tp_counters *out)
+{
+	const struct udp *u = t->priv;
+	const uint64_t *in = (const uint64_t *)&u->ctr;
+	uint64_t *o = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+}
+
+static void udp_close_tp(struct transport *t)
+{
+	udp_free(t->priv);
+}
+
+static const struct transport_ops udp_ops = {
+	.name = "udp",
+	.tx_burst = udp_tx_burst,
+	.rx_burst = udp_rx_burst,
+	.poll_fds = udp_poll_fds,
+	.counters = udp_counters,
+	.close = udp_close_tp,
+};
+
+int tp_udp_open(struct transport *t, const struct tp_config *cfg, char *err, size_t errlen)
+{
+	struct udp *u = calloc(1, sizeof(*u));
+	int rc;
+
+	if (!u) {
+		snprintf(err, errlen, "out of memory for the UDP transport");
+		return PBOX_ENOMEM;
+	}
+	u->fd = -1;
+	u->eps = cfg->eps;
+	u->neps = cfg->neps;
+	rc = udp_setup(u, cfg->max_dgram, cfg->udp_offload, &t->port, err, errlen);
+	if (rc == 0)
+		rc = udp_source_ip(&cfg->eps[0], &t->src, err, errlen);
+	if (rc < 0) {
+		udp_free(u);
+		return rc;
+	}
+	t->priv = u;
+	t->ops = &udp_ops;
+	snprintf(t->info, sizeof(t->info), "udp (kernel UDP socket%s%s)",
+		 u->gso ? ", GSO" : "", u->gro ? ", GRO" : "");
+	return 0;
 }

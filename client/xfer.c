@@ -32,8 +32,9 @@
  * failing everything with a generic message.
  *
  * Hot path: no allocation. Per-segment state lives in the key (slot_of,
- * got: allocated once per key), slots in the window array, datagram headers
- * in the udp batch. What one client moves against pboxd, and against the
+ * got: allocated once per key), slots in the window array, outgoing
+ * datagrams in txq until the transport takes them as one burst
+ * (transport.h). What one client moves against pboxd, and against the
  * raw wire, is in docs/performance.md "One client against the wire".
  */
 #include <errno.h>
@@ -132,30 +133,37 @@ void xfer_apply_pending(pbox_client *c)
 	}
 }
 
-static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
+static void flush(pbox_client *c)
 {
-	const struct seg_layout *l = &r->ks->lay;
-	uint32_t n = seg_len(l, s);
-	struct wire_msg m = {
-		.type = WIRE_PUSH, .dtype = r->dtype, .flags = flags,
-		.rank = (uint16_t)c->rank, .count = (uint16_t)n,
-		.job = c->job_id, .token = c->token, .key = r->key, .seg = s, .round = r->round,
-	};
-	const uint8_t *payload = (const uint8_t *)r->buf + seg_first(l, s) * l->elem;
+	struct xfer *x = &c->x;
 
-	int rc = udp_queue(&c->udp, &c->eps[seg_endpoint(l, s)], &m, payload,
-			   (size_t)n * l->elem, c->x.err, sizeof(c->x.err));
-	stat_add(&c->stats.pkts_sent, 1);
-	if (flags & WIRE_FLAG_RETX)
-		stat_add(&c->stats.retransmits, 1);
+	if (x->ntxq == 0)
+		return;
+	int rc = c->tp.ops->tx_burst(&c->tp, x->txq, x->ntxq, x->err, sizeof(x->err));
+	x->ntxq = 0;
 	if (rc < 0)
 		sock_error(c, rc);
 }
 
-static void flush(pbox_client *c)
+static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
 {
-	if (c->udp.ntx && udp_flush(&c->udp, c->x.err, sizeof(c->x.err)) < 0)
-		sock_error(c, PBOX_ESYS);
+	const struct seg_layout *l = &r->ks->lay;
+	uint32_t n = seg_len(l, s);
+
+	if (c->x.ntxq == XFER_TX_BURST)
+		flush(c);
+	c->x.txq[c->x.ntxq++] = (struct tp_pkt){
+		.hdr = { .type = WIRE_PUSH, .dtype = r->dtype, .flags = flags,
+			 .rank = (uint16_t)c->rank, .count = (uint16_t)n,
+			 .job = c->job_id, .token = c->token, .key = r->key, .seg = s,
+			 .round = r->round },
+		.payload = (const uint8_t *)r->buf + seg_first(l, s) * l->elem,
+		.len = n * l->elem,
+		.ep = seg_endpoint(l, s),
+	};
+	stat_add(&c->stats.pkts_sent, 1);
+	if (flags & WIRE_FLAG_RETX)
+		stat_add(&c->stats.retransmits, 1);
 }
 
 void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
@@ -337,27 +345,12 @@ static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t n
 		stat_add(&c->stats.bad_packets, 1);
 }
 
-/* Message i of the last receive: one datagram, or a run GRO merged. */
-static void on_message(pbox_client *c, unsigned i, uint64_t now)
-{
-	const struct mmsghdr *h = &c->udp.rx[i];
-	const uint8_t *p = udp_rx_data(&c->udp, i);
-	size_t len = h->msg_len, seg = udp_rx_seg(&c->udp, i);
-
-	if (h->msg_hdr.msg_flags & MSG_TRUNC) {
-		stat_add(&c->stats.bad_packets, 1);
-		return;
-	}
-	if (seg < len)
-		stat_add(&c->stats.gro_receives, 1);
-	for (size_t off = 0; off < len; off += seg)
-		on_datagram(c, p + off, len - off < seg ? len - off : seg, now);
-}
-
 void xfer_recv(pbox_client *c, uint64_t now)
 {
+	struct xfer *x = &c->x;
+
 	for (int b = 0; b < RECV_BATCHES_PER_WAKE; b++) {
-		int n = udp_recv(&c->udp, c->x.err, sizeof(c->x.err));
+		int n = c->tp.ops->rx_burst(&c->tp, x->rxq, XFER_RX_BURST, x->err, sizeof(x->err));
 		if (n < 0) {
 			sock_error(c, n);
 			return;
@@ -365,9 +358,9 @@ void xfer_recv(pbox_client *c, uint64_t now)
 		if (b > 0)
 			now = clock_ns(); /* round trips are measured against this */
 		for (int i = 0; i < n; i++)
-			on_message(c, (unsigned)i, now);
+			on_datagram(c, x->rxq[i].data, x->rxq[i].len, now);
 		xfer_fill(c, now); /* freed slots: keep the pipe full */
-		if (n < XFER_BATCH)
+		if (n == 0)
 			return;
 	}
 }

@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 2
+#define PBOX_VERSION_MINOR 3
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -77,7 +77,22 @@ enum {
 	PBOX_EBUSY     = -8,  /* this key already has a call in flight */
 	PBOX_ECLOSED   = -9,  /* the connection to the box was lost */
 	PBOX_ESYS      = -10, /* a system call failed (errno in the message) */
+	PBOX_ENOTSUP   = -11, /* the transport asked for cannot work here (no such
+			       * device, driver or kernel support) */
+	PBOX_EPERM     = -12, /* missing privileges (the xdp transport needs
+			       * CAP_NET_RAW and CAP_BPF, or root) */
 };
+
+/* The road from a worker to the box's data ports (pbox_opts.transport,
+ * environment variable PBOX_TRANSPORT=auto|udp|xdp|verbs). All carry the
+ * same wire format; docs/transports.md tells what each needs. */
+typedef enum pbox_transport {
+	PBOX_TRANSPORT_AUTO  = 0, /* the fastest that works here: verbs, xdp, then
+				   * udp; pbox_transport_info says why one was skipped */
+	PBOX_TRANSPORT_UDP   = 1, /* the kernel's UDP stack: works everywhere */
+	PBOX_TRANSPORT_XDP   = 2, /* AF_XDP socket on the interface toward the box */
+	PBOX_TRANSPORT_VERBS = 3, /* RDMA raw-packet queue pair (rdma-core) */
+} pbox_transport;
 
 /*
  * Options of pbox_connect. Fill with pbox_opts_init, then set the fields
@@ -122,6 +137,18 @@ typedef struct pbox_opts {
 	 * PBOX_EREJECTED. NULL = the environment variable PBOX_JOIN_SECRET,
 	 * if set, else none. */
 	const char *join_secret;
+	/* The road to the box: a pbox_transport. 0 = PBOX_TRANSPORT_AUTO,
+	 * unless the environment variable PBOX_TRANSPORT names one. A named
+	 * transport that cannot work here fails pbox_connect (PBOX_ENOTSUP,
+	 * PBOX_EPERM) with the reason; auto falls back and says why in
+	 * pbox_transport_info. (Added in 0.3.0.) */
+	uint32_t transport;
+	/* 1: the xdp transport asks the kernel for preferred busy polling
+	 * (SO_PREFER_BUSY_POLL, SO_BUSY_POLL_BUDGET) and polls the socket in
+	 * its receive loop instead of sleeping in poll(): lower latency for
+	 * small calls, a busy core. 0 = off (default); PBOX_BUSY_POLL=1 turns
+	 * it on too. (Added in 0.3.0.) */
+	uint32_t busy_poll;
 } pbox_opts;
 
 typedef struct pbox_client pbox_client;
@@ -208,6 +235,12 @@ const char *pbox_strerror(int rc);
  * call on c. */
 const char *pbox_last_error(const pbox_client *c);
 
+/* One line naming the transport in use and how it runs, e.g. "xdp on
+ * eth0 queue 0 (native XDP, copy mode); verbs skipped: no RDMA device",
+ * with the reason each faster transport was skipped when auto chose.
+ * Static for c's life; "" before pbox_connect succeeded. */
+const char *pbox_transport_info(const pbox_client *c);
+
 /* Counters of one client, for tools and tests. Grows at its end (fields
  * only appended); the first layout (0.2.0) is the 13 counters below, 104
  * bytes. */
@@ -229,6 +262,13 @@ typedef struct pbox_stats {
 	uint64_t mtu;           /* the MTU this client joined with (pbox_opts.mtu,
 				 * or found: see pbox_opts.mtu) */
 	uint64_t seg_bytes;     /* payload bytes of a full segment in the job */
+	/* (Added in 0.3.0.) */
+	uint64_t transport;     /* the pbox_transport in use */
+	uint64_t tx_dropped;    /* datagrams the transport had no room for (sent
+				 * again by retransmission) */
+	uint64_t rx_lost;       /* frames the transport lost before libpbox saw
+				 * them (AF_XDP rings full; 0 where unknown) */
+	uint64_t wakeups;       /* system calls made to kick the NIC (xdp, verbs) */
 } pbox_stats;
 
 /*

@@ -40,10 +40,13 @@ EABORTED = -7
 EBUSY = -8
 ECLOSED = -9
 ESYS = -10
+ENOTSUP = -11
+EPERM = -12
 
 _CODE_NAMES = {EINVAL: "EINVAL", ENOMEM: "ENOMEM", ECONNECT: "ECONNECT", EPROTO: "EPROTO",
                EREJECTED: "EREJECTED", ETIMEDOUT: "ETIMEDOUT", EABORTED: "EABORTED",
-               EBUSY: "EBUSY", ECLOSED: "ECLOSED", ESYS: "ESYS"}
+               EBUSY: "EBUSY", ECLOSED: "ECLOSED", ESYS: "ESYS", ENOTSUP: "ENOTSUP",
+               EPERM: "EPERM"}
 
 _MAX_KEY = 0xFFFFFFFF
 
@@ -201,18 +204,22 @@ class Client:
     """A worker's connection to a pbox job.
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
-           rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None)
+           rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
+           transport=None, busy_poll=0)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
              torchrun's $TORCHELASTIC_RUN_ID.
     rank, world: default torchrun's $RANK and $WORLD_SIZE.
     The other arguments are pbox_opts (0 = library default); join_secret
-    (str or bytes) defaults to $PBOX_JOIN_SECRET, read by the library.
+    (str or bytes) defaults to $PBOX_JOIN_SECRET, read by the library;
+    transport ("auto", "udp", "xdp", "verbs") defaults to $PBOX_TRANSPORT,
+    then auto (see .transport_info).
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
-                 rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None):
+                 rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
+                 transport=None, busy_poll=0):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -243,11 +250,17 @@ class Client:
         if rc < 0:
             raise Error(rc, f"pbox_opts_init_sized refused {ctypes.sizeof(opts)} bytes")
         for name, v in (("timeout_ms", timeout_ms), ("rto_ms", rto_ms), ("window", window),
-                        ("mtu", mtu), ("udp_offload", udp_offload)):
+                        ("mtu", mtu), ("udp_offload", udp_offload),
+                        ("busy_poll", busy_poll)):
             if v:
                 if not 0 < int(v) < 2 ** 32:
                     raise Error(EINVAL, f"{name}={v} is out of range")
                 setattr(opts, name, int(v))
+        if transport is not None:
+            if transport not in _lib.TRANSPORTS:
+                raise Error(EINVAL, f"transport={transport!r}: use one of "
+                                    f"{', '.join(_lib.TRANSPORTS)}")
+            opts.transport = _lib.TRANSPORTS[transport]
         if join_secret:
             secret = join_secret.encode() if isinstance(join_secret, str) else bytes(join_secret)
             if not 0 < len(secret) <= 256 or b"\0" in secret:
@@ -307,6 +320,13 @@ class Client:
         if rc < 0:
             raise Error(rc, f"pbox_get_stats_sized refused {ctypes.sizeof(s)} bytes")
         return {f: getattr(s, f) for f, _ in _lib.Stats._fields_}
+
+    @property
+    def transport_info(self):
+        """One line: the transport in use and why faster ones were skipped."""
+        with self._lock:
+            m = self._L.pbox_transport_info(self._live())
+        return m.decode(errors="replace") if m else ""
 
     @property
     def closed(self):

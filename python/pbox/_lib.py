@@ -30,12 +30,20 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
 PBOX_F16 = 1
 PBOX_BF16 = 2
+
+# pbox_transport
+TRANSPORT_AUTO = 0
+TRANSPORT_UDP = 1
+TRANSPORT_XDP = 2
+TRANSPORT_VERBS = 3
+TRANSPORTS = {"auto": TRANSPORT_AUTO, "udp": TRANSPORT_UDP, "xdp": TRANSPORT_XDP,
+              "verbs": TRANSPORT_VERBS}
 
 
 class Opts(ctypes.Structure):
@@ -48,6 +56,8 @@ class Opts(ctypes.Structure):
         ("mtu", ctypes.c_uint32),
         ("udp_offload", ctypes.c_uint32),
         ("join_secret", ctypes.c_char_p),
+        ("transport", ctypes.c_uint32),
+        ("busy_poll", ctypes.c_uint32),
     ]
 
 
@@ -69,6 +79,10 @@ class Stats(ctypes.Structure):
         ("window", ctypes.c_uint64),
         ("mtu", ctypes.c_uint64),
         ("seg_bytes", ctypes.c_uint64),
+        ("transport", ctypes.c_uint64),
+        ("tx_dropped", ctypes.c_uint64),
+        ("rx_lost", ctypes.c_uint64),
+        ("wakeups", ctypes.c_uint64),
     ]
 
 
@@ -120,6 +134,8 @@ def _declare(lib):
     lib.pbox_last_error.restype = ctypes.c_char_p
     lib.pbox_get_stats_sized.argtypes = [c_client_p, ctypes.POINTER(Stats), ctypes.c_size_t]
     lib.pbox_get_stats_sized.restype = ctypes.c_int
+    lib.pbox_transport_info.argtypes = [c_client_p]
+    lib.pbox_transport_info.restype = ctypes.c_char_p
     return lib
 
 

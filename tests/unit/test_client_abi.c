@@ -305,7 +305,7 @@ static pbox_client *client_with_counters(void **state)
 	uint64_t *ctr = (uint64_t *)&c->stats;
 	for (size_t i = 0; i < sizeof(c->stats) / sizeof(uint64_t); i++)
 		ctr[i] = i + 1;
-	c->udp.gso_msgs = 1 + offsetof(pbox_stats, gso_sends) / sizeof(uint64_t);
+	/* no transport is open: its counters (gso_sends ...) add nothing */
 	return c;
 }
 
