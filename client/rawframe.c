@@ -47,7 +47,7 @@ static int route_lookup(struct in_addr dst, char ifname[IF_NAMESIZE], struct in_
 			continue;
 		found = 1;
 		best_mask = mask;
-		snprintf(ifname, IF_NAMESIZE, "%s", ifn);
+		snprintf(ifname, IF_NAMESIZE, "%.15s", ifn);
 		gw->s_addr = (flags & 0x2) ? g : 0;   /* RTF_GATEWAY */
 	}
 	fclose(f);
@@ -132,7 +132,7 @@ int netpath_resolve(const struct sockaddr_in *dst, int wait_ms, struct netpath *
 		    char *err, size_t errlen)
 {
 	char ip[INET_ADDRSTRLEN], hop[INET_ADDRSTRLEN];
-	struct in_addr gw;
+	struct in_addr gw = { 0 };
 	int rc;
 
 	memset(np, 0, sizeof(*np));
