@@ -38,7 +38,7 @@ BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
 	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
-LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
+LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
 # The folders' Makefile.inc files may define rules (python's pycheck):
@@ -92,13 +92,15 @@ $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libpbox.a: $(call obj,$(CLIENT_SRC) $(COMMON_SRC))
+CLIENT_OBJ = $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(CLIENT_GEN_OBJ)
+
+$(BUILD)/libpbox.a: $(CLIENT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/$(SO_FILE): $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(CLIENT_MAP)
+$(BUILD)/$(SO_FILE): $(CLIENT_OBJ) $(CLIENT_MAP)
 	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(CLIENT_MAP) $(SANFLAGS) \
-		-o $@ $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(LIBS_CLIENT)
+		-o $@ $(CLIENT_OBJ) $(LIBS_CLIENT)
 
 $(BUILD)/$(SO_NAME) $(BUILD)/libpbox.so: $(BUILD)/$(SO_FILE)
 	ln -sf $(SO_FILE) $@

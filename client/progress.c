@@ -274,8 +274,13 @@ void *progress_main(void *arg)
 		if (p[1].revents)
 			read_ctrl(c);
 		bool readable = wait_ms == 0 && c->x.act_head;
-		for (unsigned i = 2; i < nfds; i++)
+		short rev[TP_MAX_FDS];
+		for (unsigned i = 2; i < nfds; i++) {
+			rev[i - 2] = p[i].revents;
 			readable |= (p[i].revents & POLLIN) != 0;
+		}
+		if (c->tp.ops->polled)
+			c->tp.ops->polled(&c->tp, rev, nfds - 2);
 		if (readable)
 			xfer_recv(c, now);
 		xfer_apply_pending(c);

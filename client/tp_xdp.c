@@ -1,11 +1,635 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* tp_xdp.c - placeholder while the xdp transport is written. */
+/*
+ * tp_xdp.c - the xdp transport (transport.h): one AF_XDP socket on queue 0
+ * of the interface toward the box, the worker writing and reading whole
+ * Ethernet/IPv4/UDP frames itself (rawframe.h).
+ *
+ * Memory: one UMEM of XDP_CHUNK-byte chunks, shared by rx and tx:
+ *   [ rx chunks: XDP_RX_CHUNKS, all preposted to the fill ring ]
+ *   [ tx slots: nslots x slot_chunks contiguous chunks, one frame each ]
+ * A frame longer than a chunk (jumbo MTU) is written contiguously into its
+ * slot and sent as slot_chunks descriptors chained with XDP_PKT_CONTD;
+ * received ones arrive chained the same way (AF_XDP multi-buffer, Linux
+ * >= 6.6, XDP_USE_SG) and are copied into a staging area. Single-chunk
+ * frames are read in place. Nothing is allocated after open.
+ *
+ * Steering: client/bpf/xdp_flow.bpf.c, attached through a BPF link (it
+ * goes away with the process, even on SIGKILL), native XDP where the
+ * driver has it, else generic. It redirects only this worker's UDP flow;
+ * everything else goes on to the kernel. Frames of the flow that land on
+ * another queue (a multi-queue NIC without a steering rule) reach the UDP
+ * socket that reserves the port: rx_burst drains it too.
+ *
+ * Zero-copy where the driver supports it (bind with XDP_ZEROCOPY, else
+ * XDP_COPY: veth is copy mode). need_wakeup: the kernel is kicked
+ * (sendto/recvfrom) only when the rings say it sleeps; in copy mode each
+ * sendto moves at most 32 frames, so a burst kicks until the ring drains.
+ * busy_poll: SO_PREFER_BUSY_POLL with a budget, and rx_burst drives the
+ * queue itself when the ring is empty.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <poll.h>
 #include <stdio.h>
-#include "client/transport.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <xdp/xsk.h>
+
+#include "client/internal.h"
+#include "client/rawframe.h"
+
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)      /* Linux 6.6 uapi; older headers lack it */
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1 << 0)
+#endif
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+
+#define XDP_CHUNK       4096u
+#define XDP_RX_CHUNKS   4096u    /* 16 MiB preposted for receive */
+#define XDP_RING        4096u    /* fill, completion, rx and tx rings */
+#define XDP_TX_CHUNKS   3072u    /* 12 MiB of tx slots */
+#define XDP_RX_PEEK     256u     /* descriptors taken from the rx ring at once */
+#define XDP_UDP_BURST   8u       /* datagrams taken from the port's UDP socket at once */
+#define XDP_KICK_BATCH  32u      /* frames one copy-mode sendto moves (kernel's TX_BATCH_SIZE) */
+#define XDP_ARP_WAIT_MS 1000
+#define BUSY_POLL_US    20
+#define BUSY_POLL_BUDGET 64
+
+/* The program's bytes (generated from client/bpf/xdp_flow.bpf.c). */
+extern const unsigned char tp_xdp_prog[];
+extern const size_t tp_xdp_prog_len;
+
+struct flow_cfg {                /* the program's cfg map value */
+	uint32_t ip;
+	uint16_t port;
+	uint16_t pad;
+};
+
+struct xdp_tp {
+	struct xsk_umem *umem;
+	struct xsk_socket *xsk;
+	struct xsk_ring_prod fill, tx;
+	struct xsk_ring_cons comp, rx;
+	uint8_t *area;
+	size_t area_len;
+	int xsk_fd;
+	int udp_fd;                  /* reserves the port; receives what misses the socket */
+	struct bpf_object *obj;
+	int link_fd;
+	struct netpath np;
+	uint16_t port;
+	const struct sockaddr_in *eps;
+	unsigned neps;
+	bool zerocopy, native, sg, busy_poll;
+	bool udp_ready;              /* poll saw udp_fd readable: drain it */
+	/* tx slots */
+	uint64_t tx_base;            /* UMEM offset of slot 0 */
+	uint32_t slot_chunks, nslots, nfree;
+	uint32_t *free_slots;        /* stack of free slot indices */
+	uint8_t *pending;            /* descriptors of a slot not yet completed */
+	/* rx */
+	uint64_t *done;              /* chunks handed out last burst: back to the fill ring next */
+	uint32_t ndone;
+	uint8_t *stage;              /* multi-buffer frames, copied whole */
+	size_t stage_frame;          /* bytes per staged frame */
+	uint8_t *udp_buf;            /* XDP_UDP_BURST datagrams from udp_fd */
+	size_t udp_len;
+	struct tp_counters ctr;      /* relaxed atomics */
+};
+
+static void ctr_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* ---- privileges ----------------------------------------------------------- */
+
+static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
+{
+	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+/* Checked before libbpf runs, so a worker without them falls back quietly
+ * (libbpf would print its own errors) and the message names what is
+ * missing. */
+static int check_caps(char *err, size_t errlen)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+	const int cap_bpf = 39;
+
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0; /* cannot tell: let the calls below say */
+	bool raw = has_cap(d, CAP_NET_RAW), admin = has_cap(d, CAP_NET_ADMIN);
+	bool bpf = has_cap(d, cap_bpf) || has_cap(d, CAP_SYS_ADMIN);
+	if (raw && admin && bpf)
+		return 0;
+	snprintf(err, errlen, "needs CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF (or root); "
+		 "missing%s%s%s", raw ? "" : " CAP_NET_RAW", admin ? "" : " CAP_NET_ADMIN",
+		 bpf ? "" : " CAP_BPF");
+	return PBOX_EPERM;
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+static int sys_err(int e, char *err, size_t errlen, const char *what, const char *ifname)
+{
+	snprintf(err, errlen, "%s on %s: %s", what, ifname, strerror(e));
+	return e == EPERM || e == EACCES ? PBOX_EPERM
+	       : e == EOPNOTSUPP || e == ENOTSUP || e == EINVAL || e == EBUSY ? PBOX_ENOTSUP
+	       : PBOX_ESYS;
+}
+
+/* Same interface for every endpoint: one socket, one program. */
+static int resolve_path(struct xdp_tp *x, char *err, size_t errlen)
+{
+	int rc = netpath_resolve(&x->eps[0], XDP_ARP_WAIT_MS, &x->np, err, errlen);
+
+	for (unsigned i = 1; rc == 0 && i < x->neps; i++) {
+		struct netpath other;
+		if (x->eps[i].sin_addr.s_addr == x->eps[0].sin_addr.s_addr)
+			continue;
+		rc = netpath_resolve(&x->eps[i], XDP_ARP_WAIT_MS, &other, err, errlen);
+		if (rc == 0 && (other.ifindex != x->np.ifindex ||
+				memcmp(other.dst_mac, x->np.dst_mac, 6) != 0)) {
+			snprintf(err, errlen, "the box's endpoints are reached through %s and %s "
+				 "(or different next hops): the xdp transport uses one",
+				 x->np.ifname, other.ifname);
+			rc = PBOX_ENOTSUP;
+		}
+	}
+	return rc;
+}
+
+static int umem_create(struct xdp_tp *x, uint32_t frame_max, char *err, size_t errlen)
+{
+	x->slot_chunks = (frame_max + XDP_CHUNK - 1) / XDP_CHUNK;
+	x->nslots = XDP_TX_CHUNKS / x->slot_chunks;
+	x->tx_base = (uint64_t)XDP_RX_CHUNKS * XDP_CHUNK;
+	x->area_len = ((size_t)XDP_RX_CHUNKS + XDP_TX_CHUNKS) * XDP_CHUNK;
+	x->area = mmap(NULL, x->area_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (x->area == MAP_FAILED) {
+		x->area = NULL;
+		snprintf(err, errlen, "cannot map %zu bytes for the UMEM: %s", x->area_len,
+			 strerror(errno));
+		return PBOX_ENOMEM;
+	}
+	x->free_slots = calloc(x->nslots, sizeof(*x->free_slots));
+	x->pending = calloc(x->nslots, 1);
+	x->done = calloc(XDP_RX_PEEK, sizeof(*x->done));
+	x->stage_frame = (size_t)x->slot_chunks * XDP_CHUNK;
+	x->stage = malloc(XFER_RX_BURST * x->stage_frame);
+	x->udp_len = (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD + 63) / 64 * 64;
+	x->udp_buf = malloc(XDP_UDP_BURST * x->udp_len);
+	if (!x->free_slots || !x->pending || !x->done || !x->stage || !x->udp_buf) {
+		snprintf(err, errlen, "out of memory for the xdp transport");
+		return PBOX_ENOMEM;
+	}
+	for (uint32_t i = 0; i < x->nslots; i++)
+		x->free_slots[i] = x->nslots - 1 - i;
+	x->nfree = x->nslots;
+	struct xsk_umem_config uc = { .fill_size = XDP_RING, .comp_size = XDP_RING,
+				      .frame_size = XDP_CHUNK, .frame_headroom = 0 };
+	int rc = xsk_umem__create(&x->umem, x->area, x->area_len, &x->fill, &x->comp, &uc);
+	if (rc)
+		return sys_err(-rc, err, errlen, "registering the AF_XDP UMEM", x->np.ifname);
+	return 0;
+}
+
+/* Bind queue 0: zero-copy if the driver can, else copy; multi-buffer if
+ * frames can exceed a chunk. */
+static int socket_create(struct xdp_tp *x, char *err, size_t errlen)
+{
+	static const uint16_t modes[] = { XDP_ZEROCOPY, XDP_COPY };
+	int rc = 0;
+
+	x->sg = x->slot_chunks > 1;
+	for (unsigned m = 0; m < 2; m++) {
+		struct xsk_socket_config sc = {
+			.rx_size = XDP_RING, .tx_size = XDP_RING,
+			.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+			.bind_flags = (uint16_t)(modes[m] | XDP_USE_NEED_WAKEUP |
+						 (x->sg ? XDP_USE_SG : 0)),
+		};
+		rc = xsk_socket__create(&x->xsk, x->np.ifname, 0, x->umem, &x->rx, &x->tx, &sc);
+		if (rc == 0) {
+			x->zerocopy = modes[m] == XDP_ZEROCOPY;
+			x->xsk_fd = xsk_socket__fd(x->xsk);
+			return 0;
+		}
+		x->xsk = NULL;
+		if (rc == -EPERM || rc == -EACCES || rc == -EBUSY)
+			break;
+	}
+	if (rc == -EINVAL && x->sg) {
+		snprintf(err, errlen, "AF_XDP on %s refuses multi-buffer frames (XDP_USE_SG, "
+			 "Linux >= 6.6), needed for MTU %u", x->np.ifname,
+			 x->slot_chunks * XDP_CHUNK);
+		return PBOX_ENOTSUP;
+	}
+	if (rc == -EBUSY) {
+		snprintf(err, errlen, "queue 0 of %s already has an AF_XDP socket (another "
+			 "worker on this interface?)", x->np.ifname);
+		return PBOX_ENOTSUP;
+	}
+	return sys_err(-rc, err, errlen, "creating the AF_XDP socket", x->np.ifname);
+}
+
+static int prog_attach(struct xdp_tp *x, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "pbox_xdp_flow");
+	x->obj = bpf_object__open_mem(tp_xdp_prog, tp_xdp_prog_len, &oo);
+	if (!x->obj) {
+		int e = errno;
+		x->obj = NULL;
+		return sys_err(e, err, errlen, "opening the XDP program", x->np.ifname);
+	}
+	int rc = bpf_object__load(x->obj);
+	if (rc)
+		return sys_err(-rc, err, errlen, "loading the XDP program", x->np.ifname);
+	struct bpf_program *p = bpf_object__find_program_by_name(x->obj, "pbox_flow");
+	int cfg_fd = bpf_object__find_map_fd_by_name(x->obj, "cfg");
+	int xsks_fd = bpf_object__find_map_fd_by_name(x->obj, "xsks");
+	uint32_t zero = 0;
+	struct flow_cfg fc = { .ip = x->np.src.s_addr, .port = htons(x->port) };
+	if (!p || cfg_fd < 0 || xsks_fd < 0) {
+		snprintf(err, errlen, "the XDP program lacks pbox_flow, cfg or xsks");
+		return PBOX_ESYS;
+	}
+	if (bpf_map_update_elem(cfg_fd, &zero, &fc, BPF_ANY) ||
+	    (rc = xsk_socket__update_xskmap(x->xsk, xsks_fd)) != 0)
+		return sys_err(rc ? -rc : errno, err, errlen, "filling the XDP maps", x->np.ifname);
+	/* Native first; generic where the driver has no XDP. */
+	static const uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
+	for (unsigned m = 0; m < 2; m++) {
+		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = modes[m]);
+		x->link_fd = bpf_link_create(bpf_program__fd(p), x->np.ifindex, BPF_XDP, &lo);
+		if (x->link_fd >= 0) {
+			x->native = modes[m] == XDP_FLAGS_DRV_MODE;
+			return 0;
+		}
+		if (errno == EBUSY || errno == EEXIST) {
+			snprintf(err, errlen, "%s already has an XDP program (another worker's, "
+				 "or pboxd's): one xdp worker per interface", x->np.ifname);
+			return PBOX_ENOTSUP;
+		}
+		if (errno == EPERM || errno == EACCES)
+			break;
+	}
+	return sys_err(errno, err, errlen, "attaching the XDP program", x->np.ifname);
+}
+
+static void fill_all(struct xdp_tp *x)
+{
+	uint32_t idx;
+
+	if (xsk_ring_prod__reserve(&x->fill, XDP_RX_CHUNKS, &idx) != XDP_RX_CHUNKS)
+		return; /* cannot happen: the ring holds XDP_RING >= XDP_RX_CHUNKS */
+	for (uint32_t i = 0; i < XDP_RX_CHUNKS; i++)
+		*xsk_ring_prod__fill_addr(&x->fill, idx + i) = (uint64_t)i * XDP_CHUNK;
+	xsk_ring_prod__submit(&x->fill, XDP_RX_CHUNKS);
+}
+
+static void busy_poll_on(struct xdp_tp *x)
+{
+	int one = 1, us = BUSY_POLL_US, budget = BUSY_POLL_BUDGET;
+
+	x->busy_poll = setsockopt(x->xsk_fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) == 0 &&
+		       setsockopt(x->xsk_fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0 &&
+		       setsockopt(x->xsk_fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) == 0;
+}
+
+static void xdp_free(struct xdp_tp *x)
+{
+	if (x->link_fd >= 0)
+		close(x->link_fd);
+	if (x->xsk)
+		xsk_socket__delete(x->xsk);
+	if (x->umem)
+		xsk_umem__delete(x->umem);
+	if (x->obj)
+		bpf_object__close(x->obj);
+	if (x->area)
+		munmap(x->area, x->area_len);
+	if (x->udp_fd >= 0)
+		close(x->udp_fd);
+	free(x->free_slots);
+	free(x->pending);
+	free(x->done);
+	free(x->stage);
+	free(x->udp_buf);
+	free(x);
+}
+
+/* ---- tx ------------------------------------------------------------------- */
+
+/* Free the slots whose descriptors have all completed. */
+static void reap(struct xdp_tp *x)
+{
+	uint32_t idx, n = xsk_ring_cons__peek(&x->comp, XDP_RING, &idx);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t a = *xsk_ring_cons__comp_addr(&x->comp, idx + i);
+		uint32_t s = (uint32_t)((a - x->tx_base) / ((uint64_t)x->slot_chunks * XDP_CHUNK));
+		if (a >= x->tx_base && s < x->nslots && x->pending[s] && --x->pending[s] == 0)
+			x->free_slots[x->nfree++] = s;
+	}
+	xsk_ring_cons__release(&x->comp, n);
+}
+
+static bool tx_ring_empty(struct xdp_tp *x)
+{
+	return xsk_prod_nb_free(&x->tx, XDP_RING) == XDP_RING;
+}
+
+/* Let the kernel send what the tx ring holds: in copy mode a sendto moves
+ * up to XDP_KICK_BATCH frames, so kick until the ring drains (bounded). */
+static int kick(struct xdp_tp *x, unsigned frames, char *err, size_t errlen)
+{
+	unsigned tries = frames / XDP_KICK_BATCH + 4;
+
+	while (tries-- > 0 && xsk_ring_prod__needs_wakeup(&x->tx) && !tx_ring_empty(x)) {
+		ctr_add(&x->ctr.wakeups, 1);
+		if (sendto(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
+			continue;
+		if (errno == EAGAIN || errno == EBUSY || errno == ENOBUFS || errno == EINTR) {
+			reap(x);
+			continue;
+		}
+		if (errno == ENETDOWN || errno == ENXIO) {
+			snprintf(err, errlen, "AF_XDP send on %s: %s (the interface went down or "
+				 "away)", x->np.ifname, strerror(errno));
+			return PBOX_ESYS;
+		}
+		/* others are transient: retransmission repairs what was lost */
+		break;
+	}
+	return 0;
+}
+
+static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n, char *err,
+			size_t errlen)
+{
+	struct xdp_tp *x = t->priv;
+	unsigned sent = 0, queued = 0;
+	size_t slot_bytes = (size_t)x->slot_chunks * XDP_CHUNK;
+
+	reap(x);
+	for (unsigned i = 0; i < n; i++) {
+		size_t flen = RAWFRAME_HDRS + WIRE_HDR_LEN + (size_t)p[i].len;
+		uint32_t nd = (uint32_t)((flen + XDP_CHUNK - 1) / XDP_CHUNK), idx;
+		if (flen > slot_bytes) {   /* larger than the MTU the transport was opened for */
+			ctr_add(&x->ctr.tx_dropped, 1);
+			continue;
+		}
+		if (x->nfree == 0 || xsk_ring_prod__reserve(&x->tx, nd, &idx) != nd) {
+			/* full: hand over what is queued, take back what completed */
+			xsk_ring_prod__submit(&x->tx, queued);
+			queued = 0;
+			int rc = kick(x, XDP_RING, err, errlen);
+			if (rc < 0)
+				return rc;
+			reap(x);
+			if (x->nfree == 0 || xsk_ring_prod__reserve(&x->tx, nd, &idx) != nd) {
+				ctr_add(&x->ctr.tx_dropped, 1);
+				continue;
+			}
+		}
+		uint32_t s = x->free_slots[--x->nfree];
+		uint64_t base = x->tx_base + (uint64_t)s * slot_bytes;
+		rawframe_build(x->area + base, &x->np, x->port, &x->eps[p[i].ep], &p[i].hdr,
+			       p[i].payload, p[i].len);
+		for (uint32_t d = 0; d < nd; d++) {
+			struct xdp_desc *xd = xsk_ring_prod__tx_desc(&x->tx, idx + d);
+			xd->addr = base + (uint64_t)d * XDP_CHUNK;
+			xd->len = d + 1 < nd ? XDP_CHUNK : (uint32_t)(flen - (size_t)d * XDP_CHUNK);
+			xd->options = d + 1 < nd ? XDP_PKT_CONTD : 0;
+		}
+		x->pending[s] = (uint8_t)nd;
+		queued += nd;
+		sent++;
+	}
+	xsk_ring_prod__submit(&x->tx, queued);
+	int rc = kick(x, n, err, errlen);
+	ctr_add(&x->ctr.tx_dgrams, sent);
+	return rc < 0 ? rc : (int)sent;
+}
+
+/* ---- rx ------------------------------------------------------------------- */
+
+static void refill(struct xdp_tp *x)
+{
+	uint32_t idx;
+
+	if (x->ndone == 0)
+		return;
+	if (xsk_ring_prod__reserve(&x->fill, x->ndone, &idx) != x->ndone)
+		return; /* cannot happen: every rx chunk fits the ring; kept for next time */
+	for (uint32_t i = 0; i < x->ndone; i++)
+		*xsk_ring_prod__fill_addr(&x->fill, idx + i) = x->done[i];
+	xsk_ring_prod__submit(&x->fill, x->ndone);
+	x->ndone = 0;
+	if (xsk_ring_prod__needs_wakeup(&x->fill)) {
+		ctr_add(&x->ctr.wakeups, 1);
+		recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	}
+}
+
+static void accept_frame(struct xdp_tp *x, const uint8_t *f, size_t len, struct tp_dgram *d,
+			 unsigned *n)
+{
+	const uint8_t *dg;
+	uint32_t dl;
+
+	if (rawframe_parse(f, len, &x->np, x->port, &dg, &dl) < 0) {
+		ctr_add(&x->ctr.rx_bad, 1);
+		return;
+	}
+	d[(*n)++] = (struct tp_dgram){ .data = dg, .len = dl };
+}
+
+/* Datagrams that reached the port's UDP socket instead (another queue). */
+static unsigned drain_udp(struct xdp_tp *x, struct tp_dgram *d, unsigned max)
+{
+	unsigned n = 0;
+
+	while (n < max && n < XDP_UDP_BURST) {
+		uint8_t *b = x->udp_buf + (size_t)n * x->udp_len;
+		ssize_t r = recv(x->udp_fd, b, x->udp_len, MSG_DONTWAIT | MSG_TRUNC);
+		if (r < 0) {
+			x->udp_ready = false;   /* drained: wait for poll to say more */
+			break;
+		}
+		if ((size_t)r > x->udp_len) {
+			ctr_add(&x->ctr.rx_bad, 1);
+			continue;
+		}
+		d[n++] = (struct tp_dgram){ .data = b, .len = (uint32_t)r };
+	}
+	return n;
+}
+
+static int xdp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, char *err,
+			size_t errlen)
+{
+	struct xdp_tp *x = t->priv;
+	uint32_t idx, got, used = 0;
+	unsigned n = 0, staged = 0;
+
+	(void)err;
+	(void)errlen;
+	refill(x);
+	got = xsk_ring_cons__peek(&x->rx, XDP_RX_PEEK - x->ndone, &idx);
+	while (used < got && n < max && staged < XFER_RX_BURST) {
+		/* one frame: descriptors up to the first without XDP_PKT_CONTD */
+		uint32_t nd = 0;
+		while (used + nd < got &&
+		       (xsk_ring_cons__rx_desc(&x->rx, idx + used + nd)->options & XDP_PKT_CONTD))
+			nd++;
+		if (used + nd >= got)
+			break;   /* its last part is not in the ring yet: next time */
+		nd++;
+		const struct xdp_desc *first = xsk_ring_cons__rx_desc(&x->rx, idx + used);
+		if (nd == 1) {
+			accept_frame(x, xsk_umem__get_data(x->area, first->addr), first->len, d, &n);
+		} else {
+			uint8_t *st = x->stage + (size_t)staged++ * x->stage_frame;
+			size_t off = 0;
+			bool fits = true;
+			for (uint32_t k = 0; k < nd; k++) {
+				const struct xdp_desc *xd = xsk_ring_cons__rx_desc(&x->rx, idx + used + k);
+				fits = fits && off + xd->len <= x->stage_frame;
+				if (fits)
+					memcpy(st + off, xsk_umem__get_data(x->area, xd->addr), xd->len);
+				off += xd->len;
+			}
+			if (fits)
+				accept_frame(x, st, off, d, &n);
+			else
+				ctr_add(&x->ctr.rx_bad, 1);
+		}
+		for (uint32_t k = 0; k < nd; k++) /* chunk base: aligned mode masks offsets */
+			x->done[x->ndone++] = xsk_ring_cons__rx_desc(&x->rx, idx + used + k)->addr &
+					      ~(uint64_t)(XDP_CHUNK - 1);
+		used += nd;
+	}
+	xsk_ring_cons__release(&x->rx, used);
+	if (n == 0) {
+		if (x->busy_poll) {   /* drive the queue ourselves */
+			ctr_add(&x->ctr.wakeups, 1);
+			recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		}
+		if (x->udp_ready)
+			n = drain_udp(x, d, max);
+	}
+	ctr_add(&x->ctr.rx_dgrams, n);
+	return (int)n;
+}
+
+/* ---- the rest of the vtable ----------------------------------------------- */
+
+static unsigned xdp_poll_fds(const struct transport *t, int fds[TP_MAX_FDS])
+{
+	const struct xdp_tp *x = t->priv;
+
+	fds[0] = x->xsk_fd;
+	fds[1] = x->udp_fd;
+	return 2;
+}
+
+static void xdp_polled(struct transport *t, const short *revents, unsigned n)
+{
+	struct xdp_tp *x = t->priv;
+
+	if (n > 1 && (revents[1] & POLLIN))
+		x->udp_ready = true;
+}
+
+static void xdp_counters(const struct transport *t, struct tp_counters *out)
+{
+	const struct xdp_tp *x = t->priv;
+	const uint64_t *in = (const uint64_t *)&x->ctr;
+	uint64_t *o = (uint64_t *)out;
+	struct xdp_statistics st;
+	socklen_t sl = sizeof(st);
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	if (getsockopt(x->xsk_fd, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
+		out->rx_lost += st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
+		out->tx_dropped += st.tx_invalid_descs;
+		out->rx_bad += st.rx_invalid_descs;
+	}
+}
+
+static void xdp_close(struct transport *t)
+{
+	xdp_free(t->priv);
+}
+
+static const struct transport_ops xdp_ops = {
+	.name = "xdp",
+	.tx_burst = xdp_tx_burst,
+	.rx_burst = xdp_rx_burst,
+	.poll_fds = xdp_poll_fds,
+	.polled = xdp_polled,
+	.counters = xdp_counters,
+	.close = xdp_close,
+};
 
 int tp_xdp_open(struct transport *t, const struct tp_config *cfg, char *err, size_t errlen)
 {
-	(void)t; (void)cfg;
-	snprintf(err, errlen, "not built yet");
-	return PBOX_ENOTSUP;
+	int rc = check_caps(err, errlen);
+	if (rc < 0)
+		return rc;
+	struct xdp_tp *x = calloc(1, sizeof(*x));
+	if (!x) {
+		snprintf(err, errlen, "out of memory for the xdp transport");
+		return PBOX_ENOMEM;
+	}
+	x->link_fd = x->udp_fd = x->xsk_fd = -1;
+	x->eps = cfg->eps;
+	x->neps = cfg->neps;
+	if ((rc = resolve_path(x, err, errlen)) == 0 &&
+	    (rc = udp_reserve_port(&x->udp_fd, &x->port, err, errlen)) == 0) {
+		uint32_t mtu = cfg->mtu > x->np.mtu ? cfg->mtu : x->np.mtu;
+		rc = umem_create(x, mtu + 14, err, errlen);
+	}
+	if (rc == 0 && (rc = socket_create(x, err, errlen)) == 0) {
+		fill_all(x);
+		rc = prog_attach(x, err, errlen);
+	}
+	if (rc < 0) {
+		xdp_free(x);
+		return rc;
+	}
+	if (cfg->busy_poll)
+		busy_poll_on(x);
+	t->priv = x;
+	t->ops = &xdp_ops;
+	t->port = x->port;
+	t->src = x->np.src;
+	snprintf(t->info, sizeof(t->info), "xdp on %s queue 0 (%s XDP, %s%s%s)", x->np.ifname,
+		 x->native ? "native" : "generic", x->zerocopy ? "zero-copy" : "copy mode",
+		 x->sg ? ", multi-buffer" : "", x->busy_poll ? ", busy poll" : "");
+	return 0;
 }

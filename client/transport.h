@@ -25,7 +25,8 @@
  *     well-formed UDP/IPv4 to this worker's address and port, or fail their
  *     checksums, are counted (rx_bad) and never returned.
  *   - poll_fds names the descriptors that become readable when rx_burst
- *     has something; the progress thread poll()s them.
+ *     has something; the progress thread poll()s them and tells the
+ *     transport which were readable (polled) before calling rx_burst.
  *   - Nothing is allocated after open.
  * Errors: 0 or a negative PBOX_* code, with a message in err.
  */
@@ -86,6 +87,8 @@ struct transport_ops {
 	int (*rx_burst)(struct transport *t, struct tp_dgram *d, unsigned max,
 			char *err, size_t errlen);
 	unsigned (*poll_fds)(const struct transport *t, int fds[TP_MAX_FDS]);
+	/* revents[i] of poll_fds' fds[i] after a poll (NULL: not needed) */
+	void (*polled)(struct transport *t, const short *revents, unsigned n);
 	void (*counters)(const struct transport *t, struct tp_counters *out);
 	void (*close)(struct transport *t);
 };

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "include/pbox.h"
@@ -53,6 +54,9 @@ static void usage(FILE *f)
 		"  --check             fill exact-sum data and verify every element\n"
 		"  --window W --rto-ms MS --timeout-ms MS --mtu M   pbox_opts (0 = default)\n"
 		"  --udp-offload       send with UDP GSO, receive with GRO (pbox_opts.udp_offload)\n"
+		"  --transport T       auto, udp, xdp or verbs (pbox_opts.transport; default\n"
+		"                      $PBOX_TRANSPORT, else auto)\n"
+		"  --busy-poll         xdp: busy-poll the socket (pbox_opts.busy_poll)\n"
 		"\n"
 		"usage: pbox-perf --blast ADDR:PORT [--blast-seconds S] [--blast-bytes B] [--blast-gso]\n"
 		"  raw UDP datagrams of pbox's size (default 1448 B: header + one segment at\n"
@@ -76,6 +80,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "window", 1, 0, 'W' }, { "rto-ms", 1, 0, 'R' }, { "timeout-ms", 1, 0, 'T' },
 		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { "blast", 1, 0, 'B' },
 		{ "udp-offload", 0, 0, 'O' }, { "blast-seconds", 1, 0, 'S' }, { "blast-bytes", 1, 0, 'Z' }, { "blast-gso", 0, 0, 'G' },
+		{ "transport", 1, 0, 'X' }, { "busy-poll", 0, 0, 'P' },
 		{ 0, 0, 0, 0 },
 	};
 	int o, v, bad = 0;
@@ -102,6 +107,15 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		case 'Z': bad |= parse_size(optarg, &a->blast_bytes); break;
 		case 'G': a->blast_gso = 1; break;
 		case 'O': a->opts.udp_offload = 1; break;
+		case 'P': a->opts.busy_poll = 1; break;
+		case 'X':
+			v = !strcmp(optarg, "auto") ? PBOX_TRANSPORT_AUTO
+			  : !strcmp(optarg, "udp") ? PBOX_TRANSPORT_UDP
+			  : !strcmp(optarg, "xdp") ? PBOX_TRANSPORT_XDP
+			  : !strcmp(optarg, "verbs") ? PBOX_TRANSPORT_VERBS : -1;
+			bad |= v < 0 ? -1 : 0;
+			a->opts.transport = (uint32_t)(v < 0 ? 0 : v);
+			break;
 		case 'W': bad |= parse_int(optarg, &v); a->opts.window = (uint32_t)v; break;
 		case 'R': bad |= parse_int(optarg, &v); a->opts.rto_ms = (uint32_t)v; break;
 		case 'T': bad |= parse_int(optarg, &v); a->opts.timeout_ms = (uint32_t)v; break;
@@ -320,6 +334,11 @@ static void print_line(const struct perf_args *a, size_t bytes, size_t count,
 }
 
 /* Every size; *last_rate gets the rate of the largest (bytes/us each way). */
+static double tv_s(const struct timeval *t)
+{
+	return (double)t->tv_sec + (double)t->tv_usec / 1e6;
+}
+
 static int run_all(pbox_client *c, const struct perf_args *a, char *buf, double *last_rate)
 {
 	size_t esz = elem_size(a->dtype);
@@ -401,11 +420,22 @@ int main(int argc, char **argv)
 		free(buf);
 		return 1;
 	}
-	if (a.rank == 0)
+	if (a.rank == 0) {
 		print_header(&a);
+		printf("# transport: %s\n", pbox_transport_info(c));
+	}
 	double last_rate = 0;
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	rc = run_all(c, &a, buf, &last_rate);
+	getrusage(RUSAGE_SELF, &ru1);
 	pbox_get_stats(c, &st);
+	if (a.rank == 0)
+		printf("# cpu: %.3f s user, %.3f s system in the calls (this process)\n"
+		       "# transport counters: tx_dropped %" PRIu64 " rx_lost %" PRIu64
+		       " wakeups %" PRIu64 "\n", tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime),
+		       tv_s(&ru1.ru_stime) - tv_s(&ru0.ru_stime), st.tx_dropped, st.rx_lost,
+		       st.wakeups);
 	if (a.rank == 0)
 		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
 		       " dup_results %" PRIu64 " bad %" PRIu64 "\n"
