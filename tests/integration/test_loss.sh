@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # test_loss.sh - exact sums under random packet loss in both directions
-# (1%, 5%, 20%; nftables "numgen random" drop in the workers' namespace on
-# the data path only), with retransmissions counted on both sides.
+# (1%, 5%, 20%; nftables "numgen random" drop on the data path only:
+# lib.sh loss_rules), with retransmissions counted on both sides.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -10,14 +10,7 @@ command -v nft >/dev/null || { echo "SKIP: needs nft (nftables)"; exit 77; }
 topo_up
 box_start af_packet
 for pct in 1 5 20; do
-	in_wk nft -f - <<NFT || die "cannot install the nftables loss rules"
-table inet pboxloss
-delete table inet pboxloss
-table inet pboxloss {
-	chain out { type filter hook output priority 0; ip daddr $BOX_IP udp dport 47000-47999 numgen random mod 100 < $pct drop; }
-	chain in { type filter hook input priority 0; ip saddr $BOX_IP udp sport 47000-47999 numgen random mod 100 < $pct drop; }
-}
-NFT
+	loss_rules $pct
 	max=4M; [ $pct -ge 20 ] && max=1M
 	workers 4 "loss$pct" "$WORKDIR/l$pct" --minbytes 4 --maxbytes $max --iters 2 --keys 2 --check
 	wait_workers 240 || { tail -n 5 "$WORKDIR"/l$pct.*.log; die "allreduce failed at ${pct}% loss"; }
