@@ -130,7 +130,8 @@ plug_host() {
 		die "cannot plug $ns into $br"
 }
 
-# new_host: a fresh namespace on both bridges for one worker; prints its name.
+# new_host: a fresh namespace on both bridges for one worker, named in
+# NEW_HOST (call it directly, not in $(...): it counts hosts).
 new_host() {
 	local i=$HOST_SEQ ns=pbox-h$TAG-$HOST_SEQ
 	HOST_SEQ=$((HOST_SEQ + 1))
@@ -139,7 +140,7 @@ new_host() {
 	ip -n "$ns" link set lo up
 	plug_host "$ns" eth0 br0 "198.18.0.$((10 + i))"
 	plug_host "$ns" mgmt br1 "198.18.1.$((10 + i))"
-	echo "$ns"
+	NEW_HOST=$ns
 }
 
 # loss_rules PCT: drop PCT% of pbox data each way between the workers and
@@ -225,7 +226,7 @@ workers() {
 	WK_OUT=$out
 	for r in $(seq 0 $((n - 1))); do
 		local ns=$NS_WK
-		[ "$WK_HOSTS" = 1 ] && { new_host > "$WORKDIR/.host"; ns=$(cat "$WORKDIR/.host"); }
+		[ "$WK_HOSTS" = 1 ] && { new_host; ns=$NEW_HOST; }
 		# not through in_wk: $! must be the worker itself (ip execs it)
 		ip netns exec "$ns" "$BUILD/pbox-perf" --control "$CONTROL" --job "$job" --rank "$r" --world "$n" "$@" \
 			> "$out.$r.log" 2>&1 &

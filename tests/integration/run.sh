@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # run.sh - run every tests/integration/test_*.sh against the real pboxd on
-# DPDK virtual devices, each bounded in time; print one summary line.
+# DPDK virtual devices, each bounded in time; then run XDP_TESTS again with
+# the workers on the xdp transport (PBOX_TRANSPORT=xdp, each worker in its
+# own namespace: lib.sh); print one summary line. ONLY=substring picks
+# tests; TRANSPORTS="udp" skips the xdp pass.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -11,19 +14,29 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 pass=0; fail=0; skip=0; failed=()
-for t in tests/integration/test_*.sh; do
-	[ -n "${ONLY:-}" ] && [[ $t != *"$ONLY"* ]] && continue
-	name=$(basename "$t" .sh)
-	start=$SECONDS
+XDP_TESTS=${XDP_TESTS:-"allreduce loss dupreorder isolation failures"}
+run_one() { # run_one NAME FILE [ENV...]
+	local name=$1 t=$2 start=$SECONDS rc; shift 2
 	echo "=== $name"
-	timeout -k 10 "${TEST_TIMEOUT:-300}" bash "$t"
+	env "$@" timeout -k 10 "${TEST_TIMEOUT:-300}" bash "$t"
 	rc=$?
-	dur=$((SECONDS - start))
+	local dur=$((SECONDS - start))
 	case $rc in
 	0) echo "--- PASS $name (${dur}s)"; pass=$((pass + 1)) ;;
 	77) echo "--- SKIP $name (${dur}s)"; skip=$((skip + 1)) ;;
 	*) echo "--- FAIL $name rc=$rc (${dur}s)"; fail=$((fail + 1)); failed+=("$name") ;;
 	esac
+}
+for t in tests/integration/test_*.sh; do
+	[ -n "${ONLY:-}" ] && [[ $t != *"$ONLY"* ]] && continue
+	run_one "$(basename "$t" .sh)" "$t" PBOX_TRANSPORT=udp
 done
+if [[ " ${TRANSPORTS:-udp xdp} " == *" xdp "* ]]; then
+	for n in $XDP_TESTS; do
+		t=tests/integration/test_$n.sh
+		[ -n "${ONLY:-}" ] && [[ $t != *"$ONLY"* ]] && continue
+		run_one "test_$n[xdp]" "$t" PBOX_TRANSPORT=xdp
+	done
+fi
 echo "integration: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
