@@ -7,6 +7,7 @@
 #   bench/compare/compare.sh [--quick] [--sizes MIN:MAX] [--n 2,4] [--reps R]
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
+#                            [--transport udp,xdp]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -23,6 +24,11 @@
 #            tests/integration/lib.sh (topo_up): pbox crosses its veth, but
 #            the kernel carries OpenMPI's and Gloo's traffic between local
 #            addresses over loopback (64 KiB MTU, no veth).
+# --transport: the pbox transports to measure, each as its own system:
+#   udp -> "pbox" (the default, kernel UDP), xdp -> "pbox-xdp" (AF_XDP; the
+#   hosts topology: one worker per interface). cpu.txt gets each pbox run's
+#   rank-0 CPU seconds (user + system, pbox-perf's "# cpu" line) and the
+#   bytes it reduced, and table.txt their ratio per transport (s per GB).
 # Systems:
 #   pbox     pboxd on DPDK net_af_packet on a veth (box_start af_packet), N
 #            pbox-perf workers (kernel UDP), one pbox-perf run (one job) per
@@ -74,7 +80,7 @@ to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
 	echo $((s * m))
 }
 
-QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts
+QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -87,6 +93,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=${2:?--out needs a directory}; shift ;;
 	--mtu) MTU=${2:?--mtu needs 1500 or 9000}; shift ;;
 	--topology) TOPO=${2:?--topology needs hosts or shared}; shift ;;
+	--transport) TPS=${2:?--transport needs a list (udp,xdp)}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -101,6 +108,9 @@ MINB=$(to_bytes "${SIZES%%:*}") && MAXB=$(to_bytes "${SIZES##*:}") && [ "$MINB" 
 	{ echo "compare.sh: bad --sizes $SIZES (MIN:MAX, e.g. 4K:256M, 4 <= MIN <= MAX)" >&2; exit 2; }
 [ "$MTU" = 1500 ] || [ "$MTU" = 9000 ] || { echo "compare.sh: --mtu must be 1500 or 9000" >&2; exit 2; }
 [ "$TOPO" = hosts ] || [ "$TOPO" = shared ] || { echo "compare.sh: --topology must be hosts or shared" >&2; exit 2; }
+[[ $TPS =~ ^(udp|xdp)(,(udp|xdp))*$ ]] || { echo "compare.sh: bad --transport $TPS (udp, xdp or udp,xdp)" >&2; exit 2; }
+[[ $TPS == *xdp* ]] && [ "$TOPO" != hosts ] && { echo "compare.sh: --transport xdp needs --topology hosts (one worker per interface)" >&2; exit 2; }
+IFS=, read -r -a TP_LIST <<< "$TPS"
 [[ $NLIST =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: bad --n $NLIST (e.g. 2,4)" >&2; exit 2; }
 for v in "$REPS" "$ITERS" "$WARMUP"; do
 	[[ $v =~ ^[0-9]+$ ]] || { echo "compare.sh: --reps/--iters/--warmup must be numbers" >&2; exit 2; }
@@ -162,7 +172,7 @@ fi
 [ -x "$BUILD/pboxd" ] && [ -x "$BUILD/pbox-perf" ] || die "$BUILD/pboxd or $BUILD/pbox-perf missing: run make first"
 
 mkdir -p "$OUT/logs" || die "cannot create $OUT"
-rm -f "$OUT"/logs/* "$OUT/raw.txt" "$OUT/compare.csv" "$OUT/compare.png" "$OUT/table.txt"
+rm -f "$OUT"/logs/* "$OUT/raw.txt" "$OUT/compare.csv" "$OUT/compare.png" "$OUT/table.txt" "$OUT/cpu.txt"
 RAW=$OUT/raw.txt
 echo "# system n rep bytes us_per_call" > "$RAW"
 
@@ -251,28 +261,31 @@ MAX_MIB=$JOB_MIB; [ $MAX_MIB -ge 1024 ] || MAX_MIB=1024
 limit=$(limit_for 1)
 port=29600
 
-# run_pbox N REP: N pbox-perf workers, one job, all sizes
+# run_pbox N REP TRANSPORT: N pbox-perf workers, one job, all sizes
 run_pbox() {
-	local n=$1 rep=$2 lg=$OUT/logs/pbox.n$1.r$2
+	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3.n$1.r$2
+	[ "$tp" = udp ] || sys=pbox-$tp
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP")
+		    --warmup "$WARMUP" --transport "$tp")
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=()
 		for ((r = 0; r < n; r++)); do
 			ip netns exec "$(wk_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
-				--job "cmp-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
+				--job "cmp-$tp-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
 			WK_PIDS+=($!); PIDS+=($!)
 		done
 	else
-		workers "$n" "cmp-n$n-r$rep" "$lg" "${args[@]}"
+		workers "$n" "cmp-$tp-n$n-r$rep" "$lg" "${args[@]}"
 	fi
 	if wait_workers "$limit"; then
-		awk -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print "pbox", n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
+		awk -v s="$sys" -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print s, n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
+		awk -v s="$sys" -v n="$n" -v r="$rep" -v b=$((SUM * (ITERS + WARMUP))) \
+			'/^# cpu:/ { print s, n, r, $3 + $6, b }' "$lg.0.log" >> "$OUT/cpu.txt"
 	else
 		for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 		log "compare: pbox N=$n rep $rep failed:"; tail -n 3 "$lg".*.log >&2
-		FAILED+=("pbox/n$n/rep$rep")
+		FAILED+=("$sys/n$n/rep$rep")
 	fi
 }
 
@@ -343,7 +356,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 			--control "$CONTROL" --job "warm-r$rep" --rank 0 --world 1 --minbytes 16M --maxbytes 16M \
 			--iters 1 --warmup 0 > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 ||
 			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"
-		for n in "${NS[@]}"; do run_pbox "$n" "$rep"; done
+		for tp in "${TP_LIST[@]}"; do
+			for n in "${NS[@]}"; do run_pbox "$n" "$rep" "$tp"; done
+		done
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
 		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
 		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
@@ -364,6 +379,11 @@ echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
 echo "compare: [$(elapsed)] results in $OUT"
 "$PY" bench/compare/summarize.py "$RAW" "$OUT/compare.csv" | tee "$OUT/table.txt" ||
 	die "summarize.py failed"
+# rank 0's CPU per GB reduced, median over reps, per transport and N
+[ -s "$OUT/cpu.txt" ] && sort -k1,1 -k2,2n "$OUT/cpu.txt" | awk '
+	{ k = $1 " n=" $2; v[k] = v[k] " " ($4 / ($5 / 1e9)) }
+	END { print "worker CPU (rank 0, user + system) per GB reduced, each rep:";
+	      for (k in v) print "  " k ":" v[k] " s/GB" }' | tee -a "$OUT/table.txt"
 "$PY" bench/compare/plot.py "$OUT/compare.csv" "$OUT/compare.png" \
 	--title "float32 allreduce on $(nproc) CPUs, $([ "$TOPO" = hosts ] && echo "a namespace per rank on one bridge" || echo "pbox over veth, OpenMPI/Gloo over loopback"), MTU $MTU" ||
 	FAILED+=("plot")

@@ -20,7 +20,8 @@ import statistics
 import signal
 import sys
 
-ORDER = ["pbox", "openmpi", "gloo"]
+ORDER = ["pbox", "pbox-xdp", "openmpi", "gloo"]
+PEERS = ["openmpi", "gloo"]
 
 
 def human(b):
@@ -80,8 +81,16 @@ def table(rows, out=sys.stdout):
         p, o = by.get(("pbox", n, b)), by.get((other, n, b))
         return "%.2f" % (p["median_us"] / o["median_us"]) if p and o and o["median_us"] > 0 else "-"
 
+    def best_peer(n, b, mine):
+        p = by.get((mine, n, b))
+        peers = [by[(o, n, b)]["median_us"] for o in PEERS if (o, n, b) in by]
+        return "%.2f" % (p["median_us"] / min(peers)) if p and peers and min(peers) > 0 else "-"
+
+    xdp = any(r["system"] == "pbox-xdp" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
                                                              "pbox/OpenMPI", "pbox/Gloo"]
+    if xdp:
+        head += ["xdp/best peer", "xdp/udp"]
     lines = []
     for n in ns:
         for b in sizes:
@@ -90,7 +99,10 @@ def table(rows, out=sys.stdout):
             pb = by.get(("pbox", n, b))
             lines.append([str(n), human(b)] + [t(s, n, b) for s in systems] +
                          ["%.3f" % pb["busbw_GBps"] if pb else "-",
-                          ratio(n, b, "openmpi"), ratio(n, b, "gloo")])
+                          ratio(n, b, "openmpi"), ratio(n, b, "gloo")] +
+                         ([best_peer(n, b, "pbox-xdp"),
+                           "%.2f" % (by[("pbox-xdp", n, b)]["median_us"] / pb["median_us"])
+                           if pb and ("pbox-xdp", n, b) in by else "-"] if xdp else []))
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)

@@ -23,7 +23,8 @@ def csum(data):
 def main():
     iface, box_ip, count, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     box = socket.inet_aton(box_ip)
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    # ETH_P_ALL: taps see a bridge port's frames too (lib.sh WK_HOSTS)
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((iface, 0))
     s.settimeout(0.2)
     seen = bad = zero = 0
@@ -34,7 +35,7 @@ def main():
         except socket.timeout:
             continue
         ip = f[14:]
-        if len(ip) < 28 or ip[9] != 17 or ip[12:16] != box:
+        if f[12:14] != b"\x08\x00" or len(ip) < 28 or ip[9] != 17 or ip[12:16] != box:
             continue
         ihl = (ip[0] & 15) * 4
         tot = struct.unpack("!H", ip[2:4])[0]
