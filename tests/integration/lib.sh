@@ -143,6 +143,14 @@ new_host() {
 	NEW_HOST=$ns
 }
 
+# worker_ns: the namespace for one more worker started by hand, in
+# WORKER_NS: a new host with WK_HOSTS, else $NS_WK.
+worker_ns() {
+	WORKER_NS=$NS_WK
+	[ "$WK_HOSTS" = 1 ] && { new_host; WORKER_NS=$NEW_HOST; }
+	return 0
+}
+
 # loss_rules PCT: drop PCT% of pbox data each way between the workers and
 # the box (nftables numgen random), on the workers' own stack (inet) and on
 # the bridge (per-worker namespaces, whose AF_XDP frames bypass netfilter
@@ -225,8 +233,8 @@ workers() {
 	WK_PIDS=()
 	WK_OUT=$out
 	for r in $(seq 0 $((n - 1))); do
-		local ns=$NS_WK
-		[ "$WK_HOSTS" = 1 ] && { new_host; ns=$NEW_HOST; }
+		worker_ns
+		local ns=$WORKER_NS
 		# not through in_wk: $! must be the worker itself (ip execs it)
 		ip netns exec "$ns" "$BUILD/pbox-perf" --control "$CONTROL" --job "$job" --rank "$r" --world "$n" "$@" \
 			> "$out.$r.log" 2>&1 &

@@ -59,7 +59,8 @@ echo "stalled rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR
 # a round: the box aborts the job at once, naming it
 LPIDS=()
 for r in 0 1 2 3; do
-	ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_LIB="$ROOT/$BUILD/libpbox.so" \
+	worker_ns
+	ip netns exec "$WORKER_NS" env PBOX_CONTROL="$CONTROL" PBOX_LIB="$ROOT/$BUILD/libpbox.so" \
 		PYTHONPATH="$ROOT/python" /usr/bin/python3 "$ROOT/tests/integration/leaver.py" $r 4 leaver \
 		> "$WORKDIR/l.$r.log" 2>&1 &
 	LPIDS+=($!); PIDS+=($!)
