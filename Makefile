@@ -38,7 +38,7 @@ BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
 	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
-LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -lpthread -lm
+LIBS_CLIENT = $(shell pkg-config --libs jansson 2>/dev/null) -libverbs -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
 # The folders' Makefile.inc files may define rules (python's pycheck):
