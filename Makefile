@@ -38,7 +38,7 @@ BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
 	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
-LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -lpthread -lm
+LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -libverbs -lpthread -lm
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
 # The folders' Makefile.inc files may define rules (python's pycheck):
@@ -118,6 +118,21 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
+
+# test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
+# libpbox calls (and its path lookup and port reservation) are wrapped at
+# link time; verbs that rdma-core inlines reach the fake through its context.
+VERBS_WRAP = ibv_get_device_list ibv_free_device_list ibv_get_device_name ibv_open_device \
+	     ibv_close_device ibv_query_device ibv_alloc_pd ibv_dealloc_pd \
+	     ibv_create_comp_channel ibv_destroy_comp_channel ibv_create_cq ibv_destroy_cq \
+	     ibv_create_qp ibv_modify_qp ibv_destroy_qp ibv_reg_mr ibv_dereg_mr \
+	     ibv_get_cq_event ibv_ack_cq_events netpath_resolve udp_reserve_port
+VERBS_WRAP_FLAGS = $(foreach f,$(VERBS_WRAP),-Wl,--wrap=$(f))
+
+$(BUILD)/tests/test_tp_verbs: tests/unit/test_tp_verbs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) $(VERBS_WRAP_FLAGS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)

@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libdpdk-dev dpdk libjansson-dev libcmocka-dev libhwloc-dev
-      libibverbs-dev librdmacm-dev libbpf-dev libxdp-dev
+      libibverbs-dev librdmacm-dev ibverbs-utils libbpf-dev libxdp-dev
       iproute2 iputils-ping nftables iptables procps python3 python3-numpy python3-torch
       openmpi-bin libopenmpi-dev python3-matplotlib"
 if [ "$(id -u)" != 0 ]; then
