@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <net/if.h>
 #include <net/if_arp.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,36 +24,47 @@
 #define ARP_FLAG_COMPLETE 0x2
 #define DISCARD_PORT 9
 
-/* Longest-prefix match of dst in /proc/net/route: interface and gateway
- * (0.0.0.0 for a directly connected destination). */
+/* Ask the kernel's FIB (RTM_GETROUTE, as `ip route get` does: every
+ * table, policy rules, local routes) how dst leaves: the interface and the
+ * gateway (0.0.0.0 for a directly connected destination). */
 static int route_lookup(struct in_addr dst, char ifname[IF_NAMESIZE], struct in_addr *gw)
 {
-	FILE *f = fopen("/proc/net/route", "re");
-	char line[256], ifn[IF_NAMESIZE + 16];
-	unsigned d, g, flags, mask, best_mask = 0;
-	int found = 0;
+	struct {
+		struct nlmsghdr nh;
+		struct rtmsg rt;
+		char attrs[64];
+	} req = {
+		.nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)), .nlmsg_type = RTM_GETROUTE,
+			.nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 },
+		.rt = { .rtm_family = AF_INET, .rtm_dst_len = 32 },
+	};
+	struct rtattr *ra = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.nh.nlmsg_len));
+	union { struct nlmsghdr nh; char buf[4096]; } ans;
+	int oif = 0, fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 
-	if (!f)
+	ra->rta_type = RTA_DST;
+	ra->rta_len = RTA_LENGTH(sizeof(dst));
+	memcpy(RTA_DATA(ra), &dst, sizeof(dst));
+	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(ra->rta_len);
+	gw->s_addr = 0;
+	if (fd < 0)
 		return -1;
-	if (!fgets(line, sizeof(line), f)) { /* the header line */
-		fclose(f);
-		return -1;
+	struct timeval tv = { .tv_sec = 1 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = send(fd, &req, req.nh.nlmsg_len, 0) < 0 ? -1 : recv(fd, &ans, sizeof(ans), 0);
+	close(fd);
+	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct rtmsg)) || !NLMSG_OK(&ans.nh, (size_t)n) ||
+	    ans.nh.nlmsg_type != RTM_NEWROUTE)
+		return -1;   /* NLMSG_ERROR: no route */
+	struct rtmsg *rt = NLMSG_DATA(&ans.nh);
+	int len = (int)RTM_PAYLOAD(&ans.nh);
+	for (struct rtattr *a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+		if (a->rta_type == RTA_OIF && RTA_PAYLOAD(a) >= sizeof(int))
+			memcpy(&oif, RTA_DATA(a), sizeof(int));
+		else if (a->rta_type == RTA_GATEWAY && RTA_PAYLOAD(a) >= sizeof(*gw))
+			memcpy(gw, RTA_DATA(a), sizeof(*gw));
 	}
-	while (fgets(line, sizeof(line), f)) {
-		/* Iface Destination Gateway Flags RefCnt Use Metric Mask ... (hex, memory order) */
-		if (sscanf(line, "%31s %x %x %x %*d %*d %*d %x", ifn, &d, &g, &flags, &mask) != 5)
-			continue;
-		if (!(flags & 0x1) || (dst.s_addr & mask) != d) /* RTF_UP */
-			continue;
-		if (found && ntohl(mask) < ntohl(best_mask))
-			continue;
-		found = 1;
-		best_mask = mask;
-		snprintf(ifname, IF_NAMESIZE, "%.15s", ifn);
-		gw->s_addr = (flags & 0x2) ? g : 0;   /* RTF_GATEWAY */
-	}
-	fclose(f);
-	return found ? 0 : -1;
+	return oif > 0 && if_indextoname((unsigned)oif, ifname) ? 0 : -1;
 }
 
 /* The complete neighbour entry of ip on ifname in /proc/net/arp. */
@@ -138,7 +151,7 @@ int netpath_resolve(const struct sockaddr_in *dst, int wait_ms, struct netpath *
 	memset(np, 0, sizeof(*np));
 	inet_ntop(AF_INET, &dst->sin_addr, ip, sizeof(ip));
 	if (route_lookup(dst->sin_addr, np->ifname, &gw) < 0) {
-		snprintf(err, errlen, "no IPv4 route to the box %s in the main table", ip);
+		snprintf(err, errlen, "no IPv4 route to the box %s", ip);
 		return PBOX_ENOTSUP;
 	}
 	if ((rc = udp_source_ip(dst, &np->src, err, errlen)) < 0 ||

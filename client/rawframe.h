@@ -7,11 +7,12 @@
  * box's own.
  *
  * The path comes from the kernel, so a raw transport goes where the UDP
- * transport would: the interface and next hop from the main routing table
- * (/proc/net/route, longest prefix), the source address from a connected
- * UDP socket, the next hop's MAC from the neighbour table (/proc/net/arp),
- * which the kernel is asked to fill (a datagram to the discard port) when
- * the entry is missing. Policy routing and IPv6 are not followed.
+ * transport would: the interface and next hop from the kernel's own route
+ * lookup (RTM_GETROUTE, as `ip route get`: policy rules and the local
+ * table included), the source address from a connected UDP socket, the
+ * next hop's MAC from the neighbour table (/proc/net/arp), which the
+ * kernel is asked to fill (a datagram to the discard port) when the entry
+ * is missing. IPv4 only.
  */
 #ifndef PBOX_CLIENT_RAWFRAME_H
 #define PBOX_CLIENT_RAWFRAME_H

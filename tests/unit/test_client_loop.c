@@ -163,6 +163,10 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 			struct worker w[2];
 			run_pair(b, NULL, types[ti], sizes[si], 3, 1, w);
+			for (int r = 0; r < 2; r++)
+				if (w[r].rc)
+					print_error("dtype %zu size %zu rank %d: %s\n", ti, sizes[si], r,
+						    pbox_last_error(w[r].c));
 			assert_int_equal(w[0].rc, 0);
 			assert_int_equal(w[1].rc, 0);
 			assert_int_equal(w[0].wrong + w[1].wrong, 0);
@@ -170,6 +174,13 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 			pbox_get_stats(w[0].c, &st);
 			assert_int_equal(st.calls, 3);
 			assert_int_equal(st.bad_packets, 0);
+			/* auto, box on this host: udp, and xdp said why not (lo is
+			 * no Ethernet; as non-root: the capabilities) */
+			assert_int_equal(st.transport, PBOX_TRANSPORT_UDP);
+			const char *info = pbox_transport_info(w[0].c);
+			assert_non_null(strstr(info, "udp (kernel UDP socket)"));
+			assert_true(strstr(info, "xdp skipped: interface lo toward the box is not Ethernet") ||
+				    strstr(info, "xdp skipped: needs CAP_NET_RAW"));
 			close_pair(w);
 			assert_true(box_inproc_idle(b, 2000));
 			rounds += pair_rounds(types[ti], sizes[si], 3, 1);
