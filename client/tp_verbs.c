@@ -83,10 +83,6 @@ struct verbs {
 	struct tp_counters ctr;        /* relaxed atomics (ctr_add) */
 };
 
-static void ctr_add(uint64_t *c, uint64_t n)
-{
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
 
 /* ---- send ----------------------------------------------------------------- */
 
@@ -135,15 +131,15 @@ static int tx_post(struct verbs *v, struct ibv_send_wr **first, struct ibv_send_
 	int rc = ibv_post_send(v->qp, *first, &bad);
 	*first = *last = NULL;
 	if (rc == 0) {
-		ctr_add(&v->ctr.tx_dgrams, v->tx_head - from);
+		tp_ctr_add(&v->ctr.tx_dgrams, v->tx_head - from);
 		return (int)(v->tx_head - from);
 	}
 	/* Work requests from bad on were not posted: their buffers are free. */
 	uint64_t upto = bad ? bad->wr_id : from;
 	uint64_t lost = v->tx_head - upto;
 	v->tx_head = upto;
-	ctr_add(&v->ctr.tx_dgrams, upto - from);
-	ctr_add(&v->ctr.tx_dropped, lost);
+	tp_ctr_add(&v->ctr.tx_dgrams, upto - from);
+	tp_ctr_add(&v->ctr.tx_dropped, lost);
 	if (rc != ENOMEM) {
 		snprintf(err, errlen, "ibv_post_send on %s port %u: %s", v->vp.dev, v->vp.port,
 			 strerror(rc));
@@ -230,7 +226,7 @@ static int verbs_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned 
 			if ((rc = tx_wait(v, err, errlen)) < 0)
 				return rc;
 			if (tx_full(v)) {
-				ctr_add(&v->ctr.tx_dropped, n - i);
+				tp_ctr_add(&v->ctr.tx_dropped, n - i);
 				break;
 			}
 		}
@@ -328,7 +324,7 @@ static int rx_one(struct verbs *v, const struct ibv_wc *w, struct tp_dgram *d, c
 	if (w->status != IBV_WC_SUCCESS || w->byte_len > v->buf_len ||
 	    rx_parse(v, v->rx_buf + (size_t)b * v->buf_len, w->byte_len,
 		     (w->wc_flags & IBV_WC_IP_CSUM_OK) != 0, &dg, &dlen) < 0) {
-		ctr_add(&v->ctr.rx_bad, 1);
+		tp_ctr_add(&v->ctr.rx_bad, 1);
 		return 0;
 	}
 	*d = (struct tp_dgram){ .data = dg, .len = dlen };
@@ -375,7 +371,7 @@ static int verbs_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max,
 		}
 		v->armed = true;
 	}
-	ctr_add(&v->ctr.rx_dgrams, n);
+	tp_ctr_add(&v->ctr.rx_dgrams, n);
 	return (int)n;
 }
 
@@ -393,11 +389,8 @@ static unsigned verbs_poll_fds(const struct transport *t, int fds[TP_MAX_FDS])
 static void verbs_counters(const struct transport *t, struct tp_counters *out)
 {
 	const struct verbs *v = t->priv;
-	const uint64_t *in = (const uint64_t *)&v->ctr;
-	uint64_t *o = (uint64_t *)out;
 
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	tp_counters_load(&v->ctr, out);
 }
 
 /* ---- open and close ------------------------------------------------------- */

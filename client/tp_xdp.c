@@ -115,10 +115,6 @@ struct xdp_tp {
 	struct tp_counters ctr;      /* relaxed atomics */
 };
 
-static void ctr_add(uint64_t *c, uint64_t n)
-{
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
 
 /* ---- privileges ----------------------------------------------------------- */
 
@@ -280,7 +276,8 @@ static int prog_attach(struct xdp_tp *x, char *err, size_t errlen)
 		return sys_err(rc ? -rc : errno, err, errlen, "filling the XDP maps", x->np.ifname);
 	/* Native first; generic where the driver has no XDP. */
 	static const uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
-	for (unsigned m = 0; m < 2; m++) {
+	const char *force = getenv("PBOX_XDP_MODE");
+	for (unsigned m = force && !strcmp(force, "skb") ? 1 : 0; m < 2; m++) {
 		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = modes[m]);
 		x->link_fd = bpf_link_create(bpf_program__fd(p), x->np.ifindex, BPF_XDP, &lo);
 		if (x->link_fd >= 0) {
@@ -368,7 +365,7 @@ static int kick(struct xdp_tp *x, unsigned frames, char *err, size_t errlen)
 	unsigned tries = frames / XDP_KICK_BATCH + 4;
 
 	while (tries-- > 0 && xsk_ring_prod__needs_wakeup(&x->tx) && !tx_ring_empty(x)) {
-		ctr_add(&x->ctr.wakeups, 1);
+		tp_ctr_add(&x->ctr.wakeups, 1);
 		if (sendto(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
 			continue;
 		if (errno == EAGAIN || errno == EBUSY || errno == ENOBUFS || errno == EINTR) {
@@ -398,7 +395,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 		size_t flen = RAWFRAME_HDRS + WIRE_HDR_LEN + (size_t)p[i].len;
 		uint32_t nd = (uint32_t)((flen + XDP_CHUNK - 1) / XDP_CHUNK), idx;
 		if (flen > slot_bytes) {   /* larger than the MTU the transport was opened for */
-			ctr_add(&x->ctr.tx_dropped, 1);
+			tp_ctr_add(&x->ctr.tx_dropped, 1);
 			continue;
 		}
 		if (x->nfree == 0 || xsk_ring_prod__reserve(&x->tx, nd, &idx) != nd) {
@@ -410,7 +407,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 				return rc;
 			reap(x);
 			if (x->nfree == 0 || xsk_ring_prod__reserve(&x->tx, nd, &idx) != nd) {
-				ctr_add(&x->ctr.tx_dropped, 1);
+				tp_ctr_add(&x->ctr.tx_dropped, 1);
 				continue;
 			}
 		}
@@ -430,7 +427,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 	}
 	xsk_ring_prod__submit(&x->tx, queued);
 	int rc = kick(x, n, err, errlen);
-	ctr_add(&x->ctr.tx_dgrams, sent);
+	tp_ctr_add(&x->ctr.tx_dgrams, sent);
 	return rc < 0 ? rc : (int)sent;
 }
 
@@ -449,7 +446,7 @@ static void refill(struct xdp_tp *x)
 	xsk_ring_prod__submit(&x->fill, x->ndone);
 	x->ndone = 0;
 	if (xsk_ring_prod__needs_wakeup(&x->fill)) {
-		ctr_add(&x->ctr.wakeups, 1);
+		tp_ctr_add(&x->ctr.wakeups, 1);
 		recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 	}
 }
@@ -461,7 +458,7 @@ static void accept_frame(struct xdp_tp *x, const uint8_t *f, size_t len, struct 
 	uint32_t dl;
 
 	if (rawframe_parse(f, len, &x->np, x->port, &dg, &dl) < 0) {
-		ctr_add(&x->ctr.rx_bad, 1);
+		tp_ctr_add(&x->ctr.rx_bad, 1);
 		return;
 	}
 	d[(*n)++] = (struct tp_dgram){ .data = dg, .len = dl };
@@ -480,7 +477,7 @@ static unsigned drain_udp(struct xdp_tp *x, struct tp_dgram *d, unsigned max)
 			break;
 		}
 		if ((size_t)r > x->udp_len) {
-			ctr_add(&x->ctr.rx_bad, 1);
+			tp_ctr_add(&x->ctr.rx_bad, 1);
 			continue;
 		}
 		d[n++] = (struct tp_dgram){ .data = b, .len = (uint32_t)r };
@@ -525,7 +522,7 @@ static int xdp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 			if (fits)
 				accept_frame(x, st, off, d, &n);
 			else
-				ctr_add(&x->ctr.rx_bad, 1);
+				tp_ctr_add(&x->ctr.rx_bad, 1);
 		}
 		for (uint32_t k = 0; k < nd; k++) /* chunk base: aligned mode masks offsets */
 			x->done[x->ndone++] = xsk_ring_cons__rx_desc(&x->rx, idx + used + k)->addr &
@@ -535,13 +532,13 @@ static int xdp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 	xsk_ring_cons__release(&x->rx, used);
 	if (n == 0) {
 		if (x->busy_poll) {   /* drive the queue ourselves */
-			ctr_add(&x->ctr.wakeups, 1);
+			tp_ctr_add(&x->ctr.wakeups, 1);
 			recvfrom(x->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		}
 		if (x->udp_ready)
 			n = drain_udp(x, d, max);
 	}
-	ctr_add(&x->ctr.rx_dgrams, n);
+	tp_ctr_add(&x->ctr.rx_dgrams, n);
 	return (int)n;
 }
 
@@ -567,13 +564,10 @@ static void xdp_polled(struct transport *t, const short *revents, unsigned n)
 static void xdp_counters(const struct transport *t, struct tp_counters *out)
 {
 	const struct xdp_tp *x = t->priv;
-	const uint64_t *in = (const uint64_t *)&x->ctr;
-	uint64_t *o = (uint64_t *)out;
 	struct xdp_statistics st;
 	socklen_t sl = sizeof(st);
 
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	tp_counters_load(&x->ctr, out);
 	if (getsockopt(x->xsk_fd, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
 		out->rx_lost += st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
 		out->tx_dropped += st.tx_invalid_descs;
@@ -628,6 +622,9 @@ int tp_xdp_open(struct transport *t, const struct tp_config *cfg, char *err, siz
 	t->ops = &xdp_ops;
 	t->port = x->port;
 	t->src = x->np.src;
+	if (!x->zerocopy)
+		snprintf(t->auto_veto, sizeof(t->auto_veto), "%s has no zero-copy AF_XDP (copy "
+			 "mode measured slower than udp: docs/performance.md)", x->np.ifname);
 	snprintf(t->info, sizeof(t->info), "xdp on %s queue 0 (%s XDP, %s%s%s)", x->np.ifname,
 		 x->native ? "native" : "generic", x->zerocopy ? "zero-copy" : "copy mode",
 		 x->sg ? ", multi-buffer" : "", x->busy_poll ? ", busy poll" : "");

@@ -3,7 +3,9 @@
  * transport.c - choosing the road to the box (transport.h). A named kind
  * is opened or fails with its reason; PBOX_TRANSPORT_AUTO tries the
  * fastest first (verbs, xdp, udp) and keeps each skipped one's reason,
- * shortened to one clause, in t->info after the one chosen.
+ * shortened to one clause, in t->info after the one chosen. A transport
+ * that opens but vetoes itself for auto (xdp in copy mode: slower than
+ * udp, docs/performance.md) is closed and skipped the same way.
  */
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +74,11 @@ int transport_open(struct transport *t, pbox_transport kind, const struct tp_con
 		return open_one(t, kind, cfg, err, errlen);
 	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 		int rc = open_one(t, order[i], cfg, why, sizeof(why));
+		if (rc == 0 && t->auto_veto[0]) {
+			snprintf(why, sizeof(why), "%s", t->auto_veto);
+			transport_close(t);
+			rc = PBOX_ENOTSUP;
+		}
 		if (rc == 0) {
 			size_t n = strlen(t->info);
 			if (used && n + 2 < sizeof(t->info))

@@ -68,6 +68,22 @@ struct tp_counters {
 	uint64_t wakeups;         /* xdp/verbs: system calls made to kick the NIC */
 };
 
+/* Counters are written by the progress thread and read by pbox_get_stats
+ * in any thread: relaxed atomics, whole struct snapshots. */
+static inline void tp_ctr_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline void tp_counters_load(const struct tp_counters *in, struct tp_counters *out)
+{
+	const uint64_t *i = (const uint64_t *)in;
+	uint64_t *o = (uint64_t *)out;
+
+	for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
+		o[k] = __atomic_load_n(&i[k], __ATOMIC_RELAXED);
+}
+
 /* What open needs to know. */
 struct tp_config {
 	const struct sockaddr_in *eps; /* the box's data endpoints, by index */
@@ -99,6 +115,9 @@ struct transport {
 	uint16_t port;            /* local UDP port, host order (job_join's data_port) */
 	struct in_addr src;       /* local IPv4 address (job_join's data_ip) */
 	char info[512];           /* one line: what is in use, e.g. "xdp on eth0 queue 0 ..." */
+	/* Set by an opener whose transport works but should not be auto's
+	 * choice (why, one clause): auto closes it and goes on. */
+	char auto_veto[160];
 	void *priv;               /* the implementation's state */
 };
 

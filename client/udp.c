@@ -78,10 +78,6 @@ struct udp {
 	struct tp_counters ctr;        /* written with relaxed atomics (ctr_add) */
 };
 
-static void ctr_add(uint64_t *c, uint64_t n)
-{
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
-}
 
 
 static void set_bufsize(int fd, int opt_force, int opt, int bytes)
@@ -324,7 +320,7 @@ static int udp_flush(struct udp *u, char *err, size_t errlen)
 				unsigned ndg = u->run[done + (unsigned)i].ndg;
 				sent += ndg;
 				if (ndg > 1)
-					ctr_add(&u->ctr.gso_sends, 1);
+					tp_ctr_add(&u->ctr.gso_sends, 1);
 			}
 			done += (unsigned)n;
 			continue;
@@ -348,11 +344,11 @@ static int udp_flush(struct udp *u, char *err, size_t errlen)
 			return PBOX_ESYS;
 		}
 		/* Transient: drop this message; retransmission will repair it. */
-		ctr_add(&u->ctr.tx_dropped, u->run[done].ndg);
+		tp_ctr_add(&u->ctr.tx_dropped, u->run[done].ndg);
 		done++;
 	}
 	tx_reset(u);
-	ctr_add(&u->ctr.tx_dgrams, sent);
+	tp_ctr_add(&u->ctr.tx_dgrams, sent);
 	return (int)sent;
 }
 
@@ -430,12 +426,12 @@ static int udp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 		unsigned i = u->rx_i;
 		size_t len = u->rx[i].msg_len, seg = rx_seg(u, i);
 		if ((u->rx[i].msg_hdr.msg_flags & MSG_TRUNC) || seg == 0) {
-			ctr_add(&u->ctr.rx_bad, 1);
+			tp_ctr_add(&u->ctr.rx_bad, 1);
 			u->rx_i++;
 			continue;
 		}
 		if (u->rx_off == 0 && seg < len)
-			ctr_add(&u->ctr.gro_receives, 1);
+			tp_ctr_add(&u->ctr.gro_receives, 1);
 		size_t take = len - u->rx_off < seg ? len - u->rx_off : seg;
 		d[n++] = (struct tp_dgram){ .data = u->rxbuf + (size_t)i * u->rxlen + u->rx_off,
 					    .len = (uint32_t)take };
@@ -445,7 +441,7 @@ static int udp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 			u->rx_off = 0;
 		}
 	}
-	ctr_add(&u->ctr.rx_dgrams, n);
+	tp_ctr_add(&u->ctr.rx_dgrams, n);
 	return (int)n;
 }
 
@@ -460,11 +456,8 @@ static unsigned udp_poll_fds(const struct transport *t, int fds[TP_MAX_FDS])
 static void udp_counters(const struct transport *t, struct tp_counters *out)
 {
 	const struct udp *u = t->priv;
-	const uint64_t *in = (const uint64_t *)&u->ctr;
-	uint64_t *o = (uint64_t *)out;
 
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+	tp_counters_load(&u->ctr, out);
 }
 
 static void udp_close_tp(struct transport *t)

@@ -87,8 +87,10 @@ enum {
  * environment variable PBOX_TRANSPORT=auto|udp|xdp|verbs). All carry the
  * same wire format; docs/transports.md tells what each needs. */
 typedef enum pbox_transport {
-	PBOX_TRANSPORT_AUTO  = 0, /* the fastest that works here: verbs, xdp, then
-				   * udp; pbox_transport_info says why one was skipped */
+	PBOX_TRANSPORT_AUTO  = 0, /* the fastest that works here: verbs, xdp (only
+				   * with zero-copy: copy mode is slower than udp),
+				   * then udp; pbox_transport_info says why one was
+				   * skipped */
 	PBOX_TRANSPORT_UDP   = 1, /* the kernel's UDP stack: works everywhere */
 	PBOX_TRANSPORT_XDP   = 2, /* AF_XDP socket on the interface toward the box */
 	PBOX_TRANSPORT_VERBS = 3, /* RDMA raw-packet queue pair (rdma-core) */

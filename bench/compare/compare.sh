@@ -264,12 +264,13 @@ port=29600
 # run_pbox N REP TRANSPORT: N pbox-perf workers, one job, all sizes
 run_pbox() {
 	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3.n$1.r$2
+	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
 	[ "$tp" = udp ] || sys=pbox-$tp
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
 		    --warmup "$WARMUP" --transport "$tp")
 	if [ "$TOPO" = hosts ]; then
-		WK_PIDS=()
+		WK_PIDS=(); WK_OUT=$lg
 		for ((r = 0; r < n; r++)); do
 			ip netns exec "$(wk_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
 				--job "cmp-$tp-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &

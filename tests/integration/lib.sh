@@ -255,7 +255,7 @@ wait_workers() {
 		wait "$p" || rc=1
 	done
 	# rank 0 names its transport: the one asked for, never a fallback
-	if [ $rc = 0 ] && [ "$PBOX_TRANSPORT" != auto ] && [ -f "$WK_OUT.0.log" ] &&
+	if [ $rc = 0 ] && [ "$PBOX_TRANSPORT" != auto ] && [ -f "${WK_OUT:-}.0.log" ] &&
 		! grep -q "^# transport: $PBOX_TRANSPORT" "$WK_OUT.0.log"; then
 		log "rank 0 did not use transport $PBOX_TRANSPORT: $(grep '^# transport' "$WK_OUT.0.log")"
 		rc=1
