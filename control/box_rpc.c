@@ -108,10 +108,11 @@ RPC_HANDLER(rpc_box_status)
 	for (unsigned i = 0; i < b->layout.nports; i++)
 		json_array_append_new(ports, port_status(b, i));
 	for (unsigned i = 0; i < b->layout.nlcores; i++)
-		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i}",
+		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i, s:I}",
 			"lcore", (int)b->layout.lcores[i].eal_id, "index", (int)b->layout.lcores[i].index,
 			"udp_port", (int)(b->cfg.udp_base + b->layout.lcores[i].index),
-			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu));
+			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu,
+			"hold_max", (json_int_t)b->layout.lcores[i].hold_max));
 	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:o, s:i, s:i}",
 			    "version", PBOX_VERSION_STRING, "protocol", WIRE_VERSION,
 			    "uptime_s", clock_s() - b->start_time,

@@ -38,6 +38,7 @@ struct box_lcore_info {
 	unsigned index;
 	int socket;
 	int cpu;                  /* CPU the lcore runs on, -1 if several */
+	uint32_t hold_max;        /* contributions it may keep in rx mbufs at once */
 };
 
 struct box_port_stats {

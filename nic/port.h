@@ -16,6 +16,10 @@
 
 #include "nic/port_info.h"
 
+/* Per-lcore cache of every mbuf pool pboxd creates. An lcore's cache holds
+ * up to 1.5 times this (DPDK's flush threshold). */
+#define PORT_MBUF_CACHE 256
+
 /* Results of at least this many payload bytes share one payload mbuf
  * across ranks (dataplane/lcore_fanout.h); smaller ones are copied. */
 #define FANOUT_SHARED_MIN_BYTES 2048
@@ -44,6 +48,24 @@ struct port_setup {
 int port_start(const struct port_setup *ps, struct box_port_info *info,
 	       struct rte_mempool **pool, struct rte_mempool **hdr_pool,
 	       char *err, size_t errlen);
+
+/*
+ * Create the port's pool of ps->nmbufs mbufs of `room` bytes (port_pool.c),
+ * laid out as its PMD (driver name) needs: for net_af_xdp packed in one
+ * chunk, so that every mbuf lies in the UMEM the PMD registers. port names
+ * the port in messages. Returns 0, or -ENOMEM with a message in err naming
+ * what to change (memory, --mbufs).
+ */
+int port_pool_create(const struct port_setup *ps, const char *driver, const char *port,
+		     uint16_t room, struct rte_mempool **pool, char *err, size_t errlen);
+
+/*
+ * How many mbufs of its pool the PMD (driver name) may keep in its own
+ * rings with these queues and descriptors: what the pool must hold besides
+ * the lcores' caches and the contributions they keep.
+ */
+uint32_t port_pmd_mbufs(const char *driver, unsigned nrxq, unsigned nrxd,
+			unsigned ntxq, unsigned ntxd);
 
 /*
  * Can the port carry frames of this MTU (its PMD's limits; for

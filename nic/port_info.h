@@ -27,6 +27,7 @@ struct box_port_info {
 	const char *rx_checksum;  /* who verifies received checksums: "nic",
 				   * "software", or "ipv4 nic, udp software" */
 	int hold;                 /* contributions stay in rx mbufs (else copied) */
+	uint32_t pmd_mbufs;       /* mbufs of its pool the PMD may keep in its rings */
 	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
 	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
 };
