@@ -316,22 +316,6 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 }
 
 
-int dp_eal_init(int argc, char **argv, char *err, size_t errlen)
-{
-	int rc = rte_eal_init(argc, argv);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "EAL initialisation failed: %s", rte_strerror(rte_errno));
-		return -rte_errno ? -rte_errno : -EINVAL;
-	}
-	return rc;
-}
-
-void dp_eal_cleanup(void)
-{
-	rte_eal_cleanup();
-}
-
 int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout,
 	    struct box_dp *ops, char *err, size_t errlen)
 {

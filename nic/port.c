@@ -102,6 +102,7 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		return rc;
 	}
 	rte_eth_dev_get_name_by_port(pid, info->name);
+	port_xdp_info(&di, info);
 	if (di.max_tx_queues < ps->nlcores) {
 		snprintf(err, errlen,
 			 "port %u (%s) has %u tx queues; pboxd needs one per data lcore (%u)"

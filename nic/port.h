@@ -27,6 +27,8 @@
  * pbox headers after the headroom. */
 #define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
 
+struct rte_eth_dev_info;
+
 struct port_setup {
 	uint16_t port_id;
 	unsigned nlcores;     /* data lcores: one tx queue each */
@@ -68,12 +70,18 @@ uint32_t port_pmd_mbufs(const char *driver, unsigned nrxq, unsigned nrxd,
 			unsigned ntxq, unsigned ntxd);
 
 /*
+ * For a net_af_xdp port, fill info's busy_budget (from its devargs, else
+ * the PMD's default), iface and the interface's napi_defer_hard_irqs and
+ * gro_flush_timeout (port_xdp.c); for any other, set them to -1.
+ */
+void port_xdp_info(const struct rte_eth_dev_info *di, struct box_port_info *info);
+
+/*
  * Can the port carry frames of this MTU (its PMD's limits; for
  * net_af_packet, the ring's framesz= and the kernel interface's MTU)?
  * Returns 0 and *on_device (the PMD takes the MTU itself), or -EINVAL with
  * a message in err naming the vdev arguments or MTU to change.
  */
-struct rte_eth_dev_info;
 int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *name,
 		   uint32_t mtu, int *on_device, char *err, size_t errlen);
 

@@ -11,13 +11,14 @@
 # (nic/port_pool.c), the mbufs beyond the PMD's UMEM drained its fill ring
 # there and rx stopped for good, IMISSED climbing; on net_af_xdp IMISSED
 # counts frames the kernel had no fill buffer for, so it must stay 0.
+# Busy polling: the vdev gets --xdp-busy-budget (64) and status shows it.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
 box_start af_xdp --slots 4096
-ctl --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); p=d["ports"][0]; assert p["contributions"] == "held" and p["fanout"] == "copy" and d["lcores"][0]["hold_max"] > 0, (p, d["lcores"])' \
-	|| die "af_xdp must hold contributions (and copy results)"
+ctl --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); p=d["ports"][0]; assert p["contributions"] == "held" and p["fanout"] == "copy" and d["lcores"][0]["hold_max"] > 0, (p, d["lcores"]); assert p["busy_poll"]["budget"] == 64 and p["busy_poll"]["iface"], p' \
+	|| die "af_xdp must hold contributions (and copy results), busy polling with the default budget"
 workers 4 xdp "$WORKDIR/xdp" --minbytes 4 --maxbytes 16M --iters 2 --keys 4 --check
 wait_workers 180 || { tail -n 5 "$WORKDIR"/xdp.*.log; die "workers failed on af_xdp"; }
 tail -4 "$WORKDIR/xdp.0.log"
