@@ -315,7 +315,6 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 	return hold_budget(d, err, errlen);
 }
 
-
 int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout,
 	    struct box_dp *ops, char *err, size_t errlen)
 {
