@@ -42,6 +42,7 @@ struct box_config {
 	uint32_t mbufs;              /* --mbufs, per port */
 	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, 0 = pure polling */
+	uint32_t xdp_busy_budget;    /* --xdp-busy-budget, 0 = no busy polling */
 	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, 0 = off */
 	int fanout;                  /* --fanout (BOX_FANOUT_*) */
 	bool udp_checksum;           /* --udp-checksum on|off */

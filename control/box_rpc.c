@@ -54,7 +54,7 @@ static json_t *port_status(const struct box *b, unsigned i)
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", p->mac[0], p->mac[1],
 		 p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
 	snprintf(cidr, sizeof(cidr), "%s/%u", rpc_ip_str(p->ip, ip, sizeof(ip)), p->prefix);
-	return json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s}",
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s}",
 			 "port", (int)p->port, "name", p->name, "mac", mac, "ip", cidr,
 			 "mtu", (json_int_t)p->mtu,
 			 "link", rc < 0 ? "unknown" : st.link_up ? "up" : "down",
@@ -65,6 +65,13 @@ static json_t *port_status(const struct box *b, unsigned i)
 			 "udp_checksum", b->cfg.udp_checksum ? "software" : "off",
 			 "rx_checksum", p->rx_checksum ? p->rx_checksum : "?",
 			 "numa_node", p->numa_node, "local_cpus", p->local_cpus);
+	/* net_af_xdp: the kernel's preferred busy polling (nic/port_xdp.c) */
+	if (o && p->busy_budget >= 0)
+		json_object_set_new(o, "busy_poll", json_pack("{s:i, s:s, s:I, s:I}",
+			"budget", p->busy_budget, "iface", p->iface,
+			"napi_defer_hard_irqs", (json_int_t)p->napi_defer_hard_irqs,
+			"gro_flush_timeout_ns", (json_int_t)p->gro_flush_timeout_ns));
+	return o;
 }
 
 static json_t *limits(const struct box_config *c)
@@ -108,10 +115,11 @@ RPC_HANDLER(rpc_box_status)
 	for (unsigned i = 0; i < b->layout.nports; i++)
 		json_array_append_new(ports, port_status(b, i));
 	for (unsigned i = 0; i < b->layout.nlcores; i++)
-		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i}",
+		json_array_append_new(lcores, json_pack("{s:i, s:i, s:i, s:i, s:i, s:I}",
 			"lcore", (int)b->layout.lcores[i].eal_id, "index", (int)b->layout.lcores[i].index,
 			"udp_port", (int)(b->cfg.udp_base + b->layout.lcores[i].index),
-			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu));
+			"socket", b->layout.lcores[i].socket, "cpu", b->layout.lcores[i].cpu,
+			"hold_max", (json_int_t)b->layout.lcores[i].hold_max));
 	*result = json_pack("{s:s, s:i, s:f, s:s, s:o, s:o, s:o, s:o, s:i, s:i}",
 			    "version", PBOX_VERSION_STRING, "protocol", WIRE_VERSION,
 			    "uptime_s", clock_s() - b->start_time,

@@ -77,6 +77,10 @@ const struct box_opt box_opts[] = {
 	{ .name = "idle-sleep-us", .type = BOX_OPT_UINT, .arg = "US", .def = "0",
 	  .min = 0, .max = 1000000, FIELD(idle_sleep_us),
 	  .help = "sleep of an idle data lcore; 0 = pure polling (production)" },
+	{ .name = "xdp-busy-budget", .type = BOX_OPT_UINT, .arg = "N", .def = "64",
+	  .min = 0, .max = 65535, FIELD(xdp_busy_budget),
+	  .help = "net_af_xdp ports: NAPI budget of the kernel's preferred busy polling, "
+		  "given to each such --vdev that names no busy_budget; 0 = off" },
 	{ .name = "stall-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "5000",
 	  .min = 0, .max = 3600000, FIELD(stall_timeout_ms),
 	  .help = "abort a job whose open rounds make no progress for MS, naming the "

@@ -44,6 +44,17 @@ static void print_banner(const struct box *b)
 			p->mac[0], p->mac[1], p->mac[2], p->mac[3], p->mac[4], p->mac[5], ip >> 24,
 			(ip >> 16) & 255, (ip >> 8) & 255, ip & 255, p->prefix, p->mtu, p->rx_queues,
 			p->steering, p->fanout, p->hold ? "held" : "copied", p->numa_node, p->local_cpus);
+		if (p->busy_budget > 0 && p->napi_defer_hard_irqs == 0)
+			ctl_log(b, CTL_LOG_NOTICE, "port %u: net_af_xdp busy polls with budget %d, but"
+				" %s's napi_defer_hard_irqs is 0, so its interrupts still run its NAPI"
+				" poll; to leave the polling to pboxd set napi_defer_hard_irqs (2) and"
+				" gro_flush_timeout (200000) in /sys/class/net/%s (docs/operations.md)",
+				p->port, p->busy_budget, p->iface, p->iface);
+		else if (p->busy_budget >= 0)
+			ctl_log(b, CTL_LOG_NOTICE, "port %u: net_af_xdp busy poll budget %d, %s"
+				" napi_defer_hard_irqs %lld gro_flush_timeout %lld", p->port,
+				p->busy_budget, p->iface, (long long)p->napi_defer_hard_irqs,
+				(long long)p->gro_flush_timeout_ns);
 	}
 	ctl_log(b, CTL_LOG_NOTICE, "%u data lcore(s), udp ports %u-%u, kernel %s, control %s, socket %s",
 		b->layout.nlcores, b->cfg.udp_base, b->cfg.udp_base + b->layout.nlcores - 1,
@@ -68,30 +79,56 @@ static void teardown(struct box *box, struct dp *dp, struct rpc_server *srv)
 	dp_close(dp);
 }
 
+/* Where pboxd's options start: after the first "--" (argc if none). */
+static int options_start(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0)
+			return i + 1;
+	return argc;
+}
+
 /*
- * The EAL and pboxd's options. The `pbox` log level starts where the EAL
- * put it (--log-level=pbox:LEVEL, else info); pboxd's own --log-level,
- * read later, overrides it. Returns -1 to go on, or the exit status:
- * 0 after --help, 1 if the EAL failed, 2 for a bad option (logged).
+ * pboxd's options, then the EAL. The options come first because some go
+ * into the devices the EAL creates (--xdp-busy-budget, dataplane/dp_eal.c).
+ * The `pbox` log level is pboxd's --log-level if given, else where the EAL
+ * put it (--log-level=pbox:LEVEL, else info). Returns -1 to go on, or the
+ * exit status: 0 after --help, 1 if the EAL failed, 2 for a bad option
+ * (logged).
  */
 static int start_options(struct box *box, int argc, char **argv)
 {
 	char err[512];
-	int rc = dp_eal_init(argc, argv, err, sizeof(err));
+	int first = options_start(argc, argv), n = argc - first + 1;
+	char *opts[n + 1];
 
+	opts[0] = argv[0];
+	memcpy(opts + 1, argv + first, (size_t)(n - 1) * sizeof(*opts));
+	opts[n] = NULL;
+	box->cfg.log_level = -1;             /* not given (yet) */
+	int prc = box_config_parse(&box->cfg, n, opts, err, sizeof(err));
+	bool level_given = box->cfg.log_level >= 0;
+	if (!level_given)
+		box->cfg.log_level = dp_log_level();
+	if (prc < 0)
+		ctl_log(box, CTL_LOG_ERROR, "%s", err);
+	if (prc != 0)
+		return prc < 0 ? 2 : 0;
+
+	struct dp_eal_params ep = { .xdp_busy_budget = box->cfg.xdp_busy_budget };
+	int rc = dp_eal_init(argc, argv, &ep, err, sizeof(err));
 	if (rc < 0) {
 		ctl_log(box, CTL_LOG_ERROR, "%s", err);
 		return 1;
 	}
-	argv[rc] = argv[0];
-	box->cfg.log_level = dp_log_level();
-	int prc = box_config_parse(&box->cfg, argc - rc, argv + rc, err, sizeof(err));
-	if (prc < 0)
-		ctl_log(box, CTL_LOG_ERROR, "%s", err);
-	if (prc != 0) {
+	if (rc + 1 < first) {                 /* the EAL left something before "--" */
+		ctl_log(box, CTL_LOG_ERROR, "an argument before '--' is not the EAL's (EAL"
+			" arguments go before '--', pboxd's options after it)");
 		dp_eal_cleanup();
-		return prc < 0 ? 2 : 0;
+		return 2;
 	}
+	if (!level_given)
+		box->cfg.log_level = dp_log_level();
 	dp_log_set_level(box->cfg.log_level);
 	return -1;
 }

@@ -194,18 +194,44 @@ static void place_port(const struct dp *d, uint16_t pid, struct box_port_info *i
 }
 
 /*
- * May the engine keep this port's rx mbufs until a round completes? Not on
- * net_af_xdp (DPDK 22.11): its rx stops for good once the application
- * holds many of its mbufs (IMISSED climbs, the job stalls), so its
- * contributions are copied as they arrive.
+ * How many contributions each lcore may keep in their rx mbufs (held, not
+ * copied): a quarter of what every port's pool has beyond what its PMD may
+ * keep in its rings and what the lcores' caches take, shared by the
+ * lcores, so rx always finds mbufs. A pool that cannot even cover the
+ * rings and caches could run dry for good (on net_af_xdp, mbufs waiting in
+ * an idle lcore's completion ring are freed only by its next transmit):
+ * -ENOMEM, naming the --mbufs to give.
  */
-static int rx_can_hold(uint16_t pid)
+static int hold_budget(struct dp *d, char *err, size_t errlen)
 {
-	struct rte_eth_dev_info di;
+	const struct dp_params *c = &d->p;
+	uint32_t caches = d->sh.nlcores * (PORT_MBUF_CACHE * 3 / 2);
+	int64_t spare = INT64_MAX;
 
-	if (rte_eth_dev_info_get(pid, &di) != 0 || !di.driver_name)
-		return 0;
-	return strcmp(di.driver_name, "net_af_xdp") != 0;
+	for (unsigned i = 0; i < c->nports; i++) {
+		const struct box_port_info *info = &d->lay->ports[i];
+		int64_t s = (int64_t)c->mbufs - info->pmd_mbufs - caches;
+		if (s <= 0) {
+			snprintf(err, errlen, "port %u (%s): its PMD may keep %u mbufs in its rings"
+				 " and the %u data lcores' caches %u: --mbufs %u leaves none to"
+				 " receive into; use --mbufs %u or more", info->port, info->name,
+				 info->pmd_mbufs, d->sh.nlcores, caches, c->mbufs,
+				 info->pmd_mbufs + caches + 4096);
+			return -ENOMEM;
+		}
+		if (s < spare)
+			spare = s;
+	}
+	int64_t hold_max = spare / (4 * d->sh.nlcores);
+	for (unsigned l = 0; l < d->sh.nlcores; l++) {
+		d->sh.lcores[l]->hold_max = hold_max;
+		d->lay->lcores[l].hold_max = (uint32_t)hold_max;
+	}
+	for (unsigned i = 0; i < c->nports; i++) {
+		d->lay->ports[i].hold = hold_max > 0;
+		d->sh.ports[d->lay->ports[i].port].hold = hold_max > 0;
+	}
+	return 0;
 }
 
 static void port_warn(const char *msg)
@@ -265,8 +291,6 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 		info->prefix = c->ip[i].prefix;
 		dp->port_id = pid;
 		dp->shared_min = c->fanout == BOX_FANOUT_SHARED ? 0 : FANOUT_SHARED_MIN_BYTES;
-		info->hold = rx_can_hold(pid);
-		dp->hold = info->hold != 0;
 		dp->mtu = info->mtu;
 		dp->ip = info->ip;
 		memcpy(dp->mac, info->mac, 6);
@@ -288,28 +312,7 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 			};
 	}
 	d->lay->nports = d->sh.nports = c->nports;
-	/* Contributions stay in their rx mbufs (engine_push_ref) up to a
-	 * quarter of a port's pool per lcore, so rx always has mbufs. */
-	for (unsigned l = 0; l < d->sh.nlcores; l++)
-		d->sh.lcores[l]->hold_max = c->mbufs / (4 * d->sh.nlcores);
-	return 0;
-}
-
-
-int dp_eal_init(int argc, char **argv, char *err, size_t errlen)
-{
-	int rc = rte_eal_init(argc, argv);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "EAL initialisation failed: %s", rte_strerror(rte_errno));
-		return -rte_errno ? -rte_errno : -EINVAL;
-	}
-	return rc;
-}
-
-void dp_eal_cleanup(void)
-{
-	rte_eal_cleanup();
+	return hold_budget(d, err, errlen);
 }
 
 int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout,

@@ -38,6 +38,7 @@ struct box_lcore_info {
 	unsigned index;
 	int socket;
 	int cpu;                  /* CPU the lcore runs on, -1 if several */
+	uint32_t hold_max;        /* contributions it may keep in rx mbufs at once */
 };
 
 struct box_port_stats {
@@ -129,11 +130,18 @@ void dp_log_write(void *ctx, int prio, const char *msg);
 int dp_log_level(void);
 void dp_log_set_level(int prio);
 
+/* pboxd's options for the devices the EAL creates (dataplane/dp_eal.c). */
+struct dp_eal_params {
+	uint32_t xdp_busy_budget;   /* busy_budget of net_af_xdp vdevs that name none */
+};
+
 /*
- * Initialise DPDK's EAL with the arguments before "--". Returns how many
- * arguments it consumed, or a negative errno with a message in err.
+ * Initialise DPDK's EAL with the arguments before "--", every net_af_xdp
+ * --vdev given p's busy_budget unless it names one. argv is not changed.
+ * Returns how many arguments the EAL consumed, or a negative errno with a
+ * message in err.
  */
-int dp_eal_init(int argc, char **argv, char *err, size_t errlen);
+int dp_eal_init(int argc, char **argv, const struct dp_eal_params *p, char *err, size_t errlen);
 /* Release what the EAL holds; last call of the process. */
 void dp_eal_cleanup(void);
 

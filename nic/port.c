@@ -21,7 +21,6 @@
 
 #define RX_DESC 1024
 #define TX_DESC 1024
-#define MBUF_CACHE 256
 
 static int steer_flows(uint16_t port_id, unsigned nq, uint16_t udp_base)
 {
@@ -73,7 +72,7 @@ static int setup_fanout(const struct port_setup *ps, const struct rte_eth_dev_in
 	}
 	conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
 	snprintf(name, sizeof(name), "pbox_hd%u", ps->port_id);
-	*hdr_pool = rte_pktmbuf_pool_create(name, 2 * ps->nmbufs, MBUF_CACHE, 0,
+	*hdr_pool = rte_pktmbuf_pool_create(name, 2 * ps->nmbufs, PORT_MBUF_CACHE, 0,
 					    FANOUT_HDR_ROOM, ps->socket);
 	if (!*hdr_pool) {
 		snprintf(err, errlen, "port %u (%s): cannot create a pool of %u header mbufs: %s"
@@ -93,7 +92,7 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	struct rte_eth_conf conf;
 	struct rte_ether_addr mac;
 	uint16_t pid = ps->port_id, mtu = 1500;
-	char pname[RTE_MEMPOOL_NAMESIZE];
+	char pname[96];
 	int rc;
 
 	memset(info, 0, sizeof(*info));
@@ -103,6 +102,7 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		return rc;
 	}
 	rte_eth_dev_get_name_by_port(pid, info->name);
+	port_xdp_info(&di, info);
 	if (di.max_tx_queues < ps->nlcores) {
 		snprintf(err, errlen,
 			 "port %u (%s) has %u tx queues; pboxd needs one per data lcore (%u)"
@@ -127,15 +127,9 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 			RTE_ALIGN_CEIL(mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 64u, 2048u);
 	if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
 		room = RTE_MBUF_DEFAULT_BUF_SIZE;
-	snprintf(pname, sizeof(pname), "pbox_mb%u", pid);
-	*pool = rte_pktmbuf_pool_create(pname, ps->nmbufs, MBUF_CACHE, 0,
-					(uint16_t)room, ps->socket);
-	if (!*pool) {
-		snprintf(err, errlen, "port %u (%s): cannot create a pool of %u mbufs: %s"
-			 " (more memory: -m or hugepages, or fewer --mbufs)",
-			 pid, info->name, ps->nmbufs, rte_strerror(rte_errno));
-		return -ENOMEM;
-	}
+	snprintf(pname, sizeof(pname), "port %u (%s)", pid, info->name);
+	if ((rc = port_pool_create(ps, di.driver_name, pname, (uint16_t)room, pool, err, errlen)) != 0)
+		return rc;
 	memset(&conf, 0, sizeof(conf));
 	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
@@ -189,6 +183,7 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 		info->steering = "rte_flow";
 	else if (nrxq > 1 && rss_hf)
 		info->steering = "rss";
+	info->pmd_mbufs = port_pmd_mbufs(di.driver_name, nrxq, nrx, ps->nlcores, ntx);
 	rte_eth_macaddr_get(pid, &mac);
 	memcpy(info->mac, mac.addr_bytes, 6);
 	info->mtu = mtu;

@@ -16,12 +16,18 @@
 
 #include "nic/port_info.h"
 
+/* Per-lcore cache of every mbuf pool pboxd creates. An lcore's cache holds
+ * up to 1.5 times this (DPDK's flush threshold). */
+#define PORT_MBUF_CACHE 256
+
 /* Results of at least this many payload bytes share one payload mbuf
  * across ranks (dataplane/lcore_fanout.h); smaller ones are copied. */
 #define FANOUT_SHARED_MIN_BYTES 2048
 /* Room of a header mbuf in a shared-payload chain: Ethernet, IPv4, UDP and
  * pbox headers after the headroom. */
 #define FANOUT_HDR_ROOM (RTE_PKTMBUF_HEADROOM + 128)
+
+struct rte_eth_dev_info;
 
 struct port_setup {
 	uint16_t port_id;
@@ -46,12 +52,36 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	       char *err, size_t errlen);
 
 /*
+ * Create the port's pool of ps->nmbufs mbufs of `room` bytes (port_pool.c),
+ * laid out as its PMD (driver name) needs: for net_af_xdp packed in one
+ * chunk, so that every mbuf lies in the UMEM the PMD registers. port names
+ * the port in messages. Returns 0, or -ENOMEM with a message in err naming
+ * what to change (memory, --mbufs).
+ */
+int port_pool_create(const struct port_setup *ps, const char *driver, const char *port,
+		     uint16_t room, struct rte_mempool **pool, char *err, size_t errlen);
+
+/*
+ * How many mbufs of its pool the PMD (driver name) may keep in its own
+ * rings with these queues and descriptors: what the pool must hold besides
+ * the lcores' caches and the contributions they keep.
+ */
+uint32_t port_pmd_mbufs(const char *driver, unsigned nrxq, unsigned nrxd,
+			unsigned ntxq, unsigned ntxd);
+
+/*
+ * For a net_af_xdp port, fill info's busy_budget (from its devargs, else
+ * the PMD's default), iface and the interface's napi_defer_hard_irqs and
+ * gro_flush_timeout (port_xdp.c); for any other, set them to -1.
+ */
+void port_xdp_info(const struct rte_eth_dev_info *di, struct box_port_info *info);
+
+/*
  * Can the port carry frames of this MTU (its PMD's limits; for
  * net_af_packet, the ring's framesz= and the kernel interface's MTU)?
  * Returns 0 and *on_device (the PMD takes the MTU itself), or -EINVAL with
  * a message in err naming the vdev arguments or MTU to change.
  */
-struct rte_eth_dev_info;
 int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *name,
 		   uint32_t mtu, int *on_device, char *err, size_t errlen);
 

@@ -27,6 +27,13 @@ struct box_port_info {
 	const char *rx_checksum;  /* who verifies received checksums: "nic",
 				   * "software", or "ipv4 nic, udp software" */
 	int hold;                 /* contributions stay in rx mbufs (else copied) */
+	uint32_t pmd_mbufs;       /* mbufs of its pool the PMD may keep in its rings */
+	/* net_af_xdp only (else -1): the NAPI budget of the kernel's preferred
+	 * busy polling (0 = off), and its interface's interrupt deferral as
+	 * /sys/class/net/IFACE shows it (-1 = unknown) */
+	int busy_budget;
+	char iface[32];
+	int64_t napi_defer_hard_irqs, gro_flush_timeout_ns;
 	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
 	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
 };
