@@ -7,8 +7,8 @@
  *   - The caller's threads run the public API (client.c, req.c): they
  *     validate arguments, queue requests under c->lock and wait on
  *     c->done_cond.
- *   - One progress thread per client (progress.c) owns both sockets (control
- *     TCP, data UDP), the key table and every request between submission and
+ *   - One progress thread per client (progress.c) owns the control TCP
+ *     connection, the data transport (transport.h), the key table and every request between submission and
  *     completion. It learns of new requests through an eventfd. It touches a
  *     request's buffer only while the request is active; it sets `finished`
  *     under c->lock as the last thing it does with a request.
@@ -226,7 +226,7 @@ void xfer_activate(pbox_client *c, struct pbox_req *r);
 void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now);
 /* Send new segments while the window has room. */
 void xfer_fill(pbox_client *c, uint64_t now);
-/* Receive and apply what the data socket has. */
+/* Receive and apply what the transport has. */
 void xfer_recv(pbox_client *c, uint64_t now);
 /* Retransmit overdue segments; fail requests without progress. */
 void xfer_timers(pbox_client *c, uint64_t now);

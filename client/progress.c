@@ -2,8 +2,8 @@
 /*
  * progress.c - the progress thread of a libpbox client: one poll() loop
  * over the eventfd (new requests, stop), the control connection (answers to
- * key_declare, the job_aborted notification, end of stream) and the data
- * socket (RESULT and ERROR packets), then the window fill and the timers.
+ * key_declare, the job_aborted notification, end of stream) and the
+ * transport's descriptors (RESULT and ERROR packets), then the window fill and the timers.
  *
  * Request life: QUEUED (in c->sub_*) -> admitted here -> DECLARING (first
  * use of its key: key_declare sent, answer awaited without blocking) ->

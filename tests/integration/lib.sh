@@ -84,7 +84,10 @@ topo_up() {
 	trap topo_down EXIT
 	trap 'exit 130' INT TERM
 	ip netns add "$NS_BOX" && ip netns add "$NS_WK" || die "cannot create network namespaces"
-	ip link add "$IF_BD" type veth peer name "$IF_WD" || die "cannot create veth"
+	# DATA_LINK=existing: $IF_BD and $IF_WD are interfaces already cabled
+	# together (test_verbs.sh), else a veth pair is made
+	[ "${DATA_LINK:-veth}" = existing ] ||
+		ip link add "$IF_BD" type veth peer name "$IF_WD" || die "cannot create veth"
 	ip link add "$IF_BM" type veth peer name "$IF_WM" || die "cannot create veth"
 	ip link set "$IF_BD" netns "$NS_BOX"; ip link set "$IF_BM" netns "$NS_BOX"
 	ip link set "$IF_WD" netns "$NS_WK"; ip link set "$IF_WM" netns "$NS_WK"

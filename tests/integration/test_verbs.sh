@@ -45,30 +45,14 @@ done
 # lib.sh's topology, with the two physical interfaces as the data link.
 IF_WD=$PBOX_VERBS_IF
 IF_BD=$PBOX_VERBS_PEER_IF
-verbs_topo_up() {
-	trap topo_down EXIT
-	trap 'exit 130' INT TERM
-	ip netns add "$NS_BOX" && ip netns add "$NS_WK" || die "cannot create network namespaces"
-	ip link add "$IF_BM" type veth peer name "$IF_WM" || die "cannot create veth"
-	ip link set "$IF_BD" netns "$NS_BOX" || die "cannot move $IF_BD into $NS_BOX"
-	ip link set "$IF_WD" netns "$NS_WK" || die "cannot move $IF_WD into $NS_WK"
-	ip link set "$IF_BM" netns "$NS_BOX"; ip link set "$IF_WM" netns "$NS_WK"
-	ip -n "$NS_BOX" link set lo up; ip -n "$NS_WK" link set lo up
-	ip -n "$NS_BOX" link set "$IF_BD" up
-	ip -n "$NS_BOX" addr add $BOX_MGMT/24 dev "$IF_BM"; ip -n "$NS_BOX" link set "$IF_BM" up
-	ip -n "$NS_WK" addr add $WK_IP/24 dev "$IF_WD"; ip -n "$NS_WK" link set "$IF_WD" up
-	ip -n "$NS_WK" addr add 198.18.1.2/24 dev "$IF_WM"; ip -n "$NS_WK" link set "$IF_WM" up
-	ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BD".disable_ipv6=1 2>/dev/null
-	ip netns exec "$NS_WK" sysctl -qw net.ipv6.conf."$IF_WD".disable_ipv6=1 2>/dev/null
-	# a cable's link takes a moment to come up
-	for _ in $(seq 100); do
-		ip -n "$NS_WK" link show "$IF_WD" | grep -q 'state UP' && return 0
-		sleep 0.1
-	done
-	die "$IF_WD has no link (is it cabled to $IF_BD?)"
-}
-
-verbs_topo_up
+DATA_LINK=existing
+topo_up
+# a cable's link takes a moment to come up
+for _ in $(seq 100); do
+	ip -n "$NS_WK" link show "$IF_WD" | grep -q 'state UP' && break
+	sleep 0.1
+done
+ip -n "$NS_WK" link show "$IF_WD" | grep -q 'state UP' || die "$IF_WD has no link (is it cabled to $IF_BD?)"
 box_start af_packet
 # The device's port must see the worker's interface from its namespace.
 in_wk ls "/sys/class/net/$IF_WD/device/infiniband" >/dev/null 2>&1 ||
