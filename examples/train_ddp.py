@@ -19,9 +19,11 @@ mean over its micro-batches), final parameters, whether all ranks ended
 with bit-identical parameters, and the pbox keys used.
 """
 import argparse
+import faulthandler
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -66,6 +68,8 @@ def params_digest(model):
 
 
 def main():
+    # a rank that hangs says where when torchrun stops it (SIGTERM)
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box")
     ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",

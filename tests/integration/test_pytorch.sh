@@ -51,7 +51,14 @@ trun() {
 		> "$WORKDIR/$name.log" 2>&1
 	local rc=$?
 	grep -E 'step +0 |done:' "$WORKDIR/$name.log" | sed 's/^/    /' >&2
-	[ $rc -eq 0 ] && [ -s "$WORKDIR/$name.json" ] || { tail -30 "$WORKDIR/$name.log"; die "$name: torchrun rc=$rc"; }
+	if [ $rc -ne 0 ] || [ ! -s "$WORKDIR/$name.json" ]; then
+		tail -30 "$WORKDIR/$name.log"
+		# each rank's own output, with its threads' stacks if it hung
+		for f in $(find "$WORKDIR/tr-$name" -name 'std*.log' 2>/dev/null); do
+			echo "== $f"; tail -40 "$f"
+		done
+		die "$name: torchrun rc=$rc"
+	fi
 }
 
 trun gloo
