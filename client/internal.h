@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/jsonl.h"
 #include "include/pbox.h"
+#include "client/recovery.h"
 #include "client/segment.h"
 #include "common/wire.h"
 #include "client/transport.h"
@@ -186,7 +187,9 @@ struct xslot {
 	uint32_t nretx;              /* retransmissions since req's epoch */
 	uint32_t epoch;
 	bool retxed;                 /* sent more than once: no RTT sample */
-	uint64_t sent_ns;            /* first transmission */
+	bool box_has;                /* a WAIT said the box has it: no RACK */
+	uint64_t first_ns;           /* first transmission (round trips) */
+	uint64_t sent_ns;            /* last transmission (RACK, NACKs) */
 	uint64_t deadline_ns;        /* next retransmission */
 };
 
@@ -208,6 +211,9 @@ struct xfer {
 	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
 	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
 	uint32_t cwnd;               /* segments in flight allowed now (<= window) */
+	struct sendq sendq;          /* slots in order of last sending (RACK) */
+	struct rack rack;
+	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;
 	unsigned ntxq;               /* datagrams queued in txq */
 	struct tp_pkt txq[XFER_TX_BURST];

@@ -13,7 +13,18 @@
  * current round, segment range, dtype, exact count) and copied into the
  * caller's buffer once; later copies count as dup_results.
  *
- * Retransmission: a slot's segment is sent again with the RETX flag when
+ * Recovery (docs/protocol.md "Recovery"): a segment is sent again with the
+ * RETX flag at once when RACK finds it lost (a segment sent after it has
+ * its result: recovery.h) or when the box NACKs it (the box has every
+ * contribution but ours; ignored if our last copy left less than a path
+ * round trip ago, as it may still be on its way). A WAIT means the box has
+ * our contribution and waits for other ranks: RACK leaves the segment
+ * alone and its timer is set no earlier than the time the round has been
+ * open, so a rank waiting for a straggler asks again at a pace that backs
+ * off with the straggler's delay, not at every timeout. CE marks and
+ * heavy loss shrink the AIMD window (recovery.h), which caps the BDP one.
+ *
+ * Timeouts: a slot's segment is sent again with the RETX flag when
  * its deadline passes. The timeout adapts to the measured round trip
  * (struct rtt_est, RFC 6298): every result of a segment sent only once
  * (Karn's rule) is a sample from its first PUSH to its RESULT; before the
@@ -57,10 +68,13 @@ int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms)
 	bdp_init(&x->bdp);
 	x->cwnd = window;
 	x->next_retx_ns = UINT64_MAX;
+	aimd_init(&x->aimd, XFER_WIN_MIN, window);
 	x->slots = calloc(window, sizeof(*x->slots));
-	if (!x->slots || seg_window_init(&x->win, window) < 0) {
+	if (!x->slots || seg_window_init(&x->win, window) < 0 ||
+	    sendq_init(&x->sendq, window) < 0) {
 		free(x->slots);
 		x->slots = NULL;
+		seg_window_free(&x->win);
 		return PBOX_ENOMEM;
 	}
 	return 0;
@@ -75,6 +89,7 @@ void xfer_free(struct xfer *x)
 	}
 	keytab_free(&x->keys);
 	seg_window_free(&x->win);
+	sendq_free(&x->sendq);
 	free(x->slots);
 	x->slots = NULL;
 }
@@ -111,6 +126,7 @@ static void slot_release(struct xfer *x, uint32_t i)
 
 	s->req->ks->slot_of[s->seg] = 0;
 	s->req = NULL;
+	sendq_remove(&x->sendq, i);
 	seg_window_put(&x->win, i);
 }
 
@@ -153,7 +169,8 @@ static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t fla
 	if (c->x.ntxq == XFER_TX_BURST)
 		flush(c);
 	c->x.txq[c->x.ntxq++] = (struct tp_pkt){
-		.hdr = { .type = WIRE_PUSH, .dtype = r->dtype, .flags = flags,
+		.hdr = { .type = WIRE_PUSH, .dtype = r->dtype,
+			 .flags = (uint8_t)(flags | WIRE_FLAG_NOTICE),
 			 .rank = (uint16_t)c->rank, .count = (uint16_t)n,
 			 .job = c->job_id, .token = c->token, .key = r->key, .seg = s,
 			 .round = r->round },
@@ -197,8 +214,10 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 		if (seg_window_inflight(&x->win) >= x->cwnd || !seg_window_take(&x->win, &i))
 			return false;
 		x->slots[i] = (struct xslot){ .req = r, .seg = s, .epoch = r->epoch,
-					      .sent_ns = now, .deadline_ns = deadline };
+					      .first_ns = now, .sent_ns = now,
+					      .deadline_ns = deadline };
 		ks->slot_of[s] = i + 1;
+		sendq_push(&x->sendq, i);
 		r->next_seg++;
 		r->progress_ns = now; /* window room came: not stalled */
 		send_seg(c, r, s, 0);
@@ -263,6 +282,39 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 		c->x.abort_seen_ns = now;
 }
 
+/* The window: the BDP estimate, capped by the AIMD window. */
+static void set_cwnd(pbox_client *c)
+{
+	struct xfer *x = &c->x;
+	uint32_t w = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->win.cap);
+	uint32_t a = aimd_window(&x->aimd);
+
+	x->cwnd = a < w ? a : w;
+	stat_set(&c->stats.window, x->cwnd);
+}
+
+/* The smoothed round trip in ns (the initial timeout before a sample). */
+static uint64_t srtt_ns(const struct xfer *x)
+{
+	return (uint64_t)(x->rtt.nsamples ? x->rtt.srtt_us : x->rtt.rto_us) * NS_PER_US;
+}
+
+/* Send slot i's segment again now, its next timeout rto_us away. */
+static void resend(pbox_client *c, uint32_t i, uint64_t now, uint32_t rto_us)
+{
+	struct xfer *x = &c->x;
+	struct xslot *s = &x->slots[i];
+
+	s->retxed = true;
+	s->box_has = false;
+	s->sent_ns = now;
+	s->deadline_ns = now + (uint64_t)rto_us * NS_PER_US;
+	if (s->deadline_ns < x->next_retx_ns)
+		x->next_retx_ns = s->deadline_ns;
+	sendq_push(&x->sendq, i);
+	send_seg(c, s->req, s->seg, WIRE_FLAG_RETX);
+}
+
 /* A new result of `bytes`; rtt_ns its round trip, 0 if it was
  * retransmitted (Karn): refresh the estimates, the window and counters. */
 static void rtt_update(pbox_client *c, uint64_t now, uint32_t bytes, uint64_t rtt_ns)
@@ -281,8 +333,7 @@ static void rtt_update(pbox_client *c, uint64_t now, uint32_t bytes, uint64_t rt
 		stat_set(&c->stats.rto_us, e->rto_us);
 	}
 	bdp_on_result(&x->bdp, now / NS_PER_US, bytes, rtt_us, e->srtt_us);
-	x->cwnd = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->win.cap);
-	stat_set(&c->stats.window, x->cwnd);
+	set_cwnd(c);
 }
 
 /* A RESULT that passed the header checks: apply it to its request. */
@@ -313,16 +364,122 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	uint64_t rtt_ns = 0;
 	if (ks->slot_of[m->seg]) {
 		uint32_t i = ks->slot_of[m->seg] - 1;
-		if (!c->x.slots[i].retxed && now > c->x.slots[i].sent_ns)
-			rtt_ns = now - c->x.slots[i].sent_ns;
+		if (!c->x.slots[i].retxed && now > c->x.slots[i].first_ns)
+			rtt_ns = now - c->x.slots[i].first_ns;
+		/* only a segment sent once says when its result was due: a
+		 * retransmitted one may answer an older copy (RFC 8985 5.2) */
+		if (!c->x.slots[i].retxed)
+			rack_on_delivery(&c->x.rack, c->x.slots[i].sent_ns, now);
 		slot_release(&c->x, i);
 	}
+	if (m->flags & WIRE_FLAG_CE)
+		stat_add(&c->stats.ce_marks, 1);
+	aimd_on_result(&c->x.aimd, now, srtt_ns(&c->x), m->flags & WIRE_FLAG_CE);
 	rtt_update(c, now, (uint32_t)m->count * l->elem, rtt_ns);
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;
 	if (r->ndone == l->nsegs)
 		xfer_finish(c, r, 0, NULL);
+}
+
+/* The slot of the segment a WAIT or NACK names, if it is in flight in
+ * the key's current round; else NULL (a notice for what is already done). */
+static struct xslot *notice_slot(pbox_client *c, const struct wire_msg *m, uint32_t *idx)
+{
+	struct key_state *ks = keytab_find(&c->x.keys, m->key);
+	struct pbox_req *r = ks ? ks->req : NULL;
+
+	if (!r || r->state != REQ_STREAMING || m->round != r->round ||
+	    m->seg >= ks->lay.nsegs || !ks->slot_of[m->seg])
+		return NULL;
+	*idx = ks->slot_of[m->seg] - 1;
+	return &c->x.slots[*idx];
+}
+
+/* WAIT: the box has our contribution and waits for other ranks (the
+ * notice names them). Leave the segment to the box: RACK skips it, and the
+ * next query comes after the round has been open as long again. */
+static void on_wait(pbox_client *c, const struct wire_msg *m, const struct wire_notice *n,
+		    uint64_t now)
+{
+	struct xfer *x = &c->x;
+	uint32_t i;
+	struct xslot *s = notice_slot(c, m, &i);
+
+	stat_add(&c->stats.waits, 1);
+	if (!s)
+		return;
+	s->box_has = true;
+	uint64_t wait_us = n->open_us > XFER_BACKOFF_MAX_US ? XFER_BACKOFF_MAX_US : n->open_us;
+	if (wait_us < x->rtt.rto_us)
+		wait_us = x->rtt.rto_us;
+	s->deadline_ns = now + wait_us * NS_PER_US;
+	if (s->deadline_ns < x->next_retx_ns)
+		x->next_retx_ns = s->deadline_ns;
+}
+
+/* NACK: the box lacks our contribution. Send it at once unless our last
+ * copy left less than a path round trip ago (it may still be coming). */
+static void on_nack(pbox_client *c, const struct wire_msg *m, uint64_t now)
+{
+	struct xfer *x = &c->x;
+	uint32_t i;
+	struct xslot *s = notice_slot(c, m, &i);
+	uint64_t guard = (uint64_t)x->bdp.min_rtt_us * NS_PER_US;
+
+	if (guard < srtt_ns(x) / 2)
+		guard = srtt_ns(x) / 2;
+
+	stat_add(&c->stats.nacks, 1);
+	if (!s || now - s->sent_ns < guard)
+		return;
+	resend(c, i, now, x->rtt.rto_us);
+	stat_add(&c->stats.fast_retransmits, 1);
+	if (aimd_on_loss(&x->aimd, now, srtt_ns(x), 1))
+		set_cwnd(c);
+}
+
+static void on_notice(pbox_client *c, const struct wire_msg *m, const uint8_t *body,
+		      uint64_t now)
+{
+	struct wire_notice n;
+
+	if (wire_notice_decode(body, &n) < 0) {
+		stat_add(&c->stats.bad_packets, 1);
+		return;
+	}
+	if (m->type == WIRE_WAIT)
+		on_wait(c, m, &n, now);
+	else
+		on_nack(c, m, now);
+}
+
+/* RACK: resend the segments (oldest sent first) that a later-sent one
+ * overtook by more than the longer of its round trip and the smoothed one,
+ * plus a quarter of the smoothed one. */
+static void rack_scan(pbox_client *c, uint64_t now)
+{
+	struct xfer *x = &c->x;
+	uint64_t srtt = srtt_ns(x), reo = srtt / 4;
+	uint32_t lost = 0;
+
+	for (uint32_t i = sendq_first(&x->sendq), next; i != SENDQ_NIL; i = next) {
+		next = sendq_next(&x->sendq, i);
+		struct xslot *s = &x->slots[i];
+		if (!rack_lost(&x->rack, s->sent_ns, now, srtt, reo))
+			break;   /* sent later than the rest: none of them is lost yet */
+		if (s->box_has)
+			continue;
+		resend(c, i, now, x->rtt.rto_us);
+		lost++;
+	}
+	if (lost) {
+		stat_add(&c->stats.fast_retransmits, lost);
+		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), lost))
+			set_cwnd(c);
+		flush(c);
+	}
 }
 
 static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t now)
@@ -341,6 +498,8 @@ static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t n
 		on_error_packet(c, &m, now);
 	else if (m.type == WIRE_RESULT)
 		on_result(c, &m, p + WIRE_HDR_LEN, now);
+	else if (m.type == WIRE_WAIT || m.type == WIRE_NACK)
+		on_notice(c, &m, p + WIRE_HDR_LEN, now);
 	else
 		stat_add(&c->stats.bad_packets, 1);
 }
@@ -359,6 +518,8 @@ void xfer_recv(pbox_client *c, uint64_t now)
 			now = clock_ns(); /* round trips are measured against this */
 		for (int i = 0; i < n; i++)
 			on_datagram(c, x->rxq[i].data, x->rxq[i].len, now);
+		if (n)
+			rack_scan(c, now);
 		xfer_fill(c, now); /* freed slots: keep the pipe full */
 		if (n == 0)
 			return;
@@ -371,7 +532,9 @@ static void retransmit(pbox_client *c, uint64_t now)
 	struct xfer *x = &c->x;
 	uint64_t next = UINT64_MAX;
 	uint32_t backoff_max = x->rtt.rto_us > XFER_BACKOFF_MAX_US ? x->rtt.rto_us : XFER_BACKOFF_MAX_US;
+	uint32_t timeouts = 0;
 
+	x->next_retx_ns = UINT64_MAX;  /* resend lowers it */
 	for (uint32_t i = 0; i < x->win.cap; i++) {
 		struct xslot *s = &x->slots[i];
 		if (!s->req)
@@ -381,16 +544,21 @@ static void retransmit(pbox_client *c, uint64_t now)
 			s->nretx = 0;
 		}
 		if (now >= s->deadline_ns) {
+			if (!s->box_has)
+				timeouts++;
 			s->nretx++;
-			s->retxed = true;
-			s->deadline_ns = now + seg_rto_backoff(x->rtt.rto_us, s->nretx,
-							       backoff_max) * NS_PER_US;
-			send_seg(c, s->req, s->seg, WIRE_FLAG_RETX);
+			resend(c, i, now, seg_rto_backoff(x->rtt.rto_us, s->nretx, backoff_max));
 		}
 		if (s->deadline_ns < next)
 			next = s->deadline_ns;
 	}
-	x->next_retx_ns = next;
+	if (next < x->next_retx_ns)
+		x->next_retx_ns = next;
+	if (timeouts) {
+		stat_add(&c->stats.timeouts, timeouts);
+		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), timeouts))
+			set_cwnd(c);
+	}
 	flush(c);
 }
 

@@ -50,7 +50,7 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 		return -DROP_BAD_MAGIC;
 	if (h.version != WIRE_VERSION)
 		return -DROP_BAD_VERSION;
-	if (h.type < WIRE_PUSH || h.type > WIRE_PROBE_ACK)
+	if (h.type < WIRE_PUSH || h.type > WIRE_NACK)
 		return -DROP_BAD_TYPE;
 	size_t esz = wire_dtype_size(h.dtype);
 	if (esz == 0)
@@ -70,6 +70,8 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 	m->status = ntohs(h.status);
 	if (m->type == WIRE_PROBE || m->type == WIRE_PROBE_ACK)
 		return m->count == 0 ? 0 : -DROP_BAD_LEN;   /* padding: the probe's size */
+	if (m->type == WIRE_WAIT || m->type == WIRE_NACK)
+		return m->count == 0 && len == sizeof(h) + WIRE_NOTICE_LEN ? 0 : -DROP_BAD_LEN;
 	if (len != sizeof(h) + (size_t)m->count * esz)
 		return -DROP_BAD_LEN;
 	return 0;
@@ -94,4 +96,30 @@ void wire_encode(void *buf, const struct wire_msg *m)
 		.reserved = 0,
 	};
 	memcpy(buf, &h, sizeof(h));
+}
+
+void wire_notice_encode(void *buf, const struct wire_notice *n)
+{
+	uint8_t *p = buf;
+	uint64_t missing = be64(n->missing);
+	uint32_t open_us = htonl(n->open_us), zero = 0;
+
+	memcpy(p, &missing, 8);
+	memcpy(p + 8, &open_us, 4);
+	memcpy(p + 12, &zero, 4);
+}
+
+int wire_notice_decode(const void *buf, struct wire_notice *n)
+{
+	const uint8_t *p = buf;
+	uint64_t missing;
+	uint32_t open_us, reserved;
+
+	memcpy(&missing, p, 8);
+	memcpy(&open_us, p + 8, 4);
+	memcpy(&reserved, p + 12, 4);
+	n->missing = be64(missing);
+	n->open_us = ntohl(open_us);
+	n->reserved = ntohl(reserved);
+	return n->reserved ? -DROP_BAD_FLAGS : 0;
 }

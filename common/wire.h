@@ -26,6 +26,10 @@ enum wire_type {
 	WIRE_ERROR  = 3, /* box -> worker: status says why, no payload */
 	WIRE_PROBE  = 4, /* worker -> box: path MTU probe, count 0, any padding */
 	WIRE_PROBE_ACK = 5, /* box -> worker: the probe sent back, same size */
+	WIRE_WAIT   = 6, /* box -> worker: your contribution is in, the round
+			    waits for the ranks named (struct wire_notice) */
+	WIRE_NACK   = 7, /* box -> worker: your contribution to this open
+			    round is missing: send it again (struct wire_notice) */
 };
 
 enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
@@ -35,8 +39,10 @@ enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
 	WIRE_NDTYPES
 };
 
-#define WIRE_FLAG_RETX 0x01u
-#define WIRE_FLAGS_KNOWN WIRE_FLAG_RETX
+#define WIRE_FLAG_RETX   0x01u /* PUSH: the sender retransmits this segment */
+#define WIRE_FLAG_NOTICE 0x02u /* PUSH: the sender understands WAIT, NACK and CE */
+#define WIRE_FLAG_CE     0x04u /* RESULT: the box is congested, slow down */
+#define WIRE_FLAGS_KNOWN (WIRE_FLAG_RETX | WIRE_FLAG_NOTICE | WIRE_FLAG_CE)
 
 enum wire_status {
 	WIRE_ST_OK = 0,
@@ -76,6 +82,20 @@ _Static_assert(offsetof(struct wire_hdr, round) == 32, "round offset");
 _Static_assert(offsetof(struct wire_hdr, status) == 36, "status offset");
 _Static_assert(offsetof(struct wire_hdr, reserved) == 38, "reserved offset");
 
+/* The body of WAIT and NACK (count 0, these 16 bytes after the header),
+ * big-endian on the wire. */
+#define WIRE_NOTICE_LEN 16
+struct wire_notice {
+	uint64_t missing;   /* bit r: rank r's contribution is not in yet */
+	uint32_t open_us;   /* how long the round has been open at the box */
+	uint32_t reserved;  /* 0 */
+};
+
+/* Encode n into the 16 bytes at buf; decode them (0, or -DROP_BAD_FLAGS
+ * if reserved is not 0). */
+void wire_notice_encode(void *buf, const struct wire_notice *n);
+int wire_notice_decode(const void *buf, struct wire_notice *n);
+
 /* Decoded header, host byte order. */
 struct wire_msg {
 	uint8_t  type;
@@ -110,7 +130,8 @@ uint32_t wire_seg_bytes(uint32_t mtu);
  * Decode and check a pbox header + payload of len bytes (the UDP payload).
  * Checks length, magic, version, type, dtype, flags, reserved and that
  * len == header + count * dtype size (PROBE and PROBE_ACK: count == 0 and
- * any padding after the header).
+ * any padding after the header; WAIT and NACK: count == 0 and exactly
+ * WIRE_NOTICE_LEN bytes after it).
  * Returns 0, or a negative drop reason -DROP_* (common/drops.h).
  */
 int wire_decode(const void *buf, size_t len, struct wire_msg *out);

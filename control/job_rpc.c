@@ -19,18 +19,20 @@
 
 static json_t *job_entry(const struct job *j)
 {
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I}",
+	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:i}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
-			 "bytes_used", (json_int_t)j->used, "max_bytes", (json_int_t)j->max_bytes);
+			 "bytes_used", (json_int_t)j->used, "max_bytes", (json_int_t)j->max_bytes,
+			 "weight", (int)j->weight);
 }
 
 RPC_HANDLER(rpc_job_create)
 {
-	static const char *const known[] = { "job", "world", "max_bytes", "join_secret", NULL };
+	static const char *const known[] = { "job", "world", "max_bytes", "join_secret",
+					     "weight", NULL };
 	const char *name = NULL, *secret = NULL;
-	uint32_t world = 0;
+	uint32_t world = 0, weight = 1;
 	uint64_t max_bytes = 0;
 	const struct job *j;
 	int rc;
@@ -39,9 +41,10 @@ RPC_HANDLER(rpc_job_create)
 	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &world, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)) ||
-	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)))
+	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "weight", 0, 1, ENGINE_WEIGHT_MAX, &weight, err, errlen)))
 		return rc;
-	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, &j, err, errlen);
+	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, weight, &j, err, errlen);
 	if (rc < 0)
 		return rc;
 	/* cannot fail: its length was checked, and nobody has joined a new job */
@@ -117,14 +120,35 @@ RPC_HANDLER(rpc_job_list)
 	return 0;
 }
 
-static json_t *ranks_of(const struct job *j)
+/* How long the box waited for rank r, over every lcore: mean and recent
+ * maximum in microseconds, and the NACKs it sent the rank. */
+static json_t *lateness_of(const struct box *b, const struct job *j, uint16_t r)
+{
+	struct engine_lateness t = { 0 }, l;
+
+	for (unsigned c = 0; b->dp.rank_lateness && c < b->layout.nlcores; c++) {
+		if (b->dp.rank_lateness(b->dp.ctx, c, j->id, r, &l) != 0)
+			continue;
+		t.n += l.n;
+		t.sum_ns += l.sum_ns;
+		t.nacks += l.nacks;
+		if (l.max_ns > t.max_ns)
+			t.max_ns = l.max_ns;
+	}
+	return json_pack("{s:I, s:f, s:f, s:I}", "contributions", (json_int_t)t.n,
+			 "mean_us", t.n ? (double)t.sum_ns / (double)t.n / 1e3 : 0.0,
+			 "max_us", (double)t.max_ns / 1e3, "nacks", (json_int_t)t.nacks);
+}
+
+static json_t *ranks_of(const struct box *b, const struct job *j)
 {
 	json_t *a = json_array();
 	char ip[16];
 
 	for (unsigned r = 0; r < j->world; r++) {
 		const struct job_rank *k = &j->ranks[r];
-		json_t *e = json_pack("{s:i, s:b}", "rank", (int)r, "joined", k->joined);
+		json_t *e = json_pack("{s:i, s:b, s:o}", "rank", (int)r, "joined", k->joined,
+				      "lateness", lateness_of(b, j, (uint16_t)r));
 		if (k->ip) {
 			json_object_set_new(e, "data_ip", json_string(rpc_ip_str(k->ip, ip, sizeof(ip))));
 			json_object_set_new(e, "data_port", json_integer(k->port));
@@ -169,7 +193,7 @@ RPC_HANDLER(rpc_job_status)
 	json_t *e = job_entry(j);
 	json_object_set_new(e, "reason", j->reason[0] ? json_string(j->reason) : json_null());
 	json_object_set_new(e, "seg_bytes", json_integer(j->seg_bytes));
-	json_object_set_new(e, "ranks", ranks_of(j));
+	json_object_set_new(e, "ranks", ranks_of(ctx->box, j));
 	json_object_set_new(e, "key_list", keys_of(j));
 	*result = e;
 	return 0;

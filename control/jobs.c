@@ -367,7 +367,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 		.type = ENGINE_MSG_JOB_INSTALL, .job = j->id,
 		.u.desc = { .id = j->id, .token = j->token, .world = j->world,
 			    .seg_bytes = j->seg_bytes, .key_cap = key_cap,
-			    .nslots = cfg->slots_per_lcore },
+			    .nslots = cfg->slots_per_lcore, .weight = j->weight },
 	};
 
 	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
@@ -384,7 +384,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 }
 
 static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t max_bytes,
-		   uint32_t seg_bytes, struct job **out, char *err, size_t errlen)
+		   uint32_t seg_bytes, uint32_t weight, struct job **out, char *err, size_t errlen)
 {
 	const struct box_config *cfg = &js->box->cfg;
 	uint32_t key_cap = key_cap_for(cfg->max_keys);
@@ -408,6 +408,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", name);
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->world = (uint16_t)world;
+	j->weight = weight ? weight : 1;
 	j->created = clock_s();
 	j->log_peer = js->box->log_peer;
 	j->seg_bytes = seg_bytes;
@@ -452,8 +453,8 @@ static uint32_t effective_mtu(const struct jobs *js, uint32_t mtu)
 }
 
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
-		uint64_t max_bytes, uint32_t mtu, const struct job **out,
-		char *err, size_t errlen)
+		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
+		const struct job **out, char *err, size_t errlen)
 {
 	const struct box_config *cfg = &js->box->cfg;
 	struct job *j = NULL;
@@ -470,7 +471,10 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		max_bytes = cfg->default_job_bytes;
 	if (max_bytes > cfg->max_job_bytes)
 		max_bytes = cfg->max_job_bytes;
-	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, &j, err, errlen);
+	if (weight > ENGINE_WEIGHT_MAX)
+		return errmsg(err, errlen, -EINVAL, "job %s: weight %" PRIu32 " is above %d",
+			      name, weight, ENGINE_WEIGHT_MAX);
+	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, weight, &j, err, errlen);
 	if (rc == 0 && out)
 		*out = j;
 	return rc;
@@ -598,7 +602,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		if (a->world >= 1 && a->rank >= a->world)
 			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
 					 "[0, %" PRIu32 ")", a->name, a->rank, a->world);
-		rc = jobs_create(js, a->name, a->world, 0, a->mtu ? a->mtu : DEFAULT_MTU,
+		rc = jobs_create(js, a->name, a->world, 0, a->mtu ? a->mtu : DEFAULT_MTU, 0,
 				 (const struct job **)&j, err, errlen);
 		if (rc < 0)
 			return rc;

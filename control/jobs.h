@@ -67,6 +67,7 @@ struct job {
 	uint32_t seg_bytes;
 	uint64_t max_bytes;        /* arena size */
 	uint64_t used;             /* arena bytes carved so far */
+	uint32_t weight;           /* byte-rate weight against other jobs */
 	uint8_t *arena;
 	struct job_rank ranks[ENGINE_MAX_WORLD];
 	struct job_key *keys;      /* nkeys, in declaration order */
@@ -99,15 +100,16 @@ void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx);
 /*
  * Admit job `name` with `world` ranks and an arena of max_bytes (0: the
  * box default; above the box limit: capped), segments sized for mtu (0:
- * the box MTU). Installs it on every lcore. Returns 0 and *out, or
+ * the box MTU), with a byte-rate weight against other jobs (0: 1; at most
+ * ENGINE_WEIGHT_MAX). Installs it on every lcore. Returns 0 and *out, or
  * -EINVAL (bad name, world outside [1, max_world], MTU too small),
  * -EEXIST (name in use), -ENOSPC (too many jobs, or max_bytes cannot hold
  * the engine memory), -ENOMEM (the box has no memory for it), -EAGAIN (an
  * lcore's message ring stayed full).
  */
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
-		uint64_t max_bytes, uint32_t mtu, const struct job **out,
-		char *err, size_t errlen);
+		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
+		const struct job **out, char *err, size_t errlen);
 
 struct jobs_join_args {
 	const char *name;

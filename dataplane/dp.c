@@ -92,6 +92,13 @@ static int dp_job_progress(void *ctx, unsigned lcore, uint32_t job_id,
 	return engine_job_progress(&d->sh.lcores[lcore]->eng, job_id, out);
 }
 
+static int dp_rank_lateness(void *ctx, unsigned lcore, uint32_t job_id, uint16_t rank,
+			    struct engine_lateness *out)
+{
+	struct dp *d = ctx;
+	return engine_rank_lateness(&d->sh.lcores[lcore]->eng, job_id, rank, out);
+}
+
 static int dp_port_stats(void *ctx, unsigned idx, struct box_port_stats *out)
 {
 	struct dp *d = ctx;
@@ -349,6 +356,7 @@ int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout
 		.mem_alloc = dp_mem_alloc, .mem_free = dp_mem_free,
 		.lcore_stats = dp_lcore_stats, .engine_stats = dp_engine_stats,
 		.port_stats = dp_port_stats, .job_progress = dp_job_progress,
+		.rank_lateness = dp_rank_lateness,
 	};
 	*out = d;
 	return 0;

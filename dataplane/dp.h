@@ -78,6 +78,10 @@ struct box_dp {
 	 * 0 or -ENOENT. May be NULL: no stall detection. */
 	int (*job_progress)(void *ctx, unsigned lcore, uint32_t job_id,
 			    struct engine_progress *out);
+	/* A rank's lateness on an lcore (engine_rank_lateness); 0 or
+	 * -ENOENT. May be NULL: none reported. */
+	int (*rank_lateness)(void *ctx, unsigned lcore, uint32_t job_id, uint16_t rank,
+			     struct engine_lateness *out);
 };
 
 /* What the data plane is: its ports, lcores and endpoints. */

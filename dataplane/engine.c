@@ -2,12 +2,16 @@
 /*
  * engine.c - per-lcore aggregation: segment rounds, contribution slots,
  * rank-ordered sums and shadow copies. See engine.h for the contract and
- * docs/protocol.md "Rounds" for the rules. No locks, no allocation, no
- * system calls: everything lives in memory the control plane handed over.
+ * docs/protocol.md "Rounds" and "Recovery" for the rules: WAIT and NACK
+ * notices, congestion marks by weighted fair share, lateness per rank.
+ * No locks, no allocation, no system calls, no clock reads: everything
+ * lives in memory the control plane handed over, time comes from
+ * engine_clock.
  */
 #include "dataplane/engine.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
@@ -125,7 +129,8 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	if (d->id == 0 || d->world == 0 || d->world > ENGINE_MAX_WORLD ||
 	    d->seg_bytes == 0 || d->seg_bytes % WIRE_PAYLOAD_ALIGN ||
 	    d->key_cap == 0 || (d->key_cap & (d->key_cap - 1)) ||
-	    d->nslots == 0 || d->nslots >= ENGINE_NO_SLOT || !d->mem)
+	    d->nslots == 0 || d->nslots >= ENGINE_NO_SLOT || !d->mem ||
+	    d->weight > ENGINE_WEIGHT_MAX)
 		return -EINVAL;
 	memset(j, 0, sizeof(*j));
 	j->id = d->id;
@@ -150,6 +155,13 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 		j->free_slots[i] = (uint16_t)(d->nslots - 1 - i);
 	}
 	j->nfree = d->nslots;
+	j->weight = d->weight ? d->weight : 1;
+	j->nack_delay_ns = ENGINE_NACK_INIT_NS;
+	j->late_period_at = e->now;
+	for (unsigned r = 0; r < d->world; r++) {
+		j->ranks[r].nack_tokens = ENGINE_NACK_BURST;
+		j->ranks[r].nack_refill_at = e->now;
+	}
 	j->state = ENGINE_JOB_ACTIVE;
 	return 0;
 }
@@ -231,12 +243,67 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 	out->rank = m->rank;
 }
 
+static inline uint64_t world_mask(uint16_t world)
+{
+	return world >= 64 ? ~0ull : (1ull << world) - 1;
+}
+
+/* A clean round (no retransmission, no NACK) took t from its first to its
+ * last contribution: the NACK delay is the smoothed spread plus four mean
+ * deviations (as RFC 6298 sets a timeout from round trips), so ranks that
+ * are merely late are seldom NACKed. */
+static void spread_sample(struct engine_job *j, uint64_t t)
+{
+	if (j->spread_ns == 0) {
+		j->spread_ns = t;
+		j->spread_dev_ns = t / 2;
+	} else {
+		uint64_t diff = t > j->spread_ns ? t - j->spread_ns : j->spread_ns - t;
+		j->spread_dev_ns = (3 * j->spread_dev_ns + diff) / 4;
+		j->spread_ns = (7 * j->spread_ns + t) / 8;
+	}
+	uint64_t d = j->spread_ns + 4 * j->spread_dev_ns + ENGINE_NACK_MIN_NS / 2;
+	j->nack_delay_ns = d < ENGINE_NACK_MIN_NS ? ENGINE_NACK_MIN_NS
+			 : d > ENGINE_NACK_MAX_NS ? ENGINE_NACK_MAX_NS : d;
+}
+
+/* Whether a completed round of j goes out marked: the lcore is congested
+ * and j takes at least its weighted fair share of the recent byte rate. */
+static inline int over_share(const struct engine *e, const struct engine_job *j)
+{
+	return e->congested &&
+	       (unsigned __int128)j->rate * e->share_weight >=
+	       (unsigned __int128)j->weight * e->share_rate;
+}
+
+/* A WAIT or NACK of slot sl's round for rank r. */
+static void fill_notice(struct engine_out *out, const struct engine *e,
+			const struct engine_job *j, const struct engine_slot *sl,
+			uint8_t type, uint16_t rank)
+{
+	uint64_t open_us = (e->now - sl->t_open) / 1000;
+
+	out->job = j;
+	out->hdr = (struct wire_msg){
+		.type = type, .dtype = sl->key->dtype, .job = j->id, .token = j->token,
+		.key = sl->key->key, .seg = sl->seg, .round = sl->round, .rank = rank,
+	};
+	out->notice = (struct wire_notice){
+		.missing = ~sl->have & world_mask(j->world),
+		.open_us = open_us > UINT32_MAX ? UINT32_MAX : (uint32_t)open_us,
+	};
+	out->payload = NULL;
+	out->rank = rank;
+}
+
 /* Sum the slot's contributions in rank order into the shadow copy; give
  * back the packets held. */
 static void complete(struct engine *e, struct engine_job *j,
 		     struct engine_key *k, struct engine_seg *sg,
 		     struct engine_slot *sl, uint32_t seg, uint16_t count)
 {
+	if (!sl->retx)
+		spread_sample(j, e->now - sl->t_open);
 	e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src, j->world, count);
 	slot_release(e, sl, j->world);
 	sg->done = sl->round;
@@ -305,6 +372,15 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		return -DROP_BAD_COUNT;
 
 	struct engine_seg *sg = &k->segs[m->seg];
+	struct engine_rank *rk = &j->ranks[m->rank];
+	rk->notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
+	if (rk->last_key != m->key || rk->last_round != m->round) {
+		rk->last_key = m->key;
+		rk->last_round = m->round;
+		rk->last_seg = m->seg;
+	} else if (m->seg > rk->last_seg) {
+		rk->last_seg = m->seg;
+	}
 	if (m->flags & WIRE_FLAG_RETX)
 		e->c.retx++;
 	if (m->round == sg->done && sg->done != 0) {
@@ -326,13 +402,24 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		sl->key = k;
 		sl->seg = m->seg;
 		sl->round = m->round;
+		sl->retx = 0;
+		sl->nnack = 0;
+		sl->t_open = e->now;
+		sl->nack_at = e->now + j->nack_delay_ns;
 	} else {
 		sl = &j->slots[sg->slot];
 	}
+	if (m->flags & WIRE_FLAG_RETX)
+		sl->retx = 1;
 	uint64_t bit = 1ull << m->rank;
 	if (sl->have & bit) {
 		e->c.dup_open++;
-		return ENGINE_ABSORBED;
+		if (!rk->notice)
+			return ENGINE_ABSORBED;
+		fill_notice(out, e, j, sl, WIRE_WAIT, m->rank);
+		j->waits++;
+		e->c.waits++;
+		return ENGINE_SEND_NOTICE;
 	}
 	if (ref && e->release) {
 		sl->src[m->rank] = payload;
@@ -344,14 +431,137 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		memcpy(d, payload, (size_t)count * wire_dtype_size(k->dtype));
 		sl->src[m->rank] = d;
 	}
+	uint64_t late = e->now - sl->t_open;
+	rk->late_sum_ns += late;
+	rk->late_n++;
+	if (late > rk->late_max_ns[0])
+		rk->late_max_ns[0] = late;
 	sl->have |= bit;
 	sl->nhave++;
+	j->rx_bytes += (uint64_t)count * wire_dtype_size(k->dtype);
 	e->c.pushes++;
 	if (sl->nhave < j->world)
 		return ENGINE_ABSORBED;
 	complete(e, j, k, sg, sl, m->seg, count);
 	fill_out(out, j, k, m, count);
+	if (over_share(e, j)) {
+		out->hdr.flags |= WIRE_FLAG_CE;
+		j->marks++;
+		e->c.marks++;
+	}
 	return ENGINE_SEND_ALL;
+}
+
+/* ---- timers (engine_tick) ---- */
+
+/* Close the byte-rate period of every job (and, every 10 s, its lateness
+ * period) and sum the rates and weights of the jobs with traffic. */
+static void roll_periods(struct engine *e)
+{
+	e->share_rate = e->share_weight = 0;
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		struct engine_job *j = &e->jobs[i];
+		if (j->state != ENGINE_JOB_ACTIVE)
+			continue;
+		j->rate = (3 * j->rate + (j->rx_bytes - j->rate_mark)) / 4;
+		j->rate_mark = j->rx_bytes;
+		if (j->rate) {
+			e->share_rate += j->rate;
+			e->share_weight += j->weight;
+		}
+		if (e->now - j->late_period_at >= ENGINE_LATE_PERIOD_NS) {
+			for (unsigned r = 0; r < j->world; r++) {
+				j->ranks[r].late_max_ns[1] = j->ranks[r].late_max_ns[0];
+				j->ranks[r].late_max_ns[0] = 0;
+			}
+			j->late_period_at = e->now;
+		}
+	}
+	e->rate_at = e->now;
+}
+
+/* Take one of rank's NACK tokens (refilled one per ENGINE_NACK_REFILL_NS,
+ * at most ENGINE_NACK_BURST); false if it has none. */
+static bool nack_token(struct engine_rank *rk, uint64_t now)
+{
+	uint64_t add = (now - rk->nack_refill_at) / ENGINE_NACK_REFILL_NS;
+
+	if (add) {
+		uint64_t t = rk->nack_tokens + add;
+		rk->nack_tokens = (uint16_t)(t > ENGINE_NACK_BURST ? ENGINE_NACK_BURST : t);
+		rk->nack_refill_at += add * ENGINE_NACK_REFILL_NS;
+	}
+	if (rk->nack_tokens == 0)
+		return false;
+	rk->nack_tokens--;
+	return true;
+}
+
+/* Whether missing rank rk is known to have sent past sl's segment: its
+ * furthest PUSH of the same key and round is a later segment. */
+static inline bool passed(const struct engine_rank *rk, const struct engine_slot *sl)
+{
+	return rk->last_key == sl->key->key && rk->last_round == sl->round &&
+	       rk->last_seg > sl->seg;
+}
+
+/* NACK the missing ranks of a due slot that understand NACKs: at once
+ * those seen past the segment (its PUSH was lost), the others (late, or
+ * lost and sending something else since) only once the round has been
+ * open ENGINE_NACK_BLIND delays. The next NACK of this round comes after
+ * the job's delay doubled per NACK. */
+static unsigned nack_slot(struct engine *e, struct engine_job *j, struct engine_slot *sl,
+			  struct engine_out *outs)
+{
+	uint64_t miss = ~sl->have & world_mask(j->world);
+	bool blind = e->now - sl->t_open >= ENGINE_NACK_BLIND * j->nack_delay_ns;
+	unsigned n = 0;
+
+	for (; miss; miss &= miss - 1) {
+		uint16_t r = (uint16_t)__builtin_ctzll(miss);
+		struct engine_rank *rk = &j->ranks[r];
+		if (!rk->notice || (!blind && !passed(rk, sl)))
+			continue;
+		if (!nack_token(rk, e->now)) {
+			e->c.nacks_limited++;
+			continue;
+		}
+		fill_notice(&outs[n++], e, j, sl, WIRE_NACK, r);
+		rk->nacks++;
+		j->nacks++;
+		e->c.nacks++;
+	}
+	sl->retx = 1;
+	if (sl->nnack < ENGINE_NACK_BACKOFF)
+		sl->nnack++;
+	sl->nack_at = e->now + (j->nack_delay_ns << sl->nnack);
+	return n;
+}
+
+unsigned engine_tick(struct engine *e, struct engine_out *outs, unsigned max)
+{
+	unsigned n = 0;
+
+	if (e->now - e->rate_at >= ENGINE_RATE_PERIOD_NS)
+		roll_periods(e);
+	for (unsigned looked = 0; looked < ENGINE_TICK_SCAN; looked++) {
+		struct engine_job *j = &e->jobs[e->scan_job];
+		if (j->state != ENGINE_JOB_ACTIVE || j->nfree == j->nslots ||
+		    e->scan_slot >= j->nslots) {
+			e->scan_job = (e->scan_job + 1) % ENGINE_MAX_JOBS;
+			e->scan_slot = 0;
+			continue;
+		}
+		struct engine_slot *sl = &j->slots[e->scan_slot];
+		/* congested: the missing PUSH may be in the queue */
+		if (sl->key && e->now >= sl->nack_at && !e->congested) {
+			if (max - n < j->world)
+				break;
+			n += nack_slot(e, j, sl, outs + n);
+		}
+		e->scan_slot++;
+	}
+	return n;
 }
 
 /* ---- stall watch (read from the control thread) ---- */
@@ -365,7 +575,7 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 	memset(p, 0, sizeof(*p));
 	if (j->state == ENGINE_JOB_FREE || j->id != job_id)
 		return -ENOENT;
-	all = j->world >= 64 ? ~0ull : (1ull << j->world) - 1;
+	all = world_mask(j->world);
 	p->completes = j->completes;
 	for (uint32_t s = 0; s < j->nslots; s++) {
 		const struct engine_slot *sl = &j->slots[s];
@@ -379,5 +589,22 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 		}
 		p->missing |= ~sl->have & all;
 	}
+	return 0;
+}
+
+int engine_rank_lateness(const struct engine *e, uint32_t job_id, uint16_t rank,
+			 struct engine_lateness *l)
+{
+	const struct engine_job *j = &e->jobs[engine_job_index(job_id)];
+
+	memset(l, 0, sizeof(*l));
+	if (j->state == ENGINE_JOB_FREE || j->id != job_id || rank >= j->world)
+		return -ENOENT;
+	const struct engine_rank *rk = &j->ranks[rank];
+	l->n = rk->late_n;
+	l->sum_ns = rk->late_sum_ns;
+	l->max_ns = rk->late_max_ns[0] > rk->late_max_ns[1] ? rk->late_max_ns[0]
+							    : rk->late_max_ns[1];
+	l->nacks = rk->nacks;
 	return 0;
 }

@@ -17,6 +17,14 @@
  *                    verdict ENGINE_SEND_ALL
  *     r == done   -> ENGINE_SEND_ONE with the shadow copy
  *     otherwise   -> dropped (stale_round / future_round)
+ *   A duplicate of an open round from a rank whose PUSH carries
+ *   WIRE_FLAG_NOTICE is answered with a WAIT naming the missing ranks
+ *   (ENGINE_SEND_NOTICE); engine_tick NACKs the ranks still missing from a
+ *   round open longer than the job's NACK delay (docs/protocol.md
+ *   "Recovery").
+ *
+ * Time: the caller sets the engine's clock (engine_clock, nanoseconds,
+ * any origin) before each burst; the engine never reads a clock itself.
  *
  * Contributions are copied into the slot, or, when the caller passes a
  * reference to the packet holding them (engine_push_ref) and has set a
@@ -40,6 +48,20 @@
 #define ENGINE_MAX_WORLD  64  /* ranks per job: one bit each in a uint64_t */
 #define ENGINE_MAX_LCORES 128 /* chunk owners are uint8_t lcore indexes */
 #define ENGINE_NO_SLOT    0xFFFFu
+
+/* Recovery and fairness constants (docs/protocol.md "Recovery"). */
+#define ENGINE_NACK_MIN_NS     100000ull   /* NACK delay floor: 100 us */
+#define ENGINE_NACK_MAX_NS     20000000ull /* ... and cap: 20 ms */
+#define ENGINE_NACK_INIT_NS    1000000ull  /* before any measured round */
+#define ENGINE_NACK_BACKOFF    5           /* re-NACK after delay << min(n, 5) */
+#define ENGINE_NACK_BLIND      8           /* x delay: NACK a rank not seen past
+					      the segment (docs/protocol.md) */
+#define ENGINE_NACK_BURST      64          /* NACK tokens per rank ... */
+#define ENGINE_NACK_REFILL_NS  20000ull    /* ... one more every 20 us */
+#define ENGINE_TICK_SCAN       512         /* slots looked at per engine_tick */
+#define ENGINE_RATE_PERIOD_NS  1000000ull  /* job byte rates: 1 ms periods */
+#define ENGINE_LATE_PERIOD_NS  10000000000ull /* lateness maximum: 10 s periods */
+#define ENGINE_WEIGHT_MAX      1000
 
 /* Job ids: the low bits pick the lcore job-table entry, the rest is a
  * generation so a restarted job never matches an old one's packets. */
@@ -79,6 +101,11 @@ struct engine_slot {
 	uint32_t seg;
 	uint32_t round;
 	uint16_t nhave;
+	uint8_t  retx;            /* a RETX contribution or a NACK: not a clean
+				     sample of the job's spread */
+	uint8_t  nnack;           /* NACK rounds sent for this round */
+	uint64_t t_open;          /* engine clock at the first contribution */
+	uint64_t nack_at;         /* when the missing ranks are NACKed next */
 	uint8_t *data;            /* world * seg_bytes, rank r at r * seg_bytes */
 	const void **src;         /* world: rank r's contribution (data or held) */
 	void **ref;               /* world: held reference of rank r, or NULL */
@@ -87,6 +114,21 @@ struct engine_slot {
 struct engine_worker {
 	uint32_t ip;      /* registered data address, host order; 0 = none yet */
 	uint16_t port;    /* host order */
+};
+
+/* What one lcore knows of one rank of a job beyond its address. */
+struct engine_rank {
+	uint8_t  notice;          /* its last PUSH carried WIRE_FLAG_NOTICE */
+	uint32_t last_key, last_round, last_seg; /* its furthest PUSH of the
+				     key and round it sent last */
+	uint16_t nack_tokens;     /* NACKs it may still get now */
+	uint64_t nack_refill_at;  /* clock of the last token refill */
+	uint64_t nacks;           /* NACKs sent to it */
+	/* lateness: how long the box waited for this rank after a round's
+	 * first contribution (0 when it was the first) */
+	uint64_t late_sum_ns;
+	uint64_t late_n;
+	uint64_t late_max_ns[2];  /* maximum of this period and the last */
 };
 
 enum engine_job_state {
@@ -111,6 +153,17 @@ struct engine_job {
 	uint32_t nslots;
 	uint32_t nfree;
 	uint64_t completes;       /* segment rounds completed in this job */
+	uint32_t weight;          /* byte-rate weight against other jobs, >= 1 */
+	uint64_t rx_bytes;        /* contribution bytes accepted */
+	uint64_t rate_mark;       /* rx_bytes at the start of the rate period */
+	uint64_t rate;            /* bytes per rate period, smoothed */
+	uint64_t spread_ns;       /* smoothed first-to-last contribution time of
+				     clean rounds; 0 = none measured yet */
+	uint64_t spread_dev_ns;   /* its smoothed mean deviation */
+	uint64_t nack_delay_ns;   /* NACK a missing rank after this long */
+	uint64_t late_period_at;  /* when the lateness period started */
+	uint64_t nacks, waits, marks; /* notices sent, RESULT rounds marked CE */
+	struct engine_rank ranks[ENGINE_MAX_WORLD];
 };
 
 /* What the control plane prepares for one lcore when it admits a job. */
@@ -122,6 +175,7 @@ struct engine_job_desc {
 	void    *mem;       /* engine_job_mem_bytes(...) zeroed bytes, 64-aligned */
 	uint32_t key_cap;   /* power of two, >= 2 * max keys per job */
 	uint32_t nslots;    /* contribution slots for this lcore, <= 0xFFFF */
+	uint32_t weight;    /* byte-rate weight, 1 .. ENGINE_WEIGHT_MAX (0: 1) */
 };
 
 /* Bytes one lcore needs for a job (key table, slots, slot data). */
@@ -173,6 +227,10 @@ struct engine_counters {
 	uint64_t errors_sent; /* pushes answered with ERROR (aborted job) */
 	uint64_t msgs;        /* control messages applied */
 	uint64_t held;        /* contributions kept in place, not copied */
+	uint64_t waits;       /* WAIT notices sent */
+	uint64_t nacks;       /* NACKs sent */
+	uint64_t nacks_limited; /* NACKs not sent: the rank's tokens ran out */
+	uint64_t marks;       /* completed rounds sent with WIRE_FLAG_CE */
 };
 
 /* Gives back a reference passed to engine_push_ref (e.g. frees an mbuf). */
@@ -184,10 +242,29 @@ struct engine {
 	engine_release_fn release;        /* NULL: always copy */
 	void *release_ctx;
 	struct engine_counters c;
+	uint64_t now;                     /* clock, ns (engine_clock) */
+	uint8_t congested;                /* engine_set_congested */
+	uint64_t rate_at;                 /* start of the current rate period */
+	uint64_t share_rate, share_weight; /* sums over jobs with traffic */
+	uint32_t scan_job, scan_slot;     /* engine_tick's cursor */
 	struct engine_job jobs[ENGINE_MAX_JOBS];
 };
 
 void engine_init(struct engine *e, uint16_t lcore, const struct sum_kernels *sum);
+
+/* Set the engine's clock (ns, monotonic, any origin). */
+static inline void engine_clock(struct engine *e, uint64_t now_ns)
+{
+	e->now = now_ns;
+}
+
+/* The caller's view of its queues: while set, completed rounds of jobs
+ * at or above their weighted fair share of the lcore's byte rate go out
+ * with WIRE_FLAG_CE to the ranks that understand it. */
+static inline void engine_set_congested(struct engine *e, int on)
+{
+	e->congested = (uint8_t)(on != 0);
+}
 
 /* Keep contributions in place when engine_push_ref gets a reference;
  * release(ctx, ref) is called once for each reference kept. */
@@ -203,6 +280,8 @@ enum engine_verdict {
 	ENGINE_SEND_ALL,     /* a round completed: send out to every rank */
 	ENGINE_SEND_ONE,     /* send out to out->rank (shadow copy) */
 	ENGINE_SEND_ERROR,   /* send an ERROR (out->status) to out->rank */
+	ENGINE_SEND_NOTICE,  /* send out->hdr (WAIT or NACK) with out->notice
+				to out->rank */
 };
 
 /* What to send: one payload, addressed per rank from out->job->workers. */
@@ -210,7 +289,8 @@ struct engine_out {
 	const struct engine_job *job;
 	struct wire_msg hdr;     /* RESULT/ERROR header, rank to fill per dest */
 	const void *payload;     /* hdr.count elements of hdr.dtype */
-	uint16_t rank;           /* destination for SEND_ONE / SEND_ERROR */
+	struct wire_notice notice; /* body of a WAIT or NACK */
+	uint16_t rank;           /* destination for SEND_ONE/ERROR/NOTICE */
 	uint8_t held;            /* engine_push_ref kept ref (released later,
 				    maybe already within the call) */
 };
@@ -233,6 +313,22 @@ int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
 		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out);
 
+/*
+ * Timers, between bursts: roll the byte-rate and lateness periods and NACK
+ * the ranks missing from rounds open longer than their job's NACK delay
+ * (at most ENGINE_TICK_SCAN slots looked at per call, resuming where the
+ * last call stopped; each rank's NACKs limited by its token bucket). Fills
+ * up to max NACKs into outs (max >= ENGINE_MAX_WORLD) and returns how many.
+ */
+unsigned engine_tick(struct engine *e, struct engine_out *outs, unsigned max);
+
+/* Whether rank of job gets WIRE_FLAG_CE and notices (its last PUSH said
+ * it understands them). */
+static inline int engine_rank_notice(const struct engine_job *j, uint16_t rank)
+{
+	return j->ranks[rank].notice;
+}
+
 /* A job's progress on one lcore, for the control plane's stall watch. */
 struct engine_progress {
 	uint64_t completes;  /* segment rounds completed so far */
@@ -249,5 +345,17 @@ struct engine_progress {
  */
 int engine_job_progress(const struct engine *e, uint32_t job_id,
 			struct engine_progress *p);
+
+/* A rank's lateness and NACKs on one lcore (control thread, stale but
+ * valid as engine_job_progress). */
+struct engine_lateness {
+	uint64_t n;           /* contributions measured */
+	uint64_t sum_ns;      /* total wait for this rank */
+	uint64_t max_ns;      /* largest in the last 10 to 20 s */
+	uint64_t nacks;       /* NACKs sent to it */
+};
+
+int engine_rank_lateness(const struct engine *e, uint32_t job_id, uint16_t rank,
+			 struct engine_lateness *l);
 
 #endif

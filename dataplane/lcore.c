@@ -2,7 +2,10 @@
 /*
  * lcore.c - the DPDK poll loop of a data lcore: apply control messages,
  * rx burst -> parse -> (hand off | engine) -> results to every worker,
- * buffered tx flushed once per iteration. No locks, no allocation beyond
+ * buffered tx flushed once per iteration; every LCORE_TICK_NS the engine's
+ * timers (NACKs, rate periods), and per burst its clock and whether the
+ * lcore is congested (rx bursts mostly full, or the hand-off ring a
+ * quarter full: docs/protocol.md "Congestion"). No locks, no allocation beyond
  * mbufs, no system calls (except the opt-in idle sleep for shared
  * development machines, --idle-sleep-us).
  */
@@ -26,6 +29,9 @@
 #define MSG_RING_SIZE 1024
 #define HANDOFF_RING_SIZE 4096
 #define TX_RETRIES 4
+#define LCORE_TICK_NS 50000ull        /* engine_tick at most every 50 us */
+#define CONGESTED_RUN 16              /* full rx bursts in a row: 512+ queued */
+#define CONGESTED_RING (HANDOFF_RING_SIZE / 4)
 
 static void release_mbuf(void *ctx, void *ref);
 
@@ -42,6 +48,7 @@ struct lcore_ctx *lcore_ctx_create(unsigned index, unsigned eal_id, int socket,
 	lc->eal_id = eal_id;
 	lc->sh = sh;
 	lc->txq = (uint16_t)index;
+	lc->tsc_hz = rte_get_tsc_hz();
 	engine_init(&lc->eng, (uint16_t)index, sum);
 	engine_set_hold(&lc->eng, release_mbuf, lc);
 	snprintf(name, sizeof(name), "pbox_msg%u", index);
@@ -133,12 +140,20 @@ static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_
 	struct wire_msg h = out->hdr;
 	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
 
+	const void *payload = out->payload;
+	uint8_t body[WIRE_NOTICE_LEN];
+
 	h.rank = dst_for(lc, out, rank, &pid, &d);
-	if (!out->payload)
+	if (h.type == WIRE_WAIT || h.type == WIRE_NACK) {
+		wire_notice_encode(body, &out->notice);
+		payload = body;
+		plen = sizeof(body);
+	} else if (!payload) {
 		plen = 0;
+	}
 	uint64_t sum;
-	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h, out->payload, plen,
-					 payload_csum(lc, out->payload, plen, &sum));
+	struct rte_mbuf *m = fanout_copy(lc->sh->ports[pid].pool, &d, &h, payload, plen,
+					 payload_csum(lc, payload, plen, &sum));
 	if (!m) {
 		lc->st.drops[DROP_NO_MBUF]++;
 		return;
@@ -163,6 +178,8 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 		uint16_t pid;
 		struct wire_msg h = out->hdr;
 		h.rank = dst_for(lc, out, r, &pid, &d);
+		if (!engine_rank_notice(out->job, r))
+			h.flags &= (uint8_t)~WIRE_FLAG_CE; /* it would drop the result */
 		const struct dp_port *port = &lc->sh->ports[pid];
 		struct rte_mbuf *m = NULL;
 
@@ -247,6 +264,7 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 		break;
 	case ENGINE_SEND_ONE:
 	case ENGINE_SEND_ERROR:
+	case ENGINE_SEND_NOTICE:
 		send_one(lc, &out, out.rank);
 		break;
 	default:
@@ -359,9 +377,43 @@ static unsigned apply_msgs(struct lcore_ctx *lc)
 	return total;
 }
 
+/* Nanoseconds from the TSC, for the engine's clock. */
+static inline uint64_t tsc_ns(const struct lcore_ctx *lc)
+{
+	return (uint64_t)((unsigned __int128)rte_get_tsc_cycles() * 1000000000u / lc->tsc_hz);
+}
+
+/* Congestion: a standing rx queue (CONGESTED_RUN full bursts in a row,
+ * ended by a burst under half full) or a quarter-full hand-off ring. */
+static inline void note_fill(struct lcore_ctx *lc, unsigned n)
+{
+	if (n == LCORE_BURST)
+		lc->full_run++;
+	else if (n < LCORE_BURST / 2)
+		lc->full_run = 0;
+	engine_set_congested(&lc->eng, lc->full_run >= CONGESTED_RUN ||
+				       rte_ring_count(lc->handoff) >= CONGESTED_RING);
+}
+
+/* The engine's timers: NACKs for rounds waiting too long on a rank. */
+static void tick(struct lcore_ctx *lc, uint64_t now)
+{
+	struct engine_out outs[LCORE_BURST + ENGINE_MAX_WORLD];
+	unsigned n;
+
+	lc->tick_at = now;
+	engine_clock(&lc->eng, now);
+	do {
+		n = engine_tick(&lc->eng, outs, RTE_DIM(outs));
+		for (unsigned i = 0; i < n; i++)
+			send_one(lc, &outs[i], outs[i].rank);
+	} while (n > LCORE_BURST);
+}
+
 static unsigned poll_burst(struct lcore_ctx *lc, struct rte_mbuf **pkts,
 			   unsigned n, int handed)
 {
+	engine_clock(&lc->eng, tsc_ns(lc));
 	for (unsigned i = 0; i < n; i++) {
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
@@ -395,6 +447,7 @@ int lcore_main(void *arg)
 			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port_id, lc->rxq[q].queue,
 						      pkts, LCORE_BURST);
 			lc->st.rx += n;
+			note_fill(lc, n);
 			if (n)
 				work += apply_msgs(lc) + poll_burst(lc, pkts, n, 0);
 		}
@@ -404,6 +457,9 @@ int lcore_main(void *arg)
 			work += apply_msgs(lc) + poll_burst(lc, pkts, h, 1);
 		if (!work)
 			work = apply_msgs(lc);
+		uint64_t now = tsc_ns(lc);
+		if (now - lc->tick_at >= LCORE_TICK_NS)
+			tick(lc, now);
 		flush_all(lc);
 		if (work) {
 			lc->st.busy_polls++;

@@ -68,6 +68,9 @@ struct lcore_ctx {
 	uint16_t txq;              /* this lcore's tx queue on every port */
 	int64_t held;              /* rx mbufs the engine holds (contributions) */
 	int64_t hold_max;          /* hold at most this many; copy beyond */
+	uint64_t tsc_hz;
+	uint64_t tick_at;          /* ns of the last engine_tick */
+	uint32_t full_run;         /* full rx bursts in a row (congestion) */
 	const struct dp_shared *sh;
 	struct dp_peer peers[ENGINE_MAX_JOBS][ENGINE_MAX_WORLD];
 	/* per-port transmit buffers, flushed after every burst */

@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 3
+#define PBOX_VERSION_MINOR 4
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -271,6 +271,12 @@ typedef struct pbox_stats {
 	uint64_t rx_lost;       /* frames the transport lost before libpbox saw
 				 * them (AF_XDP rings full; 0 where unknown) */
 	uint64_t wakeups;       /* system calls made to kick the NIC (xdp, verbs) */
+	/* (Added in 0.4.0: docs/protocol.md "Recovery".) */
+	uint64_t nacks;         /* NACKs received: the box lacked our contribution */
+	uint64_t waits;         /* WAITs received: the box had it, others were missing */
+	uint64_t fast_retransmits; /* resent on a NACK or by RACK, before any timeout */
+	uint64_t timeouts;      /* resent because a timeout passed with the box silent */
+	uint64_t ce_marks;      /* results marked congested by the box */
 } pbox_stats;
 
 /*

@@ -437,6 +437,11 @@ int main(int argc, char **argv)
 		       tv_s(&ru1.ru_stime) - tv_s(&ru0.ru_stime), st.tx_dropped, st.rx_lost,
 		       st.wakeups);
 	if (a.rank == 0)
+		printf("# recovery: nacks %" PRIu64 " waits %" PRIu64 " fast_retransmits %" PRIu64
+		       " timeouts %" PRIu64 " ce_marks %" PRIu64 " window %" PRIu64 "\n",
+		       st.nacks, st.waits, st.fast_retransmits, st.timeouts, st.ce_marks,
+		       st.window);
+	if (a.rank == 0)
 		printf("# packets sent %" PRIu64 " received %" PRIu64 " retransmits %" PRIu64
 		       " dup_results %" PRIu64 " bad %" PRIu64 "\n"
 		       "# round trip srtt %" PRIu64 " us rttvar %" PRIu64 " us rto %" PRIu64

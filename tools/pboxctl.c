@@ -22,7 +22,7 @@
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
-#define MAX_COLS 16
+#define MAX_COLS 20
 
 struct ctl {
 	const char *target;
@@ -339,19 +339,28 @@ static int cmd_jobs(struct ctl *c)
 
 static void print_ranks(const json_t *ranks)
 {
-	static const char *const h[] = { "RANK", "JOINED", "DATA_ADDRESS" };
+	static const char *const h[] = { "RANK", "JOINED", "DATA_ADDRESS", "LATE_MEAN",
+					 "LATE_MAX", "NACKS" };
 	struct table t;
 	size_t i;
 	json_t *k;
 
-	table_init(&t, 3, h);
+	table_init(&t, 6, h);
 	json_array_foreach(ranks, i, k) {
+		const json_t *late = json_object_get(k, "lateness");
+		const json_t *mean = json_object_get(late, "mean_us");
+		const json_t *max = json_object_get(late, "max_us");
 		table_cell(&t, "%lld", jint(k, "rank"));
 		table_cell(&t, "%s", json_is_true(json_object_get(k, "joined")) ? "yes" : "no");
 		if (json_is_string(json_object_get(k, "data_ip")))
 			table_cell(&t, "%s:%lld", jstr(k, "data_ip"), jint(k, "data_port"));
 		else
 			table_cell(&t, "-");
+		/* how long the box waited for this rank after a round's first
+		 * contribution: mean, and maximum over the last 10-20 s */
+		table_cell(&t, "%.3f ms", json_is_number(mean) ? json_number_value(mean) / 1e3 : 0.0);
+		table_cell(&t, "%.3f ms", json_is_number(max) ? json_number_value(max) / 1e3 : 0.0);
+		table_cell(&t, "%lld", jint(late, "nacks"));
 	}
 	table_print(&t);
 }
@@ -388,8 +397,8 @@ static int cmd_job_show(struct ctl *c, const char *name)
 	       jint(r, "job_id"), jstr(r, "state"), jint(r, "joined"), jint(r, "world"));
 	if (json_is_string(json_object_get(r, "reason")))
 		printf("reason: %s\n", jstr(r, "reason"));
-	printf("segments %lld bytes, %lld keys, memory %s used of %s\n\n", jint(r, "seg_bytes"),
-	       jint(r, "keys"),
+	printf("segments %lld bytes, %lld keys, weight %lld, memory %s used of %s\n\n",
+	       jint(r, "seg_bytes"), jint(r, "keys"), jint(r, "weight"),
 	       human_bytes((unsigned long long)jint(r, "bytes_used"), b1, sizeof(b1)),
 	       human_bytes((unsigned long long)jint(r, "max_bytes"), b2, sizeof(b2)));
 	print_ranks(json_object_get(r, "ranks"));
@@ -442,17 +451,19 @@ static void print_lcore_stats(const json_t *lcores)
 {
 	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "HELD", "COMPLETES",
 					 "DUP_OPEN", "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN",
-					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS", "CSUM_UNFILLED" };
+					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS", "CSUM_UNFILLED",
+					 "WAITS", "NACKS", "MARKS" };
 	static const char *const f[] = { "index", "rx", "tx", "pushes", "held", "completes",
 					 "dup_open", "dup_done", "retx", "errors_sent", "handoff_in",
-					 "handoff_out", "busy_polls", "idle_polls", "csum_unfilled" };
+					 "handoff_out", "busy_polls", "idle_polls", "csum_unfilled",
+					 "waits", "nacks", "marks" };
 	struct table t;
 	size_t i;
 	json_t *l;
 
-	table_init(&t, 15, h);
+	table_init(&t, 18, h);
 	json_array_foreach(lcores, i, l)
-		for (unsigned k = 0; k < 15; k++)
+		for (unsigned k = 0; k < 18; k++)
 			table_cell(&t, "%lld", jint(l, f[k]));
 	table_print(&t);
 }

@@ -30,7 +30,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -83,6 +83,11 @@ class Stats(ctypes.Structure):
         ("tx_dropped", ctypes.c_uint64),
         ("rx_lost", ctypes.c_uint64),
         ("wakeups", ctypes.c_uint64),
+        ("nacks", ctypes.c_uint64),
+        ("waits", ctypes.c_uint64),
+        ("fast_retransmits", ctypes.c_uint64),
+        ("timeouts", ctypes.c_uint64),
+        ("ce_marks", ctypes.c_uint64),
     ]
 
 

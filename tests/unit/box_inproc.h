@@ -295,6 +295,12 @@ static void bi_ring_bell(void *ctx, unsigned lcore)
 }
 
 /* Read from the control thread while the lcore runs, as in pboxd. */
+static int bi_rank_lateness(void *ctx, unsigned lcore, uint32_t job_id, uint16_t rank,
+			    struct engine_lateness *out)
+{
+	return engine_rank_lateness(&((struct fixture *)ctx)->eng[lcore], job_id, rank, out);
+}
+
 static int bi_job_progress(void *ctx, unsigned lcore, uint32_t job_id, struct engine_progress *out)
 {
 	return engine_job_progress(&((struct fixture *)ctx)->eng[lcore], job_id, out);
@@ -393,6 +399,7 @@ static inline struct box_inproc *box_inproc_new(unsigned nlcores)
 	snprintf(box->cfg.control, sizeof(box->cfg.control), "127.0.0.1:0");
 	box->cfg.rpc_socket[0] = '\0';
 	box->dp.job_progress = bi_job_progress;
+	box->dp.rank_lateness = bi_rank_lateness;
 	lay->kernel = sum->name;
 	lay->ports[0].ip = BI_LOOPBACK;
 	lay->ports[0].prefix = 8;

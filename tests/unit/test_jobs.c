@@ -192,23 +192,23 @@ static void create__limits(void **state)
 	t->f->box.cfg.max_jobs = 3;
 	for (int i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "j%d", i);
-		assert_int_equal(jobs_create(t->js, name, 2, 0, 0, &j, t->err, sizeof(t->err)), 0);
+		assert_int_equal(jobs_create(t->js, name, 2, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	}
-	assert_int_equal(jobs_create(t->js, "j3", 2, 0, 0, &j, t->err, sizeof(t->err)), -ENOSPC);
+	assert_int_equal(jobs_create(t->js, "j3", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -ENOSPC);
 	assert_non_null(strstr(t->err, "--max-jobs"));
-	assert_int_equal(jobs_create(t->js, "j0", 2, 0, 0, &j, t->err, sizeof(t->err)), -EEXIST);
+	assert_int_equal(jobs_create(t->js, "j0", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -EEXIST);
 
 	/* max_bytes above the box limit is capped; too little for the engine is ENOSPC */
 	t->f->box.cfg.max_jobs = 16;
-	assert_int_equal(jobs_create(t->js, "big", 2, 1ull << 40, 0, &j, t->err,
+	assert_int_equal(jobs_create(t->js, "big", 2, 1ull << 40, 0, 0, &j, t->err,
 				     sizeof(t->err)), 0);
 	assert_int_equal(j->max_bytes, t->f->box.cfg.max_job_bytes);
-	assert_int_equal(jobs_create(t->js, "small", 64, 1 << 20, 0, &j, t->err,
+	assert_int_equal(jobs_create(t->js, "small", 64, 1 << 20, 0, 0, &j, t->err,
 				     sizeof(t->err)), -ENOSPC);
 	assert_non_null(strstr(t->err, "engine memory"));
 
 	t->f->fail_alloc = 1;
-	assert_int_equal(jobs_create(t->js, "nomem", 2, 0, 0, &j, t->err, sizeof(t->err)), -ENOMEM);
+	assert_int_equal(jobs_create(t->js, "nomem", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -ENOMEM);
 	assert_non_null(strstr(t->err, "could not allocate"));
 }
 
@@ -221,7 +221,7 @@ static void create__ids_unique_and_nonzero(void **state)
 
 	for (int i = 0; i < 200; i++) {
 		snprintf(name, sizeof(name), "r%d", i);
-		assert_int_equal(jobs_create(t->js, name, 1, 2 << 20, 0, &j, t->err,
+		assert_int_equal(jobs_create(t->js, name, 1, 2 << 20, 0, 0, &j, t->err,
 					     sizeof(t->err)), 0);
 		seen[i] = j->id;
 		assert_int_not_equal(j->id, 0);
@@ -319,7 +319,7 @@ static void declare__memory_exhausted_is_enospc(void **state)
 	struct t *t = *state;
 	const struct job *j;
 
-	assert_int_equal(jobs_create(t->js, "tight", 1, 16 << 20, 0, &j, t->err,
+	assert_int_equal(jobs_create(t->js, "tight", 1, 16 << 20, 0, 0, &j, t->err,
 				     sizeof(t->err)), 0);
 	assert_int_equal(join(t, "tight", 0, 1, NULL, NULL), 0);
 	uint64_t left = j->max_bytes - j->used;
@@ -417,7 +417,7 @@ static void abort__memory_freed_only_after_lcores_applied(void **state)
 	struct t *t = *state;
 	const struct job *j;
 
-	assert_int_equal(jobs_create(t->js, "a", 2, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "a", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	uint32_t id = j->id;
 	t->f->deferred = 1;
 	assert_int_equal(jobs_abort(t->js, "a", "operator", t->err, sizeof(t->err)), 0);
@@ -490,7 +490,7 @@ static void watch__join_wait(void **state)
 
 	t->f->box.cfg.join_wait_ms = 60000;
 	assert_int_equal(join(t, "late", 0, 3, (void *)1, &j), 0);
-	assert_int_equal(jobs_create(t->js, "idle", 2, 0, 0, &c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "idle", 2, 0, 0, 0, &c, t->err, sizeof(t->err)), 0);
 	jobs_tick(t->js);
 	assert_int_equal(j->state, JOB_FORMING);   /* within the wait */
 	((struct job *)j)->created -= 61.0;
@@ -554,9 +554,9 @@ static void list__iterates_live_jobs(void **state)
 	const struct job *j;
 	unsigned n = 0;
 
-	assert_int_equal(jobs_create(t->js, "a", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
-	assert_int_equal(jobs_create(t->js, "b", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
-	assert_int_equal(jobs_create(t->js, "c", 1, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "a", 1, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "b", 1, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "c", 1, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	t->f->deferred = 1;
 	assert_int_equal(jobs_abort(t->js, "b", NULL, t->err, sizeof(t->err)), 0);
 	for (j = jobs_next(t->js, NULL); j; j = jobs_next(t->js, j)) {

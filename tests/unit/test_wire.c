@@ -71,7 +71,7 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_VERSION);
 	memcpy(c, b, sizeof(b)); c[5] = 0;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_TYPE);
-	memcpy(c, b, sizeof(b)); c[5] = 6;
+	memcpy(c, b, sizeof(b)); c[5] = 8;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_TYPE);
 	/* a probe: count 0 and any padding; a count is a length error */
 	memcpy(c, b, sizeof(b)); c[5] = WIRE_PROBE;
@@ -82,12 +82,43 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
-	memcpy(c, b, sizeof(b)); c[7] = 2;
+	memcpy(c, b, sizeof(b)); c[7] = 8;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
 	memcpy(c, b, sizeof(b)); c[39] = 1;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
 	memcpy(c, b, sizeof(b)); c[15] = 4; /* count 4 f16 = 8 bytes, have 6 */
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_LEN);
+}
+
+/* WAIT and NACK: count 0 and exactly the 16-byte notice after the header. */
+static void notice__layout_and_checks(void **state)
+{
+	(void)state;
+	uint8_t b[WIRE_HDR_LEN + WIRE_NOTICE_LEN + 1];
+	struct wire_msg m = sample(), d;
+	struct wire_notice n = { .missing = 0x8000000000000005ull, .open_us = 1234 }, o;
+
+	m.type = WIRE_NACK;
+	m.count = 0;
+	wire_encode(b, &m);
+	wire_notice_encode(b + WIRE_HDR_LEN, &n);
+	static const uint8_t want[WIRE_NOTICE_LEN] = { 0x80, 0, 0, 0, 0, 0, 0, 5,
+						       0, 0, 0x04, 0xD2, 0, 0, 0, 0 };
+	assert_memory_equal(b + WIRE_HDR_LEN, want, sizeof(want));
+	assert_int_equal(wire_decode(b, WIRE_HDR_LEN + WIRE_NOTICE_LEN, &d), 0);
+	assert_int_equal(d.type, WIRE_NACK);
+	assert_int_equal(wire_notice_decode(b + WIRE_HDR_LEN, &o), 0);
+	assert_true(o.missing == n.missing);
+	assert_int_equal(o.open_us, 1234);
+	assert_int_equal(wire_decode(b, WIRE_HDR_LEN + WIRE_NOTICE_LEN - 1, &d), -DROP_BAD_LEN);
+	assert_int_equal(wire_decode(b, sizeof(b), &d), -DROP_BAD_LEN);
+	b[15] = 1; /* a count */
+	assert_int_equal(wire_decode(b, WIRE_HDR_LEN + WIRE_NOTICE_LEN, &d), -DROP_BAD_LEN);
+	b[15] = 0;
+	b[5] = WIRE_WAIT;
+	assert_int_equal(wire_decode(b, WIRE_HDR_LEN + WIRE_NOTICE_LEN, &d), 0);
+	b[WIRE_HDR_LEN + 15] = 1; /* reserved */
+	assert_int_equal(wire_notice_decode(b + WIRE_HDR_LEN, &o), -DROP_BAD_FLAGS);
 }
 
 static void seg_bytes__multiple_of_64_from_mtu(void **state)
@@ -132,6 +163,7 @@ int main(void)
 		cmocka_unit_test(encode__bytes_are_big_endian_at_documented_offsets),
 		cmocka_unit_test(decode__round_trip),
 		cmocka_unit_test(decode__rejects_each_bad_field),
+		cmocka_unit_test(notice__layout_and_checks),
 		cmocka_unit_test(seg_bytes__multiple_of_64_from_mtu),
 		cmocka_unit_test(dtype__names_and_sizes),
 		cmocka_unit_test(drops__every_reason_named),
