@@ -92,12 +92,12 @@ struct aimd {
 	uint32_t epoch_lost;     /* losses found in it */
 	uint64_t mark_epoch_ns;  /* start of the mark-counting round trip */
 	uint32_t acked, marked;  /* results and CE marks in it */
-	uint32_t alpha;          /* smoothed marked fraction x 1024 */
+	uint32_t alpha;          /* smoothed marked fraction x AIMD_ALPHA_ONE */
 	uint64_t decreases;
 };
 
 #define AIMD_BETA_LOSS 70        /* percent kept on heavy loss or a timeout */
-#define AIMD_ALPHA_ONE 1024
+#define AIMD_ALPHA_ONE (1u << 20)
 
 void aimd_init(struct aimd *a, uint32_t floor, uint32_t cap);
 /* A RESULT at now, marked CE or not; rtt_ns the smoothed round trip. */

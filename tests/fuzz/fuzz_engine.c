@@ -19,13 +19,21 @@
  * possible). Job and key memory are exact-size heap blocks, so ASan sees
  * any access outside them.
  *
- * The input is a sequence of records. First byte: the operation (0-10
- * PUSH, 11 WORKER_SET, 12 JOB_ABORT, 13 JOB_REMOVE, 14 reinstall the job
- * under a new generation id, 15 install a duplicate key). A PUSH record
- * has 6 more bytes: rank and faults (wrong source address/port, token,
- * job id, type), key selector (key A, key B, unknown key, wrong dtype)
- * and RETX, segment (or one past / far past the end), round relative to
- * the segment's last completed one, count variant, payload seed.
+ * The input is a sequence of records. First byte: the operation (0-9
+ * PUSH, 10 advance the clock and tick, 11 WORKER_SET, 12 JOB_ABORT, 13
+ * JOB_REMOVE, 14 reinstall the job under a new generation id, 15 install
+ * a duplicate key). A PUSH record has 6 more bytes: rank and faults (wrong
+ * source address/port, token, job id, type), key selector (key A, key B,
+ * unknown key, wrong dtype), RETX and NOTICE, segment (or one past / far
+ * past the end), round relative to the segment's last completed one,
+ * count variant, payload seed. A tick record has one: the time to advance
+ * (100 us steps) and whether the lcore is congested from now on.
+ *
+ * Recovery (docs/protocol.md "Recovery"): a duplicate of an open round
+ * from a rank that says NOTICE must be a WAIT naming exactly the missing
+ * ranks; a completed round is marked CE only while congested; every NACK a tick emits names an open round,
+ * goes to a rank missing from it whose last push said NOTICE, and names
+ * the missing ranks.
  *
  * Checked after every call: the verdict or drop reason equals the model's
  * (which follows the order of checks in engine.h/docs/protocol.md);
@@ -95,6 +103,9 @@ struct model {
 	uint64_t completes;    /* since install */
 	uint32_t wip[WORLD];
 	uint16_t wport[WORLD];
+	int notice[WORLD];     /* the rank's last push that got past the checks */
+	int congested;
+	uint64_t now;
 	struct mseg seg[NKEYS][MAXSEGS];
 };
 
@@ -191,6 +202,7 @@ static void install(void)
 		CHECK(engine_apply(&eng, &km) == 0);
 	}
 	M.state = ENGINE_JOB_ACTIVE;
+	memset(M.notice, 0, sizeof(M.notice));
 	M.open = 0;
 	M.pushes = 0;
 	M.completes = 0;
@@ -252,7 +264,7 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 	if (!s->open && M.open == NSLOTS)
 		return -DROP_NO_SLOT;
 	if (s->open && (s->have & (1ull << m->rank)))
-		return ENGINE_ABSORBED;
+		return (m->flags & WIRE_FLAG_NOTICE) ? ENGINE_SEND_NOTICE : ENGINE_ABSORBED;
 	/* the model state is updated by the caller once the engine agrees */
 	return (s->open ? __builtin_popcountll(s->have) : 0) + 1 == WORLD ? ENGINE_SEND_ALL
 									 : ENGINE_ABSORBED;
@@ -319,7 +331,8 @@ static void op_push(struct in *in)
 		m.dtype = kidx == 0 ? ((b2 & 8) ? WIRE_BF16 : WIRE_F16) : WIRE_F32;
 		break;
 	}
-	m.flags = (b2 & 0x10) ? WIRE_FLAG_RETX : 0;
+	m.flags = (uint8_t)(((b2 & 0x10) ? WIRE_FLAG_RETX : 0) |
+			    ((b2 & 0x20) ? WIRE_FLAG_NOTICE : 0));
 
 	uint32_t nsegs = kidx >= 0 ? nsegs_of(kidx) : 1;
 	if (b3 & 0x80) {
@@ -376,13 +389,18 @@ static void op_push(struct in *in)
 			m.rank, m.key, m.dtype, m.seg, m.round, m.count, m.flags);
 		abort();
 	}
+	/* the engine learns whether the rank understands notices once the
+	 * push has passed every check up to its count */
+	if ((rc >= 0 && rc != ENGINE_SEND_ERROR) || rc == -DROP_STALE_ROUND ||
+	    rc == -DROP_FUTURE_ROUND || rc == -DROP_NO_SLOT)
+		M.notice[m.rank] = (m.flags & WIRE_FLAG_NOTICE) != 0;
 	if (rc < 0) {
 		CHECK(-rc > DROP_NONE && -rc < DROP_COUNT);
 		CHECK(eng.c.pushes == pushes0);
 		free(mp);
 		return;
 	}
-	CHECK(rc <= ENGINE_SEND_ERROR);
+	CHECK(rc <= ENGINE_SEND_NOTICE);
 	if (rc == ENGINE_SEND_ERROR) {
 		CHECK(out.hdr.type == WIRE_ERROR && out.hdr.status == WIRE_ST_NO_JOB);
 		CHECK(out.payload == NULL && out.rank == m.rank);
@@ -401,8 +419,17 @@ static void op_push(struct in *in)
 		return;
 	}
 	if (s->open && (s->have & (1ull << m.rank))) { /* duplicate of an open round */
-		CHECK(rc == ENGINE_ABSORBED && eng.c.dup_open == dup_open0 + 1);
+		CHECK(eng.c.dup_open == dup_open0 + 1);
 		CHECK(eng.c.pushes == pushes0);
+		if (rc == ENGINE_SEND_NOTICE) {
+			CHECK(out.hdr.type == WIRE_WAIT && out.rank == m.rank);
+			CHECK(out.hdr.key == m.key && out.hdr.seg == m.seg &&
+			      out.hdr.round == m.round && out.hdr.count == 0);
+			CHECK(out.notice.missing == (~s->have & ((1ull << WORLD) - 1)));
+			CHECK(out.job == &eng.jobs[engine_job_index(M.id)]);
+		} else {
+			CHECK(rc == ENGINE_ABSORBED);
+		}
 		free(mp);
 		return;
 	}
@@ -422,6 +449,9 @@ static void op_push(struct in *in)
 
 	/* SEND_ALL: the round completed */
 	check_out_result(&out, &m, kidx, cnt);
+	/* marked only while congested (whether a job is at its share may lag
+	 * a rate period behind a reinstall) */
+	CHECK(!(out.hdr.flags & WIRE_FLAG_CE) || M.congested);
 	const void *src[WORLD];
 	uint8_t want_sum[SEG_BYTES];
 	for (unsigned r = 0; r < WORLD; r++)
@@ -433,6 +463,36 @@ static void op_push(struct in *in)
 	s->have = 0;
 	M.open--;
 	M.completes++;
+}
+
+/* Advance the clock, maybe flip congestion, tick: every NACK must name an
+ * open round and a rank missing from it that understands notices. */
+static void op_tick(struct in *in)
+{
+	uint8_t b = get8(in);
+	struct engine_out outs[WORLD * 4];
+
+	M.now += ((uint64_t)(b & 0x7F) + 1) * 100000;
+	if (b & 0x80)
+		M.congested = !M.congested;
+	engine_clock(&eng, M.now);
+	engine_set_congested(&eng, M.congested);
+	uint64_t nacks0 = eng.c.nacks;
+	unsigned n = engine_tick(&eng, outs, WORLD * 4);
+	CHECK(n <= WORLD * 4);
+	CHECK(eng.c.nacks == nacks0 + n);
+	CHECK(n == 0 || (M.state == ENGINE_JOB_ACTIVE && !M.congested));
+	for (unsigned i = 0; i < n; i++) {
+		const struct engine_out *o = &outs[i];
+		int k = o->hdr.key == kdefs[0].key ? 0 : o->hdr.key == kdefs[1].key ? 1 : -1;
+		CHECK(k >= 0 && o->hdr.seg < nsegs_of(k));
+		const struct mseg *s = &M.seg[k][o->hdr.seg];
+		CHECK(o->hdr.type == WIRE_NACK && o->hdr.count == 0 && o->payload == NULL);
+		CHECK(o->hdr.job == M.id && o->hdr.token == TOKEN && o->rank < WORLD);
+		CHECK(s->open && o->hdr.round == s->round);
+		CHECK(!(s->have & (1ull << o->rank)) && M.notice[o->rank]);
+		CHECK(o->notice.missing == (~s->have & ((1ull << WORLD) - 1)));
+	}
 }
 
 static void op_worker(struct in *in)
@@ -470,6 +530,7 @@ static void op_simple(uint32_t type)
 		M.state = ENGINE_JOB_ABORTED;
 	} else {
 		M.state = ENGINE_JOB_FREE;
+		memset(M.notice, 0, sizeof(M.notice));
 		memset(M.wip, 0, sizeof(M.wip));
 		memset(M.wport, 0, sizeof(M.wport));
 	}
@@ -560,12 +621,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	n_held = n_released = 0;
 	memset(&M, 0, sizeof(M));
 	M.id = 1;
+	M.now = 1000000000ull;
+	engine_clock(&eng, M.now);
 	install();
 	check_invariants();
 	for (unsigned n = 0; more(&in) && n < 4096; n++) {
 		uint8_t op = get8(&in) & 15;
-		if (op <= 10)
+		if (op <= 9)
 			op_push(&in);
+		else if (op == 10)
+			op_tick(&in);
 		else if (op == 11)
 			op_worker(&in);
 		else if (op == 12)

@@ -492,6 +492,185 @@ static void hold__remove_releases_and_null_ref_copies(void **state)
 	engine_set_hold(&f->e, NULL, NULL);
 }
 
+/* ---- recovery: WAIT, NACK, lateness, marks (docs/protocol.md) ---- */
+
+#define SEG_F32 (SEG_BYTES / 4)
+
+static struct wire_msg npush(struct fx *f, uint16_t rank, uint32_t key, uint32_t seg,
+			     uint32_t round)
+{
+	struct wire_msg m = push_hdr(f, rank, key, seg, round, SEG_F32);
+	m.flags = WIRE_FLAG_NOTICE;
+	return m;
+}
+
+static void recovery__wait_answers_duplicate_of_open_round(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[SEG_F32] = { 0 };
+
+	install_key(f, 0, 7, SEG_F32, WIRE_F32, -1);
+	engine_clock(&f->e, 1000000);
+	assert_int_equal(push(f, npush(f, 0, 7, 0, 1), v, &out), ENGINE_ABSORBED);
+	assert_int_equal(push(f, npush(f, 1, 7, 0, 1), v, &out), ENGINE_ABSORBED);
+	engine_clock(&f->e, 1004000);
+	struct wire_msg d = npush(f, 0, 7, 0, 1);
+	d.flags |= WIRE_FLAG_RETX;
+	assert_int_equal(push(f, d, v, &out), ENGINE_SEND_NOTICE);
+	assert_int_equal(out.hdr.type, WIRE_WAIT);
+	assert_int_equal(out.rank, 0);
+	assert_int_equal(out.hdr.count, 0);
+	assert_int_equal(out.hdr.seg, 0);
+	assert_int_equal(out.hdr.round, 1);
+	assert_true(out.notice.missing == 0xC);
+	assert_int_equal(out.notice.open_us, 4);
+	assert_int_equal(f->e.c.waits, 1);
+	/* a rank that did not say it understands notices gets silence */
+	assert_int_equal(push(f, push_hdr(f, 1, 7, 0, 1, SEG_F32), v, &out), ENGINE_ABSORBED);
+	assert_int_equal(f->e.c.dup_open, 2);
+	assert_int_equal(f->e.c.waits, 1);
+}
+
+static unsigned tick_at(struct fx *f, uint64_t now, struct engine_out *outs, unsigned max)
+{
+	engine_clock(&f->e, now);
+	return engine_tick(&f->e, outs, max);
+}
+
+static void recovery__nack_rank_seen_past_segment_then_blind(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out outs[64];
+	float v[SEG_F32] = { 0 };
+	uint64_t t0 = 5000000000ull;
+
+	install_key(f, 0, 7, 3 * SEG_F32, WIRE_F32, -1);
+	engine_clock(&f->e, t0);
+	for (uint16_t r = 0; r < 3; r++)
+		for (uint32_t s = 0; s < 2; s++)
+			assert_int_equal(push(f, npush(f, r, 7, s, 1), v, &outs[0]), ENGINE_ABSORBED);
+	/* rank 3 sends segment 1 (completing it) but its segment 0 is lost;
+	 * flagged RETX, the round is no sample of the spread (NACK delay
+	 * stays ENGINE_NACK_INIT_NS) */
+	struct wire_msg r3 = npush(f, 3, 7, 1, 1);
+	r3.flags |= WIRE_FLAG_RETX;
+	assert_int_equal(push(f, r3, v, &outs[0]), ENGINE_SEND_ALL);
+	/* rank 0 alone on segment 2: the others are only late */
+	assert_int_equal(push(f, npush(f, 0, 7, 2, 1), v, &outs[0]), ENGINE_ABSORBED);
+
+	assert_int_equal(tick_at(f, t0 + ENGINE_NACK_INIT_NS - 1, outs, 64), 0);
+	assert_int_equal(tick_at(f, t0 + ENGINE_NACK_INIT_NS, outs, 64), 1);
+	assert_int_equal(outs[0].hdr.type, WIRE_NACK);
+	assert_int_equal(outs[0].rank, 3);
+	assert_int_equal(outs[0].hdr.seg, 0);
+	assert_true(outs[0].notice.missing == 0x8);
+	assert_int_equal(outs[0].notice.open_us, ENGINE_NACK_INIT_NS / 1000);
+	/* backed off: nothing again right away */
+	assert_int_equal(tick_at(f, t0 + ENGINE_NACK_INIT_NS + 1000, outs, 64), 0);
+	/* blind: ranks 1, 2, 3 never seen past segment 2 get theirs late */
+	uint64_t blind = t0 + ENGINE_NACK_BLIND * ENGINE_NACK_INIT_NS;
+	unsigned n = tick_at(f, blind, outs, 64);
+	unsigned seg2 = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (outs[i].hdr.seg == 2) {
+			seg2++;
+			assert_true(outs[i].rank >= 1 && outs[i].rank <= 3);
+			assert_true(outs[i].notice.missing == 0xE);
+		}
+	assert_int_equal(seg2, 3);
+	struct engine_lateness l;
+	assert_int_equal(engine_rank_lateness(&f->e, f->job, 3, &l), 0);
+	assert_true(l.nacks >= 2);
+}
+
+static void recovery__nacks_limited_per_rank(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out outs[ENGINE_MAX_WORLD + 8];
+	float v[SEG_F32] = { 0 };
+	uint64_t t0 = 1000000000ull;
+	const uint32_t nsegs = 200;
+
+	free(f->jobmem);
+	memset(&f->e.jobs[engine_job_index(f->job)], 0, sizeof(f->e.jobs[0]));
+	install_job(f, 2, 256);
+	uint8_t owners[50] = { 0 };   /* 4 segments per chunk, all on lcore 0 */
+	size_t kb = engine_key_mem_bytes((uint64_t)nsegs * SEG_F32, WIRE_F32, SEG_BYTES, 4);
+	f->keymem[0] = aligned_alloc(64, (kb + 63) & ~(size_t)63);
+	memset(f->keymem[0], 0, kb);
+	struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = f->job,
+		.u.key = engine_key_init(f->keymem[0], 9, (uint64_t)nsegs * SEG_F32, WIRE_F32,
+					 SEG_BYTES, 4, owners) };
+	assert_int_equal(engine_apply(&f->e, &km), 0);
+	engine_clock(&f->e, t0);
+	assert_int_equal(push(f, npush(f, 1, 9, nsegs - 1, 1), v, &outs[0]), ENGINE_ABSORBED);
+	for (uint32_t s = 0; s < nsegs - 1; s++)
+		assert_int_equal(push(f, npush(f, 0, 9, s, 1), v, &outs[0]), ENGINE_ABSORBED);
+	unsigned total = 0, n;
+	engine_clock(&f->e, t0 + ENGINE_NACK_INIT_NS);
+	while ((n = engine_tick(&f->e, outs, ENGINE_MAX_WORLD + 8)) > 0)
+		total += n;
+	assert_int_equal(total, ENGINE_NACK_BURST);
+	assert_int_equal(f->e.c.nacks_limited, nsegs - 1 - ENGINE_NACK_BURST);
+	/* tokens come back one per ENGINE_NACK_REFILL_NS */
+	struct engine_lateness l;
+	assert_int_equal(engine_rank_lateness(&f->e, f->job, 1, &l), 0);
+	assert_int_equal(l.nacks, ENGINE_NACK_BURST);
+}
+
+static void recovery__lateness_per_rank(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[SEG_F32] = { 0 };
+	struct engine_lateness l;
+
+	install_key(f, 0, 7, SEG_F32, WIRE_F32, -1);
+	for (uint16_t r = 0; r < 4; r++) {
+		engine_clock(&f->e, 1000000 + (uint64_t)r * r * 1000);
+		push(f, npush(f, r, 7, 0, 1), v, &out);
+	}
+	assert_int_equal(engine_rank_lateness(&f->e, f->job, 0, &l), 0);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.sum_ns, 0);
+	assert_int_equal(engine_rank_lateness(&f->e, f->job, 3, &l), 0);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.sum_ns, 9000);
+	assert_int_equal(l.max_ns, 9000);
+	assert_int_equal(engine_rank_lateness(&f->e, f->job, 4, &l), -ENOENT);
+	assert_int_equal(engine_rank_lateness(&f->e, f->job + 1, 0, &l), -ENOENT);
+}
+
+static void recovery__marks_only_when_congested_and_for_notice_ranks(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[SEG_F32] = { 0 };
+
+	install_key(f, 0, 7, SEG_F32, WIRE_F32, -1);
+	for (uint32_t round = 1; round <= 2; round++) {
+		engine_set_congested(&f->e, round == 2);
+		for (uint16_t r = 0; r < 4; r++) {
+			struct wire_msg m = r == 3 ? push_hdr(f, r, 7, 0, round, SEG_F32)
+						   : npush(f, r, 7, 0, round);
+			push(f, m, v, &out);
+		}
+		assert_int_equal(out.hdr.type, WIRE_RESULT);
+		assert_int_equal(!!(out.hdr.flags & WIRE_FLAG_CE), round == 2);
+	}
+	assert_int_equal(f->e.c.marks, 1);
+	const struct engine_job *j = &f->e.jobs[engine_job_index(f->job)];
+	assert_true(engine_rank_notice(j, 0));
+	assert_false(engine_rank_notice(j, 3)); /* the box strips CE for it */
+	/* weights: at most ENGINE_WEIGHT_MAX */
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL, .job = 66,
+		.u.desc = { .id = 66, .token = 1, .world = 1, .seg_bytes = SEG_BYTES,
+			    .mem = f->jobmem, .key_cap = 16, .nslots = 1,
+			    .weight = ENGINE_WEIGHT_MAX + 1 } };
+	assert_int_equal(engine_apply(&f->e, &m), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +690,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(hold__sum_exact_and_each_packet_released_once_at_completion, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__duplicate_not_held_and_abort_releases, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__remove_releases_and_null_ref_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__wait_answers_duplicate_of_open_round, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__nack_rank_seen_past_segment_then_blind, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__nacks_limited_per_rank, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__lateness_per_rank, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__marks_only_when_congested_and_for_notice_ranks, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
