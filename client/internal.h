@@ -49,6 +49,10 @@
  * pboxd's stall watch (--stall-timeout-ms, 5 s): 200 ms leaves 20+
  * (docs/reliability.md). */
 #define XFER_BACKOFF_MAX_US 200000
+/* Cap of the pause a WAIT sets (the time the round has been open): a
+ * query a second keeps RESULT loss repaired well inside the stall watch
+ * while a straggler holds the round. */
+#define XFER_WAIT_MAX_US    1000000
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
 #define ABORT_GRACE_MS      300    /* wait for job_aborted's reason after ERROR */

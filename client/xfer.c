@@ -411,7 +411,7 @@ static void on_wait(pbox_client *c, const struct wire_msg *m, const struct wire_
 	if (!s)
 		return;
 	s->box_has = true;
-	uint64_t wait_us = n->open_us > XFER_BACKOFF_MAX_US ? XFER_BACKOFF_MAX_US : n->open_us;
+	uint64_t wait_us = n->open_us > XFER_WAIT_MAX_US ? XFER_WAIT_MAX_US : n->open_us;
 	if (wait_us < x->rtt.rto_us)
 		wait_us = x->rtt.rto_us;
 	s->deadline_ns = now + wait_us * NS_PER_US;

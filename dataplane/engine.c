@@ -534,7 +534,8 @@ static unsigned nack_slot(struct engine *e, struct engine_job *j, struct engine_
 	sl->retx = 1;
 	if (sl->nnack < ENGINE_NACK_BACKOFF)
 		sl->nnack++;
-	sl->nack_at = e->now + (j->nack_delay_ns << sl->nnack);
+	uint64_t gap = j->nack_delay_ns << sl->nnack;
+	sl->nack_at = e->now + (gap < ENGINE_NACK_GAP_MAX_NS ? gap : ENGINE_NACK_GAP_MAX_NS);
 	return n;
 }
 

@@ -53,7 +53,8 @@
 #define ENGINE_NACK_MIN_NS     100000ull   /* NACK delay floor: 100 us */
 #define ENGINE_NACK_MAX_NS     20000000ull /* ... and cap: 20 ms */
 #define ENGINE_NACK_INIT_NS    1000000ull  /* before any measured round */
-#define ENGINE_NACK_BACKOFF    5           /* re-NACK after delay << min(n, 5) */
+#define ENGINE_NACK_BACKOFF    10          /* re-NACK after delay << min(n, 10) ... */
+#define ENGINE_NACK_GAP_MAX_NS 1000000000ull /* ... but at most 1 s later */
 #define ENGINE_NACK_BLIND      8           /* x delay: NACK a rank not seen past
 					      the segment (docs/protocol.md) */
 #define ENGINE_NACK_BURST      64          /* NACK tokens per rank ... */
