@@ -458,6 +458,10 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 {
 	const struct box_config *cfg = &js->box->cfg;
 	struct job *j = NULL;
+
+	if (weight > ENGINE_WEIGHT_MAX)
+		return errmsg(err, errlen, -EINVAL, "job %s: weight %" PRIu32 " is above %d",
+			      name, weight, ENGINE_WEIGHT_MAX);
 	int rc = check_admission(js, name, world, err, errlen);
 
 	if (rc < 0)
@@ -471,9 +475,6 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		max_bytes = cfg->default_job_bytes;
 	if (max_bytes > cfg->max_job_bytes)
 		max_bytes = cfg->max_job_bytes;
-	if (weight > ENGINE_WEIGHT_MAX)
-		return errmsg(err, errlen, -EINVAL, "job %s: weight %" PRIu32 " is above %d",
-			      name, weight, ENGINE_WEIGHT_MAX);
 	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, weight, &j, err, errlen);
 	if (rc == 0 && out)
 		*out = j;

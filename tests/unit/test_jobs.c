@@ -197,6 +197,9 @@ static void create__limits(void **state)
 	assert_int_equal(jobs_create(t->js, "j3", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -ENOSPC);
 	assert_non_null(strstr(t->err, "--max-jobs"));
 	assert_int_equal(jobs_create(t->js, "j0", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -EEXIST);
+	assert_int_equal(jobs_create(t->js, "heavy", 2, 0, 0, ENGINE_WEIGHT_MAX + 1, &j, t->err,
+				     sizeof(t->err)), -EINVAL);
+	assert_non_null(strstr(t->err, "weight"));
 
 	/* max_bytes above the box limit is capped; too little for the engine is ENOSPC */
 	t->f->box.cfg.max_jobs = 16;
