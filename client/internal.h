@@ -42,12 +42,10 @@
 #define XFER_WIN_MIN        64     /* floor of the BDP window (segments) */
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
 #define XFER_RTO_MAX_US     1000000 /* cap of the adaptive timeout */
-/* Cap of a segment's back-off (or rto, if larger). A rank waiting for the
- * others of a round gets no answer to its retransmissions and backs off
- * while it waits; when the round completes and its RESULT is lost, the
- * next try comes after the back-off. The cap must leave many tries inside
- * pboxd's stall watch (--stall-timeout-ms, 5 s): 200 ms leaves 20+
- * (docs/reliability.md). */
+/* Cap of a segment's back-off while the box is silent (or rto, if larger).
+ * The cap must leave many tries inside pboxd's stall watch
+ * (--stall-timeout-ms, 5 s): 200 ms leaves 20+ (docs/reliability.md). A
+ * segment the box has (WAIT) is paced by XFER_WAIT_MAX_US instead. */
 #define XFER_BACKOFF_MAX_US 200000
 /* Cap of the pause a WAIT sets (the time the round has been open): a
  * query a second keeps RESULT loss repaired well inside the stall watch
