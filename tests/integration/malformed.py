@@ -27,7 +27,7 @@ def main():
         "bad_len": lambda: os.urandom(rng.randrange(0, 40)),
         "bad_magic": lambda: hdr(magic=0xDEADBEEF) + b"\0" * 4,
         "bad_version": lambda: hdr(version=9) + b"\0" * 4,
-        "bad_type": lambda: hdr(typ=7) + b"\0" * 4,
+        "bad_type": lambda: hdr(typ=9) + b"\0" * 4,
         "bad_dtype": lambda: hdr(dtype=5) + b"\0" * 4,
         "bad_flags": lambda: hdr(flags=0x80) + b"\0" * 4,
         "bad_len_count": lambda: hdr(count=100) + b"\0" * 4,
