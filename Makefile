@@ -210,3 +210,12 @@ include tests/fuzz/Makefile.inc
 
 # Side-by-side allreduce benchmark: make compare (pbox vs OpenMPI vs Gloo).
 include bench/compare/Makefile.inc
+
+# The same three under packet loss: make loss runs bench/loss.sh (root;
+# options in LOSS_ARGS, e.g. make loss LOSS_ARGS=--quick); builds what
+# make compare builds.
+LOSS_ARGS ?=
+.PHONY: loss
+loss: all mpi-allreduce
+	@[ "$$(id -u)" = 0 ] || { echo "make loss needs root (network namespaces, veth, nftables and DPDK): sudo make loss"; exit 1; }
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash bench/loss.sh $(LOSS_ARGS)

@@ -7,7 +7,7 @@
 #   bench/compare/compare.sh [--quick] [--sizes MIN:MAX] [--n 2,4] [--reps R]
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
-#                            [--transport udp,xdp]
+#                            [--transport udp,xdp] [--loss PCT] [--timeout S]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -59,6 +59,52 @@
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
 # stops what is left and removes the namespaces (lib.sh topo_down). Exit
 # status 0 if every requested system produced every size.
+#
+# --timeout S: every run (one system, one N, one rep: process start, all
+#   sizes) gets S seconds instead of the computed limit. A run that hits it
+#   did not finish (DNF): the sizes it finished keep their samples, the
+#   others get "DNF" in raw.txt (in place of us_per_call), and later reps
+#   of that system and N are not run (raw.txt says so in a comment). A size
+#   whose median over its reps is a DNF has "DNF" in compare.csv's time
+#   columns (algbw and busbw empty) and "DNF (> S s)" in the table. A DNF
+#   is a result, not a failure: the exit status stays 0. Without --timeout
+#   a run out of time fails as before.
+# --loss PCT (hosts topology, udp transport only): PCT% of the IPv4 frames
+#   on the data path dropped each way, alike for all three systems, with
+#   nftables `numgen random mod 10000 < PCT*100` (PCT in steps of 0.01, so
+#   0.1 works). Installed once the topology is up, before the first run
+#   (the pbox warm-up job runs under the loss too; it is untimed), and gone
+#   with the namespaces. Where the frames are dropped, and why there:
+#   - On this host TCP hands the veth 64 KiB TSO super-packets and they
+#     cross the bridge whole (measured: 64 MiB crossed br0 as 1164 skbs);
+#     a drop there would lose ~44 wire frames at once, far fewer, burstier
+#     loss events than PCT% of frames (TCP at 1%: 19 drops instead of 949
+#     for 64 MiB, and no slowdown). So every bridge port gets gso_max_segs 1:
+#     the bridge cuts super-packets into wire frames on the way out, as a
+#     switch's wire would (the senders keep TSO: with gso_max_segs 1 on the
+#     senders' own veths TCP moved 64 MiB 25x slower here).
+#   - Frames to a rank are dropped where they arrive, after that cut: a
+#     netdev ingress chain on every rank's eth0 (frames from the box and
+#     from the other ranks).
+#   - Frames to the box are dropped in a bridge forward chain in the
+#     switch's namespace, on the way out of the port toward the box's DPDK
+#     port (pboxd's net_af_packet sees frames before any ingress hook of
+#     its veth). pbox's workers send one datagram per skb here (no
+#     --udp-offload), so those are wire frames already.
+#   Every frame meets exactly one of these rules: PCT% each way. Spared
+#   (the issue's loss is on the data path, not on set-up or control):
+#   pbox's control connection (to and from the box's management address
+#   198.18.0.254), OpenMPI's PMIx/out-of-band traffic with mpirun
+#   (198.18.0.250, on br0 itself: ranks->mpirun never crosses a rule), and
+#   Gloo's TCPStore rendezvous (TCP port 29600-29999 on rank 0). ARP and
+#   IPv6 pass. Counters on every rule; after each system's block the
+#   frames dropped and passed are printed, and logs/nft-loss.txt has the
+#   rule sets with their counters at the end. --loss 0 installs the same
+#   rules and offload setting, dropping nothing: the baseline for loss
+#   runs (its times are not those of a run without --loss). --topology
+#   shared is refused (OpenMPI/Gloo talk over loopback there, which no
+#   bridge rule sees), as is --transport xdp (AF_XDP takes frames before
+#   the ingress hook).
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -81,6 +127,7 @@ to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
 }
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
+LOSS=; TIMEOUT=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -94,6 +141,8 @@ while [ $# -gt 0 ]; do
 	--mtu) MTU=${2:?--mtu needs 1500 or 9000}; shift ;;
 	--topology) TOPO=${2:?--topology needs hosts or shared}; shift ;;
 	--transport) TPS=${2:?--transport needs a list (udp,xdp)}; shift ;;
+	--loss) LOSS=${2:?--loss needs a percentage (e.g. 0.1, 5)}; shift ;;
+	--timeout) TIMEOUT=${2:?--timeout needs seconds}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -111,6 +160,18 @@ MINB=$(to_bytes "${SIZES%%:*}") && MAXB=$(to_bytes "${SIZES##*:}") && [ "$MINB" 
 [[ $TPS =~ ^(udp|xdp)(,(udp|xdp))*$ ]] || { echo "compare.sh: bad --transport $TPS (udp, xdp or udp,xdp)" >&2; exit 2; }
 [[ $TPS == *xdp* ]] && [ "$TOPO" != hosts ] && { echo "compare.sh: --transport xdp needs --topology hosts (one worker per interface)" >&2; exit 2; }
 IFS=, read -r -a TP_LIST <<< "$TPS"
+if [ -n "$LOSS" ]; then
+	# PCT with at most two decimals -> frames per 10000 (numgen random mod 10000)
+	[[ $LOSS =~ ^([0-9]{1,3})(\.([0-9]{1,2}))?$ ]] && frac=${BASH_REMATCH[3]}00 &&
+		LOSS_N=$((10#${BASH_REMATCH[1]} * 100 + 10#${frac:0:2})) && [ "$LOSS_N" -le 10000 ] ||
+		{ echo "compare.sh: bad --loss $LOSS (a percentage 0..100, at most two decimals, e.g. 0.1 or 5)" >&2; exit 2; }
+	[ "$TOPO" = hosts ] || { echo "compare.sh: --loss needs --topology hosts (shared: OpenMPI and Gloo talk over loopback, which no bridge rule sees)" >&2; exit 2; }
+	[[ $TPS == *xdp* ]] && { echo "compare.sh: --loss works with --transport udp only (AF_XDP takes frames before the ingress hook that drops them)" >&2; exit 2; }
+fi
+if [ -n "$TIMEOUT" ]; then
+	[[ $TIMEOUT =~ ^[0-9]+$ ]] && [ "$TIMEOUT" -ge 1 ] ||
+		{ echo "compare.sh: bad --timeout $TIMEOUT (seconds per run, >= 1)" >&2; exit 2; }
+fi
 [[ $NLIST =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: bad --n $NLIST (e.g. 2,4)" >&2; exit 2; }
 for v in "$REPS" "$ITERS" "$WARMUP"; do
 	[[ $v =~ ^[0-9]+$ ]] || { echo "compare.sh: --reps/--iters/--warmup must be numbers" >&2; exit 2; }
@@ -166,6 +227,69 @@ hosts_up() {
 	ip -n "$NS_SW" addr add 198.18.0.250/24 dev br0; ip -n "$NS_SW" link set br0 mtu "$MTU" up
 }
 hosts_topo_down() { local rc=$?; hosts_down; (exit $rc); topo_down; }
+
+# ---- --loss: nftables drops on the data path (why these places: the header) -------
+GLOO_PORT0=29600; GLOO_PORTS=29600-29999 # run_gloo's rendezvous ports: one more per run
+loss_up() {
+	local big=$((MTU + 14)) i p ns
+	# the bridge cuts TSO/GSO super-packets into wire frames on the way out
+	for p in "x$IF_BD" $(for ((i = 0; i < MAXN; i++)); do echo "xpw${i}_$TAG"; done); do
+		ip -n "$NS_SW" link set "$p" gso_max_segs 1 || die "cannot set gso_max_segs 1 on bridge port $p"
+	done
+	# toward the box: on the way out of its data port's bridge port
+	ip netns exec "$NS_SW" nft -f - <<NFT || die "cannot install the loss rules in $NS_SW"
+table bridge pboxloss {
+	chain forw {
+		type filter hook forward priority 0; policy accept;
+		oifname != "x$IF_BD" accept
+		ether type != ip accept
+		meta length > $big counter comment "oversize"
+		numgen random mod 10000 < $LOSS_N counter drop comment "loss"
+		counter comment "passed"
+	}
+}
+NFT
+	# toward each rank: where the frames arrive, after the bridge's cut
+	for ((i = 0; i < MAXN; i++)); do
+		ns=$(wk_ns $i)
+		ip netns exec "$ns" nft -f - <<NFT || die "cannot install the loss rules in $ns"
+table netdev pboxloss {
+	chain in {
+		type filter hook ingress device "eth0" priority 0; policy accept;
+		ether type != ip accept
+		ip saddr { $BOX_MGMT, 198.18.0.250 } counter accept comment "spared: control"
+		ip saddr $(wk_ip 0) tcp sport $GLOO_PORTS counter accept comment "spared: rendezvous"
+		ip daddr $(wk_ip 0) tcp dport $GLOO_PORTS counter accept comment "spared: rendezvous"
+		meta length > $big counter comment "oversize"
+		numgen random mod 10000 < $LOSS_N counter drop comment "loss"
+		counter comment "passed"
+	}
+}
+NFT
+	done
+}
+loss_rulesets() { # every loss rule set with its counters
+	echo "## $NS_SW (toward the box's data port)"; ip netns exec "$NS_SW" nft list table bridge pboxloss
+	for ((i = 0; i < MAXN; i++)); do
+		echo "## $(wk_ns $i) (toward rank $i)"; ip netns exec "$(wk_ns $i)" nft list table netdev pboxloss
+	done
+}
+loss_counts() { # frames so far, summed over every rule set: dropped passed spared oversize
+	loss_rulesets 2>/dev/null | awk '/counter packets/ {
+		for (i = 1; i < NF; i++) if ($i == "packets") p = $(i + 1)
+		if (/comment "loss"/) d += p; else if (/comment "passed"/) k += p
+		else if (/comment "spared/) c += p; else if (/comment "oversize"/) o += p }
+		END { print d + 0, k + 0, c + 0, o + 0 }'
+}
+LOSS_LAST=(0 0 0 0)
+loss_delta() { # LOSS_LINE: what the rules did since the last call (not in $(...): it keeps LOSS_LAST)
+	local now; read -r -a now <<< "$(loss_counts)"
+	local d=$((now[0] - LOSS_LAST[0])) k=$((now[1] - LOSS_LAST[1])) c=$((now[2] - LOSS_LAST[2])) o=$((now[3] - LOSS_LAST[3]))
+	LOSS_LAST=("${now[@]}")
+	LOSS_LINE=$(printf 'loss: %d of %d data frames dropped (%s%%), %d control/rendezvous frames spared' \
+		"$d" $((d + k)) "$(awk -v d=$d -v t=$((d + k)) 'BEGIN { printf "%.2f", t ? 100 * d / t : 0 }')" "$c")
+	[ "$o" = 0 ] || LOSS_LINE+="; WARNING: $o frames larger than the MTU met a loss rule (one drop loses several wire frames)"
+}
 if [ "$TOPO" = hosts ]; then
 	BOX_MGMT=198.18.0.254; CONTROL=$BOX_MGMT:7470
 fi
@@ -174,7 +298,9 @@ fi
 mkdir -p "$OUT/logs" || die "cannot create $OUT"
 rm -f "$OUT"/logs/* "$OUT/raw.txt" "$OUT/compare.csv" "$OUT/compare.png" "$OUT/table.txt" "$OUT/cpu.txt"
 RAW=$OUT/raw.txt
-echo "# system n rep bytes us_per_call" > "$RAW"
+echo "# system n rep bytes us_per_call (DNF: the run did not finish within the timeout)" > "$RAW"
+[ -z "$TIMEOUT" ] || echo "# timeout_s $TIMEOUT" >> "$RAW"
+[ -z "$LOSS" ] || echo "# loss_pct $LOSS" >> "$RAW"
 
 # Time limits: a run may take its size sweep at COMPARE_MIN_BPS bytes/s per
 # call (default 8 MB/s, several times slower than anything seen here), plus
@@ -225,6 +351,8 @@ elapsed() { echo "$((SECONDS - START))s"; }
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "sizes: ${SIZE_LIST[*]}"
 	echo "n: ${NS[*]}; reps $REPS; iters $ITERS; warmup $WARMUP; systems $SYSTEMS; MTU $MTU; topology $TOPO"
+	[ -z "$LOSS" ] || echo "loss: $LOSS% of the data frames each way (nftables numgen random mod 10000 < $LOSS_N; bridge ports gso_max_segs 1)"
+	[ -z "$TIMEOUT" ] || echo "timeout: $TIMEOUT s per run; a run out of time is recorded as DNF"
 	echo "pbox: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
 	command -v mpirun > /dev/null && echo "openmpi: $(mpirun --version 2>/dev/null | head -1)"
 	echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
@@ -235,6 +363,10 @@ others=$(pgrep -c -x pboxd) || true
 
 if [ "$TOPO" = hosts ]; then hosts_up; else topo_up; fi
 trap cleanup EXIT
+if [ -n "$LOSS" ]; then
+	loss_up
+	echo "compare: loss rules in place: $LOSS% each way (logs/nft-loss.txt at the end)"
+fi
 
 # ---- the runs -----------------------------------------------------------------
 # Rep-major: every round runs one rep of every system and N, so a disturbance
@@ -258,14 +390,33 @@ fi
 # sweep (shadow copies, about the sum of the sizes) plus engine memory.
 JOB_MIB=$(((2 * SUM >> 20) + 64)); [ $JOB_MIB -ge 256 ] || JOB_MIB=256
 MAX_MIB=$JOB_MIB; [ $MAX_MIB -ge 1024 ] || MAX_MIB=1024
-limit=$(limit_for 1)
-port=29600
+limit=${TIMEOUT:-$(limit_for 1)}
+port=$GLOO_PORT0
+
+# --timeout: a run out of time is a DNF (see the header)
+declare -A DNF_AT=()
+timed_out() { [ -n "$TIMEOUT" ] && { [ "$1" = 124 ] || [ "$1" = 137 ]; }; }
+dnf_record() { # dnf_record SYS N REP: DNF for every size the run did not finish
+	local b
+	for b in "${SIZE_LIST[@]}"; do
+		awk -v s="$1" -v n="$2" -v r="$3" -v b="$b" '$1 == s && $2 == n && $3 == r && $4 == b { f = 1 }
+			END { exit !f }' "$RAW" || echo "$1 $2 $3 $b DNF" >> "$RAW"
+	done
+	DNF_AT[$1/$2]=$3
+	log "compare: $1 N=$2 rep $3 did not finish within ${TIMEOUT}s: DNF (later reps of $1 N=$2 are not run)"
+}
+dnf_skip() { # dnf_skip SYS N REP: true (noted in raw.txt) if an earlier rep of SYS, N did not finish
+	[ -n "${DNF_AT[$1/$2]:-}" ] || return 1
+	echo "# $1 $2 rep $3: not run (rep ${DNF_AT[$1/$2]} did not finish within ${TIMEOUT}s)" >> "$RAW"
+	return 0
+}
 
 # run_pbox N REP TRANSPORT: N pbox-perf workers, one job, all sizes
 run_pbox() {
-	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3.n$1.r$2
+	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3.n$1.r$2 rc p
 	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
 	[ "$tp" = udp ] || sys=pbox-$tp
+	dnf_skip "$sys" "$n" "$rep" && return 0
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
 		    --warmup "$WARMUP" --transport "$tp")
@@ -279,12 +430,23 @@ run_pbox() {
 	else
 		workers "$n" "cmp-$tp-n$n-r$rep" "$lg" "${args[@]}"
 	fi
-	if wait_workers "$limit"; then
+	wait_workers "$limit"; rc=$?
+	if [ $rc != 0 ]; then
+		for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+		for p in "${WK_PIDS[@]}"; do
+			for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+			kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null
+		done
+	fi
+	if [ $rc = 0 ] || timed_out $rc; then
 		awk -v s="$sys" -v n="$n" -v r="$rep" '/^ +[0-9]+ / { print s, n, r, $1, $4 }' "$lg.0.log" >> "$RAW"
+	fi
+	if [ $rc = 0 ]; then
 		awk -v s="$sys" -v n="$n" -v r="$rep" -v b=$((SUM * (ITERS + WARMUP))) \
 			'/^# cpu:/ { print s, n, r, $3 + $6, b }' "$lg.0.log" >> "$OUT/cpu.txt"
+	elif timed_out $rc; then
+		dnf_record "$sys" "$n" "$rep"
 	else
-		for p in "${WK_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 		log "compare: pbox N=$n rep $rep failed:"; tail -n 3 "$lg".*.log >&2
 		FAILED+=("$sys/n$n/rep$rep")
 	fi
@@ -292,7 +454,8 @@ run_pbox() {
 
 # run_mpi N REP
 run_mpi() {
-	local n=$1 rep=$2 lg=$OUT/logs/openmpi.n$1.r$2.log
+	local n=$1 rep=$2 lg=$OUT/logs/openmpi.n$1.r$2.log rc
+	dnf_skip openmpi "$n" "$rep" && return 0
 	local where=(--mca btl_tcp_if_include "$WK_IP/32" --mca oob_tcp_if_include "$WK_IP/32")
 	local ns=$NS_WK pmix=()
 	if [ "$TOPO" = hosts ]; then
@@ -303,13 +466,15 @@ run_mpi() {
 		where=(--mca btl_tcp_if_include 198.18.0.0/24 --mca oob_tcp_if_include br0
 		       -x PBOX_NETNS_PREFIX=pbox-w -x PBOX_NETNS_SUFFIX="-$TAG" "$ROOT/bench/compare/rank_netns.sh")
 	fi
-	if run_in "$ns" "$limit" "$lg" env "${pmix[@]}" \
+	run_in "$ns" "$limit" "$lg" env "${pmix[@]}" \
 		mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
 		--mca btl tcp,self -x MALLOC_MMAP_THRESHOLD_=1073741824 \
 		-x MALLOC_TRIM_THRESHOLD_=4294967296 "${where[@]}" \
 		"$MPI_BIN" --minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
-		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; rc=$?
+	if [ $rc = 0 ] || timed_out $rc; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "openmpi", n, r, $2, $3 }' "$lg" >> "$RAW"
+		[ $rc = 0 ] || dnf_record openmpi "$n" "$rep"
 	else
 		log "compare: openmpi N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
 		FAILED+=("openmpi/n$n/rep$rep")
@@ -318,25 +483,47 @@ run_mpi() {
 
 # run_gloo N REP
 run_gloo() {
-	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log
+	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log rc
+	dnf_skip gloo "$n" "$rep" && return 0
 	port=$((port + 1))
+	[ $port -le ${GLOO_PORTS#*-} ] || die "out of Gloo rendezvous ports ($GLOO_PORTS): fewer reps or N per run"
 	local ns=$NS_WK ifname=$IF_WD addr=$WK_IP where=()
 	if [ "$TOPO" = hosts ]; then
 		ns=$NS_SW; ifname=eth0; addr=$(wk_ip 0); where=(--netns "pbox-w{rank}-$TAG")
 	fi
-	if run_in "$ns" "$limit" "$lg" env GLOO_SOCKET_IFNAME="$ifname" OMP_NUM_THREADS=1 \
+	run_in "$ns" "$limit" "$lg" env GLOO_SOCKET_IFNAME="$ifname" OMP_NUM_THREADS=1 \
 		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$addr" --port "$port" "${where[@]}" \
 		--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
-		--iters "$ITERS" --warmup "$WARMUP" --reps 1; then
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1; rc=$?
+	if [ $rc = 0 ] || timed_out $rc; then
 		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "gloo", n, r, $2, $3 }' "$lg" >> "$RAW"
+		[ $rc = 0 ] || dnf_record gloo "$n" "$rep"
 	else
 		log "compare: gloo N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
 		FAILED+=("gloo/n$n/rep$rep")
 	fi
 }
 
+# done_line SYSTEM: the progress line after a system's block (with --loss what the rules did)
+done_line() {
+	LOSS_LINE=; [ -z "$LOSS" ] || loss_delta
+	echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: $1 done${LOSS_LINE:+; $LOSS_LINE}"
+}
+pbox_left() { # true if some pbox transport and N still runs (not DNF earlier)
+	local tp n sys
+	for tp in "${TP_LIST[@]}"; do
+		sys=pbox; [ "$tp" = udp ] || sys=pbox-$tp
+		for n in "${NS[@]}"; do [ -n "${DNF_AT[$sys/$n]:-}" ] || return 0; done
+	done
+	return 1
+}
 for ((rep = 0; rep < REPS; rep++)); do
-	if [ $HAVE_PBOX = 1 ]; then
+	if [ $HAVE_PBOX = 1 ] && ! pbox_left; then
+		for tp in "${TP_LIST[@]}"; do
+			sys=pbox; [ "$tp" = udp ] || sys=pbox-$tp
+			for n in "${NS[@]}"; do dnf_skip "$sys" "$n" "$rep"; done
+		done
+	elif [ $HAVE_PBOX = 1 ]; then
 		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
 		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
 			mtu_args=(); [ "$MTU" = 9000 ] && mtu_args=(--mtu 9000)
@@ -363,18 +550,23 @@ for ((rep = 0; rep < REPS; rep++)); do
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
 		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
 		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
-		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: pbox done"
+		done_line pbox
 	fi
 	if [ $HAVE_MPI = 1 ]; then
 		for n in "${NS[@]}"; do run_mpi "$n" "$rep"; done
-		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: openmpi done"
+		done_line openmpi
 	fi
 	if [ $HAVE_GLOO = 1 ]; then
 		for n in "${NS[@]}"; do run_gloo "$n" "$rep"; done
-		echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: gloo done"
+		done_line gloo
 	fi
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
+if [ -n "$LOSS" ]; then
+	loss_rulesets > "$OUT/logs/nft-loss.txt" 2>&1
+	LOSS_LAST=(0 0 0 0); loss_delta
+	echo "compare: all runs: $LOSS_LINE" | tee -a "$OUT/info.txt"
+fi
 
 # ---- results ----------------------------------------------------------------
 echo "compare: [$(elapsed)] results in $OUT"

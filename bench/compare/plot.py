@@ -3,6 +3,8 @@
 """plot.py CSV PNG [--title TEXT] - plot compare.sh's CSV: median time per
 call vs size (left) and bus bandwidth vs size (right), both log-log, one
 line per (system, n); min..max over the reps as error bars on the time.
+Sizes whose median is DNF (compare.sh --timeout) are left out; a DNF max
+is drawn as the median.
 Needs matplotlib (Debian: python3-matplotlib); draws without a display.
 """
 import argparse
@@ -30,9 +32,12 @@ def main():
     series = {}
     with open(a.csv) as f:
         for r in csv.DictReader(f):
+            if r["median_us"] == "DNF":
+                continue
+            med = float(r["median_us"])
             series.setdefault((r["system"], int(r["n"])), []).append(
-                (int(r["bytes"]), float(r["median_us"]), float(r["min_us"]),
-                 float(r["max_us"]), float(r["busbw_GBps"])))
+                (int(r["bytes"]), med, float(r["min_us"]),
+                 med if r["max_us"] == "DNF" else float(r["max_us"]), float(r["busbw_GBps"])))
     if not series:
         print("plot.py: %s has no rows" % a.csv, file=sys.stderr)
         return 1

@@ -4,18 +4,23 @@
 CSV and print the side-by-side table.
 
 RAW has one sample per line, "system n rep bytes us" (us = mean time per
-call of one rep's timed iterations); '#' lines are comments. For every
-(system, n, bytes) the CSV gets the median, min and max over the reps, and
-algbw = bytes / median, busbw = algbw * 2(n-1)/n (nccl's allreduce factor),
-in GB/s (1e9 bytes/s):
+call of one rep's timed iterations, or DNF: that rep's run did not finish
+within compare.sh --timeout); '#' lines are comments, "# timeout_s S" and
+"# loss_pct P" among them. For every (system, n, bytes) the CSV gets the
+median, min and max over the reps, and algbw = bytes / median, busbw =
+algbw * 2(n-1)/n (nccl's allreduce factor), in GB/s (1e9 bytes/s):
 
     system,n,bytes,median_us,min_us,max_us,algbw_GBps,busbw_GBps
 
-The table on stdout gives, per n and size, each system's median time and
-the ratios t_pbox/t_openmpi and t_pbox/t_gloo (> 1: pbox slower).
+A DNF counts as longer than any time: a time column that falls on one
+says DNF, and algbw/busbw are then empty.
+The table on stdout gives, per n and size, each system's median time
+("DNF (> S s)" for a DNF) and the ratios t_pbox/t_openmpi and t_pbox/t_gloo
+(> 1: pbox slower).
 Standard library only.
 """
 import csv
+import math
 import statistics
 import signal
 import sys
@@ -31,16 +36,29 @@ def human(b):
     return "%d B" % b
 
 
+META = {}  # from "# key value" comments: timeout_s, loss_pct
+
+
 def load(path):
     samples = {}
     with open(path) as f:
         for line in f:
             line = line.strip()
-            if not line or line.startswith("#"):
+            if line.startswith("#"):
+                w = line[1:].split()
+                if len(w) == 2 and w[0] in ("timeout_s", "loss_pct"):
+                    META[w[0]] = w[1]
+                continue
+            if not line:
                 continue
             system, n, _rep, nbytes, us = line.split()
-            samples.setdefault((system, int(n), int(nbytes)), []).append(float(us))
+            us = math.inf if us == "DNF" else float(us)
+            samples.setdefault((system, int(n), int(nbytes)), []).append(us)
     return samples
+
+
+def us_text(v):
+    return "DNF" if math.isinf(v) else "%.1f" % v
 
 
 def rows_of(samples):
@@ -48,8 +66,10 @@ def rows_of(samples):
     key = lambda k: (ORDER.index(k[0]) if k[0] in ORDER else len(ORDER), k[0], k[1], k[2])
     for (system, n, nbytes) in sorted(samples, key=key):
         v = samples[(system, n, nbytes)]
-        med = statistics.median(v)
-        algbw = nbytes / (med * 1e3) if med > 0 else 0.0
+        v = sorted(v)
+        # the upper median when even: a tie between a time and a DNF is a DNF
+        med = v[len(v) // 2] if len(v) % 2 or math.isinf(v[-1]) else statistics.median(v)
+        algbw = nbytes / (med * 1e3) if 0 < med < math.inf else 0.0
         busbw = algbw * 2 * (n - 1) / n
         rows.append(dict(system=system, n=n, bytes=nbytes, median_us=med, min_us=min(v),
                          max_us=max(v), algbw_GBps=algbw, busbw_GBps=busbw, reps=len(v)))
@@ -62,9 +82,11 @@ def write_csv(rows, path):
         w = csv.writer(f)
         w.writerow(fields)
         for r in rows:
-            w.writerow([r["system"], r["n"], r["bytes"], "%.1f" % r["median_us"],
-                        "%.1f" % r["min_us"], "%.1f" % r["max_us"],
-                        "%.4f" % r["algbw_GBps"], "%.4f" % r["busbw_GBps"]])
+            dnf = math.isinf(r["median_us"])
+            w.writerow([r["system"], r["n"], r["bytes"], us_text(r["median_us"]),
+                        us_text(r["min_us"]), us_text(r["max_us"]),
+                        "" if dnf else "%.4f" % r["algbw_GBps"],
+                        "" if dnf else "%.4f" % r["busbw_GBps"]])
 
 
 def table(rows, out=sys.stdout):
@@ -75,16 +97,23 @@ def table(rows, out=sys.stdout):
 
     def t(s, n, b):
         r = by.get((s, n, b))
+        if r and math.isinf(r["median_us"]):
+            return "DNF (> %s s)" % META.get("timeout_s", "?")
         return "%.1f" % r["median_us"] if r else "-"
+
+    def ok(*v):
+        return all(0 < x < math.inf for x in v)
 
     def ratio(n, b, other):
         p, o = by.get(("pbox", n, b)), by.get((other, n, b))
-        return "%.2f" % (p["median_us"] / o["median_us"]) if p and o and o["median_us"] > 0 else "-"
+        return "%.2f" % (p["median_us"] / o["median_us"]) \
+            if p and o and ok(p["median_us"], o["median_us"]) else "-"
 
     def best_peer(n, b, mine):
         p = by.get((mine, n, b))
         peers = [by[(o, n, b)]["median_us"] for o in PEERS if (o, n, b) in by]
-        return "%.2f" % (p["median_us"] / min(peers)) if p and peers and min(peers) > 0 else "-"
+        return "%.2f" % (p["median_us"] / min(peers)) \
+            if p and peers and ok(p["median_us"], min(peers)) else "-"
 
     xdp = any(r["system"] == "pbox-xdp" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
@@ -98,14 +127,18 @@ def table(rows, out=sys.stdout):
                 continue
             pb = by.get(("pbox", n, b))
             lines.append([str(n), human(b)] + [t(s, n, b) for s in systems] +
-                         ["%.3f" % pb["busbw_GBps"] if pb else "-",
+                         ["%.3f" % pb["busbw_GBps"] if pb and ok(pb["median_us"]) else "-",
                           ratio(n, b, "openmpi"), ratio(n, b, "gloo")] +
                          ([best_peer(n, b, "pbox-xdp"),
                            "%.2f" % (by[("pbox-xdp", n, b)]["median_us"] / pb["median_us"])
-                           if pb and ("pbox-xdp", n, b) in by else "-"] if xdp else []))
+                           if pb and ("pbox-xdp", n, b) in by
+                           and ok(pb["median_us"], by[("pbox-xdp", n, b)]["median_us"])
+                           else "-"] if xdp else []))
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)
+    if "loss_pct" in META:
+        print("loss: %s%% of the data frames each way (nftables)" % META["loss_pct"], file=out)
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)), file=out)
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)), file=out)
