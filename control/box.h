@@ -101,6 +101,11 @@ struct box {
 	uint32_t log_peer;            /* TCP peer being served (host order), 0 = none:
 				       * ctl_log counts its lines against --log-peer-burst */
 	struct jobs *jobs;
+	struct {                      /* box_ports_watch */
+		double at;            /* last look (CLOCK_MONOTONIC s) */
+		uint64_t missed;      /* imissed summed over the data ports then */
+		int seen, on;         /* a first look was taken; marking on misses */
+	} miss_watch;
 	struct box_log_sink log;      /* see ctl_log */
 	/* Per-peer log budget: lines logged while log_peer != 0 are written
 	 * only if allow(ctx, log_peer) (the RPC server's; NULL = all). */
@@ -109,5 +114,9 @@ struct box {
 		void *ctx;
 	} log_gate;
 };
+
+/* Congestion marks while the data ports miss frames (ports_watch.c);
+ * called from the control thread's loop, looks every 100 ms. */
+void box_ports_watch(struct box *b);
 
 #endif

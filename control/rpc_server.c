@@ -616,6 +616,7 @@ int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 	expire_closing(s);
 	free_dead(s);
 	jobs_tick(s->box->jobs);
+	box_ports_watch(s->box);
 	return n;
 }
 

@@ -99,6 +99,12 @@ static int dp_rank_lateness(void *ctx, unsigned lcore, uint32_t job_id, uint16_t
 	return engine_rank_lateness(&d->sh.lcores[lcore]->eng, job_id, rank, out);
 }
 
+static void dp_set_rx_missing(void *ctx, int on)
+{
+	struct dp *d = ctx;
+	__atomic_store_n(&d->sh.rx_missing, (uint8_t)(on != 0), __ATOMIC_RELAXED);
+}
+
 static int dp_port_stats(void *ctx, unsigned idx, struct box_port_stats *out)
 {
 	struct dp *d = ctx;
@@ -356,7 +362,7 @@ int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout
 		.mem_alloc = dp_mem_alloc, .mem_free = dp_mem_free,
 		.lcore_stats = dp_lcore_stats, .engine_stats = dp_engine_stats,
 		.port_stats = dp_port_stats, .job_progress = dp_job_progress,
-		.rank_lateness = dp_rank_lateness,
+		.rank_lateness = dp_rank_lateness, .set_rx_missing = dp_set_rx_missing,
 	};
 	*out = d;
 	return 0;

@@ -78,6 +78,9 @@ struct box_dp {
 	 * 0 or -ENOENT. May be NULL: no stall detection. */
 	int (*job_progress)(void *ctx, unsigned lcore, uint32_t job_id,
 			    struct engine_progress *out);
+	/* While on, the lcores mark completed rounds as congested (the
+	 * ports miss frames: control/ports_watch.c). May be NULL. */
+	void (*set_rx_missing)(void *ctx, int on);
 	/* A rank's lateness on an lcore (engine_rank_lateness); 0 or
 	 * -ENOENT. May be NULL: none reported. */
 	int (*rank_lateness)(void *ctx, unsigned lcore, uint32_t job_id, uint16_t rank,

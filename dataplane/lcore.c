@@ -384,7 +384,8 @@ static inline uint64_t tsc_ns(const struct lcore_ctx *lc)
 }
 
 /* Congestion: a standing rx queue (CONGESTED_RUN full bursts in a row,
- * ended by a burst under half full) or a quarter-full hand-off ring. */
+ * ended by a burst under half full), a quarter-full hand-off ring, or
+ * ports that miss frames (the control thread's word, ports_watch.c). */
 static inline void note_fill(struct lcore_ctx *lc, unsigned n)
 {
 	if (n == LCORE_BURST)
@@ -392,7 +393,8 @@ static inline void note_fill(struct lcore_ctx *lc, unsigned n)
 	else if (n < LCORE_BURST / 2)
 		lc->full_run = 0;
 	engine_set_congested(&lc->eng, lc->full_run >= CONGESTED_RUN ||
-				       rte_ring_count(lc->handoff) >= CONGESTED_RING);
+				       rte_ring_count(lc->handoff) >= CONGESTED_RING ||
+				       lc->sh->rx_missing);
 }
 
 /* The engine's timers: NACKs for rounds waiting too long on a rank. */

@@ -46,6 +46,8 @@ struct dp_shared {
 	uint16_t udp_base;
 	uint32_t idle_sleep_us;
 	bool udp_csum;                         /* fill in UDP checksums of results */
+	volatile uint8_t rx_missing;           /* written by the control thread:
+						  the ports miss frames now */
 	volatile bool *quit;
 };
 

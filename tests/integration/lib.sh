@@ -76,6 +76,11 @@ topo_down() {
 	ip netns del "$NS_BOX" 2>/dev/null
 	ip netns del "$NS_WK" 2>/dev/null
 	for ns in "${HOST_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+	# and any host of this run made where HOST_NS did not see it (a
+	# subshell): CI found pbox-h<tag>-2 namespaces left behind
+	for ns in $(ip netns list 2>/dev/null | awk -v p="pbox-h$TAG-" 'index($1, p) == 1 { print $1 }'); do
+		ip netns del "$ns" 2>/dev/null
+	done
 	[ -n "${KEEP_WORKDIR:-}" ] || rm -rf "$WORKDIR"
 	return $rc
 }
