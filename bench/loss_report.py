@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""loss_report.py MANIFEST OUTDIR [--timeout S] [--title TEXT] - gather the
+"""loss_report.py MANIFEST OUTDIR [--timeout S] [--unit wire|skb] [--title TEXT] - gather the
 compare.sh runs of bench/loss.sh into one CSV, a table and a plot.
 
 MANIFEST has one line per compare.sh run, "loss_pct bytes dir rc" (dir
@@ -109,13 +109,14 @@ def write_csv(rows, losses, path):
     return base
 
 
-def table(rows, losses, base, failed, timeout, out):
+def table(rows, losses, base, failed, timeout, unit, out):
     systems = sorted({k[0] for k in rows}, key=sys_key)
     ns = sorted({k[1] for k in rows})
     sizes = sorted({k[2] for k in rows})
     order = sorted(losses, key=lambda l: losses[l])
-    print("median time per call (slowdown: / the same system at 0% loss); ratios t_pbox / t_other"
-          " (> 1: pbox slower); loss = % of the data frames dropped each way", file=out)
+    print("median time per call (slowdown: / the same system at 0%% loss); ratios t_pbox / t_other"
+          " (> 1: pbox slower); loss = %% of the data %s dropped each way"
+          % ("frames" if unit == "wire" else "skbs (TSO super-packets whole)"), file=out)
     for n in ns:
         for b in sizes:
             head = ["loss %"]
@@ -202,6 +203,8 @@ def main():
     p.add_argument("manifest")
     p.add_argument("outdir")
     p.add_argument("--timeout", default="?", help="the per-run timeout (s), for the table's DNF")
+    p.add_argument("--unit", default="wire", choices=["wire", "skb"],
+                   help="what the loss rate counts (compare.sh --loss-unit)")
     p.add_argument("--title", default="float32 allreduce under packet loss")
     a = p.parse_args()
     rows, losses, failed = load(a.manifest)
@@ -210,7 +213,7 @@ def main():
         return 1
     base = write_csv(rows, losses, os.path.join(a.outdir, "loss.csv"))
     with open(os.path.join(a.outdir, "loss.txt"), "w") as f:
-        table(rows, losses, base, failed, a.timeout, f)
+        table(rows, losses, base, failed, a.timeout, a.unit, f)
     with open(os.path.join(a.outdir, "loss.txt")) as f:
         sys.stdout.write(f.read())
     try:

@@ -6,7 +6,7 @@ CSV and print the side-by-side table.
 RAW has one sample per line, "system n rep bytes us" (us = mean time per
 call of one rep's timed iterations, or DNF: that rep's run did not finish
 within compare.sh --timeout); '#' lines are comments, "# timeout_s S" and
-"# loss_pct P" among them. For every (system, n, bytes) the CSV gets the
+"# loss_pct P" and "# loss_unit U" among them. For every (system, n, bytes) the CSV gets the
 median, min and max over the reps, and algbw = bytes / median, busbw =
 algbw * 2(n-1)/n (nccl's allreduce factor), in GB/s (1e9 bytes/s):
 
@@ -36,7 +36,7 @@ def human(b):
     return "%d B" % b
 
 
-META = {}  # from "# key value" comments: timeout_s, loss_pct
+META = {}  # from "# key value" comments: timeout_s, loss_pct, loss_unit
 
 
 def load(path):
@@ -46,7 +46,7 @@ def load(path):
             line = line.strip()
             if line.startswith("#"):
                 w = line[1:].split()
-                if len(w) == 2 and w[0] in ("timeout_s", "loss_pct"):
+                if len(w) == 2 and w[0] in ("timeout_s", "loss_pct", "loss_unit"):
                     META[w[0]] = w[1]
                 continue
             if not line:
@@ -138,7 +138,8 @@ def table(rows, out=sys.stdout):
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)
     if "loss_pct" in META:
-        print("loss: %s%% of the data frames each way (nftables)" % META["loss_pct"], file=out)
+        print("loss: %s%% each way, per %s (nftables)" % (META["loss_pct"], META.get("loss_unit", "wire"))
+              + (" frame" if META.get("loss_unit", "wire") == "wire" else ""), file=out)
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)), file=out)
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)), file=out)
