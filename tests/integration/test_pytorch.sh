@@ -41,24 +41,35 @@ PORT=29500
 # (the default "0" parses to None there and torchrun dies at start-up).
 trun() {
 	local name=$1; shift
-	PORT=$((PORT + 1))   # the namespace is ours alone: its loopback ports are free
-	log "--- $name: $*"
-	timeout -k 5 150 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB="pt-$name" \
-		PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
-		"$PY" -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
-		--master_port $PORT --redirects 1 --tee 1 --log_dir "$WORKDIR/tr-$name" \
-		examples/train_ddp.py --seed 7 --steps "$STEPS" --out "$WORKDIR/$name.json" "$@" \
-		> "$WORKDIR/$name.log" 2>&1
-	local rc=$?
-	grep -E 'step +0 |done:' "$WORKDIR/$name.log" | sed 's/^/    /' >&2
-	if [ $rc -ne 0 ] || [ ! -s "$WORKDIR/$name.json" ]; then
+	local rc try
+	for try in 1 2; do
+		PORT=$((PORT + 1))   # the namespace is ours alone: its loopback ports are free
+		log "--- $name: $*"
+		rm -rf "$WORKDIR/tr-$name" "$WORKDIR/$name.json"
+		timeout -k 5 150 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB="pt-$name-$try" \
+			PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
+			"$PY" -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+			--master_port $PORT --redirects 1 --tee 1 --log_dir "$WORKDIR/tr-$name" \
+			examples/train_ddp.py --seed 7 --steps "$STEPS" --out "$WORKDIR/$name.json" "$@" \
+			> "$WORKDIR/$name.log" 2>&1
+		rc=$?
+		grep -E 'step +0 |done:' "$WORKDIR/$name.log" | sed 's/^/    /' >&2
+		[ $rc -eq 0 ] && [ -s "$WORKDIR/$name.json" ] && return 0
 		tail -30 "$WORKDIR/$name.log"
 		# each rank's own output, with its threads' stacks if it hung
 		for f in $(find "$WORKDIR/tr-$name" -name 'std*.log' 2>/dev/null); do
 			echo "== $f"; tail -40 "$f"
 		done
-		die "$name: torchrun rc=$rc"
-	fi
+		# torch 1.13's torchrun now and then never returns after every
+		# rank printed "done" (seen in pure-Gloo runs too, no pbox in
+		# them: 2 CI runs of about 10): that one hang gets one more try
+		if [ $rc -eq 124 ] && [ $try -eq 1 ] && grep -q 'done:' "$WORKDIR/$name.log"; then
+			log "$name: torchrun hung after the ranks finished; running it once more"
+			continue
+		fi
+		break
+	done
+	die "$name: torchrun rc=$rc"
 }
 
 trun gloo
