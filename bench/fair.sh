@@ -35,8 +35,8 @@ need_root "bench/fair.sh"
 [ "$MTU" = 1500 ] || BOX_MTU=$MTU
 topo_up
 box_start af_packet
-bytes() { case $1 in *M) echo $(( ${1%M} << 20 )) ;; *K) echo $(( ${1%K} << 10 )) ;; *) echo "$1" ;; esac; }
-SB=$(bytes "$SIZE")
+. bench/sizes.sh
+SB=$(to_bytes "$SIZE") || { echo "fair.sh: bad --size $SIZE (e.g. 4M)" >&2; exit 2; }
 mean_us() { grep -v '^#' "$1" | awk 'NF >= 5 { print $4; exit }'; }
 # run_job NAME BYTES ITERS: start N ranks of one job (WK_PIDS)
 run_job() { workers "$N" "$1" "$WORKDIR/$1" --minbytes "$2" --maxbytes "$2" --iters "$3" --check; }

@@ -93,16 +93,7 @@ done
 	echo "loss.sh: WARNING: no 0 in --loss $LOSSES: loss.csv will have no slowdowns" >&2
 IFS=, read -r -a SIZE_LIST <<< "$SIZES"
 [ ${#SIZE_LIST[@]} -gt 0 ] || bad "bad --sizes $SIZES (e.g. 1M,64M)"
-to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
-	local s=$1 m=1
-	case $s in
-	*[kK]) m=1024; s=${s%?} ;;
-	*[mM]) m=$((1024 * 1024)); s=${s%?} ;;
-	*[gG]) m=$((1024 * 1024 * 1024)); s=${s%?} ;;
-	esac
-	[[ $s =~ ^[0-9]+$ ]] || return 1
-	echo $((s * m))
-}
+. bench/sizes.sh
 for s in "${SIZE_LIST[@]}"; do
 	b=$(to_bytes "$s") && [ "$b" -ge 4 ] || bad "bad --sizes $SIZES (e.g. 1M,64M: sizes of at least 4 bytes, K/M/G suffixes)"
 done

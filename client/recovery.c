@@ -88,7 +88,6 @@ void aimd_on_result(struct aimd *a, uint64_t now, uint64_t rtt_ns, bool ce)
 		a->alpha = (a->alpha * 15 + f) / 16;
 		if (a->marked) {
 			a->cwnd_fp -= a->cwnd_fp * a->alpha / (2 * AIMD_ALPHA_ONE);
-			a->decreases++;
 		}
 		a->mark_epoch_ns = now;
 		a->acked = a->marked = 0;
@@ -103,7 +102,6 @@ bool aimd_decrease(struct aimd *a, uint64_t now, uint64_t rtt_ns, unsigned beta_
 	a->cwnd_fp = a->cwnd_fp * beta_pct / 100;
 	clamp_window(a);
 	a->hold_until_ns = now + rtt_ns;
-	a->decreases++;
 	return true;
 }
 

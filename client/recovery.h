@@ -93,7 +93,6 @@ struct aimd {
 	uint64_t mark_epoch_ns;  /* start of the mark-counting round trip */
 	uint32_t acked, marked;  /* results and CE marks in it */
 	uint32_t alpha;          /* smoothed marked fraction x AIMD_ALPHA_ONE */
-	uint64_t decreases;
 };
 
 #define AIMD_BETA_LOSS 70        /* percent kept on heavy loss or a timeout */

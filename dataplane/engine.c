@@ -417,7 +417,6 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		if (!rk->notice)
 			return ENGINE_ABSORBED;
 		fill_notice(out, e, j, sl, WIRE_WAIT, m->rank);
-		j->waits++;
 		e->c.waits++;
 		return ENGINE_SEND_NOTICE;
 	}
@@ -446,7 +445,6 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	fill_out(out, j, k, m, count);
 	if (over_share(e, j)) {
 		out->hdr.flags |= WIRE_FLAG_CE;
-		j->marks++;
 		e->c.marks++;
 	}
 	return ENGINE_SEND_ALL;
@@ -528,7 +526,6 @@ static unsigned nack_slot(struct engine *e, struct engine_job *j, struct engine_
 		}
 		fill_notice(&outs[n++], e, j, sl, WIRE_NACK, r);
 		rk->nacks++;
-		j->nacks++;
 		e->c.nacks++;
 	}
 	sl->retx = 1;

@@ -163,7 +163,6 @@ struct engine_job {
 	uint64_t spread_dev_ns;   /* its smoothed mean deviation */
 	uint64_t nack_delay_ns;   /* NACK a missing rank after this long */
 	uint64_t late_period_at;  /* when the lateness period started */
-	uint64_t nacks, waits, marks; /* notices sent, RESULT rounds marked CE */
 	struct engine_rank ranks[ENGINE_MAX_WORLD];
 };
 

@@ -404,7 +404,6 @@ static void tick(struct lcore_ctx *lc, uint64_t now)
 	unsigned n;
 
 	lc->tick_at = now;
-	engine_clock(&lc->eng, now);
 	do {
 		n = engine_tick(&lc->eng, outs, RTE_DIM(outs));
 		for (unsigned i = 0; i < n; i++)
@@ -415,7 +414,6 @@ static void tick(struct lcore_ctx *lc, uint64_t now)
 static unsigned poll_burst(struct lcore_ctx *lc, struct rte_mbuf **pkts,
 			   unsigned n, int handed)
 {
-	engine_clock(&lc->eng, tsc_ns(lc));
 	for (unsigned i = 0; i < n; i++) {
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
@@ -445,6 +443,10 @@ int lcore_main(void *arg)
 	 */
 	while (!*sh->quit) {
 		unsigned work = 0;
+		/* one clock read per iteration: the engine's time for its
+		 * bursts and the timers (a burst's worth of staleness) */
+		uint64_t now = tsc_ns(lc);
+		engine_clock(&lc->eng, now);
 		for (unsigned q = 0; q < lc->nrxq; q++) {
 			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port_id, lc->rxq[q].queue,
 						      pkts, LCORE_BURST);
@@ -459,7 +461,6 @@ int lcore_main(void *arg)
 			work += apply_msgs(lc) + poll_burst(lc, pkts, h, 1);
 		if (!work)
 			work = apply_msgs(lc);
-		uint64_t now = tsc_ns(lc);
 		if (now - lc->tick_at >= LCORE_TICK_NS)
 			tick(lc, now);
 		flush_all(lc);

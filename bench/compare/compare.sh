@@ -128,16 +128,7 @@ usage() {
 	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
 }
 
-to_bytes() { # 4K, 16M, 1G, 4096 -> bytes
-	local s=$1 m=1
-	case $s in
-	*[kK]) m=1024; s=${s%?} ;;
-	*[mM]) m=$((1024 * 1024)); s=${s%?} ;;
-	*[gG]) m=$((1024 * 1024 * 1024)); s=${s%?} ;;
-	esac
-	[[ $s =~ ^[0-9]+$ ]] || return 1
-	echo $((s * m))
-}
+. bench/sizes.sh
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
 LOSS=; LOSS_UNIT=wire; TIMEOUT=
