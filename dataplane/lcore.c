@@ -2,10 +2,11 @@
 /*
  * lcore.c - the DPDK poll loop of a data lcore: apply control messages,
  * rx burst -> parse -> (hand off | engine) -> results to every worker,
- * buffered tx flushed once per iteration; every LCORE_TICK_NS the engine's
- * timers (NACKs, rate periods), and per burst its clock and whether the
- * lcore is congested (rx bursts mostly full, or the hand-off ring a
- * quarter full: docs/protocol.md "Congestion"). No locks, no allocation beyond
+ * buffered tx flushed once per iteration; per iteration the engine's clock,
+ * every LCORE_TICK_NS its timers (NACKs, rate periods), and per rx poll
+ * whether the lcore is congested (a standing rx queue, a quarter-full
+ * hand-off ring, or ports missing frames: docs/protocol.md "Congestion").
+ * No locks, no allocation beyond
  * mbufs, no system calls (except the opt-in idle sleep for shared
  * development machines, --idle-sleep-us).
  */
