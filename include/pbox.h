@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 4
+#define PBOX_VERSION_MINOR 5
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -226,6 +226,108 @@ int pbox_wait(pbox_req *req);
 /* Test without blocking: 1 if req is finished (then pbox_wait returns at
  * once), 0 if not. */
 int pbox_test(pbox_req *req);
+
+/*
+ * PS mode (docs/pytorch.md "PS mode"): the box keeps a key's fp32 weights
+ * and its optimizer's state, workers push gradients and get the updated
+ * weights back in the same round trip. Per key, in this order, on every
+ * rank:
+ *
+ *     pbox_optim o;
+ *     pbox_optim_init(&o, PBOX_OPTIM_SGD);
+ *     o.lr = 0.1; o.momentum = 0.9; o.nesterov = 1;
+ *     pbox_declare_optimizer(c, key, n, PBOX_F32, &o);
+ *     pbox_ps_init(c, key, rank == 0 ? weights : NULL, weights);
+ *     for (each step) {
+ *         ... compute grads ...
+ *         pbox_set_lr(c, key, schedule(step));             // optional
+ *         pbox_push_pull(c, key, grads, weights, n, PBOX_F32);
+ *     }
+ *
+ * The box sums the gradients in rank order, divides the sum by the world
+ * (as DDP averages; o.sum = 1 keeps the sum), applies the update in fp32
+ * exactly once per round whatever the loss, and every rank gets the same
+ * weights, bit for bit.
+ */
+typedef enum pbox_optim_kind {
+	PBOX_OPTIM_SGD   = 1, /* torch.optim.SGD: momentum, dampening, nesterov,
+			       * weight_decay */
+	PBOX_OPTIM_ADAM  = 2, /* torch.optim.Adam: betas, eps, weight_decay (L2) */
+	PBOX_OPTIM_ADAMW = 3, /* torch.optim.AdamW: decoupled weight_decay */
+} pbox_optim_kind;
+
+/* An optimizer and its hyperparameters, with PyTorch's meanings. Fill with
+ * pbox_optim_init (PyTorch's defaults for the kind), then set fields.
+ * Grows only at its end, as pbox_opts. */
+typedef struct pbox_optim {
+	uint32_t size;          /* set by pbox_optim_init, never by hand */
+	uint32_t kind;          /* pbox_optim_kind */
+	double lr;              /* learning rate of the first step (then
+				 * pbox_set_lr); SGD 0.01, Adam(W) 0.001 */
+	double momentum;        /* SGD, 0 .. 1 (exclusive): 0 */
+	double dampening;       /* SGD, 0 .. 1: 0 */
+	double weight_decay;    /* >= 0: SGD and Adam 0, AdamW 0.01 */
+	double beta1, beta2;    /* Adam(W), 0 .. 1 (exclusive): 0.9, 0.999 */
+	double eps;             /* Adam(W), > 0: 1e-8 */
+	uint32_t nesterov;      /* SGD, 0 or 1 (needs momentum > 0 and
+				 * dampening 0, as PyTorch): 0 */
+	uint32_t sum;           /* 0: the gradient is the mean over the ranks
+				 * (default); 1: their sum */
+	uint32_t weights_dtype; /* pbox_dtype of the weights the box returns:
+				 * PBOX_F32 (0, default) or the gradients' */
+} pbox_optim;
+
+/* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for
+ * an unknown kind or a size below 80 or above 4096). */
+int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind);
+
+static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)
+{
+	return pbox_optim_init_sized(o, sizeof(*o), kind);
+}
+
+/*
+ * Declare key as a PS key of count weights, whose gradients come as
+ * grad_dtype, with optimizer o. Every rank declares it with the same
+ * arguments (else PBOX_EREJECTED naming the difference). The box takes the
+ * memory for the weights and state now: PBOX_EREJECTED with the bytes
+ * needed if the job's memory cannot hold them. A key is either PS or
+ * plain (pbox_allreduce) for the client's life. Blocks until the box
+ * answered. Returns 0 or the codes of pbox_allreduce.
+ */
+int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
+			   pbox_dtype grad_dtype, const pbox_optim *o);
+
+/*
+ * The first round of a PS key: rank 0 uploads its weights (count fp32,
+ * weights non-NULL), the others pass NULL and wait for them; every rank
+ * then gets the box's copy in weights_out (count elements of
+ * o.weights_dtype). If the job was started from a checkpoint holding the
+ * key (docs/operations.md), the box keeps the checkpoint's weights and
+ * rank 0's are ignored. Returns 0 or the codes of pbox_allreduce.
+ */
+int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
+
+/*
+ * One optimizer step on a PS key: push count gradients (dtype as
+ * declared), block until the updated weights are in weights_out (count
+ * elements of o.weights_dtype). grad and weights_out may be the same
+ * buffer only if their dtypes are. A push before pbox_ps_init fails with
+ * PBOX_EINVAL and nothing is applied. Returns 0 or the codes of
+ * pbox_allreduce.
+ */
+int pbox_push_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+		   size_t count, pbox_dtype dtype);
+
+/* pbox_push_pull without blocking: both buffers must stay valid and
+ * untouched until pbox_wait(*req) returns. */
+int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+		    size_t count, pbox_dtype dtype, pbox_req **req);
+
+/* The learning rate the following pushes of key carry (a schedule sets
+ * it every step; it travels in each PUSH, no round trip to the box). lr
+ * must be finite and >= 0. The box uses rank 0's. */
+int pbox_set_lr(pbox_client *c, uint32_t key, double lr);
 
 /* Leave the job and free c. NULL is ignored. */
 void pbox_close(pbox_client *c);
