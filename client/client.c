@@ -326,6 +326,7 @@ void pbox_close(pbox_client *c)
 	if (c->evfd >= 0)
 		close(c->evfd);
 	free(c->eps);
+	free(c->lrs);
 	pthread_cond_destroy(&c->done_cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -122,10 +122,19 @@ enum key_phase {
 
 struct pbox_req;
 
+/* A PS key's declaration as the client sends it (key_declare's
+ * "optimizer"). */
+struct key_ps {
+	pbox_optim o;                /* as given to pbox_declare_optimizer */
+};
+
 struct key_state {
 	uint32_t key;
 	uint8_t phase;               /* enum key_phase */
-	uint8_t dtype;               /* as declared */
+	uint8_t dtype;               /* as declared (PS: the gradients') */
+	bool is_ps;                  /* declared with an optimizer */
+	bool restored;               /* PS: the box has weights from a checkpoint */
+	uint8_t rdtype;              /* PS: dtype of the weights returned */
 	uint64_t count;              /* as declared */
 	struct seg_layout lay;       /* valid when READY */
 	uint32_t round;              /* rounds started so far */
@@ -151,6 +160,14 @@ int key_set_layout(struct key_state *ks, struct seg_layout *lay);
 
 /* ---- requests ---------------------------------------------------------- */
 
+/* What a request does. */
+enum req_kind {
+	REQ_ALLREDUCE = 0, /* buf summed in place */
+	REQ_DECLARE,       /* key_declare of a PS key, nothing streamed */
+	REQ_PS_INIT,       /* PS round 1: src = weights (rank 0) or nothing */
+	REQ_PUSH_PULL,     /* PS step: src gradients, buf gets the weights */
+};
+
 /* State of a request inside the progress thread. */
 enum req_state {
 	REQ_QUEUED = 0,  /* submitted, not yet seen by the thread */
@@ -161,9 +178,15 @@ enum req_state {
 struct pbox_req {
 	pbox_client *c;
 	uint32_t key;
-	uint8_t dtype;
-	void *buf;
+	uint8_t kind;                         /* enum req_kind */
+	uint8_t dtype;                        /* of src (PS init: f32) */
+	uint8_t rdtype;                       /* of buf (PS: the weights') */
+	bool empty;                           /* PS init: send count 0 */
+	uint32_t arg;                         /* PUSH argument (learning rate bits) */
+	const void *src;                      /* what is pushed (allreduce: buf) */
+	void *buf;                            /* where results go */
 	size_t count;
+	pbox_optim optim;                     /* REQ_DECLARE */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -296,6 +319,8 @@ struct pbox_client {
 	int fatal_rc;                /* 0, or the error every call now gets */
 	char fatal_msg[CLIENT_MSG_LEN];
 	char last_err[CLIENT_MSG_LEN];
+	struct lr_entry { uint32_t key; float lr; } *lrs; /* pbox_set_lr, by key */
+	uint32_t nlrs, lrs_cap;
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
 };
@@ -309,6 +334,20 @@ static inline void stat_set(uint64_t *ctr, uint64_t v)
 {
 	__atomic_store_n(ctr, v, __ATOMIC_RELAXED);
 }
+
+/* ---- req.c / ps.c: submission ------------------------------------------ */
+
+/* The checks of a call that need no connection, then those that need the
+ * job's seg_bytes (count cut into segments of layout's elements: the
+ * dtype, or f32 for PS keys). 0 or PBOX_EINVAL with c's message. */
+int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
+	      pbox_dtype dtype, unsigned layout);
+/* Queue r (filled by the caller) for the progress thread and wake it; r is
+ * freed on failure. 0, or PBOX_EBUSY / the client's fatal code. */
+int req_submit(pbox_client *c, struct pbox_req *r);
+/* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
+ * under c->lock. */
+float ps_lr_locked(const pbox_client *c, uint32_t key);
 
 /* Wake the progress thread. */
 void client_kick(pbox_client *c);

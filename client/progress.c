@@ -41,8 +41,31 @@ static void finish_fmt(pbox_client *c, struct pbox_req *r, int rc, const char *f
 static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct key_state *ks = r->ks;
+	bool ps = r->kind != REQ_ALLREDUCE;
 
-	if (ks->count != r->count || ks->dtype != r->dtype) {
+	if (ps != ks->is_ps) {
+		finish_fmt(c, r, PBOX_EINVAL,
+			   "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, ks->is_ps ?
+			   "a PS key (pbox_declare_optimizer): use pbox_push_pull, not allreduce" :
+			   "not a PS key: declare it with pbox_declare_optimizer first");
+		return;
+	}
+	if (r->kind == REQ_DECLARE) {
+		if (ks->count != r->count || ks->dtype != r->dtype || ks->rdtype != r->rdtype)
+			finish_fmt(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
+				   "with %llu %s gradients and %s weights", c->job, c->rank,
+				   r->key, (unsigned long long)ks->count,
+				   wire_dtype_name(ks->dtype), wire_dtype_name(ks->rdtype));
+		else
+			xfer_finish(c, r, 0, NULL);
+		return;
+	}
+	if (r->kind == REQ_PS_INIT) {
+		r->count = ks->count;
+		r->empty = r->empty || ks->restored;
+	}
+	r->rdtype = ps ? ks->rdtype : r->dtype;
+	if (ks->count != r->count || (r->kind != REQ_PS_INIT && ks->dtype != r->dtype)) {
 		finish_fmt(c, r, PBOX_EINVAL,
 			   "job '%s' rank %d key %u: declared with %llu %s elements, this call "
 			   "has %zu %s (use another key for another size)", c->job, c->rank,
@@ -51,6 +74,24 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 		return;
 	}
 	xfer_start(c, r, now);
+}
+
+/* key_declare's "optimizer" object for a PS declaration. */
+static json_t *optimizer_json(const pbox_optim *o)
+{
+	static const char *const names[] = { [PBOX_OPTIM_SGD] = "sgd",
+		[PBOX_OPTIM_ADAM] = "adam", [PBOX_OPTIM_ADAMW] = "adamw" };
+
+	if (o->kind == PBOX_OPTIM_SGD)
+		return json_pack("{s:s, s:f, s:f, s:f, s:b, s:b, s:s}", "name", names[o->kind],
+				 "momentum", o->momentum, "dampening", o->dampening,
+				 "weight_decay", o->weight_decay, "nesterov", o->nesterov != 0,
+				 "sum", o->sum != 0, "weights_dtype",
+				 wire_dtype_name(o->weights_dtype));
+	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:b, s:s}", "name", names[o->kind],
+			 "beta1", o->beta1, "beta2", o->beta2, "eps", o->eps,
+			 "weight_decay", o->weight_decay, "sum", o->sum != 0,
+			 "weights_dtype", wire_dtype_name(o->weights_dtype));
 }
 
 static void send_declare(pbox_client *c, struct pbox_req *r)
@@ -67,6 +108,8 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	json_t *params = json_pack("{s:I, s:i, s:I, s:I, s:s}", "job_id", (json_int_t)c->job_id,
 				   "rank", c->rank, "key", (json_int_t)r->key,
 				   "count", (json_int_t)r->count, "dtype", wire_dtype_name(r->dtype));
+	if (params && r->kind == REQ_DECLARE)
+		json_object_set_new(params, "optimizer", optimizer_json(&r->optim));
 	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 	if (rc < 0) {
 		free(p);
@@ -79,6 +122,8 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	ks->phase = KEY_DECLARING;
 	ks->count = r->count;
 	ks->dtype = r->dtype;
+	ks->is_ps = r->kind == REQ_DECLARE;
+	ks->rdtype = ks->is_ps ? r->rdtype : r->dtype;
 }
 
 void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
@@ -108,8 +153,11 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->progress_ns = now;
 	if (ks->phase == KEY_READY)
 		start_checked(c, r, now);
-	else if (ks->phase == KEY_NEW)
+	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE))
 		send_declare(c, r);
+	else if (ks->phase == KEY_NEW)
+		finish_fmt(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
+			   "with pbox_declare_optimizer first", c->job, c->rank, r->key);
 	/* KEY_DECLARING: an earlier declaration's answer will start r */
 }
 
@@ -122,7 +170,7 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 
 	memset(l, 0, sizeof(*l));
 	l->count = (uint64_t)json_integer_value(json_object_get(res, "count"));
-	l->elem = (uint32_t)wire_dtype_size(ks->dtype);
+	l->elem = (uint32_t)wire_dtype_size(ks->is_ps ? WIRE_F32 : ks->dtype);
 	l->seg_elems = (uint32_t)json_integer_value(json_object_get(res, "seg_elems"));
 	l->nsegs = (uint32_t)json_integer_value(json_object_get(res, "nsegs"));
 	l->segs_per_chunk = (uint32_t)json_integer_value(json_object_get(res, "segs_per_chunk"));
@@ -141,7 +189,16 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 		json_int_t ep = json_integer_value(json_array_get(chunks, i));
 		l->chunk_ep[i] = ep < 0 || ep > UINT16_MAX ? UINT16_MAX : (uint16_t)ep;
 	}
-	return seg_layout_check(l, ks->count, ks->dtype, seg_bytes, neps, err, errlen);
+	json_t *ps = json_object_get(res, "ps");
+	if (ks->is_ps != json_is_object(ps) ||
+	    (ks->is_ps && wire_dtype_parse(json_string_value(json_object_get(ps,
+						"weights_dtype"))) != ks->rdtype)) {
+		snprintf(err, errlen, "the PS mode (\"ps\") differs from the declaration");
+		return -1;
+	}
+	ks->restored = ks->is_ps && json_is_true(json_object_get(ps, "restored"));
+	return seg_layout_check(l, ks->count, ks->is_ps ? WIRE_F32 : ks->dtype, seg_bytes,
+				neps, err, errlen);
 }
 
 static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t *res,

@@ -12,9 +12,8 @@
 
 #include "client/internal.h"
 
-/* Checks that need no connection, then the ones that need seg_bytes. */
-static int check_call(pbox_client *c, uint32_t key, const void *buf, size_t count,
-		      pbox_dtype dtype)
+int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
+	      pbox_dtype dtype, unsigned layout)
 {
 	char err[CLIENT_MSG_LEN];
 	size_t esz = wire_dtype_size((unsigned)dtype);
@@ -37,7 +36,7 @@ static int check_call(pbox_client *c, uint32_t key, const void *buf, size_t coun
 		return client_error(c, PBOX_EINVAL, "the client is not connected (pbox_connect "
 				    "failed: %s)", why[0] ? why : "?");
 	}
-	if (seg_count_check(count, (unsigned)dtype, c->seg_bytes, err, sizeof(err)) < 0)
+	if (seg_count_check(count, layout, c->seg_bytes, err, sizeof(err)) < 0)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
 				    c->rank, key, err);
 	return 0;
@@ -83,7 +82,7 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
 	*req = NULL;
-	int rc = check_call(c, key, buf, count, dtype);
+	int rc = req_check(c, key, buf, count, dtype, (unsigned)dtype);
 	if (rc < 0)
 		return rc;
 	struct pbox_req *r = calloc(1, sizeof(*r));
@@ -92,18 +91,32 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 				    c->job, c->rank, key);
 	r->c = c;
 	r->key = key;
+	r->kind = REQ_ALLREDUCE;
+	r->src = buf;
 	r->buf = buf;
 	r->count = count;
-	r->dtype = (uint8_t)dtype;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	rc = req_submit(c, r);
+	if (rc < 0)
+		return rc;
+	*req = r;
+	return 0;
+}
+
+int req_submit(pbox_client *c, struct pbox_req *r)
+{
 	pthread_mutex_lock(&c->lock);
-	rc = submit_locked(c, r);
+	if (r->kind == REQ_PUSH_PULL) {
+		float lr = ps_lr_locked(c, r->key);
+		memcpy(&r->arg, &lr, sizeof(r->arg));
+	}
+	int rc = submit_locked(c, r);
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0) {
 		free(r);
 		return rc;
 	}
 	client_kick(c);
-	*req = r;
 	return 0;
 }
 

@@ -164,18 +164,21 @@ static void flush(pbox_client *c)
 static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
 {
 	const struct seg_layout *l = &r->ks->lay;
-	uint32_t n = seg_len(l, s);
+	uint32_t n = r->empty ? 0 : seg_len(l, s);
+	size_t esz = wire_dtype_size(r->dtype);
 
 	if (c->x.ntxq == XFER_TX_BURST)
 		flush(c);
+	if (r->kind == REQ_PS_INIT)
+		flags |= WIRE_FLAG_INIT;
 	c->x.txq[c->x.ntxq++] = (struct tp_pkt){
 		.hdr = { .type = WIRE_PUSH, .dtype = r->dtype,
 			 .flags = (uint8_t)(flags | WIRE_FLAG_NOTICE),
 			 .rank = (uint16_t)c->rank, .count = (uint16_t)n,
 			 .job = c->job_id, .token = c->token, .key = r->key, .seg = s,
-			 .round = r->round },
-		.payload = (const uint8_t *)r->buf + seg_first(l, s) * l->elem,
-		.len = n * l->elem,
+			 .round = r->round, .arg = r->arg },
+		.payload = n ? (const uint8_t *)r->src + seg_first(l, s) * esz : r->buf,
+		.len = n * esz,
 		.ep = seg_endpoint(l, s),
 	};
 	stat_add(&c->stats.pkts_sent, 1);
@@ -275,9 +278,23 @@ void xfer_fatal(pbox_client *c, int rc, const char *msg)
 		xfer_finish(c, c->x.act_head, rc, m);
 }
 
+/* ERROR: NO_WEIGHTS fails the PS call it answers (nothing was applied);
+ * any other status means the job is gone (its reason follows on the
+ * control connection, see xfer_timers). */
 static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t now)
 {
-	(void)m;
+	if (m->status == WIRE_ST_NO_WEIGHTS) {
+		struct key_state *ks = keytab_find(&c->x.keys, m->key);
+		struct pbox_req *r = ks ? ks->req : NULL;
+		char msg[CLIENT_MSG_LEN];
+		if (!r || r->state != REQ_STREAMING || m->round != r->round)
+			return;
+		snprintf(msg, sizeof(msg), "job '%s' rank %d key %u: the box has no weights "
+			 "for this PS key yet (every rank calls pbox_ps_init first); nothing "
+			 "was applied", c->job, c->rank, m->key);
+		xfer_finish(c, r, PBOX_EINVAL, msg);
+		return;
+	}
 	if (c->x.abort_seen_ns == 0)
 		c->x.abort_seen_ns = now;
 }
@@ -350,7 +367,8 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		return;
 	}
 	const struct seg_layout *l = &ks->lay;
-	if (m->seg >= l->nsegs || m->dtype != r->dtype || m->count != seg_len(l, m->seg)) {
+	size_t esz = wire_dtype_size(r->rdtype);
+	if (m->seg >= l->nsegs || m->dtype != r->rdtype || m->count != seg_len(l, m->seg)) {
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
@@ -359,8 +377,7 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		return;
 	}
 	seg_bit_set(ks->got, m->seg);
-	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * l->elem, payload,
-	       (size_t)m->count * l->elem);
+	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * esz, payload, (size_t)m->count * esz);
 	uint64_t rtt_ns = 0;
 	if (ks->slot_of[m->seg]) {
 		uint32_t i = ks->slot_of[m->seg] - 1;
@@ -375,7 +392,7 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	if (m->flags & WIRE_FLAG_CE)
 		stat_add(&c->stats.ce_marks, 1);
 	aimd_on_result(&c->x.aimd, now, srtt_ns(&c->x), m->flags & WIRE_FLAG_CE);
-	rtt_update(c, now, (uint32_t)m->count * l->elem, rtt_ns);
+	rtt_update(c, now, (uint32_t)(m->count * esz), rtt_ns);
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;

@@ -37,7 +37,8 @@
 	X(NO_SLOT,      "no_slot",      "no free contribution slot")           \
 	X(RING_FULL,    "ring_full",    "hand-off ring to the owner full")     \
 	X(TX_FULL,      "tx_full",      "transmit queue full")                 \
-	X(NO_MBUF,      "no_mbuf",      "mbuf pool empty")
+	X(NO_MBUF,      "no_mbuf",      "mbuf pool empty")                     \
+	X(BAD_ARG,      "bad_arg",      "PS push: learning rate not finite or < 0, or INIT misused")
 
 enum drop_reason {
 	DROP_NONE = 0,

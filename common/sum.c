@@ -108,3 +108,28 @@ uint16_t float_to_bf16(float f)
 {
 	return sum_f2b(f);
 }
+
+void sum_widen(float *dst, const void *const *src, unsigned n, size_t count, unsigned dtype)
+{
+	for (size_t i = 0; i < count; i++) {
+		float acc = 0;
+		for (unsigned k = 0; k < n; k++) {
+			uint16_t h = ((const uint16_t *)src[k])[i];
+			float x = dtype == WIRE_F16 ? sum_h2f(h) : sum_b2f(h);
+			acc = k == 0 ? x : acc + x;
+		}
+		dst[i] = n >= 2 ? sum_canon(acc) : acc;
+	}
+}
+
+void sum_narrow(void *dst, const float *src, size_t count, unsigned dtype)
+{
+	uint16_t *d = dst;
+
+	if (dtype == WIRE_F32) {
+		memcpy(dst, src, count * sizeof(float));
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		d[i] = dtype == WIRE_F16 ? sum_f2h(src[i]) : sum_f2b(src[i]);
+}

@@ -36,6 +36,13 @@ const struct sum_kernels *sum_pick(const char *want, char *warn, size_t warnlen)
 /* The named variant, or NULL if unknown or not supported by this CPU. */
 const struct sum_kernels *sum_by_name(const char *name);
 
+/* PS mode (engine): n >= 1 sources of count 16-bit elements (WIRE_F16 or
+ * WIRE_BF16) summed into binary32 dst in rank order, not rounded back (the
+ * NaN rule of the kernels); and count binary32 values rounded to dtype
+ * (WIRE_F32: copied). Scalar, the same on every CPU. */
+void sum_widen(float *dst, const void *const *src, unsigned n, size_t count, unsigned dtype);
+void sum_narrow(void *dst, const float *src, size_t count, unsigned dtype);
+
 /* Scalar conversions, the reference for every variant. */
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);     /* round to nearest even */

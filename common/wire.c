@@ -55,7 +55,7 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 	size_t esz = wire_dtype_size(h.dtype);
 	if (esz == 0)
 		return -DROP_BAD_DTYPE;
-	if ((h.flags & ~WIRE_FLAGS_KNOWN) || h.reserved)
+	if ((h.flags & ~WIRE_FLAGS_KNOWN) || (h.reserved && h.type != WIRE_PUSH))
 		return -DROP_BAD_FLAGS;
 	m->type = h.type;
 	m->dtype = h.dtype;
@@ -68,6 +68,11 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 	m->seg = ntohl(h.seg);
 	m->round = ntohl(h.round);
 	m->status = ntohs(h.status);
+	m->arg = 0;
+	if (m->type == WIRE_PUSH) { /* status and reserved are the argument */
+		m->arg = ((uint32_t)m->status << 16) | ntohs(h.reserved);
+		m->status = 0;
+	}
 	if (m->type == WIRE_PROBE || m->type == WIRE_PROBE_ACK)
 		return m->count == 0 ? 0 : -DROP_BAD_LEN;   /* padding: the probe's size */
 	if (m->type == WIRE_WAIT || m->type == WIRE_NACK)
@@ -95,6 +100,10 @@ void wire_encode(void *buf, const struct wire_msg *m)
 		.status = htons(m->status),
 		.reserved = 0,
 	};
+	if (m->type == WIRE_PUSH) {
+		h.status = htons((uint16_t)(m->arg >> 16));
+		h.reserved = htons((uint16_t)m->arg);
+	}
 	memcpy(buf, &h, sizeof(h));
 }
 

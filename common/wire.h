@@ -42,11 +42,16 @@ enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
 #define WIRE_FLAG_RETX   0x01u /* PUSH: the sender retransmits this segment */
 #define WIRE_FLAG_NOTICE 0x02u /* PUSH: the sender understands WAIT, NACK and CE */
 #define WIRE_FLAG_CE     0x04u /* RESULT: the box is congested, slow down */
-#define WIRE_FLAGS_KNOWN (WIRE_FLAG_RETX | WIRE_FLAG_NOTICE | WIRE_FLAG_CE)
+#define WIRE_FLAG_INIT   0x08u /* PUSH: round 1 of a PS key, the initial weights
+				  (docs/protocol.md "PS keys") */
+#define WIRE_FLAGS_KNOWN (WIRE_FLAG_RETX | WIRE_FLAG_NOTICE | WIRE_FLAG_CE | \
+			  WIRE_FLAG_INIT)
 
 enum wire_status {
 	WIRE_ST_OK = 0,
 	WIRE_ST_NO_JOB = 1, /* job unknown or aborted */
+	WIRE_ST_NO_WEIGHTS = 2, /* a gradient for a PS key whose initial weights
+				   are not uploaded yet: nothing applied */
 };
 
 /* Bytes on the wire; multi-byte fields big-endian. */
@@ -63,7 +68,7 @@ struct wire_hdr {
 	uint32_t key;
 	uint32_t seg;
 	uint32_t round;
-	uint16_t status;
+	uint16_t status;   /* PUSH: with reserved, the 32-bit argument */
 	uint16_t reserved;
 } __attribute__((packed));
 
@@ -109,6 +114,10 @@ struct wire_msg {
 	uint32_t key;
 	uint32_t seg;
 	uint32_t round;
+	uint32_t arg;       /* PUSH only: bytes 36..39 (status and reserved on
+			       other types), big-endian; a PUSH to a PS key
+			       carries its learning rate there as binary32
+			       bits, to a plain key 0 */
 };
 
 /* Size in bytes of one element of a wire dtype, 0 if out of range. */

@@ -169,7 +169,7 @@ static json_t *keys_of(const struct job *j)
 		const struct job_key *k = &j->keys[i];
 		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i}",
 			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
-			"dtype", wire_dtype_name(k->geom.dtype), "nsegs", (json_int_t)k->geom.nsegs,
+			"dtype", wire_dtype_name(k->dtype), "nsegs", (json_int_t)k->geom.nsegs,
 			"nchunks", (json_int_t)k->geom.nchunks,
 			"declared", __builtin_popcountll(k->declared)));
 	}

@@ -23,6 +23,7 @@
 #include "control/assign.h"
 #include "control/box.h"
 #include "dataplane/dp.h"
+#include "dataplane/optim.h"
 
 #define JOB_NAME_MAX 63
 #define JOB_SECRET_MAX 256   /* join secret bytes (common/secret.h's bound) */
@@ -47,8 +48,18 @@ struct job_rank {
 	void *session;      /* RPC connection that joined; NULL once gone */
 };
 
+/* PS mode of a key as declared (docs/rpc.md "key_declare"). */
+struct job_ps {
+	struct optim_params opt;
+	unsigned rdtype;           /* dtype of the weights the box returns */
+	int average;               /* 1: the gradient is the mean over ranks */
+};
+
 struct job_key {
 	uint32_t key;
+	uint8_t dtype;             /* declared (PS: of the gradients) */
+	uint8_t is_ps;             /* PS key: ps holds its optimizer */
+	struct job_ps ps;
 	uint16_t first_rank;       /* rank that declared it first */
 	uint64_t declared;         /* bit r: rank r declared it */
 	struct assign_geom geom;
@@ -154,6 +165,7 @@ struct jobs_declare_args {
 	uint64_t count;     /* elements */
 	unsigned dtype;     /* enum wire_dtype */
 	void *session;      /* the calling connection: must be the rank's */
+	const struct job_ps *ps; /* PS key (checked), or NULL: a plain sum */
 };
 
 /*

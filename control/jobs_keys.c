@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,17 +88,37 @@ static int reserve_key(struct job *j, uint32_t max_keys)
 
 /* ---- declaration ---- */
 
+/* Whether two PS declarations are the same (every field PyTorch means). */
+static bool same_ps(const struct job_ps *a, const struct job_ps *b)
+{
+	return a->opt.kind == b->opt.kind && a->opt.nesterov == b->opt.nesterov &&
+	       a->opt.momentum == b->opt.momentum && a->opt.dampening == b->opt.dampening &&
+	       a->opt.weight_decay == b->opt.weight_decay && a->opt.beta1 == b->opt.beta1 &&
+	       a->opt.beta2 == b->opt.beta2 && a->opt.eps == b->opt.eps &&
+	       a->rdtype == b->rdtype && a->average == b->average;
+}
+
 static int check_same(const struct job *j, const struct job_key *k,
 		      const struct jobs_declare_args *a, char *err, size_t errlen)
 {
-	if (k->geom.count == a->count && k->geom.dtype == a->dtype)
-		return 0;
-	return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
-			 " declares %" PRIu64 " %s (%" PRIu64 " bytes) but rank %u declared %"
-			 PRIu64 " %s (%" PRIu64 " bytes)", j->name, a->key, a->rank, a->count,
-			 wire_dtype_name(a->dtype), a->count * wire_dtype_size(a->dtype),
-			 k->first_rank, k->geom.count, wire_dtype_name(k->geom.dtype),
-			 k->geom.count * wire_dtype_size(k->geom.dtype));
+	if (k->geom.count != a->count || k->dtype != a->dtype)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			      " declares %" PRIu64 " %s (%" PRIu64 " bytes) but rank %u declared %"
+			      PRIu64 " %s (%" PRIu64 " bytes)", j->name, a->key, a->rank, a->count,
+			      wire_dtype_name(a->dtype), a->count * wire_dtype_size(a->dtype),
+			      k->first_rank, k->geom.count, wire_dtype_name(k->dtype),
+			      k->geom.count * wire_dtype_size(k->dtype));
+	if (k->is_ps != (a->ps != NULL))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			      " declares it %s but rank %u declared it %s", j->name, a->key,
+			      a->rank, a->ps ? "with an optimizer" : "as a plain sum",
+			      k->first_rank, k->is_ps ? "with an optimizer" : "as a plain sum");
+	if (a->ps && !same_ps(&k->ps, a->ps))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			      " declares another optimizer or other hyperparameters than rank %u"
+			      " (%s)", j->name, a->key, a->rank, k->first_rank,
+			      optim_name(k->ps.opt.kind));
+	return 0;
 }
 
 static int check_new(const struct jobs *js, const struct job *j,
@@ -141,20 +162,33 @@ static int install_key(struct jobs *js, struct job *j, struct engine_key *ek,
 	return 0;
 }
 
+/* Arena bytes of a key: its engine key (a PS key laid out as f32) and
+ * its PS state. */
+static size_t key_bytes(const struct job *j, const struct job_key *k,
+			const struct jobs_declare_args *a)
+{
+	size_t need = engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
+					   k->geom.segs_per_chunk);
+	if (a->ps)
+		need += engine_ps_mem_bytes(a->count, j->seg_bytes, optim_planes(&a->ps->opt),
+					    a->ps->rdtype);
+	return need;
+}
+
 /* Place the chunks and build the engine key in the arena. */
 static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		     const struct jobs_declare_args *a, uint8_t **owner_out,
 		     char *err, size_t errlen)
 {
 	const struct box *b = js->box;
-	size_t need = engine_key_mem_bytes(a->count, a->dtype, j->seg_bytes,
-					   k->geom.segs_per_chunk);
+	size_t need = key_bytes(j, k, a);
 	uint64_t left = j->max_bytes - j->used;
 
 	if (need > left)
 		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
-				 "of job memory, %" PRIu64 " of %" PRIu64 " left", j->name, a->key,
-				 need, left, j->max_bytes);
+				 "of job memory%s, %" PRIu64 " of %" PRIu64 " left", j->name, a->key,
+				 need, a->ps ? " (weights, optimizer state and results)" : "",
+				 left, j->max_bytes);
 	k->chunk_ep = malloc((size_t)k->geom.nchunks * sizeof(*k->chunk_ep));
 	uint8_t *owner = malloc(k->geom.nchunks);
 	if (!k->chunk_ep || !owner) {
@@ -167,8 +201,13 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	assign_chunks(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 	for (uint32_t c = 0; c < k->geom.nchunks; c++)
 		owner[c] = (uint8_t)b->layout.eps[k->chunk_ep[c]].lcore;
-	k->ek = engine_key_init(j->arena + j->used, a->key, a->count, a->dtype,
-				j->seg_bytes, k->geom.segs_per_chunk, owner);
+	uint8_t *mem = j->arena + j->used;
+	k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
+				k->geom.segs_per_chunk, owner);
+	if (a->ps)
+		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
+							  k->geom.segs_per_chunk),
+			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
 	k->bytes = need;
 	j->used += need;
 	*owner_out = owner;
@@ -178,14 +217,18 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_args *a,
 		   struct job_key **out, char *err, size_t errlen)
 {
-	struct job_key k = { .key = a->key, .first_rank = (uint16_t)a->rank };
+	struct job_key k = { .key = a->key, .dtype = (uint8_t)a->dtype,
+			     .is_ps = a->ps != NULL, .first_rank = (uint16_t)a->rank };
+	unsigned layout = a->ps ? WIRE_F32 : a->dtype; /* PS keys: fp32 weights fit */
 	uint8_t *owner = NULL;
 	unsigned failed = 0;
 	int rc = check_new(js, j, a, err, errlen);
 
 	if (rc < 0)
 		return rc;
-	if (assign_geom(a->count, a->dtype, j->seg_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
+	if (a->ps)
+		k.ps = *a->ps;
+	if (assign_geom(a->count, layout, j->seg_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
 				 " %s cannot be cut into %" PRIu32 "-byte segments", j->name,
 				 a->key, a->count, wire_dtype_name(a->dtype), j->seg_bytes);

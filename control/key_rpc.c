@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * key_rpc.c - the key_declare method (docs/rpc.md): decode, declare the
- * key in the registry, answer with its geometry and chunk owners.
+ * key_rpc.c - the key_declare method (docs/rpc.md): decode (a PS key's
+ * "optimizer" object too), declare the key in the registry, answer with
+ * its geometry and chunk owners.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "common/errmsg.h"
 #include "control/jobs.h"
 #include "control/rpc_methods.h"
 
@@ -21,10 +25,100 @@ static json_t *chunk_list(const struct job_key *k)
 	return a;
 }
 
+/* A finite number params.optimizer.name into *out (left alone if absent). */
+static int opt_num(json_t *o, const char *name, double *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, name);
+
+	if (!v)
+		return 0;
+	if (!json_is_number(v) || !isfinite(json_number_value(v)))
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.optimizer.%s must be a "
+			      "finite number", name);
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* A boolean params.optimizer.name into *out (left alone if absent). */
+static int opt_bool(json_t *o, const char *name, int *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, name);
+
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.optimizer.%s must be "
+			      "true or false", name);
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* params.optimizer of a PS key: {"name": "sgd"|"adam"|"adamw", PyTorch's
+ * hyperparameters, "sum", "weights_dtype"}; absent ones take PyTorch's
+ * defaults (docs/rpc.md). */
+static int parse_optimizer(json_t *o, unsigned grad_dtype, struct job_ps *ps,
+			   char *err, size_t errlen)
+{
+	static const char *const known[] = { "name", "momentum", "dampening",
+		"weight_decay", "nesterov", "beta1", "beta2", "eps", "sum",
+		"weights_dtype", NULL };
+	const char *name = NULL, *wd = NULL;
+	int nesterov = 0, sum = 0, rc;
+
+	if (!json_is_object(o))
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.optimizer must be an object");
+	if ((rc = rpc_params_known(o, known, err, errlen)) ||
+	    (rc = rpc_param_str(o, "name", 1, 16, &name, err, errlen)) ||
+	    (rc = rpc_param_str(o, "weights_dtype", 0, 16, &wd, err, errlen)))
+		return rc;
+	memset(ps, 0, sizeof(*ps));
+	ps->opt.kind = (uint8_t)optim_parse(name);
+	if (ps->opt.kind == OPTIM_NONE)
+		return errmsg(err, errlen, -EINVAL, "unknown optimizer '%s' (sgd, adam or adamw)",
+			      name);
+	ps->opt.beta1 = 0.9;
+	ps->opt.beta2 = 0.999;
+	ps->opt.eps = 1e-8;
+	ps->opt.weight_decay = ps->opt.kind == OPTIM_ADAMW ? 1e-2 : 0;
+	if ((rc = opt_num(o, "momentum", &ps->opt.momentum, err, errlen)) ||
+	    (rc = opt_num(o, "dampening", &ps->opt.dampening, err, errlen)) ||
+	    (rc = opt_num(o, "weight_decay", &ps->opt.weight_decay, err, errlen)) ||
+	    (rc = opt_num(o, "beta1", &ps->opt.beta1, err, errlen)) ||
+	    (rc = opt_num(o, "beta2", &ps->opt.beta2, err, errlen)) ||
+	    (rc = opt_num(o, "eps", &ps->opt.eps, err, errlen)) ||
+	    (rc = opt_bool(o, "nesterov", &nesterov, err, errlen)) ||
+	    (rc = opt_bool(o, "sum", &sum, err, errlen)))
+		return rc;
+	ps->opt.nesterov = (uint8_t)nesterov;
+	ps->average = !sum;
+	if (ps->opt.kind != OPTIM_SGD && (ps->opt.momentum || ps->opt.dampening || nesterov))
+		return errmsg(err, errlen, -EINVAL, "momentum, dampening and nesterov are "
+			      "SGD's; %s takes beta1, beta2 and eps", name);
+	if (optim_check(&ps->opt, err, errlen) < 0)
+		return -EINVAL;
+	int d = wd ? wire_dtype_parse(wd) : WIRE_F32;
+	if (d < 0 || (d != WIRE_F32 && d != (int)grad_dtype))
+		return errmsg(err, errlen, -EINVAL, "weights_dtype '%s' must be f32 or the "
+			      "gradients' dtype (%s)", wd, wire_dtype_name(grad_dtype));
+	ps->rdtype = (unsigned)d;
+	return 0;
+}
+
+static json_t *ps_reply(const struct job_key *k)
+{
+	if (!k->is_ps)
+		return json_null();
+	return json_pack("{s:s, s:s, s:b, s:b, s:I}", "name", optim_name(k->ps.opt.kind),
+			 "weights_dtype", wire_dtype_name(k->ps.rdtype), "sum", !k->ps.average,
+			 "restored", k->ek->ps->restored, "step", (json_int_t)k->ek->ps->step0);
+}
+
 RPC_HANDLER(rpc_key_declare)
 {
-	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype", NULL };
+	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype",
+					     "optimizer", NULL };
 	struct jobs_declare_args a = { .session = ctx->session };
+	struct job_ps ps;
 	const char *dtype = NULL;
 	const struct job_key *k;
 	int rc;
@@ -42,6 +136,16 @@ RPC_HANDLER(rpc_key_declare)
 		return -EINVAL;
 	}
 	a.dtype = (unsigned)d;
+	json_t *opt = json_object_get(params, "optimizer");
+	if (opt && !json_is_null(opt)) {
+		if ((rc = parse_optimizer(opt, a.dtype, &ps, err, errlen)) < 0) {
+			char why[256];
+			snprintf(why, sizeof(why), "%s", err);
+			snprintf(err, errlen, "key %u: %s", a.key, why);
+			return rc;
+		}
+		a.ps = &ps;
+	}
 	rc = jobs_declare(ctx->box->jobs, &a, &k, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -50,12 +154,12 @@ RPC_HANDLER(rpc_key_declare)
 		snprintf(err, errlen, "key %u: out of memory for the reply", a.key);
 		return -ENOMEM;
 	}
-	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o}",
+	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o}",
 			    "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
-			    "dtype", wire_dtype_name(k->geom.dtype),
+			    "dtype", wire_dtype_name(k->dtype),
 			    "seg_elems", (json_int_t)k->geom.seg_elems,
 			    "nsegs", (json_int_t)k->geom.nsegs,
 			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
-			    "chunks", chunks);
+			    "chunks", chunks, "ps", ps_reply(k));
 	return 0;
 }

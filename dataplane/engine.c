@@ -80,6 +80,39 @@ struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
 	return k;
 }
 
+size_t engine_ps_mem_bytes(uint64_t count, uint32_t seg_bytes, unsigned planes,
+			   unsigned rdtype)
+{
+	size_t arr = ALIGN64((size_t)engine_key_nsegs(count, WIRE_F32, seg_bytes) * seg_bytes);
+	return ALIGN64(sizeof(struct engine_ps)) + (rdtype == WIRE_F32 ? 0 : arr) +
+	       planes * arr;
+}
+
+struct engine_ps *engine_ps_init(void *mem, struct engine_key *k,
+				 const struct optim_params *opt, unsigned grad_dtype,
+				 unsigned rdtype, int average)
+{
+	uint8_t *p = mem;
+	struct engine_ps *ps = (struct engine_ps *)p;
+	size_t arr = ALIGN64((size_t)k->nsegs * k->seg_elems * sizeof(float));
+
+	p += ALIGN64(sizeof(*ps));
+	ps->opt = *opt;
+	ps->rdtype = (uint8_t)rdtype;
+	ps->average = (uint8_t)(average != 0);
+	if (rdtype == WIRE_F32) {
+		ps->w = (float *)k->result;
+	} else {
+		ps->w = (float *)p;
+		p += arr;
+	}
+	for (unsigned i = 0; i < optim_planes(opt); i++, p += arr)
+		ps->st[i] = (float *)p;
+	k->dtype = (uint8_t)grad_dtype;
+	k->ps = ps;
+	return ps;
+}
+
 /* ---- control messages (applied by the owning lcore) ---- */
 
 void engine_init(struct engine *e, uint16_t lcore, const struct sum_kernels *sum)
@@ -235,7 +268,7 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 {
 	out->job = j;
 	out->hdr = (struct wire_msg){
-		.type = WIRE_RESULT, .dtype = k->dtype, .job = j->id,
+		.type = WIRE_RESULT, .dtype = k->ps ? k->ps->rdtype : k->dtype, .job = j->id,
 		.token = j->token, .key = k->key, .seg = m->seg,
 		.round = m->round, .count = count,
 	};
@@ -296,15 +329,54 @@ static void fill_notice(struct engine_out *out, const struct engine *e,
 	out->rank = rank;
 }
 
-/* Sum the slot's contributions in rank order into the shadow copy; give
- * back the packets held. */
+/* A PS round completed: round 1 sets the weights (rank 0's, unless they
+ * came from a checkpoint), later rounds average the gradients and step the
+ * optimizer; then the segment's shadow copy holds the weights in rdtype. */
+static void ps_complete(struct engine *e, const struct engine_job *j,
+			struct engine_key *k, const struct engine_slot *sl,
+			uint32_t seg, uint16_t count)
+{
+	struct engine_ps *ps = k->ps;
+	size_t first = (size_t)seg * k->seg_elems;
+	float *w = ps->w + first;
+
+	if (sl->round == 1) {
+		if (!ps->restored)
+			memcpy(w, sl->src[0], (size_t)count * sizeof(float));
+	} else {
+		float *g = e->ps_grad;
+		float *st[OPTIM_MAX_PLANES] = { 0 };
+		if (k->dtype == WIRE_F32)
+			e->sum->fn[WIRE_F32](g, sl->src, j->world, count);
+		else
+			sum_widen(g, sl->src, j->world, count, k->dtype);
+		if (ps->average) {
+			const float world = (float)j->world;
+			for (unsigned i = 0; i < count; i++)
+				g[i] = g[i] / world;
+		}
+		for (unsigned i = 0; i < OPTIM_MAX_PLANES; i++)
+			st[i] = ps->st[i] ? ps->st[i] + first : NULL;
+		optim_step(&ps->opt, w, st, g, count, ps->step0 + sl->round - 1, sl->lr);
+		e->c.updates++;
+	}
+	if (ps->rdtype != WIRE_F32)
+		sum_narrow(k->result + (size_t)seg * j->seg_bytes, w, count, ps->rdtype);
+}
+
+/* Sum the slot's contributions in rank order into the shadow copy (PS:
+ * update the weights); give back the packets held. */
 static void complete(struct engine *e, struct engine_job *j,
 		     struct engine_key *k, struct engine_seg *sg,
 		     struct engine_slot *sl, uint32_t seg, uint16_t count)
 {
 	if (!sl->retx)
 		spread_sample(j, e->now - sl->t_open);
-	e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src, j->world, count);
+	if (k->ps)
+		ps_complete(e, j, k, sl, seg, count);
+	else
+		e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src,
+				     j->world, count);
 	slot_release(e, sl, j->world);
 	sg->done = sl->round;
 	sg->slot = ENGINE_NO_SLOT;
@@ -312,6 +384,48 @@ static void complete(struct engine *e, struct engine_job *j,
 	j->free_slots[j->nfree++] = (uint16_t)(sl - j->slots);
 	j->completes++;
 	e->c.completes++;
+}
+
+/* The checks of a PUSH to a PS key: round 1 is the init round (flag INIT,
+ * f32; rank 0 carries the segment's weights unless they came from a
+ * checkpoint, the others nothing); later rounds carry gradients in the
+ * key's dtype and a learning rate in arg. A gradient for round 1 (the
+ * weights are not there) is answered with ERROR NO_WEIGHTS. Returns 0
+ * (*lr set), a verdict, or a negative drop reason. */
+static int ps_check(struct engine *e, const struct engine_job *j,
+		    const struct engine_key *k, const struct wire_msg *m, uint16_t count,
+		    float *lr, struct engine_out *out)
+{
+	int init = (m->flags & WIRE_FLAG_INIT) != 0;
+
+	if (m->round == 1 && !init) {
+		out->job = j;
+		out->hdr = (struct wire_msg){
+			.type = WIRE_ERROR, .dtype = m->dtype, .job = j->id,
+			.token = j->token, .key = m->key, .seg = m->seg,
+			.round = m->round, .status = WIRE_ST_NO_WEIGHTS,
+		};
+		out->payload = NULL;
+		out->rank = m->rank;
+		e->c.no_weights++;
+		return ENGINE_SEND_ERROR;
+	}
+	if (init) {
+		uint16_t want = m->rank == 0 && !k->ps->restored ? count : 0;
+		if (m->round != 1 || m->arg)
+			return -DROP_BAD_ARG;
+		if (m->dtype != WIRE_F32)
+			return -DROP_BAD_DTYPE;
+		return m->count == want ? 0 : -DROP_BAD_COUNT;
+	}
+	if (m->dtype != k->dtype)
+		return -DROP_BAD_DTYPE;
+	if (m->count != count)
+		return -DROP_BAD_COUNT;
+	uint32_t bits = m->arg;
+	memcpy(lr, &bits, sizeof(*lr));
+	/* finite and >= 0 (NaN fails the comparison) */
+	return *lr >= 0 && *lr <= 3.4028234663852886e38f ? 0 : -DROP_BAD_ARG;
 }
 
 /*
@@ -359,8 +473,6 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	struct engine_key *k = key_find(j, m->key);
 	if (!k)
 		return -DROP_NO_KEY;
-	if (m->dtype != k->dtype)
-		return -DROP_BAD_DTYPE;
 	if (m->seg >= k->nsegs)
 		return -DROP_BAD_SEGMENT;
 	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
@@ -368,8 +480,18 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	uint64_t first = (uint64_t)m->seg * k->seg_elems;
 	uint64_t left = k->count - first;
 	uint16_t count = (uint16_t)(left < k->seg_elems ? left : k->seg_elems);
-	if (m->count != count)
+	float lr = 0;
+	if (k->ps) {
+		int rc = ps_check(e, j, k, m, count, &lr, out);
+		if (rc != 0)
+			return rc;
+	} else if (m->dtype != k->dtype) {
+		return -DROP_BAD_DTYPE;
+	} else if (m->count != count) {
 		return -DROP_BAD_COUNT;
+	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
+		return -DROP_BAD_FLAGS;
+	}
 
 	struct engine_seg *sg = &k->segs[m->seg];
 	struct engine_rank *rk = &j->ranks[m->rank];
@@ -427,9 +549,11 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.held++;
 	} else {
 		uint8_t *d = sl->data + (size_t)m->rank * j->seg_bytes;
-		memcpy(d, payload, (size_t)count * wire_dtype_size(k->dtype));
+		memcpy(d, payload, (size_t)m->count * wire_dtype_size(m->dtype));
 		sl->src[m->rank] = d;
 	}
+	if (m->rank == 0)
+		sl->lr = lr;
 	uint64_t late = e->now - sl->t_open;
 	rk->late_sum_ns += late;
 	rk->late_n++;
@@ -437,7 +561,7 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		rk->late_max_ns[0] = late;
 	sl->have |= bit;
 	sl->nhave++;
-	j->rx_bytes += (uint64_t)count * wire_dtype_size(k->dtype);
+	j->rx_bytes += (uint64_t)m->count * wire_dtype_size(m->dtype);
 	e->c.pushes++;
 	if (sl->nhave < j->world)
 		return ENGINE_ABSORBED;

@@ -43,6 +43,7 @@
 #include "common/drops.h"
 #include "common/sum.h"
 #include "common/wire.h"
+#include "dataplane/optim.h"
 
 #define ENGINE_MAX_JOBS   64  /* job table of one lcore; power of two */
 #define ENGINE_MAX_WORLD  64  /* ranks per job: one bit each in a uint64_t */
@@ -78,12 +79,35 @@ struct engine_seg {
 	uint16_t pad;
 };
 
+/*
+ * PS mode of a key (docs/protocol.md "PS keys"): the box keeps the key's
+ * fp32 weights and optimizer state. Round 1 is the init round (PUSHes
+ * flagged WIRE_FLAG_INIT: rank 0's fp32 weights, count 0 from the others,
+ * or count 0 from all when the weights came from a checkpoint); every
+ * later round sums the gradients in rank order in fp32, divides by the
+ * world (average), applies one optimizer step (step step0 + round - 1,
+ * rank 0's learning rate) and sends the weights back in rdtype. A PS key
+ * is laid out in 4-byte elements whatever its gradient dtype, so fp32
+ * weights fit every segment. Built by the control plane with the key
+ * (engine_ps_init); w and st[] belong to the lcores owning the chunks.
+ */
+struct engine_ps {
+	struct optim_params opt;
+	uint8_t  rdtype;         /* dtype of the weights in RESULTs */
+	uint8_t  average;        /* divide the gradient sum by the world */
+	uint8_t  restored;       /* weights from a checkpoint: round 1 keeps them */
+	uint64_t step0;          /* optimizer steps taken before this job */
+	float   *w;              /* nsegs * seg_elems weights; the key's shadow
+				    copies themselves when rdtype is f32 */
+	float   *st[OPTIM_MAX_PLANES]; /* optim_planes(&opt) state arrays, like w */
+};
+
 /* A declared key. Built by the control plane in the job arena with
- * engine_key_init; immutable afterwards except segs[] and result, whose
- * entries belong to the lcore owning the chunk. */
+ * engine_key_init; immutable afterwards except segs[], result and the
+ * PS arrays, whose entries belong to the lcore owning the chunk. */
 struct engine_key {
 	uint32_t key;
-	uint8_t  dtype;
+	uint8_t  dtype;          /* of the contributions (PS: the gradients) */
 	uint8_t  pad[3];
 	uint64_t count;          /* elements */
 	uint32_t seg_elems;      /* elements per full segment */
@@ -93,6 +117,7 @@ struct engine_key {
 	const uint8_t *chunk_lcore;  /* nchunks: lcore index owning each chunk */
 	struct engine_seg *segs;     /* nsegs */
 	uint8_t *result;             /* nsegs * seg_bytes: shadow copies */
+	struct engine_ps *ps;        /* PS mode, or NULL: the plain sum */
 };
 
 /* A contribution slot: holds one open round of one segment. */
@@ -107,6 +132,7 @@ struct engine_slot {
 	uint8_t  nnack;           /* NACK rounds sent for this round */
 	uint64_t t_open;          /* engine clock at the first contribution */
 	uint64_t nack_at;         /* when the missing ranks are NACKed next */
+	float    lr;              /* PS: rank 0's learning rate for this round */
 	uint8_t *data;            /* world * seg_bytes, rank r at r * seg_bytes */
 	const void **src;         /* world: rank r's contribution (data or held) */
 	void **ref;               /* world: held reference of rank r, or NULL */
@@ -195,6 +221,20 @@ struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
 				   uint32_t segs_per_chunk,
 				   const uint8_t *chunk_lcore);
 
+/* Bytes a PS key needs beyond engine_key_mem_bytes (laid out as f32),
+ * 64-aligned. */
+size_t engine_ps_mem_bytes(uint64_t count, uint32_t seg_bytes, unsigned planes,
+			   unsigned rdtype);
+
+/* Make k (from engine_key_init with dtype WIRE_F32) a PS key whose
+ * gradients come as grad_dtype, its PS state laid out in mem
+ * (engine_ps_mem_bytes, zeroed, 64-aligned), before it is installed.
+ * Returns the PS state (the caller may fill w and st[] and set restored
+ * and step0 from a checkpoint before installing). */
+struct engine_ps *engine_ps_init(void *mem, struct engine_key *k,
+				 const struct optim_params *opt, unsigned grad_dtype,
+				 unsigned rdtype, int average);
+
 uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes);
 uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			    uint32_t segs_per_chunk);
@@ -231,6 +271,8 @@ struct engine_counters {
 	uint64_t nacks;       /* NACKs sent */
 	uint64_t nacks_limited; /* NACKs not sent: the rank's tokens ran out */
 	uint64_t marks;       /* completed rounds sent with WIRE_FLAG_CE */
+	uint64_t updates;     /* PS: segment rounds whose optimizer step ran */
+	uint64_t no_weights;  /* PS: gradients before the weights, answered ERROR */
 };
 
 /* Gives back a reference passed to engine_push_ref (e.g. frees an mbuf). */
@@ -247,6 +289,7 @@ struct engine {
 	uint64_t rate_at;                 /* start of the current rate period */
 	uint64_t share_rate, share_weight; /* sums over jobs with traffic */
 	uint32_t scan_job, scan_slot;     /* engine_tick's cursor */
+	float ps_grad[WIRE_MAX_PAYLOAD / 4]; /* PS: one segment's gradient */
 	struct engine_job jobs[ENGINE_MAX_JOBS];
 };
 

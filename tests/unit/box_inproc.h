@@ -80,6 +80,7 @@ struct bi_lcore {
 	int64_t held;             /* buffers the engine holds */
 	uint64_t rx_seen;         /* datagrams arrived (loss knob) */
 	uint64_t results_out;     /* RESULTs to send (loss knob) */
+	uint64_t rng;             /* xorshift state of the random loss knob */
 };
 
 struct box_inproc {
@@ -91,6 +92,8 @@ struct box_inproc {
 	/* knobs: may change at any time */
 	atomic_uint drop_push_every;   /* every Nth datagram an lcore receives is lost */
 	atomic_uint drop_result_every; /* every Nth RESULT an lcore sends is lost */
+	atomic_int drop_random;        /* the two above lose 1 in N at random instead
+					* (reproducible per lcore, never periodic) */
 	atomic_int silent;             /* every datagram to the box is lost */
 	atomic_uint probe_max;         /* path MTU probes above this many bytes are lost
 					* (a path that drops jumbo frames); 0 = none */
@@ -140,6 +143,23 @@ static void bi_release(void *ctx, void *ref)
 
 /* ---- the data path (an lcore thread) ---- */
 
+/* Whether a loss knob of N (0 = off) takes the datagram counted in *ctr:
+ * every Nth, or 1 in N at random with drop_random. Periodic loss can lock
+ * in phase with senders whose timers run in step (a rank's retransmission
+ * then always lands on the lost position); random loss cannot. */
+static inline int bi_lose(struct bi_lcore *lc, uint64_t *ctr, unsigned every)
+{
+	if (!every)
+		return 0;
+	++*ctr;
+	if (!atomic_load_explicit(&lc->b->drop_random, memory_order_relaxed))
+		return *ctr % every == 0;
+	lc->rng ^= lc->rng << 13;
+	lc->rng ^= lc->rng >> 7;
+	lc->rng ^= lc->rng << 17;
+	return lc->rng % every == 0;
+}
+
 /* One RESULT/ERROR of out to rank, from endpoint ep's socket to the data
  * address the rank registered (job_join -> WORKER_SET). */
 static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *out, uint16_t rank)
@@ -157,7 +177,7 @@ static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *o
 	struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = iov,
 			     .msg_iovlen = plen ? 2 : 1 };
 
-	if (h.type == WIRE_RESULT && every && ++lc->results_out % every == 0)
+	if (h.type == WIRE_RESULT && bi_lose(lc, &lc->results_out, every))
 		return;
 	h.rank = rank;
 	wire_encode(hdr, &h);
@@ -193,9 +213,10 @@ static void bi_handle(struct bi_lcore *lc, unsigned ep, uint8_t *buf, size_t len
 		return;
 	}
 	atomic_fetch_add_explicit(&b->seen, 1, memory_order_relaxed);
-	lc->rx_seen++;
-	if (atomic_load_explicit(&b->silent, memory_order_relaxed) ||
-	    (every && lc->rx_seen % every == 0)) {
+	if (!every)
+		lc->rx_seen++;
+	if (bi_lose(lc, &lc->rx_seen, every) ||
+	    atomic_load_explicit(&b->silent, memory_order_relaxed)) {
 		atomic_fetch_add_explicit(&b->lost, 1, memory_order_relaxed);
 		bi_buf_put(lc, buf);
 		return;
@@ -415,6 +436,7 @@ static inline struct box_inproc *box_inproc_new(unsigned nlcores)
 		struct bi_lcore *lc = &b->lc[l];
 		lc->b = b;
 		lc->index = l;
+		lc->rng = 0x9E3779B97F4A7C15ull * (l + 1); /* xorshift: never 0 */
 		lc->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		lc->bufs = malloc((size_t)BI_BUFS * BI_BUF_BYTES);
 		if (lc->bell < 0 || !lc->bufs)
@@ -608,6 +630,8 @@ static inline struct engine_counters box_inproc_engine_totals(const struct box_i
 		t.errors_sent += c->errors_sent;
 		t.msgs += c->msgs;
 		t.held += c->held;
+		t.updates += c->updates;
+		t.no_weights += c->no_weights;
 	}
 	return t;
 }

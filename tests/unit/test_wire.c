@@ -82,12 +82,37 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
-	memcpy(c, b, sizeof(b)); c[7] = 8;
+	memcpy(c, b, sizeof(b)); c[7] = 0x10;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
-	memcpy(c, b, sizeof(b)); c[39] = 1;
+	/* bytes 38..39: reserved on every type but PUSH (its argument) */
+	memcpy(c, b, sizeof(b)); c[5] = WIRE_RESULT; c[39] = 1;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
 	memcpy(c, b, sizeof(b)); c[15] = 4; /* count 4 f16 = 8 bytes, have 6 */
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_LEN);
+}
+
+/* A PUSH's argument (a PS key's learning rate) fills bytes 36..39,
+ * big-endian, where other types have status and reserved. */
+static void push__argument_round_trip(void **state)
+{
+	(void)state;
+	uint8_t b[WIRE_HDR_LEN + 6];
+	struct wire_msg m = sample(), d;
+	m.type = WIRE_PUSH;
+	m.flags = WIRE_FLAG_INIT | WIRE_FLAG_NOTICE;
+	m.arg = 0x3dcccccdu; /* 0.1f */
+	wire_encode(b, &m);
+	assert_int_equal(b[36], 0x3d);
+	assert_int_equal(b[39], 0xcd);
+	assert_int_equal(wire_decode(b, sizeof(b), &d), 0);
+	assert_int_equal(d.arg, 0x3dcccccdu);
+	assert_int_equal(d.status, 0);
+	assert_int_equal(d.flags, WIRE_FLAG_INIT | WIRE_FLAG_NOTICE);
+	m.type = WIRE_RESULT; /* not carried by other types */
+	wire_encode(b, &m);
+	assert_int_equal(wire_decode(b, sizeof(b), &d), 0);
+	assert_int_equal(d.arg, 0);
+	assert_int_equal(b[39], 0);
 }
 
 /* WAIT and NACK: count 0 and exactly the 16-byte notice after the header. */
@@ -163,6 +188,7 @@ int main(void)
 		cmocka_unit_test(encode__bytes_are_big_endian_at_documented_offsets),
 		cmocka_unit_test(decode__round_trip),
 		cmocka_unit_test(decode__rejects_each_bad_field),
+		cmocka_unit_test(push__argument_round_trip),
 		cmocka_unit_test(notice__layout_and_checks),
 		cmocka_unit_test(seg_bytes__multiple_of_64_from_mtu),
 		cmocka_unit_test(dtype__names_and_sizes),

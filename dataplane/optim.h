@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * optim.h - the optimizer updates of PS mode (docs/protocol.md "PS keys"):
+ * SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, with
+ * PyTorch 1.13's formulas and meanings, applied by an lcore to one
+ * segment's fp32 weights when its round completes.
+ *
+ * Rules:
+ *  - Pure: no allocation, no clock, no globals; the same in pboxd, the unit
+ *    tests and engine_bench.
+ *  - fp32 arithmetic, one fixed order per element, compiled without FMA
+ *    contraction (-ffp-contract=off), so an update gives the same bits on
+ *    every machine; scalars derived from hyperparameters (bias corrections,
+ *    step sizes) are computed in double and rounded to float once, as
+ *    PyTorch passes Python floats to its fp32 kernels.
+ *  - Elementwise only: a segment's update does not depend on any other
+ *    segment, so lcores update their chunks independently.
+ */
+#ifndef PBOX_OPTIM_H
+#define PBOX_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum optim_kind {
+	OPTIM_NONE  = 0,
+	OPTIM_SGD   = 1, /* values equal pbox_optim_kind */
+	OPTIM_ADAM  = 2,
+	OPTIM_ADAMW = 3,
+};
+
+#define OPTIM_MAX_PLANES 2 /* fp32 state arrays per weight */
+
+/* Hyperparameters, PyTorch's names; fixed when a key is declared. Kept in
+ * double, as Python floats, so the derived scalars round as PyTorch's. */
+struct optim_params {
+	uint8_t kind;          /* enum optim_kind */
+	uint8_t nesterov;      /* SGD */
+	double momentum;       /* SGD */
+	double dampening;      /* SGD */
+	double weight_decay;   /* SGD, Adam (L2 on the gradient), AdamW (decoupled) */
+	double beta1, beta2;   /* Adam(W) */
+	double eps;            /* Adam(W) */
+};
+
+/* Names: "sgd", "adam", "adamw"; NULL / OPTIM_NONE when unknown. */
+const char *optim_name(unsigned kind);
+unsigned optim_parse(const char *name);
+
+/* State planes a key needs: SGD 1 with momentum (the momentum buffer) or
+ * 0, Adam(W) 2 (exp_avg, exp_avg_sq). */
+unsigned optim_planes(const struct optim_params *p);
+
+/* Check the ranges PyTorch accepts (plus finiteness): 0, or -1 with the
+ * first bad hyperparameter named in err. */
+int optim_check(const struct optim_params *p, char *err, size_t errlen);
+
+/*
+ * One step on n elements: w the weights, st[] the state planes
+ * (optim_planes of them), g the gradient (already averaged), step the
+ * number of this step counted from 1 (SGD's first step starts the momentum
+ * buffer with the gradient; Adam's bias corrections use it), lr the
+ * learning rate of this step.
+ */
+void optim_step(const struct optim_params *p, float *w, float *const *st,
+		const float *g, size_t n, uint64_t step, float lr);
+
+#endif

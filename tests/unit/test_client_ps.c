@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_client_ps.c - PS mode end to end (libpbox against the in-process
+ * box of pboxd's own control plane and engines, box_inproc.h): three ranks
+ * declare a key with an optimizer, rank 0 uploads the weights, every step
+ * pushes gradients computed from the weights the box returned and gets
+ * the updated weights back. A reference in the test averages the same
+ * gradients in rank order and runs the same update (dataplane/optim.c):
+ * every rank's weights equal it bit for bit after every step, for SGD
+ * (momentum, Nesterov, weight decay, a learning-rate schedule), Adam with
+ * f16 gradients and AdamW returning f16 weights, with and without lost
+ * pushes and results; the box applied each segment's update exactly once.
+ * Then the bad input: a push before the weights, a bad hyperparameter,
+ * ranks declaring different optimizers, PS calls on a plain key and back.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dataplane/optim.h"
+#include "tests/unit/box_inproc.h"
+#include "include/pbox.h"
+
+#define WORLD 3
+#define COUNT 1000 /* three 1408-byte segments of fp32 elements */
+#define STEPS 20
+
+struct run {
+	const char *job;
+	pbox_optim o;
+	pbox_dtype gdt;             /* gradient dtype */
+	float w[WORLD][COUNT];      /* each rank's weights (widened) */
+	float ref[COUNT];           /* the reference's */
+	float *st[OPTIM_MAX_PLANES];
+	struct optim_params p;
+	int rc[WORLD];
+	size_t differ[WORLD];       /* elements off the reference, all steps */
+	char err[WORLD][256];
+};
+
+struct worker {
+	struct run *run;
+	pbox_client *c;
+	int rank;
+};
+
+static float init_w(size_t i)
+{
+	return (float)((int)(i % 17) - 8) * 0.125f;
+}
+
+static float lr_at(const struct run *r, int step)
+{
+	return (float)(r->o.lr * pow(0.9, step / 5)); /* a step schedule */
+}
+
+/* Rank r's gradient at a step, from the weights it holds. */
+static float grad(int rank, size_t i, int step, float w)
+{
+	return (float)((int)((i * 7 + (size_t)rank * 3 + (size_t)step) % 11) - 5) * 0.0625f +
+	       0.5f * w;
+}
+
+static void put(void *buf, pbox_dtype t, size_t i, float v)
+{
+	if (t == PBOX_F32)
+		((float *)buf)[i] = v;
+	else
+		((uint16_t *)buf)[i] = t == PBOX_F16 ? float_to_half(v) : float_to_bf16(v);
+}
+
+static float get(const void *buf, pbox_dtype t, size_t i)
+{
+	if (t == PBOX_F32)
+		return ((const float *)buf)[i];
+	uint16_t h = ((const uint16_t *)buf)[i];
+	return t == PBOX_F16 ? half_to_float(h) : bf16_to_float(h);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct run *r = wk->run;
+	pbox_dtype wdt = (pbox_dtype)r->o.weights_dtype;
+	uint16_t gbuf[COUNT * 2], wbuf[COUNT * 2];
+	float init[COUNT];
+	int rc;
+
+	for (size_t i = 0; i < COUNT; i++)
+		init[i] = init_w(i);
+	rc = pbox_declare_optimizer(wk->c, 7, COUNT, r->gdt, &r->o);
+	if (rc == 0)
+		rc = pbox_ps_init(wk->c, 7, wk->rank == 0 ? init : NULL, wbuf);
+	for (size_t i = 0; rc == 0 && i < COUNT; i++)
+		r->w[wk->rank][i] = get(wbuf, wdt, i);
+	for (int s = 1; rc == 0 && s <= STEPS; s++) {
+		for (size_t i = 0; i < COUNT; i++)
+			put(gbuf, r->gdt, i, grad(wk->rank, i, s, r->w[wk->rank][i]));
+		if ((rc = pbox_set_lr(wk->c, 7, lr_at(r, s))) == 0)
+			rc = pbox_push_pull(wk->c, 7, gbuf, wbuf, COUNT, r->gdt);
+		for (size_t i = 0; rc == 0 && i < COUNT; i++)
+			r->w[wk->rank][i] = get(wbuf, wdt, i);
+	}
+	r->rc[wk->rank] = rc;
+	if (rc < 0)
+		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(wk->c));
+	return NULL;
+}
+
+/* What a rank holds of weights w: rounded to the weights' dtype. */
+static float held(const struct run *r, float w)
+{
+	uint16_t h[2];
+
+	put(h, (pbox_dtype)r->o.weights_dtype, 0, w);
+	return get(h, (pbox_dtype)r->o.weights_dtype, 0);
+}
+
+/* The reference run: each rank's gradient from the weights it holds,
+ * rounded to the wire's dtype, summed in rank order in fp32, averaged,
+ * one step of the same update. */
+static void reference(struct run *r)
+{
+	static float g[COUNT];
+
+	for (size_t i = 0; i < COUNT; i++)
+		r->ref[i] = init_w(i);
+	for (int s = 1; s <= STEPS; s++) {
+		for (size_t i = 0; i < COUNT; i++) {
+			float acc = 0, w = held(r, r->ref[i]);
+			for (int k = 0; k < WORLD; k++) {
+				uint16_t h[2];
+				put(h, r->gdt, 0, grad(k, i, s, w));
+				float gi = get(h, r->gdt, 0);
+				acc = k == 0 ? gi : acc + gi;
+			}
+			g[i] = acc / (float)WORLD;
+		}
+		optim_step(&r->p, r->ref, r->st, g, COUNT, (uint64_t)s, lr_at(r, s));
+	}
+}
+
+static struct optim_params params_of(const pbox_optim *o)
+{
+	return (struct optim_params){
+		.kind = (uint8_t)o->kind, .nesterov = (uint8_t)o->nesterov,
+		.momentum = o->momentum, .dampening = o->dampening,
+		.weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
+		.eps = o->eps,
+	};
+}
+
+/* Run WORLD ranks of r->job against b, then the reference; every rank's
+ * weights must equal the reference's bit for bit. */
+static void run_ps(struct box_inproc *b, struct run *r)
+{
+	struct worker wk[WORLD];
+	pthread_t th[WORLD];
+	pbox_opts opts;
+
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 20000;
+	for (int k = 0; k < WORLD; k++) {
+		wk[k] = (struct worker){ .run = r, .rank = k };
+		assert_int_equal(pbox_connect(b->addr, r->job, k, WORLD, &opts, &wk[k].c), 0);
+	}
+	for (int k = 0; k < WORLD; k++)
+		pthread_create(&th[k], NULL, worker_main, &wk[k]);
+	for (int k = 0; k < WORLD; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < WORLD; k++)
+		pbox_close(wk[k].c);
+	for (int k = 0; k < WORLD; k++)
+		if (r->rc[k])
+			print_error("rank %d: %s (%s)\n", k, pbox_strerror(r->rc[k]), r->err[k]);
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(r->rc[k], 0);
+	r->p = params_of(&r->o);
+	float *planes = calloc(OPTIM_MAX_PLANES * COUNT, sizeof(float));
+	for (int i = 0; i < OPTIM_MAX_PLANES; i++)
+		r->st[i] = planes + (size_t)i * COUNT;
+	reference(r);
+	free(planes);
+	for (int k = 0; k < WORLD; k++)
+		for (size_t i = 0; i < COUNT; i++)
+			r->differ[k] += memcmp(&r->w[k][i], &(float){ held(r, r->ref[i]) },
+					       sizeof(float)) != 0;
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(r->differ[k], 0);
+	/* the weights moved: the update ran */
+	assert_true(fabsf(r->w[0][1] - init_w(1)) > 1e-4f);
+}
+
+/* Three segments per step, each updated exactly once. */
+static void check_updates(struct box_inproc *b, uint64_t keys)
+{
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_stop(b);
+	assert_int_equal(b->f->apply_errors, 0);
+	assert_int_equal(box_inproc_engine_totals(b).updates, keys * 3 * STEPS);
+}
+
+static void sgd__nesterov_weight_decay_schedule_bit_identical(void **state)
+{
+	static struct run r = { .job = "sgd", .gdt = PBOX_F32 };
+	struct box_inproc *b = box_inproc_new(2);
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_optim_init(&r.o, PBOX_OPTIM_SGD);
+	r.o.lr = 0.1;
+	r.o.momentum = 0.9;
+	r.o.nesterov = 1;
+	r.o.weight_decay = 1e-4;
+	run_ps(b, &r);
+	check_updates(b, 1);
+	box_inproc_free(b);
+}
+
+static void adam__f16_gradients_bit_identical(void **state)
+{
+	static struct run r = { .job = "adam", .gdt = PBOX_F16 };
+	struct box_inproc *b = box_inproc_new(2);
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_optim_init(&r.o, PBOX_OPTIM_ADAM);
+	r.o.lr = 0.01;
+	r.o.weight_decay = 1e-3;
+	run_ps(b, &r);
+	check_updates(b, 1);
+	box_inproc_free(b);
+}
+
+static void adamw__bf16_weights_under_loss_applied_once(void **state)
+{
+	static struct run r = { .job = "adamw", .gdt = PBOX_BF16 };
+	struct box_inproc *b = box_inproc_new(2);
+
+	(void)state;
+	atomic_store(&b->drop_push_every, 7);
+	atomic_store(&b->drop_result_every, 5);
+	atomic_store(&b->drop_random, 1);
+	box_inproc_start(b);
+	pbox_optim_init(&r.o, PBOX_OPTIM_ADAMW);
+	r.o.lr = 0.01;
+	r.o.weights_dtype = PBOX_BF16;
+	run_ps(b, &r);
+	check_updates(b, 1);
+	assert_true(box_inproc_engine_totals(b).dup_done > 0); /* results were lost */
+	box_inproc_free(b);
+}
+
+static void sgd__plain_under_loss_applied_once(void **state)
+{
+	static struct run r = { .job = "sgdloss", .gdt = PBOX_F32 };
+	struct box_inproc *b = box_inproc_new(2);
+
+	(void)state;
+	atomic_store(&b->drop_push_every, 5);
+	atomic_store(&b->drop_result_every, 3);
+	atomic_store(&b->drop_random, 1);
+	box_inproc_start(b);
+	pbox_optim_init(&r.o, PBOX_OPTIM_SGD);
+	r.o.lr = 0.05;
+	r.o.momentum = 0.5;
+	r.o.dampening = 0.25;
+	run_ps(b, &r);
+	check_updates(b, 1);
+	box_inproc_free(b);
+}
+
+/* ---- bad input ---- */
+
+struct two {
+	pbox_client *c[2];
+};
+
+static void connect_two(struct box_inproc *b, const char *job, struct two *t)
+{
+	pbox_opts o;
+
+	pbox_opts_init(&o);
+	o.timeout_ms = 3000;
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(pbox_connect(b->addr, job, k, 2, &o, &t->c[k]), 0);
+}
+
+struct declare_arg {
+	pbox_client *c;
+	pbox_optim o;
+	int rc;
+	char err[256];
+};
+
+static void *declare_main(void *arg)
+{
+	struct declare_arg *d = arg;
+
+	d->rc = pbox_declare_optimizer(d->c, 9, 100, PBOX_F32, &d->o);
+	snprintf(d->err, sizeof(d->err), "%s", pbox_last_error(d->c));
+	return NULL;
+}
+
+static void bad__hyperparameters_and_mismatches_named(void **state)
+{
+	struct box_inproc *b = box_inproc_new(1);
+	struct two t;
+	pbox_optim o;
+	float w[100] = { 0 }, out[100];
+
+	(void)state;
+	box_inproc_start(b);
+	connect_two(b, "bad", &t);
+	/* the box checks the ranges PyTorch checks */
+	pbox_optim_init(&o, PBOX_OPTIM_SGD);
+	o.momentum = 1.5;
+	assert_int_equal(pbox_declare_optimizer(t.c[0], 1, 100, PBOX_F32, &o), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "momentum 1.5 is out of range"));
+	pbox_optim_init(&o, PBOX_OPTIM_ADAM);
+	o.eps = 0;
+	assert_int_equal(pbox_declare_optimizer(t.c[0], 2, 100, PBOX_F32, &o), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "eps"));
+	pbox_optim_init(&o, PBOX_OPTIM_SGD);
+	o.nesterov = 1;
+	assert_int_equal(pbox_declare_optimizer(t.c[0], 3, 100, PBOX_F32, &o), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "nesterov needs momentum"));
+	/* the library's own checks */
+	o.kind = 9;
+	assert_int_equal(pbox_declare_optimizer(t.c[0], 4, 100, PBOX_F32, &o), PBOX_EINVAL);
+	assert_int_equal(pbox_optim_init(&o, 7), PBOX_EINVAL);
+	assert_int_equal(pbox_set_lr(t.c[0], 4, NAN), PBOX_EINVAL);
+	assert_int_equal(pbox_set_lr(t.c[0], 4, -1), PBOX_EINVAL);
+	/* PS calls on a key never declared, and on a plain key */
+	assert_int_equal(pbox_push_pull(t.c[0], 5, w, out, 100, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "pbox_declare_optimizer first"));
+	assert_int_equal(pbox_ps_init(t.c[1], 5, w, out), PBOX_EINVAL); /* rank 1 uploads */
+	assert_non_null(strstr(pbox_last_error(t.c[1]), "only rank 0"));
+	/* ranks declaring different optimizers */
+	struct declare_arg d[2];
+	pthread_t th[2];
+	for (int k = 0; k < 2; k++) {
+		d[k] = (struct declare_arg){ .c = t.c[k] };
+		pbox_optim_init(&d[k].o, PBOX_OPTIM_SGD);
+		d[k].o.momentum = k ? 0.8 : 0.9;
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_create(&th[k], NULL, declare_main, &d[k]);
+		pthread_join(th[k], NULL); /* rank 0 first, then rank 1 */
+	}
+	assert_int_equal(d[0].rc, 0);
+	assert_int_equal(d[1].rc, PBOX_EREJECTED);
+	assert_non_null(strstr(d[1].err, "another optimizer or other hyperparameters"));
+	/* a PS key is not an allreduce key */
+	assert_int_equal(pbox_allreduce(t.c[0], 9, w, 100, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "use pbox_push_pull"));
+	/* a gradient before the weights: a named error, nothing applied */
+	assert_int_equal(pbox_push_pull(t.c[0], 9, w, out, 100, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(t.c[0]), "no weights for this PS key yet"));
+	for (int k = 0; k < 2; k++)
+		pbox_close(t.c[k]);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_stop(b);
+	assert_int_equal(box_inproc_engine_totals(b).updates, 0);
+	assert_true(box_inproc_engine_totals(b).no_weights >= 1);
+	box_inproc_free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sgd__nesterov_weight_decay_schedule_bit_identical),
+		cmocka_unit_test(adam__f16_gradients_bit_identical),
+		cmocka_unit_test(adamw__bf16_weights_under_loss_applied_once),
+		cmocka_unit_test(sgd__plain_under_loss_applied_once),
+		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
