@@ -166,6 +166,8 @@ enum req_kind {
 	REQ_DECLARE,       /* key_declare of a PS key, nothing streamed */
 	REQ_PS_INIT,       /* PS round 1: src = weights (rank 0) or nothing */
 	REQ_PUSH_PULL,     /* PS step: src gradients, buf gets the weights */
+	REQ_PS_READ,       /* key_read pieces into buf (ps_rpc.c) */
+	REQ_PS_WRITE,      /* key_write pieces from src, or only steps */
 };
 
 /* State of a request inside the progress thread. */
@@ -173,6 +175,7 @@ enum req_state {
 	REQ_QUEUED = 0,  /* submitted, not yet seen by the thread */
 	REQ_DECLARING,   /* waiting for its key's key_declare answer */
 	REQ_STREAMING,   /* segments being sent and results collected */
+	REQ_RPC,         /* PS read/write: a key_read/key_write awaits its answer */
 };
 
 struct pbox_req {
@@ -187,6 +190,11 @@ struct pbox_req {
 	void *buf;                            /* where results go */
 	size_t count;
 	pbox_optim optim;                     /* REQ_DECLARE */
+	uint8_t part;                         /* REQ_PS_READ/WRITE: pbox_ps_part */
+	bool set_steps;                       /* REQ_PS_WRITE: steps, no data */
+	uint64_t steps;                       /* read: steps held; write: to set */
+	uint64_t *steps_out;                  /* REQ_PS_READ: where steps go */
+	size_t done_elems;                    /* REQ_PS_READ/WRITE: progress */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -220,7 +228,10 @@ struct xslot {
 
 struct rpc_pending {
 	uint64_t id;
-	struct key_state *ks;
+	struct key_state *ks;        /* a key_declare's key ... */
+	struct pbox_req *req;        /* ... or the PS read/write it serves
+				        (NULL once that request finished) */
+	size_t elems;                /* elements this piece carries */
 	struct rpc_pending *next;
 };
 
@@ -281,9 +292,21 @@ uint32_t pmtu_route_min(const struct sockaddr_in *eps, unsigned neps, uint32_t m
  * (within ~0.6 s): 0, else PBOX_ETIMEDOUT. */
 int pmtu_confirm(int fd, const struct sockaddr_in *eps, unsigned neps, uint32_t mtu);
 
+/* ---- ps_rpc.c: PS reads and writes through the control connection ----- */
+
+#define PS_RPC_PIECE 8192 /* floats per key_read / key_write (a JSON line
+			     holds 64 KiB) */
+/* Send r's next key_read/key_write piece (r's key READY and PS). */
+void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now);
+/* The answer (result or error) to piece p of a PS read/write. */
+void ps_rpc_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg, uint64_t now);
+
 /* ---- progress.c -------------------------------------------------------- */
 
 void *progress_main(void *arg);
+/* Finish r with rc and a formatted message. */
+void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Handle a request the thread has just taken from the submission queue. */
 void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now);
 

@@ -23,10 +23,7 @@
 
 #define CTRL_SEND_MS 1000
 
-static void finish_fmt(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void finish_fmt(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
+void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
 {
 	char msg[CLIENT_MSG_LEN];
 	va_list ap;
@@ -44,7 +41,7 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 	bool ps = r->kind != REQ_ALLREDUCE;
 
 	if (ps != ks->is_ps) {
-		finish_fmt(c, r, PBOX_EINVAL,
+		progress_finish(c, r, PBOX_EINVAL,
 			   "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, ks->is_ps ?
 			   "a PS key (pbox_declare_optimizer): use pbox_push_pull, not allreduce" :
 			   "not a PS key: declare it with pbox_declare_optimizer first");
@@ -52,7 +49,7 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 	}
 	if (r->kind == REQ_DECLARE) {
 		if (ks->count != r->count || ks->dtype != r->dtype || ks->rdtype != r->rdtype)
-			finish_fmt(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
+			progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
 				   "with %llu %s gradients and %s weights", c->job, c->rank,
 				   r->key, (unsigned long long)ks->count,
 				   wire_dtype_name(ks->dtype), wire_dtype_name(ks->rdtype));
@@ -64,9 +61,21 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 		r->count = ks->count;
 		r->empty = r->empty || ks->restored;
 	}
+	if (r->kind == REQ_PS_READ || r->kind == REQ_PS_WRITE) {
+		if (!r->set_steps && r->count != ks->count) {
+			progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: the key has "
+					"%llu elements, the call %zu", c->job, c->rank, r->key,
+					(unsigned long long)ks->count, r->count);
+			return;
+		}
+		r->state = REQ_RPC;
+		r->progress_ns = now;
+		ps_rpc_next(c, r, now);
+		return;
+	}
 	r->rdtype = ps ? ks->rdtype : r->dtype;
 	if (ks->count != r->count || (r->kind != REQ_PS_INIT && ks->dtype != r->dtype)) {
-		finish_fmt(c, r, PBOX_EINVAL,
+		progress_finish(c, r, PBOX_EINVAL,
 			   "job '%s' rank %d key %u: declared with %llu %s elements, this call "
 			   "has %zu %s (use another key for another size)", c->job, c->rank,
 			   r->key, (unsigned long long)ks->count, wire_dtype_name(ks->dtype),
@@ -101,7 +110,7 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	char err[CLIENT_MSG_LEN];
 
 	if (!p) {
-		finish_fmt(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
+		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
 			   c->job, c->rank, r->key);
 		return;
 	}
@@ -113,7 +122,7 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 	if (rc < 0) {
 		free(p);
-		finish_fmt(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, err);
+		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, err);
 		return;
 	}
 	p->ks = ks;
@@ -143,7 +152,7 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	}
 	ks = keytab_get(&c->x.keys, r->key);
 	if (!ks) {
-		finish_fmt(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for the key",
+		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for the key",
 			   c->job, c->rank, r->key);
 		return;
 	}
@@ -156,7 +165,7 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE))
 		send_declare(c, r);
 	else if (ks->phase == KEY_NEW)
-		finish_fmt(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
 			   "with pbox_declare_optimizer first", c->job, c->rank, r->key);
 	/* KEY_DECLARING: an earlier declaration's answer will start r */
 }
@@ -213,7 +222,7 @@ static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t
 		free(l.chunk_ep);
 		ks->phase = KEY_NEW;
 		if (r)
-			finish_fmt(c, r, PBOX_EPROTO, "job '%s' rank %d key %u: bad key_declare "
+			progress_finish(c, r, PBOX_EPROTO, "job '%s' rank %d key %u: bad key_declare "
 				   "answer from box %s: %s", c->job, c->rank, ks->key, c->control, err);
 		return;
 	}
@@ -230,6 +239,11 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 	if (!(p = *pp))
 		return; /* not ours (anymore) */
 	*pp = p->next;
+	if (!p->ks) { /* a PS read/write piece */
+		ps_rpc_answer(c, p, msg, now);
+		free(p);
+		return;
+	}
 	struct key_state *ks = p->ks;
 	free(p);
 	json_t *e = json_object_get(msg, "error");
@@ -238,7 +252,7 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 		int rc = ctrl_error(e, "key_declare", err, sizeof(err));
 		ks->phase = KEY_NEW;
 		if (ks->req)
-			finish_fmt(c, ks->req, rc, "job '%s' rank %d key %u: %s", c->job,
+			progress_finish(c, ks->req, rc, "job '%s' rank %d key %u: %s", c->job,
 				   c->rank, ks->key, err);
 		return;
 	}

@@ -206,3 +206,72 @@ int pbox_push_pull(pbox_client *c, uint32_t key, const void *grad, void *weights
 
 	return rc < 0 ? rc : pbox_wait(r);
 }
+
+/* ---- reading and writing a PS key between steps ---- */
+
+static int state_req(pbox_client *c, uint32_t key, uint8_t kind, pbox_ps_part part,
+		     const float *in, float *out, size_t count, struct pbox_req **rp)
+{
+	*rp = NULL;
+	if ((unsigned)part > PBOX_PS_STATE1)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: unknown part %d "
+				    "(PBOX_PS_WEIGHTS, _STATE0 or _STATE1)", c->job, c->rank,
+				    key, (int)part);
+	if (kind == REQ_PS_WRITE && c->rank != 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: only rank 0 "
+				    "writes a PS key's state", c->job, c->rank, key);
+	int rc = req_check(c, key, kind == REQ_PS_READ ? (const void *)out : (const void *)in,
+			   count, PBOX_F32, WIRE_F32);
+	if (rc < 0)
+		return rc;
+	struct pbox_req *r = req_new(c, key, kind);
+	if (!r)
+		return PBOX_ENOMEM;
+	r->part = (uint8_t)part;
+	r->src = in;
+	r->buf = out;
+	r->count = count;
+	r->dtype = r->rdtype = PBOX_F32;
+	*rp = r;
+	return 0;
+}
+
+int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
+		 size_t count, uint64_t *steps)
+{
+	struct pbox_req *r;
+
+	if (!c)
+		return PBOX_EINVAL;
+	int rc = state_req(c, key, REQ_PS_READ, part, NULL, out, count, &r);
+	if (rc < 0)
+		return rc;
+	r->steps_out = steps;
+	return run(c, r);
+}
+
+int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
+		  size_t count)
+{
+	struct pbox_req *r;
+
+	if (!c)
+		return PBOX_EINVAL;
+	int rc = state_req(c, key, REQ_PS_WRITE, part, in, NULL, count, &r);
+	return rc < 0 ? rc : run(c, r);
+}
+
+int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps)
+{
+	struct pbox_req *r;
+	float dummy = 0;
+
+	if (!c)
+		return PBOX_EINVAL;
+	int rc = state_req(c, key, REQ_PS_WRITE, PBOX_PS_WEIGHTS, &dummy, NULL, 1, &r);
+	if (rc < 0)
+		return rc;
+	r->set_steps = true;
+	r->steps = steps;
+	return run(c, r);
+}

@@ -251,6 +251,9 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 				slot_release(x, i);
 	if (r->ks && r->ks->req == r)
 		r->ks->req = NULL;
+	for (struct rpc_pending *p = x->rpcs; p; p = p->next)
+		if (p->req == r)
+			p->req = NULL; /* its answer, if it comes, is dropped */
 	if (rc == 0)
 		stat_add(&c->stats.calls, 1);
 	pthread_mutex_lock(&c->lock);
@@ -592,8 +595,9 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 			 nsegs - r->ndone, nsegs, seg_bitmap_first_clear(r->ks->got, nsegs));
 	} else {
 		snprintf(msg, sizeof(msg),
-			 "job '%s' rank %d key %u: no answer to key_declare within %u ms",
-			 c->job, c->rank, r->key, c->opts.timeout_ms);
+			 "job '%s' rank %d key %u: no answer to %s within %u ms",
+			 c->job, c->rank, r->key, r->state == REQ_RPC ? (r->kind == REQ_PS_READ ?
+			 "key_read" : "key_write") : "key_declare", c->opts.timeout_ms);
 	}
 	xfer_finish(c, r, PBOX_ETIMEDOUT, msg);
 }

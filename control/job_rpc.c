@@ -30,8 +30,8 @@ static json_t *job_entry(const struct job *j)
 RPC_HANDLER(rpc_job_create)
 {
 	static const char *const known[] = { "job", "world", "max_bytes", "join_secret",
-					     "weight", NULL };
-	const char *name = NULL, *secret = NULL;
+					     "weight", "restore", NULL };
+	const char *name = NULL, *secret = NULL, *restore = NULL;
 	uint32_t world = 0, weight = 1;
 	uint64_t max_bytes = 0;
 	const struct job *j;
@@ -42,11 +42,17 @@ RPC_HANDLER(rpc_job_create)
 	    (rc = rpc_param_u32(params, "world", 1, 0, U16_MAX, &world, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)) ||
 	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)) ||
-	    (rc = rpc_param_u32(params, "weight", 0, 1, ENGINE_WEIGHT_MAX, &weight, err, errlen)))
+	    (rc = rpc_param_u32(params, "weight", 0, 1, ENGINE_WEIGHT_MAX, &weight, err, errlen)) ||
+	    (rc = rpc_param_str(params, "restore", 0, JOB_RESTORE_MAX, &restore, err, errlen)))
+		return rc;
+	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, weight, &j, err, errlen);
 	if (rc < 0)
 		return rc;
+	/* cannot fail: the directory was checked, and no key is declared yet */
+	if (restore)
+		jobs_set_restore(ctx->box->jobs, j, restore, err, errlen);
 	/* cannot fail: its length was checked, and nobody has joined a new job */
 	if (secret)
 		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);

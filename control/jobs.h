@@ -27,6 +27,7 @@
 
 #define JOB_NAME_MAX 63
 #define JOB_SECRET_MAX 256   /* join secret bytes (common/secret.h's bound) */
+#define JOB_RESTORE_MAX 1024 /* bytes of a checkpoint directory's path */
 
 /*
  * Job states. Order: FORMING -> ACTIVE -> ABORTED, or FORMING -> ABORTED.
@@ -87,6 +88,8 @@ struct job {
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */
 	char join_secret[JOB_SECRET_MAX + 1]; /* "" = none; never reported */
+	char restore[JOB_RESTORE_MAX + 1]; /* PS keys load their checkpoints from
+				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
 	uint32_t log_peer;         /* TCP peer that created it: its lines count there */
@@ -121,6 +124,16 @@ void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx);
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
 		const struct job **out, char *err, size_t errlen);
+
+/* Whether dir can be a restore directory (absolute path of a directory
+ * on the box): 0 or -EINVAL with the message in err. */
+int jobs_restore_dir_check(const char *dir, char *err, size_t errlen);
+
+/* Make job j (forming: no key declared yet) restore its PS keys from the
+ * checkpoints in dir (an absolute path of an existing directory). 0 or
+ * -EINVAL / -EBUSY (keys declared already) with the message in err. */
+int jobs_set_restore(struct jobs *js, const struct job *j, const char *dir,
+		     char *err, size_t errlen);
 
 struct jobs_join_args {
 	const char *name;

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "control/log.h"
+#include "control/ps_ckpt.h"
 
 /* ---- per-job key index ---- */
 
@@ -83,6 +86,35 @@ static int reserve_key(struct job *j, uint32_t max_keys)
 		return -ENOMEM;
 	j->keys = k;
 	j->keys_cap = cap;
+	return 0;
+}
+
+int jobs_restore_dir_check(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (!dir || dir[0] != '/' || strlen(dir) > JOB_RESTORE_MAX)
+		return errmsg(err, errlen, -EINVAL, "restore needs an absolute path of at most "
+			      "%d bytes", JOB_RESTORE_MAX);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return errmsg(err, errlen, -EINVAL, "restore: %s is not a directory on the box",
+			      dir);
+	return 0;
+}
+
+int jobs_set_restore(struct jobs *js, const struct job *cj, const char *dir,
+		     char *err, size_t errlen)
+{
+	struct job *j = (struct job *)cj;
+	int rc = jobs_restore_dir_check(dir, err, errlen);
+
+	(void)js;
+	if (rc < 0)
+		return rc;
+	if (j->nkeys)
+		return errmsg(err, errlen, -EBUSY, "job %s: keys are declared already",
+			      j->name);
+	snprintf(j->restore, sizeof(j->restore), "%s", dir);
 	return 0;
 }
 
@@ -204,10 +236,20 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	uint8_t *mem = j->arena + j->used;
 	k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
 				k->geom.segs_per_chunk, owner);
-	if (a->ps)
+	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
+		int rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, err, errlen) : 0;
+		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
+			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
+			memset(mem, 0, need);
+			free(k->chunk_ep);
+			free(owner);
+			k->chunk_ep = NULL;
+			return rc;
+		}
+	}
 	k->bytes = need;
 	j->used += need;
 	*owner_out = owner;

@@ -329,6 +329,38 @@ int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weight
  * must be finite and >= 0. The box uses rank 0's. */
 int pbox_set_lr(pbox_client *c, uint32_t key, double lr);
 
+/* What pbox_ps_read and pbox_ps_write access of a PS key. */
+typedef enum pbox_ps_part {
+	PBOX_PS_WEIGHTS = 0, /* the fp32 weights */
+	PBOX_PS_STATE0  = 1, /* SGD: momentum_buffer; Adam(W): exp_avg */
+	PBOX_PS_STATE1  = 2, /* Adam(W): exp_avg_sq */
+} pbox_ps_part;
+
+/*
+ * Read a PS key's weights or optimizer state from the box into out (count
+ * floats: the key's count), between steps (no call on the key in flight
+ * on any rank, else the box may answer PBOX_EBUSY after trying for 0.1
+ * s); *steps (may be NULL) gets the optimizer steps they hold. Any rank.
+ * Goes through the control connection in 32 KiB pieces: for checkpoints,
+ * not per step. Returns 0 or PBOX_EINVAL (no such part for the
+ * optimizer), PBOX_EREJECTED (no weights yet), and the codes of
+ * pbox_allreduce.
+ */
+int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
+		 size_t count, uint64_t *steps);
+
+/*
+ * Rank 0 only, between its steps: overwrite a PS key's weights or state
+ * on the box with in (count floats: the key's count), e.g. to load a
+ * checkpoint into a running job; the other ranks get the new weights with
+ * the next step's result. pbox_ps_set_steps sets the optimizer steps taken
+ * (the next step is steps + 1: Adam's bias correction). Returns 0 or the
+ * codes of pbox_ps_read.
+ */
+int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
+		  size_t count);
+int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
+
 /* Leave the job and free c. NULL is ignored. */
 void pbox_close(pbox_client *c);
 

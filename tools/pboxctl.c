@@ -5,11 +5,13 @@
  * the raw result with --json.
  *
  *   pboxctl [--socket PATH | --control ADDR:PORT] [--json] CMD
- *     status | jobs | job show NAME | job abort NAME [--reason TEXT]
+ *     status | jobs | job show NAME | job abort NAME [--reason TEXT] |
+ *     job create NAME --world N [...] | job save NAME DIR
  *     | stats [--all]
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,12 @@ static void usage(FILE *f)
 		"  jobs                          the jobs on the box\n"
 		"  job show NAME                 one job: ranks and keys\n"
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
+		"  job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR]\n"
+		"                                create a job before its workers join; with\n"
+		"                                --restore its PS keys start from the\n"
+		"                                checkpoints in DIR (on the box)\n"
+		"  job save NAME DIR             checkpoint the job's PS keys (weights and\n"
+		"                                optimizer state) into DIR on the box\n"
 		"  stats [--all]                 port and lcore counters, drops by reason\n"
 		"                                (non-zero drops only, unless --all)\n"
 		"\n"
@@ -428,6 +436,71 @@ static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
 	return 0;
 }
 
+/* A directory for the box: as given over --control (the box's own path),
+ * made absolute here over the Unix socket (pboxctl runs on the box). */
+static const char *box_dir(const struct ctl *c, const char *dir, char *buf)
+{
+	if (dir[0] == '/' || strchr(c->target, ':'))
+		return dir;
+	return realpath(dir, buf) ? buf : dir;
+}
+
+static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
+{
+	char abs[PATH_MAX];
+	json_t *r;
+
+	if (call(c, "job_save", json_pack("{s:s, s:s}", "job", name, "dir",
+					  box_dir(c, dir, abs)), &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	printf("job %s: %zu PS keys saved in %s (%lld bytes)\n", name,
+	       json_array_size(json_object_get(r, "keys")), jstr(r, "dir"), jint(r, "bytes"));
+	json_decref(r);
+	return 0;
+}
+
+/* job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR] */
+static int cmd_job_create(struct ctl *c, int argc, char **argv)
+{
+	char abs[PATH_MAX];
+	json_t *p = json_pack("{s:s}", "job", argv[0]), *r;
+	int world = 0;
+
+	for (int i = 1; i < argc; i += 2) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end = NULL;
+		long long n = v ? strtoll(v, &end, 10) : 0;
+		int num = v && *v && end && !*end && n > 0;
+		if (v && strcmp(argv[i], "--restore") == 0) {
+			json_object_set_new(p, "restore", json_string(box_dir(c, v, abs)));
+			continue;
+		}
+		if (!num || (strcmp(argv[i], "--world") && strcmp(argv[i], "--max-bytes") &&
+			     strcmp(argv[i], "--weight"))) {
+			json_decref(p);
+			return die("usage: pboxctl job create NAME --world N [--max-bytes B] "
+				   "[--weight W] [--restore DIR] (at '%s')", argv[i]);
+		}
+		const char *field = strcmp(argv[i], "--world") == 0 ? "world" :
+				    strcmp(argv[i], "--max-bytes") == 0 ? "max_bytes" : "weight";
+		json_object_set_new(p, field, json_integer(n));
+		world |= strcmp(argv[i], "--world") == 0;
+	}
+	if (!world) {
+		json_decref(p);
+		return die("job create needs --world N");
+	}
+	if (call(c, "job_create", p, &r))
+		return 1;
+	if (c->json)
+		return print_json(r), json_decref(r), 0;
+	printf("job %s created (id %lld)\n", argv[0], jint(r, "job_id"));
+	json_decref(r);
+	return 0;
+}
+
 /* ---- stats ---- */
 
 static void print_port_stats(const json_t *ports)
@@ -525,7 +598,7 @@ static int cmd_stats(struct ctl *c, int all)
 static int run_job(struct ctl *c, int argc, char **argv)
 {
 	if (argc < 2)
-		return die("'job' needs 'show NAME' or 'abort NAME [--reason TEXT]'");
+		return die("'job' needs show, abort, create or save (see --help)");
 	if (strcmp(argv[0], "show") == 0) {
 		if (argc != 2)
 			return die("usage: pboxctl job show NAME");
@@ -539,7 +612,14 @@ static int run_job(struct ctl *c, int argc, char **argv)
 			return die("usage: pboxctl job abort NAME [--reason TEXT]");
 		return cmd_job_abort(c, argv[1], reason);
 	}
-	return die("unknown job command '%s' (show, abort)", argv[0]);
+	if (strcmp(argv[0], "save") == 0) {
+		if (argc != 3)
+			return die("usage: pboxctl job save NAME DIR");
+		return cmd_job_save(c, argv[1], argv[2]);
+	}
+	if (strcmp(argv[0], "create") == 0)
+		return cmd_job_create(c, argc - 1, argv + 1);
+	return die("unknown job command '%s' (show, abort, create, save)", argv[0]);
 }
 
 static int run(struct ctl *c, int argc, char **argv)

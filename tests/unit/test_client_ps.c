@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "control/ps_ckpt.h"
 #include "dataplane/optim.h"
 #include "tests/unit/box_inproc.h"
 #include "include/pbox.h"
@@ -41,6 +42,9 @@ struct run {
 	struct optim_params p;
 	int rc[WORLD];
 	size_t differ[WORLD];       /* elements off the reference, all steps */
+	int keep;                   /* run_ps leaves the clients open in c[] */
+	pbox_client *c[WORLD];
+	float planes[OPTIM_MAX_PLANES][COUNT]; /* the reference's state */
 	char err[WORLD][256];
 };
 
@@ -122,28 +126,33 @@ static float held(const struct run *r, float w)
 	return get(h, (pbox_dtype)r->o.weights_dtype, 0);
 }
 
-/* The reference run: each rank's gradient from the weights it holds,
+/* One reference step s: each rank's gradient from the weights it holds,
  * rounded to the wire's dtype, summed in rank order in fp32, averaged,
  * one step of the same update. */
-static void reference(struct run *r)
+static void reference_step(struct run *r, int s)
 {
 	static float g[COUNT];
 
+	for (size_t i = 0; i < COUNT; i++) {
+		float acc = 0, w = held(r, r->ref[i]);
+		for (int k = 0; k < WORLD; k++) {
+			uint16_t h[2];
+			put(h, r->gdt, 0, grad(k, i, s, w));
+			float gi = get(h, r->gdt, 0);
+			acc = k == 0 ? gi : acc + gi;
+		}
+		g[i] = acc / (float)WORLD;
+	}
+	optim_step(&r->p, r->ref, r->st, g, COUNT, (uint64_t)s, lr_at(r, s));
+}
+
+/* The reference run, STEPS steps from the initial weights. */
+static void reference(struct run *r)
+{
 	for (size_t i = 0; i < COUNT; i++)
 		r->ref[i] = init_w(i);
-	for (int s = 1; s <= STEPS; s++) {
-		for (size_t i = 0; i < COUNT; i++) {
-			float acc = 0, w = held(r, r->ref[i]);
-			for (int k = 0; k < WORLD; k++) {
-				uint16_t h[2];
-				put(h, r->gdt, 0, grad(k, i, s, w));
-				float gi = get(h, r->gdt, 0);
-				acc = k == 0 ? gi : acc + gi;
-			}
-			g[i] = acc / (float)WORLD;
-		}
-		optim_step(&r->p, r->ref, r->st, g, COUNT, (uint64_t)s, lr_at(r, s));
-	}
+	for (int s = 1; s <= STEPS; s++)
+		reference_step(r, s);
 }
 
 static struct optim_params params_of(const pbox_optim *o)
@@ -174,19 +183,20 @@ static void run_ps(struct box_inproc *b, struct run *r)
 		pthread_create(&th[k], NULL, worker_main, &wk[k]);
 	for (int k = 0; k < WORLD; k++)
 		pthread_join(th[k], NULL);
-	for (int k = 0; k < WORLD; k++)
-		pbox_close(wk[k].c);
+	for (int k = 0; k < WORLD; k++) {
+		r->c[k] = wk[k].c;
+		if (!r->keep)
+			pbox_close(wk[k].c);
+	}
 	for (int k = 0; k < WORLD; k++)
 		if (r->rc[k])
 			print_error("rank %d: %s (%s)\n", k, pbox_strerror(r->rc[k]), r->err[k]);
 	for (int k = 0; k < WORLD; k++)
 		assert_int_equal(r->rc[k], 0);
 	r->p = params_of(&r->o);
-	float *planes = calloc(OPTIM_MAX_PLANES * COUNT, sizeof(float));
 	for (int i = 0; i < OPTIM_MAX_PLANES; i++)
-		r->st[i] = planes + (size_t)i * COUNT;
+		r->st[i] = r->planes[i];
 	reference(r);
-	free(planes);
 	for (int k = 0; k < WORLD; k++)
 		for (size_t i = 0; i < COUNT; i++)
 			r->differ[k] += memcmp(&r->w[k][i], &(float){ held(r, r->ref[i]) },
@@ -274,6 +284,200 @@ static void sgd__plain_under_loss_applied_once(void **state)
 	run_ps(b, &r);
 	check_updates(b, 1);
 	box_inproc_free(b);
+}
+
+/* ---- checkpoints ---- */
+
+struct call {
+	struct run *r;
+	pbox_client *c;
+	int rank, step, rc;
+};
+
+/* One step of every rank at once (the ranks' weights in r->w). */
+static void *step_main(void *arg)
+{
+	struct call *a = arg;
+	struct run *r = a->r;
+	float g[COUNT];
+
+	for (size_t i = 0; i < COUNT; i++)
+		g[i] = grad(a->rank, i, a->step, r->w[a->rank][i]);
+	a->rc = pbox_set_lr(a->c, 7, lr_at(r, a->step));
+	if (a->rc == 0)
+		a->rc = pbox_push_pull(a->c, 7, g, r->w[a->rank], COUNT, PBOX_F32);
+	return NULL;
+}
+
+static void step_all(struct run *r, pbox_client *const *c, int step)
+{
+	struct call a[WORLD];
+	pthread_t th[WORLD];
+
+	for (int k = 0; k < WORLD; k++) {
+		a[k] = (struct call){ .r = r, .c = c[k], .rank = k, .step = step };
+		pthread_create(&th[k], NULL, step_main, &a[k]);
+	}
+	for (int k = 0; k < WORLD; k++) {
+		pthread_join(th[k], NULL);
+		assert_int_equal(a[k].rc, 0);
+	}
+}
+
+/* Declare key 7 as r->o on every client and run the init round. */
+static void *declare_init_main(void *arg)
+{
+	struct call *a = arg;
+	struct run *r = a->r;
+	float init[COUNT];
+
+	for (size_t i = 0; i < COUNT; i++)
+		init[i] = init_w(i);
+	a->rc = pbox_declare_optimizer(a->c, 7, COUNT, PBOX_F32, &r->o);
+	if (a->rc == 0)
+		a->rc = pbox_ps_init(a->c, 7, a->rank == 0 ? init : NULL, r->w[a->rank]);
+	return NULL;
+}
+
+struct ckpt_arg {
+	const char *job, *dir;
+	int rc;
+	char err[256];
+};
+
+static void save_fn(struct box_inproc *b, void *arg)
+{
+	struct ckpt_arg *a = arg;
+	const struct job *j = jobs_find(b->f->box.jobs, a->job);
+	uint64_t bytes = 0;
+
+	a->rc = j ? ps_ckpt_save(j, job_key_find(j, 7), a->dir, &bytes, a->err,
+				 sizeof(a->err)) : -ENOENT;
+}
+
+static void create_restore_fn(struct box_inproc *b, void *arg)
+{
+	struct ckpt_arg *a = arg;
+	const struct job *j;
+
+	a->rc = jobs_create(b->f->box.jobs, a->job, WORLD, 0, 0, 1, &j, a->err, sizeof(a->err));
+	if (a->rc == 0)
+		a->rc = jobs_set_restore(b->f->box.jobs, j, a->dir, a->err, sizeof(a->err));
+}
+
+static void connect_all(struct box_inproc *b, const char *job, pbox_client **c)
+{
+	pbox_opts o;
+
+	pbox_opts_init(&o);
+	o.timeout_ms = 5000;
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(pbox_connect(b->addr, job, k, WORLD, &o, &c[k]), 0);
+}
+
+static void assert_bits(const float *a, const float *b, size_t n)
+{
+	assert_memory_equal(a, b, n * sizeof(float));
+}
+
+/* Adam: read the weights and both moments back (any rank), save them,
+ * start a new job from the checkpoint (the box's weights win over rank
+ * 0's, Adam's step count goes on), then rank 0 overwrites the state and
+ * the step count between steps; every step stays bit-identical to the
+ * reference. A restore of another shape or optimizer is named. */
+static void ckpt__read_save_restore_write(void **state)
+{
+	static struct run r = { .job = "ck", .gdt = PBOX_F32, .keep = 1 };
+	struct box_inproc *b = box_inproc_new(2);
+	char dir[] = "/tmp/pbox-ckpt-XXXXXX";
+	float got[COUNT];
+	uint64_t steps = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	box_inproc_start(b);
+	pbox_optim_init(&r.o, PBOX_OPTIM_ADAM);
+	r.o.lr = 0.01;
+	r.o.weight_decay = 1e-3;
+	run_ps(b, &r);
+	/* read back, bit for bit */
+	assert_int_equal(pbox_ps_read(r.c[1], 7, PBOX_PS_WEIGHTS, got, COUNT, &steps), 0);
+	assert_bits(got, r.ref, COUNT);
+	assert_int_equal(steps, STEPS);
+	assert_int_equal(pbox_ps_read(r.c[2], 7, PBOX_PS_STATE0, got, COUNT, NULL), 0);
+	assert_bits(got, r.planes[0], COUNT);
+	assert_int_equal(pbox_ps_read(r.c[0], 7, PBOX_PS_STATE1, got, COUNT, NULL), 0);
+	assert_bits(got, r.planes[1], COUNT);
+	assert_int_equal(pbox_ps_read(r.c[0], 7, PBOX_PS_STATE1, got, COUNT - 1, NULL),
+			 PBOX_EINVAL);
+	/* save */
+	struct ckpt_arg a = { .job = "ck", .dir = dir };
+	box_inproc_call(b, save_fn, &a);
+	assert_int_equal(a.rc, 0);
+	for (int k = 0; k < WORLD; k++)
+		pbox_close(r.c[k]);
+	/* restore into a new job: the ranks start from the checkpoint */
+	a = (struct ckpt_arg){ .job = "ck2", .dir = dir };
+	box_inproc_call(b, create_restore_fn, &a);
+	assert_int_equal(a.rc, 0);
+	connect_all(b, "ck2", r.c);
+	struct call c[WORLD];
+	pthread_t th[WORLD];
+	for (int k = 0; k < WORLD; k++) {
+		c[k] = (struct call){ .r = &r, .c = r.c[k], .rank = k };
+		pthread_create(&th[k], NULL, declare_init_main, &c[k]);
+	}
+	for (int k = 0; k < WORLD; k++) {
+		pthread_join(th[k], NULL);
+		assert_int_equal(c[k].rc, 0);
+		assert_bits(r.w[k], r.ref, COUNT); /* not rank 0's init_w */
+	}
+	step_all(&r, r.c, STEPS + 1);
+	reference_step(&r, STEPS + 1);
+	for (int k = 0; k < WORLD; k++)
+		assert_bits(r.w[k], r.ref, COUNT);
+	/* rank 0 overwrites the state between steps; rank 1 may not */
+	for (size_t i = 0; i < COUNT; i++) {
+		r.ref[i] = init_w(i) * 0.5f;
+		r.planes[0][i] = 0.001f * (float)(i % 5);
+		r.planes[1][i] = 0.0001f * (float)(i % 3);
+	}
+	assert_int_equal(pbox_ps_write(r.c[1], 7, PBOX_PS_WEIGHTS, r.ref, COUNT), PBOX_EINVAL);
+	assert_int_equal(pbox_ps_write(r.c[0], 7, PBOX_PS_WEIGHTS, r.ref, COUNT), 0);
+	assert_int_equal(pbox_ps_write(r.c[0], 7, PBOX_PS_STATE0, r.planes[0], COUNT), 0);
+	assert_int_equal(pbox_ps_write(r.c[0], 7, PBOX_PS_STATE1, r.planes[1], COUNT), 0);
+	assert_int_equal(pbox_ps_set_steps(r.c[0], 7, 100), 0);
+	for (int k = 0; k < WORLD; k++)
+		memcpy(r.w[k], r.ref, sizeof(r.ref)); /* what every rank loaded too */
+	step_all(&r, r.c, 101);
+	reference_step(&r, 101);
+	for (int k = 0; k < WORLD; k++)
+		assert_bits(r.w[k], r.ref, COUNT);
+	assert_int_equal(pbox_ps_read(r.c[2], 7, PBOX_PS_WEIGHTS, got, COUNT, &steps), 0);
+	assert_int_equal(steps, 101);
+	/* the restore job has no checkpoint of key 8 */
+	pbox_optim o = r.o;
+	assert_int_equal(pbox_declare_optimizer(r.c[0], 8, COUNT, PBOX_F32, &o), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(r.c[0]), "has no checkpoint of this key"));
+	for (int k = 0; k < WORLD; k++)
+		pbox_close(r.c[k]);
+	/* a checkpoint of another optimizer */
+	a = (struct ckpt_arg){ .job = "ck3", .dir = dir };
+	box_inproc_call(b, create_restore_fn, &a);
+	assert_int_equal(a.rc, 0);
+	connect_all(b, "ck3", r.c);
+	pbox_optim_init(&o, PBOX_OPTIM_SGD);
+	assert_int_equal(pbox_declare_optimizer(r.c[0], 7, COUNT, PBOX_F32, &o), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(r.c[0]), "is of another key or shape: its "
+						     "optimizer differs"));
+	for (int k = 0; k < WORLD; k++)
+		pbox_close(r.c[k]);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+	char path[PS_CKPT_PATH];
+	ps_ckpt_path(path, sizeof(path), dir, 7);
+	unlink(path);
+	rmdir(dir);
 }
 
 /* ---- bad input ---- */
@@ -380,6 +584,7 @@ int main(void)
 		cmocka_unit_test(adamw__bf16_weights_under_loss_applied_once),
 		cmocka_unit_test(sgd__plain_under_loss_applied_once),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
+		cmocka_unit_test(ckpt__read_save_restore_write),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ps_ckpt.c - PS keys' checkpoint files: a consistent snapshot of a key's
+ * weights and optimizer state taken beside the running lcores, its file,
+ * and loading it into a newly declared key. See ps_ckpt.h for the layout
+ * and the rules.
+ */
+#include "control/ps_ckpt.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/errmsg.h"
+#include "common/sum.h"
+
+#define MAGIC "PBOXCKP1"
+#define SNAP_TRIES 200       /* a key mid-step is tried again ... */
+#define SNAP_PAUSE_NS 500000 /* ... after 0.5 ms, for up to 0.1 s */
+
+void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key)
+{
+	snprintf(buf, size, "%s/key-%" PRIu32 ".pboxckpt", dir, key);
+}
+
+/* ---- header ---- */
+
+struct hdr {
+	uint32_t key;
+	uint64_t count;
+	uint8_t dtype, rdtype, average, kind, nesterov;
+	double momentum, dampening, weight_decay, beta1, beta2, eps;
+	uint64_t steps;
+	uint32_t planes;
+};
+
+static uint8_t *put(uint8_t *p, const void *v, size_t n)
+{
+	memcpy(p, v, n); /* x86-64: already little-endian */
+	return p + n;
+}
+
+static const uint8_t *get(const uint8_t *p, void *v, size_t n)
+{
+	memcpy(v, p, n);
+	return p + n;
+}
+
+static void hdr_encode(uint8_t b[PS_CKPT_HDR], const struct hdr *h)
+{
+	uint32_t version = 1, zero = 0;
+	uint8_t *p = put(b, MAGIC, 8);
+
+	p = put(p, &version, 4);
+	p = put(p, &h->key, 4);
+	p = put(p, &h->count, 8);
+	uint8_t small[8] = { h->dtype, h->rdtype, h->average, h->kind, h->nesterov };
+	p = put(p, small, 8);
+	p = put(p, &h->momentum, 8);
+	p = put(p, &h->dampening, 8);
+	p = put(p, &h->weight_decay, 8);
+	p = put(p, &h->beta1, 8);
+	p = put(p, &h->beta2, 8);
+	p = put(p, &h->eps, 8);
+	p = put(p, &h->steps, 8);
+	p = put(p, &h->planes, 4);
+	put(p, &zero, 4);
+}
+
+static int hdr_decode(const uint8_t b[PS_CKPT_HDR], struct hdr *h)
+{
+	uint32_t version, zero;
+	uint8_t small[8];
+	const uint8_t *p = b + 8;
+
+	if (memcmp(b, MAGIC, 8) != 0)
+		return -1;
+	p = get(p, &version, 4);
+	p = get(p, &h->key, 4);
+	p = get(p, &h->count, 8);
+	p = get(p, small, 8);
+	h->dtype = small[0];
+	h->rdtype = small[1];
+	h->average = small[2];
+	h->kind = small[3];
+	h->nesterov = small[4];
+	p = get(p, &h->momentum, 8);
+	p = get(p, &h->dampening, 8);
+	p = get(p, &h->weight_decay, 8);
+	p = get(p, &h->beta1, 8);
+	p = get(p, &h->beta2, 8);
+	p = get(p, &h->eps, 8);
+	p = get(p, &h->steps, 8);
+	p = get(p, &h->planes, 4);
+	get(p, &zero, 4);
+	return version == 1 && zero == 0 && h->planes <= OPTIM_MAX_PLANES ? 0 : -1;
+}
+
+static struct hdr hdr_of(const struct job_key *k, uint64_t steps)
+{
+	const struct optim_params *o = &k->ps.opt;
+
+	return (struct hdr){
+		.key = k->key, .count = k->geom.count, .dtype = k->dtype,
+		.rdtype = (uint8_t)k->ps.rdtype, .average = (uint8_t)k->ps.average,
+		.kind = o->kind, .nesterov = o->nesterov, .momentum = o->momentum,
+		.dampening = o->dampening, .weight_decay = o->weight_decay,
+		.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .steps = steps,
+		.planes = optim_planes(o),
+	};
+}
+
+/* ---- snapshot ---- */
+
+/* The arrays a snapshot holds: weights, then the state planes. */
+static unsigned narrays(const struct job_key *k)
+{
+	return 1 + optim_planes(&k->ps.opt);
+}
+
+static float *array_of(const struct engine_ps *ps, unsigned a)
+{
+	return a == 0 ? ps->w : ps->st[a - 1];
+}
+
+/* Copy elements [first, first + n) of arrays [a0, a1) of k into out (one
+ * run of n floats per array), segment by segment, each while no round is
+ * open on it; *round gets the completed round they were all copied at.
+ * 0, or -EAGAIN (a segment was stepping or at another round). */
+static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_t first,
+		      uint64_t n, float *out, uint32_t *round)
+{
+	const struct engine_key *ek = k->ek;
+	uint64_t end = first + n;
+
+	for (uint32_t s = (uint32_t)(first / ek->seg_elems); n && s < ek->nsegs; s++) {
+		struct engine_seg *sg = &ek->segs[s];
+		uint64_t lo = (uint64_t)s * ek->seg_elems, hi = lo + ek->seg_elems;
+		if (lo >= end)
+			break;
+		lo = lo < first ? first : lo;
+		hi = hi > end ? end : hi;
+		uint32_t done = __atomic_load_n(&sg->done, __ATOMIC_ACQUIRE);
+		uint16_t slot = __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE);
+		if (slot != ENGINE_NO_SLOT || (lo > first && done != *round))
+			return -EAGAIN;
+		*round = done;
+		for (unsigned a = a0; a < a1; a++)
+			memcpy(out + (a - a0) * n + (lo - first), array_of(ek->ps, a) + lo,
+			       (hi - lo) * sizeof(float));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&sg->done, __ATOMIC_ACQUIRE) != done ||
+		    __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE) != ENGINE_NO_SLOT)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+/* copy_range, tried again while the key is stepping (up to 0.1 s). */
+static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, unsigned a1,
+		    uint64_t first, uint64_t n, float *out, uint32_t *round,
+		    char *err, size_t errlen)
+{
+	struct timespec pause = { 0, SNAP_PAUSE_NS };
+
+	for (int t = 0; t < SNAP_TRIES; t++) {
+		if (copy_range(k, a0, a1, first, n, out, round) == 0) {
+			if (*round == 0)
+				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
+					      "weights yet (the ranks have not run pbox_ps_init)",
+					      j->name, k->key);
+			return 0;
+		}
+		nanosleep(&pause, NULL);
+	}
+	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
+		      "for 0.1 s; save between steps (when no rank is pushing)", j->name, k->key);
+}
+
+static int range_check(const struct job *j, const struct job_key *k, unsigned a,
+		       uint64_t first, uint64_t n, char *err, size_t errlen)
+{
+	if (!k->is_ps)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 " is not a PS key",
+			      j->name, k->key);
+	if (a >= narrays(k))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %s has %u state "
+			      "planes", j->name, k->key, optim_name(k->ps.opt.kind),
+			      narrays(k) - 1);
+	if (first > k->geom.count || n > k->geom.count - first)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": elements [%" PRIu64
+			      ", %" PRIu64 ") are outside the key's %" PRIu64, j->name, k->key,
+			      first, first + n, k->geom.count);
+	return 0;
+}
+
+int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
+		 uint32_t n, float *out, uint64_t *steps, char *err, size_t errlen)
+{
+	uint32_t round = 0;
+	int rc = range_check(j, k, a, first, n, err, errlen);
+
+	if (rc == 0)
+		rc = snapshot(j, k, a, a + 1, first, n, out, &round, err, errlen);
+	if (rc == 0)
+		*steps = k->ek->ps->step0 + round - 1;
+	return rc;
+}
+
+int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
+		  uint32_t n, const float *in, char *err, size_t errlen)
+{
+	const struct engine_key *ek = k->ek;
+	int rc = range_check(j, k, a, first, n, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	/* no segment can complete while it is written: that needs rank 0's
+	 * contribution, and rank 0 is the writer, between its steps */
+	if (__atomic_load_n(&ek->segs[first / ek->seg_elems].done, __ATOMIC_ACQUIRE) == 0)
+		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
+			      "(run pbox_ps_init first)", j->name, k->key);
+	memcpy(array_of(ek->ps, a) + first, in, (size_t)n * sizeof(float));
+	/* the weights go back as a copy: keep it equal */
+	if (a == 0 && ek->ps->rdtype != WIRE_F32)
+		for (uint64_t e = first; e < first + n; e++) {
+			uint32_t s = (uint32_t)(e / ek->seg_elems);
+			sum_narrow(ek->result + (size_t)s * j->seg_bytes +
+				   (e % ek->seg_elems) * wire_dtype_size(ek->ps->rdtype),
+				   array_of(ek->ps, 0) + e, 1, ek->ps->rdtype);
+		}
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return 0;
+}
+
+int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t steps,
+		     char *err, size_t errlen)
+{
+	uint32_t done = __atomic_load_n(&k->ek->segs[0].done, __ATOMIC_ACQUIRE);
+
+	if (!k->is_ps)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 " is not a PS key",
+			      j->name, k->key);
+	if (done == 0)
+		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
+			      "(run pbox_ps_init first)", j->name, k->key);
+	/* the next step, round done + 1, is step steps + 1 */
+	k->ek->ps->step0 = steps - (done - 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return 0;
+}
+
+/* ---- files ---- */
+
+static int write_all(FILE *f, const void *p, size_t n)
+{
+	return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
+		 uint64_t *bytes, char *err, size_t errlen)
+{
+	char path[PS_CKPT_PATH], tmp[PS_CKPT_PATH + 8];
+	uint64_t count = k->geom.count;
+	size_t nbytes = (size_t)narrays(k) * count * sizeof(float);
+	float *data = malloc(nbytes ? nbytes : 1);
+	uint8_t h[PS_CKPT_HDR];
+	uint32_t round = 0;
+	int rc;
+
+	if (!data)
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
+			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
+	rc = snapshot(j, k, 0, narrays(k), 0, count, data, &round, err, errlen);
+	if (rc < 0) {
+		free(data);
+		return rc;
+	}
+	struct hdr hd = hdr_of(k, k->ek->ps->step0 + round - 1);
+	hdr_encode(h, &hd);
+	ps_ckpt_path(path, sizeof(path), dir, k->key);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	if (!f) {
+		rc = -errno;
+		free(data);
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot create %s: %s",
+			      j->name, k->key, tmp, strerror(-rc));
+	}
+	int bad = write_all(f, h, sizeof(h)) || write_all(f, data, nbytes);
+	bad |= fclose(f) != 0;
+	free(data);
+	if (bad || rename(tmp, path) != 0) {
+		rc = errno ? -errno : -EIO;
+		unlink(tmp);
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot write %s: %s",
+			      j->name, k->key, path, strerror(-rc));
+	}
+	*bytes = sizeof(h) + nbytes;
+	return 0;
+}
+
+/* The first field where the file's header h differs from the key's
+ * declaration want, or NULL. */
+static const char *differs(const struct hdr *h, const struct hdr *want)
+{
+	if (h->key != want->key)
+		return "key";
+	if (h->count != want->count)
+		return "count";
+	if (h->dtype != want->dtype)
+		return "gradient dtype";
+	if (h->rdtype != want->rdtype)
+		return "weights_dtype";
+	if (h->average != want->average)
+		return "sum";
+	if (h->kind != want->kind)
+		return "optimizer";
+	if (h->nesterov != want->nesterov || h->momentum != want->momentum ||
+	    h->dampening != want->dampening || h->weight_decay != want->weight_decay ||
+	    h->beta1 != want->beta1 || h->beta2 != want->beta2 || h->eps != want->eps)
+		return "hyperparameters";
+	if (h->planes != want->planes)
+		return "state planes";
+	return NULL;
+}
+
+int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
+		 char *err, size_t errlen)
+{
+	char path[PS_CKPT_PATH];
+	uint8_t b[PS_CKPT_HDR];
+	struct hdr h, want = hdr_of(k, 0);
+	struct engine_ps *ps = k->ek->ps;
+	uint64_t count = k->geom.count;
+	int rc = 0;
+
+	ps_ckpt_path(path, sizeof(path), dir, k->key);
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		rc = -errno;
+		return errmsg(err, errlen, rc == -ENOENT ? -ENOENT : rc, "job %s key %" PRIu32
+			      ": the job restores from %s, which has no checkpoint of this key"
+			      " (%s: %s)", j->name, k->key, dir, path, strerror(-rc));
+	}
+	if (fread(b, 1, sizeof(b), f) != sizeof(b) || hdr_decode(b, &h) < 0) {
+		fclose(f);
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %s is not a pbox "
+			      "checkpoint", j->name, k->key, path);
+	}
+	const char *what = differs(&h, &want);
+	if (what) {
+		fclose(f);
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the checkpoint %s "
+			      "is of another key or shape: its %s differs from the declaration"
+			      " (%" PRIu64 " %s, %s)", j->name, k->key, path, what, h.count,
+			      wire_dtype_name(h.dtype) ? wire_dtype_name(h.dtype) : "?",
+			      optim_name(h.kind) ? optim_name(h.kind) : "?");
+	}
+	for (unsigned a = 0; a < narrays(k) && rc == 0; a++)
+		if (fread(array_of(ps, a), sizeof(float), count, f) != count)
+			rc = -EINVAL;
+	if (rc == 0 && fgetc(f) != EOF)
+		rc = -EINVAL;
+	fclose(f);
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s has the wrong size for"
+			      " %" PRIu64 " elements and %u state planes", j->name, k->key, path,
+			      count, h.planes);
+	ps->restored = 1;
+	ps->step0 = h.steps;
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ps_ckpt.h - checkpoints of PS keys (docs/operations.md "Checkpoints"):
+ * one file per key, DIR/key-<K>.pboxckpt, holding the declaration it
+ * belongs to (count, dtypes, optimizer and hyperparameters), the number of
+ * optimizer steps taken, the fp32 weights and the optimizer's state
+ * planes. job_save writes them (ps_ckpt_save); a job created with
+ * `restore` loads them when its PS keys are declared (ps_ckpt_load), and
+ * the key starts from there: round 1 keeps the loaded weights, Adam's step
+ * count goes on.
+ *
+ * File layout, little-endian: "PBOXCKP1", u32 version 1, u32 key, u64
+ * count, u8 gradient dtype, u8 weights dtype, u8 average, u8 optimizer,
+ * u8 nesterov, 3 zero bytes, f64 momentum, dampening, weight_decay,
+ * beta1, beta2, eps, u64 steps, u32 planes, u32 0, then (1 + planes)
+ * arrays of count f32: the weights, then each state plane. 104 bytes of
+ * header.
+ *
+ * Snapshots run on the control thread while the lcores may be stepping:
+ * each segment is copied between two reads of its round and slot, and a
+ * key is saved only if every segment was copied at one same completed
+ * round with no round open on it (else -EBUSY: save between steps).
+ */
+#ifndef PBOX_PS_CKPT_H
+#define PBOX_PS_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/jobs.h"
+
+#define PS_CKPT_HDR 104
+
+/* DIR/key-<K>.pboxckpt into buf (size >= PS_CKPT_PATH). */
+#define PS_CKPT_PATH 4200
+void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key);
+
+/* Write key k's checkpoint into dir (written to a temporary file, then
+ * renamed: a reader never sees half a file). *bytes gets the file's size.
+ * 0, or -EBUSY (stepping: copied at different rounds after a few tries),
+ * -ENODATA (no weights yet: the init round has not completed), -EIO /
+ * -errno (the file), with the message in err. */
+int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
+		 uint64_t *bytes, char *err, size_t errlen);
+
+/* Load key k's checkpoint from dir into its PS state (before the key is
+ * installed on the lcores): the file must hold the same count, dtypes,
+ * optimizer and hyperparameters as k's declaration (-EINVAL naming the
+ * first difference), -ENOENT if there is none. Sets restored and step0. */
+int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
+		 char *err, size_t errlen);
+
+/*
+ * Worker access between steps (key_read, key_write): array a is 0 for the
+ * weights, 1.. for the state planes; elements [first, first + n).
+ * ps_ckpt_read copies them consistently (as a save does) and gives the
+ * optimizer steps they hold. ps_ckpt_write overwrites them; the caller
+ * must be rank 0 with no call in flight on the key, so no segment can
+ * complete meanwhile (-ENODATA before the init round). ps_ckpt_set_step makes the next step number steps + 1
+ * (Adam's bias correction). 0 or a negative errno with the message.
+ */
+int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
+		 uint32_t n, float *out, uint64_t *steps, char *err, size_t errlen);
+int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
+		  uint32_t n, const float *in, char *err, size_t errlen);
+int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t steps,
+		     char *err, size_t errlen);
+
+#endif
