@@ -26,8 +26,9 @@
  * after jobs_close every arena and table the fixture handed out was freed.
  * Authorization (docs/reliability.md "Who may call what"): an operator
  * method succeeds over TCP (odd sessions) only with the box's secret, and
- * an operator write never without one; a key_declare or job_leave succeeds
- * only on the session that joined that rank; no reply carries the operator
+ * an operator write never without one; a key_declare, job_leave, key_read
+ * or key_write succeeds only on the session that joined that rank (a
+ * key_write only for rank 0); no reply carries the operator
  * secret or a join secret.
  * ASan's leak check covers jansson and the registry's own malloc.
  *
@@ -214,10 +215,17 @@ struct ask {
 	void *rank_session;          /* that rank's session before the call */
 };
 
+/* The methods only the session that joined the rank may call. */
+static int per_rank(const char *method)
+{
+	return !strcmp(method, "key_declare") || !strcmp(method, "job_leave") ||
+	       !strcmp(method, "key_read") || !strcmp(method, "key_write");
+}
+
 static void ask_read(struct ask *a, const char *line, size_t len)
 {
 	static const char *const reads[] = { "job_list", "job_status", "box_status", "box_stats", NULL };
-	static const char *const writes[] = { "job_create", "job_abort", NULL };
+	static const char *const writes[] = { "job_create", "job_abort", "job_save", NULL };
 	json_error_t je;
 
 	memset(a, 0, sizeof(*a));
@@ -245,8 +253,7 @@ static void ask_read(struct ask *a, const char *line, size_t len)
 		a->op_read |= strcmp(a->method, reads[i]) == 0;
 	for (unsigned i = 0; writes[i]; i++)
 		a->op_write |= strcmp(a->method, writes[i]) == 0;
-	if ((!strcmp(a->method, "key_declare") || !strcmp(a->method, "job_leave")) &&
-	    json_is_object(a->params)) {
+	if (per_rank(a->method) && json_is_object(a->params)) {
 		json_t *id = json_object_get(a->params, "job_id"), *r = json_object_get(a->params, "rank");
 		if (json_is_integer(id) && json_is_integer(r) && json_integer_value(id) >= 0 &&
 		    json_integer_value(id) <= UINT32_MAX) {
@@ -274,8 +281,10 @@ static void ask_check(const struct ask *a, json_t *reply, void *session, int rem
 	}
 	if (remote && a->op_write)
 		CHECK(F->box.cfg.operator_secret_len);
-	if (a->job && (!strcmp(a->method, "key_declare") || !strcmp(a->method, "job_leave")))
+	if (a->job && per_rank(a->method))
 		CHECK(a->rank_session == session);
+	if (a->job && !strcmp(a->method, "key_write"))
+		CHECK(a->rank == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
