@@ -473,6 +473,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	struct engine_key *k = key_find(j, m->key);
 	if (!k)
 		return -DROP_NO_KEY;
+	if (!k->ps && m->dtype != k->dtype)
+		return -DROP_BAD_DTYPE;
 	if (m->seg >= k->nsegs)
 		return -DROP_BAD_SEGMENT;
 	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
@@ -485,8 +487,6 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		int rc = ps_check(e, j, k, m, count, &lr, out);
 		if (rc != 0)
 			return rc;
-	} else if (m->dtype != k->dtype) {
-		return -DROP_BAD_DTYPE;
 	} else if (m->count != count) {
 		return -DROP_BAD_COUNT;
 	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
