@@ -375,12 +375,13 @@ static void print_ranks(const json_t *ranks)
 
 static void print_keys(const json_t *keys)
 {
-	static const char *const h[] = { "KEY", "COUNT", "DTYPE", "SEGMENTS", "CHUNKS", "DECLARED" };
+	static const char *const h[] = { "KEY", "COUNT", "DTYPE", "SEGMENTS", "CHUNKS", "DECLARED",
+					 "OPTIMIZER" };
 	struct table t;
 	size_t i;
 	json_t *k;
 
-	table_init(&t, 6, h);
+	table_init(&t, 7, h);
 	json_array_foreach(keys, i, k) {
 		table_cell(&t, "%lld", jint(k, "key"));
 		table_cell(&t, "%lld", jint(k, "count"));
@@ -388,6 +389,8 @@ static void print_keys(const json_t *keys)
 		table_cell(&t, "%lld", jint(k, "nsegs"));
 		table_cell(&t, "%lld", jint(k, "nchunks"));
 		table_cell(&t, "%lld", jint(k, "declared"));
+		table_cell(&t, "%s", json_is_string(json_object_get(k, "optimizer")) ?
+			   jstr(k, "optimizer") : "-");
 	}
 	table_print(&t);
 }
@@ -525,18 +528,18 @@ static void print_lcore_stats(const json_t *lcores)
 	static const char *const h[] = { "LCORE", "RX", "TX", "PUSHES", "HELD", "COMPLETES",
 					 "DUP_OPEN", "DUP_DONE", "RETX", "ERRORS", "HANDOFF_IN",
 					 "HANDOFF_OUT", "BUSY_POLLS", "IDLE_POLLS", "CSUM_UNFILLED",
-					 "WAITS", "NACKS", "MARKS" };
+					 "WAITS", "NACKS", "MARKS", "UPDATES" };
 	static const char *const f[] = { "index", "rx", "tx", "pushes", "held", "completes",
 					 "dup_open", "dup_done", "retx", "errors_sent", "handoff_in",
 					 "handoff_out", "busy_polls", "idle_polls", "csum_unfilled",
-					 "waits", "nacks", "marks" };
+					 "waits", "nacks", "marks", "updates" };
 	struct table t;
 	size_t i;
 	json_t *l;
 
-	table_init(&t, 18, h);
+	table_init(&t, 19, h);
 	json_array_foreach(lcores, i, l)
-		for (unsigned k = 0; k < 18; k++)
+		for (unsigned k = 0; k < 19; k++)
 			table_cell(&t, "%lld", jint(l, f[k]));
 	table_print(&t);
 }
