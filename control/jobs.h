@@ -23,7 +23,6 @@
 #include "control/assign.h"
 #include "control/box.h"
 #include "dataplane/dp.h"
-#include "dataplane/optim.h"
 
 #define JOB_NAME_MAX 63
 #define JOB_SECRET_MAX 256   /* join secret bytes (common/secret.h's bound) */
