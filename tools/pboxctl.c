@@ -4,7 +4,8 @@
  * JSON-RPC control protocol (docs/rpc.md) that prints aligned tables, or
  * the raw result with --json.
  *
- *   pboxctl [--socket PATH | --control ADDR:PORT] [--json] CMD
+ *   pboxctl [--socket PATH | --control ADDR:PORT] [--json | -o FMT] CMD
+ *   (options anywhere on the line; exit 0 ok, 1 failed, 2 usage, 3 unreachable)
  *     status | jobs | job show NAME | job abort NAME [--reason TEXT] |
  *     job create NAME --world N [...] | job save NAME DIR
  *     | stats [--all]
@@ -26,32 +27,62 @@
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_COLS 20
 
+/* Exit codes (docs/operations.md "pboxctl"). */
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+
 struct ctl {
 	const char *target;
 	int json;
 	int timeout_ms;
 	const char *secret_file;     /* --secret-file: sent with every call */
 	struct rpc_client *rpc;
+	/* command options, accepted anywhere on the line */
+	int all;                     /* stats --all, -o wide */
+	const char *reason;          /* job abort --reason */
+	const char *restore;         /* job create --restore */
+	long long world, max_bytes, weight; /* job create; 0 = not given */
+	const char *used[8];         /* the command options given, for checks */
+	unsigned nused;
 };
 
+static int complain(int code, const char *fmt, va_list ap)
+{
+	fputs("pboxctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+/* A failure of the command: exit code 1. */
 static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int die(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("pboxctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	int rc = complain(EXIT_FAILED, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	return 1;
+	return rc;
+}
+
+/* A command line pboxctl cannot run: exit code 2. */
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = complain(EXIT_USAGE, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json] [--timeout MS]\n"
-		"               [--secret-file FILE] CMD\n"
+		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json | -o FORMAT]\n"
+		"               [--timeout MS] [--secret-file FILE] CMD [ARGS]\n"
+		"(options may come anywhere on the line, before or after CMD)\n"
 		"\n"
 		"commands:\n"
 		"  status                        box, ports, lcores and pboxd's options\n"
@@ -70,11 +101,18 @@ static void usage(FILE *f)
 		"options:\n"
 		"  --socket PATH       pboxd's Unix socket (default $PBOX_SOCKET or %s)\n"
 		"  --control ADDR:PORT pboxd's TCP control address instead of the socket\n"
-		"  --json              print the raw JSON result\n"
+		"  --json, -o json     print the raw JSON result\n"
+		"  -o table|wide       tables (default); wide: every row (stats: all drop\n"
+		"                      reasons, as --all)\n"
 		"  --timeout MS        wait at most MS for an answer (default %d)\n"
 		"  --secret-file FILE  operator secret sent with every command over --control\n"
 		"                      (a box started with --operator-secret-file needs it)\n"
-		"  --help              this text\n", DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
+		"  --help              this text\n"
+		"  --version           pboxctl's version\n"
+		"\n"
+		"exit codes: 0 done, 1 the command failed (the box refused it or answered\n"
+		"an error), 2 bad command line, 3 the box could not be reached\n",
+		DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
 }
 
 /* ---- JSON field access that tolerates missing fields ---- */
@@ -211,8 +249,11 @@ static int call(struct ctl *c, const char *method, json_t *params, json_t **resu
 		json_object_set_new(params, "secret", json_string(secret));
 		memset(secret, 0, sizeof(secret));
 	}
-	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0)
-		return die("%s", e.message);
+	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0) {
+		json_decref(params);
+		fprintf(stderr, "pboxctl: %s\n", e.message);
+		return EXIT_UNREACHABLE;
+	}
 	rc = rpc_client_call(c->rpc, method, params, c->timeout_ms, result, &e);
 	json_decref(params);
 	if (rc < 0)
@@ -290,10 +331,11 @@ static void print_config(const json_t *rows)
 
 static int cmd_status(struct ctl *c)
 {
+	int rc;
 	json_t *r;
 
-	if (call(c, "box_status", NULL, &r))
-		return 1;
+	if ((rc = call(c, "box_status", NULL, &r)))
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
 	json_t *up = json_object_get(r, "uptime_s");
@@ -313,14 +355,15 @@ static int cmd_status(struct ctl *c)
 
 static int cmd_jobs(struct ctl *c)
 {
+	int rc;
 	static const char *const h[] = { "JOB", "ID", "STATE", "WORLD", "JOINED", "KEYS", "USED", "MAX" };
 	struct table t;
 	json_t *r, *j;
 	size_t i;
 	char b1[32], b2[32];
 
-	if (call(c, "job_list", NULL, &r))
-		return 1;
+	if ((rc = call(c, "job_list", NULL, &r)))
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
 	json_t *jobs = json_object_get(r, "jobs");
@@ -397,11 +440,12 @@ static void print_keys(const json_t *keys)
 
 static int cmd_job_show(struct ctl *c, const char *name)
 {
+	int rc;
 	json_t *r;
 	char b1[32], b2[32];
 
-	if (call(c, "job_status", json_pack("{s:s}", "job", name), &r))
-		return 1;
+	if ((rc = call(c, "job_status", json_pack("{s:s}", "job", name), &r)))
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
 	printf("job %s (id %lld): %s, %lld of %lld ranks joined\n", jstr(r, "job"),
@@ -424,13 +468,14 @@ static int cmd_job_show(struct ctl *c, const char *name)
 
 static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
 {
+	int rc;
 	json_t *r;
 	json_t *p = json_pack("{s:s}", "job", name);
 
 	if (reason)
 		json_object_set_new(p, "reason", json_string(reason));
-	if (call(c, "job_abort", p, &r))
-		return 1;
+	if ((rc = call(c, "job_abort", p, &r)))
+		return rc;
 	if (c->json)
 		print_json(r);
 	else
@@ -453,9 +498,10 @@ static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
 	char abs[PATH_MAX];
 	json_t *r;
 
-	if (call(c, "job_save", json_pack("{s:s, s:s}", "job", name, "dir",
-					  box_dir(c, dir, abs)), &r))
-		return 1;
+	int rc = call(c, "job_save", json_pack("{s:s, s:s}", "job", name, "dir",
+					       box_dir(c, dir, abs)), &r);
+	if (rc)
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
 	printf("job %s: %zu PS keys saved in %s (%lld bytes)\n", name,
@@ -465,41 +511,23 @@ static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
 }
 
 /* job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR] */
-static int cmd_job_create(struct ctl *c, int argc, char **argv)
+static int cmd_job_create(struct ctl *c, const char *name)
 {
 	char abs[PATH_MAX];
-	json_t *p = json_pack("{s:s}", "job", argv[0]), *r;
-	int world = 0;
+	json_t *p = json_pack("{s:s, s:I}", "job", name, "world", (json_int_t)c->world), *r;
+	int rc;
 
-	for (int i = 1; i < argc; i += 2) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end = NULL;
-		long long n = v ? strtoll(v, &end, 10) : 0;
-		int num = v && *v && end && !*end && n > 0;
-		if (v && strcmp(argv[i], "--restore") == 0) {
-			json_object_set_new(p, "restore", json_string(box_dir(c, v, abs)));
-			continue;
-		}
-		if (!num || (strcmp(argv[i], "--world") && strcmp(argv[i], "--max-bytes") &&
-			     strcmp(argv[i], "--weight"))) {
-			json_decref(p);
-			return die("usage: pboxctl job create NAME --world N [--max-bytes B] "
-				   "[--weight W] [--restore DIR] (at '%s')", argv[i]);
-		}
-		const char *field = strcmp(argv[i], "--world") == 0 ? "world" :
-				    strcmp(argv[i], "--max-bytes") == 0 ? "max_bytes" : "weight";
-		json_object_set_new(p, field, json_integer(n));
-		world |= strcmp(argv[i], "--world") == 0;
-	}
-	if (!world) {
-		json_decref(p);
-		return die("job create needs --world N");
-	}
-	if (call(c, "job_create", p, &r))
-		return 1;
+	if (c->max_bytes)
+		json_object_set_new(p, "max_bytes", json_integer(c->max_bytes));
+	if (c->weight)
+		json_object_set_new(p, "weight", json_integer(c->weight));
+	if (c->restore)
+		json_object_set_new(p, "restore", json_string(box_dir(c, c->restore, abs)));
+	if ((rc = call(c, "job_create", p, &r)))
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
-	printf("job %s created (id %lld)\n", argv[0], jint(r, "job_id"));
+	printf("job %s created (id %lld)\n", name, jint(r, "job_id"));
 	json_decref(r);
 	return 0;
 }
@@ -581,10 +609,11 @@ static void print_drops(const json_t *drops, const json_t *lcores, int all)
 
 static int cmd_stats(struct ctl *c, int all)
 {
+	int rc;
 	json_t *r;
 
-	if (call(c, "box_stats", NULL, &r))
-		return 1;
+	if ((rc = call(c, "box_stats", NULL, &r)))
+		return rc;
 	if (c->json)
 		return print_json(r), json_decref(r), 0;
 	print_port_stats(json_object_get(r, "ports"));
@@ -598,48 +627,80 @@ static int cmd_stats(struct ctl *c, int all)
 
 /* ---- command line ---- */
 
+/* Whether the command options given are all in allowed ("" = none). */
+static int options_fit(const struct ctl *c, const char *cmd, const char *const *allowed)
+{
+	for (unsigned i = 0; i < c->nused; i++) {
+		const char *const *a = allowed;
+		while (*a && strcmp(*a, c->used[i]))
+			a++;
+		if (!*a) {
+			bad_usage("'%s' does not take --%s (see --help)", cmd, c->used[i]);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int run_job(struct ctl *c, int argc, char **argv)
 {
-	if (argc < 2)
-		return die("'job' needs show, abort, create or save (see --help)");
-	if (strcmp(argv[0], "show") == 0) {
-		if (argc != 2)
-			return die("usage: pboxctl job show NAME");
+	static const char *const none[] = { NULL };
+	static const char *const abort_opts[] = { "reason", NULL };
+	static const char *const create_opts[] = { "world", "max-bytes", "weight", "restore", NULL };
+	const char *sub = argc ? argv[0] : "";
+
+	if (strcmp(sub, "show") == 0 && argc == 2 && options_fit(c, "job show", none))
 		return cmd_job_show(c, argv[1]);
-	}
-	if (strcmp(argv[0], "abort") == 0) {
-		const char *reason = NULL;
-		if (argc == 4 && strcmp(argv[2], "--reason") == 0)
-			reason = argv[3];
-		else if (argc != 2)
-			return die("usage: pboxctl job abort NAME [--reason TEXT]");
-		return cmd_job_abort(c, argv[1], reason);
-	}
-	if (strcmp(argv[0], "save") == 0) {
-		if (argc != 3)
-			return die("usage: pboxctl job save NAME DIR");
+	if (strcmp(sub, "abort") == 0 && argc == 2 && options_fit(c, "job abort", abort_opts))
+		return cmd_job_abort(c, argv[1], c->reason);
+	if (strcmp(sub, "save") == 0 && argc == 3 && options_fit(c, "job save", none))
 		return cmd_job_save(c, argv[1], argv[2]);
+	if (strcmp(sub, "create") == 0 && argc == 2 && options_fit(c, "job create", create_opts)) {
+		if (!c->world)
+			return bad_usage("job create needs --world N");
+		return cmd_job_create(c, argv[1]);
 	}
-	if (strcmp(argv[0], "create") == 0)
-		return cmd_job_create(c, argc - 1, argv + 1);
-	return die("unknown job command '%s' (show, abort, create, save)", argv[0]);
+	if (c->nused && strcmp(sub, "show") && strcmp(sub, "abort") && strcmp(sub, "save") &&
+	    strcmp(sub, "create"))
+		return bad_usage("unknown job command '%s' (show, abort, create, save)", sub);
+	return c->nused && !options_fit(c, "job", none) ? EXIT_USAGE :
+	       bad_usage("usage: pboxctl job show NAME | abort NAME [--reason TEXT] | create NAME "
+			 "--world N [--max-bytes B] [--weight W] [--restore DIR] | save NAME DIR");
 }
 
 static int run(struct ctl *c, int argc, char **argv)
 {
+	static const char *const none[] = { NULL };
+	static const char *const stats_opts[] = { "all", NULL };
 	const char *cmd = argv[0];
 
-	if (strcmp(cmd, "status") == 0 && argc == 1)
-		return cmd_status(c);
-	if (strcmp(cmd, "jobs") == 0 && argc == 1)
-		return cmd_jobs(c);
 	if (strcmp(cmd, "job") == 0)
 		return run_job(c, argc - 1, argv + 1);
-	if (strcmp(cmd, "stats") == 0 && (argc == 1 || (argc == 2 && strcmp(argv[1], "--all") == 0)))
-		return cmd_stats(c, argc == 2);
+	if (argc > 1)
+		return bad_usage("unexpected arguments after '%s' (see --help)", cmd);
+	if (strcmp(cmd, "status") == 0 && options_fit(c, cmd, none))
+		return cmd_status(c);
+	if (strcmp(cmd, "jobs") == 0 && options_fit(c, cmd, none))
+		return cmd_jobs(c);
+	if (strcmp(cmd, "stats") == 0 && options_fit(c, cmd, stats_opts))
+		return cmd_stats(c, c->all);
 	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") && strcmp(cmd, "stats"))
-		return die("unknown command '%s' (see --help)", cmd);
-	return die("unexpected arguments after '%s' (see --help)", cmd);
+		return bad_usage("unknown command '%s' (see --help)", cmd);
+	return EXIT_USAGE;
+}
+
+/* A positive integer option's value, or 0 after a usage message. */
+static long long positive(const char *name, const char *v)
+{
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+
+	if (errno || !*v || *end || n <= 0) {
+		bad_usage("--%s: '%s' is not a positive integer", name, v);
+		return 0;
+	}
+	return n;
 }
 
 int main(int argc, char **argv)
@@ -648,19 +709,30 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "control", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "secret-file", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		/* command options */
+		{ "all", no_argument, NULL, 'a' },
+		{ "reason", required_argument, NULL, 'r' },
+		{ "world", required_argument, NULL, 'w' },
+		{ "max-bytes", required_argument, NULL, 'm' },
+		{ "weight", required_argument, NULL, 'W' },
+		{ "restore", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("PBOX_SOCKET");
 	struct ctl c = { .target = env && *env ? env : DEFAULT_SOCKET,
 			 .timeout_ms = DEFAULT_TIMEOUT_MS };
 	char unix_target[128];
-	int opt, rc;
+	int opt, rc, li;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
+		if (strchr("arwmWR", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
+			c.used[c.nused++] = lo[li].name;
 		switch (opt) {
 		case 's':
 			snprintf(unix_target, sizeof(unix_target), "unix:%s", optarg);
@@ -672,6 +744,14 @@ int main(int argc, char **argv)
 		case 'j':
 			c.json = 1;
 			break;
+		case 'o':
+			if (strcmp(optarg, "json") == 0)
+				c.json = 1;
+			else if (strcmp(optarg, "wide") == 0)
+				c.all = 1;
+			else if (strcmp(optarg, "table") != 0)
+				return bad_usage("-o %s: the formats are table, wide and json", optarg);
+			break;
 		case 'S':
 			c.secret_file = optarg;
 			break;
@@ -679,20 +759,43 @@ int main(int argc, char **argv)
 			char *end;
 			long t = strtol(optarg, &end, 10);
 			if (*end || t <= 0 || t > 3600000)
-				return die("--timeout: '%s' is not a time in ms in [1, 3600000]", optarg);
+				return bad_usage("--timeout: '%s' is not a time in ms in [1, 3600000]",
+						 optarg);
 			c.timeout_ms = (int)t;
+			break;
+		}
+		case 'a':
+			c.all = 1;
+			break;
+		case 'r':
+			c.reason = optarg;
+			break;
+		case 'R':
+			c.restore = optarg;
+			break;
+		case 'w':
+		case 'm':
+		case 'W': {
+			long long n = positive(lo[li].name, optarg);
+			if (!n)
+				return EXIT_USAGE;
+			*(opt == 'w' ? &c.world : opt == 'm' ? &c.max_bytes : &c.weight) = n;
 			break;
 		}
 		case 'h':
 			usage(stdout);
-			return 0;
+			return EXIT_OK;
+		case 'V':
+			printf("pboxctl %s\n", PBOX_VERSION_STRING);
+			return EXIT_OK;
 		default:
-			return die("unknown option or missing value: '%s' (see --help)", argv[optind - 1]);
+			return bad_usage("unknown option or missing value: '%s' (see --help)",
+					 argv[optind - 1]);
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
-		return 1;
+		return EXIT_USAGE;
 	}
 	if (strncmp(c.target, "unix:", 5) != 0 && strchr(c.target, '/')) {
 		snprintf(unix_target, sizeof(unix_target), "unix:%s", c.target);

@@ -85,7 +85,7 @@ wait_workers 60 || { tail -3 "$WORKDIR"/again.*.log; die "job name could not be 
 # the local socket (file permissions guard it) aborts without a secret
 workers 2 localjob "$WORKDIR/local" --minbytes 64K --maxbytes 64K --iters 100000
 for _ in $(seq 100); do ctl --json jobs | grep -q '"active"' && break; sleep 0.1; done
-ctl job abort localjob --reason "local operator" || die "local abort without a secret failed"
+ctl job abort --reason "local operator" localjob || die "local abort without a secret failed"
 wait_workers 15 && die "workers succeeded after a local abort"
 grep -q "aborted: local operator" "$WORKDIR/local.0.log" || die "rank 0 did not report the local abort"
 ctl stats | tee "$WORKDIR/stats.txt" | grep -q LCORE || die "pboxctl stats failed"
@@ -95,5 +95,18 @@ s = json.load(sys.stdin)
 assert s["lcores"][0]["icmp"] >= 3 and s["lcores"][0]["arp"] >= 1, s["lcores"][0]
 assert s["lcores"][0]["errors_sent"] >= 0
 ' || die "ARP/ICMP counters wrong"
+# pboxctl's conventions: options anywhere, -o, --version, exit codes
+# 0 done, 1 failed, 2 usage, 3 unreachable
+ctl stats --json | python3 -c 'import json, sys; json.load(sys.stdin)' ||
+	die "pboxctl stats --json (the option after the command) failed"
+ctl -o json jobs | python3 -c 'import json, sys; json.load(sys.stdin)' || die "pboxctl -o json failed"
+"$BUILD/pboxctl" --version | grep -q "^pboxctl [0-9]" || die "pboxctl --version"
+expect_rc() { local want=$1; shift; "$@" > "$WORKDIR/rc.txt" 2>&1; local got=$?
+	[ "$got" = "$want" ] || die "'$*' exited $got, not $want: $(cat "$WORKDIR/rc.txt")"; }
+expect_rc 1 ctl job show nosuchjob
+expect_rc 2 ctl frobnicate
+expect_rc 2 ctl status --reason x
+expect_rc 2 ctl job create x
+expect_rc 3 "$BUILD/pboxctl" --socket "$WORKDIR/no.sock" status
 box_stop || die "pboxd exited non-zero"
 echo "operator: ok"
