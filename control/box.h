@@ -29,6 +29,7 @@ struct box_config {
 		uint8_t prefix;
 	} ip[BOX_MAX_PORTS];
 	char control[64];            /* --control ADDR:PORT, "" = none */
+	char metrics[64];            /* --metrics ADDR:PORT (Prometheus), "" = none */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
 	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
 	uint16_t udp_base;           /* --udp-base */

@@ -23,6 +23,7 @@
 #include "control/box.h"
 #include "control/jobs.h"
 #include "control/log.h"
+#include "control/metrics.h"
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
 
@@ -137,6 +138,8 @@ int main(int argc, char **argv)
 {
 	static struct box box; /* large; lives for the whole process */
 	struct rpc_server *srv = NULL;
+	struct metrics_server *metrics = NULL;
+	unsigned metrics_port = 0;
 	struct dp_log *log = NULL;
 	struct dp *dp = NULL;
 	char err[512];
@@ -188,12 +191,27 @@ int main(int argc, char **argv)
 		dp_log_close(log);
 		return 1;
 	}
+	if (box.cfg.metrics[0] && metrics_open(&metrics, &box, box.cfg.metrics, &metrics_port,
+					       err, sizeof(err)) != 0) {
+		ctl_log(&box, CTL_LOG_ERROR, "--metrics: %s", err);
+		teardown(&box, dp, srv);
+		dp_eal_cleanup();
+		dp_log_close(log);
+		return 1;
+	}
 	print_banner(&box);
+	if (metrics)
+		ctl_log(&box, CTL_LOG_INFO, "metrics: http://%s/metrics (port %u)", box.cfg.metrics,
+			metrics_port);
 	dp_launch(dp);
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
 
-	while (!quit)
-		rpc_server_poll(srv, 100);
+	/* a scrape takes a few polls (accept, read, write): poll more often */
+	while (!quit) {
+		rpc_server_poll(srv, metrics ? 20 : 100);
+		metrics_poll(metrics);
+	}
+	metrics_close(metrics);
 
 	ctl_log(&box, CTL_LOG_NOTICE, "stopping");
 	teardown(&box, dp, srv);
