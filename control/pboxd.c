@@ -24,6 +24,7 @@
 #include "control/jobs.h"
 #include "control/log.h"
 #include "control/metrics.h"
+#include "control/sdnotify.h"
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
 
@@ -140,6 +141,7 @@ int main(int argc, char **argv)
 	struct rpc_server *srv = NULL;
 	struct metrics_server *metrics = NULL;
 	unsigned metrics_port = 0;
+	struct sdnotify sd;
 	struct dp_log *log = NULL;
 	struct dp *dp = NULL;
 	char err[512];
@@ -205,12 +207,17 @@ int main(int argc, char **argv)
 			metrics_port);
 	dp_launch(dp);
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
+	sdnotify_open(&sd);
+	sdnotify_send(&sd, "READY=1");
 
 	/* a scrape takes a few polls (accept, read, write): poll more often */
 	while (!quit) {
 		rpc_server_poll(srv, metrics ? 20 : 100);
 		metrics_poll(metrics);
+		sdnotify_watchdog(&sd, clock_ns());
 	}
+	sdnotify_send(&sd, "STOPPING=1");
+	sdnotify_close(&sd);
 	metrics_close(metrics);
 
 	ctl_log(&box, CTL_LOG_NOTICE, "stopping");
