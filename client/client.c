@@ -279,6 +279,7 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 		rc = open_data_and_join(c);
 	if (rc == 0)
 		rc = start_thread(c);
+	client_debug_joined(c, rc);
 	return rc;
 }
 
@@ -314,6 +315,7 @@ void pbox_close(pbox_client *c)
 	if (!c)
 		return;
 	stop_thread(c);
+	client_debug_closing(c);
 	leave_job(c);
 	while (c->live) {
 		struct pbox_req *r = c->live;
