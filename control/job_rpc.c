@@ -63,7 +63,7 @@ RPC_HANDLER(rpc_job_create)
 RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
-					     "mtu", "join_secret", NULL };
+					     "mtu", "join_secret", "max_bytes", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -77,7 +77,8 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_ipv4(params, "data_ip", 1, &a.ip, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "data_port", 1, 0, U16_MAX, &port, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)) ||
-	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)))
+	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)) ||
+	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &a.max_bytes, err, errlen)))
 		return rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);

@@ -142,6 +142,8 @@ struct jobs_join_args {
 	uint32_t mtu;       /* 0: 1500 */
 	void *session;      /* the joining connection */
 	const char *join_secret; /* NULL = none given */
+	uint64_t max_bytes; /* job memory if this join creates the job; 0 = the
+			       box's default (--job-bytes) */
 };
 
 /*

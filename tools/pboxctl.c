@@ -89,8 +89,10 @@ static void usage(FILE *f)
 		"  jobs                          the jobs on the box\n"
 		"  job show NAME                 one job: ranks and keys\n"
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
-		"  job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR]\n"
-		"                                create a job before its workers join; with\n"
+		"  job create NAME --world N [--memory SIZE] [--weight W] [--restore DIR]\n"
+		"                                create a job before its workers join, with\n"
+		"                                SIZE of job memory (e.g. 2G; --max-bytes B\n"
+		"                                in bytes); with\n"
 		"                                --restore its PS keys start from the\n"
 		"                                checkpoints in DIR (on the box)\n"
 		"  job save NAME DIR             checkpoint the job's PS keys (weights and\n"
@@ -719,6 +721,7 @@ int main(int argc, char **argv)
 		{ "reason", required_argument, NULL, 'r' },
 		{ "world", required_argument, NULL, 'w' },
 		{ "max-bytes", required_argument, NULL, 'm' },
+		{ "memory", required_argument, NULL, 'M' },
 		{ "weight", required_argument, NULL, 'W' },
 		{ "restore", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
@@ -731,7 +734,7 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
-		if (strchr("arwmWR", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
+		if (strchr("arwmMWR", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
 			c.used[c.nused++] = lo[li].name;
 		switch (opt) {
 		case 's':
@@ -773,6 +776,20 @@ int main(int argc, char **argv)
 		case 'R':
 			c.restore = optarg;
 			break;
+		case 'M': { /* --memory SIZE: bytes with K, M, G or T */
+			char *end;
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &end, 10);
+			int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 :
+				    *end == 'T' ? 40 : *end ? -1 : 0;
+			if (errno || end == optarg || shift < 0 || (shift && end[1]) || !n ||
+			    n > (1ull << (62 - shift)))
+				return bad_usage("--memory: '%s' is not a size (bytes, or with K, M, "
+						 "G, T)", optarg);
+			c.max_bytes = (long long)(n << shift);
+			c.used[c.nused - 1] = "max-bytes"; /* the same option */
+			break;
+		}
 		case 'w':
 		case 'm':
 		case 'W': {
