@@ -32,6 +32,7 @@ struct box_config {
 	char metrics[64];            /* --metrics ADDR:PORT (Prometheus), "" = none */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
 	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
+	char rpc_socket_group[64];   /* --rpc-socket-group, "" = pboxd's */
 	uint16_t udp_base;           /* --udp-base */
 	uint32_t chunk_bytes;        /* --chunk-bytes */
 	uint32_t max_jobs;           /* --max-jobs */

@@ -46,6 +46,10 @@ const struct box_opt box_opts[] = {
 	{ .name = "rpc-socket-mode", .type = BOX_OPT_OCTAL, .arg = "MODE", .def = "0660",
 	  .min = 0, .max = 0777, FIELD(rpc_socket_mode),
 	  .help = "permissions of the Unix socket, octal" },
+	{ .name = "rpc-socket-group", .type = BOX_OPT_STRING, .arg = "GROUP", .def = NULL,
+	  FIELD(rpc_socket_group),
+	  .help = "group owning the Unix socket (with mode 0660: its members run pboxctl); "
+		  "none = pboxd's" },
 	{ .name = "udp-base", .type = BOX_OPT_UINT, .arg = "N", .def = "47000",
 	  .min = 1024, .max = 65535 - BOX_MAX_LCORES, FIELD(udp_base),
 	  .help = "UDP port of data lcore 0; data lcore i uses N+i" },
