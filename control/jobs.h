@@ -222,6 +222,13 @@ const struct job *jobs_find_id(const struct jobs *js, uint32_t id);
 const struct job *jobs_next(const struct jobs *js, const struct job *prev);
 const struct job_key *job_key_find(const struct job *j, uint32_t key);
 
+/* A job's traffic summed over the lcores (jobs_watch.c): segment rounds
+ * completed, contribution bytes reduced, NACKs sent to its ranks. */
+struct job_traffic {
+	uint64_t rounds, bytes, nacks;
+};
+void jobs_traffic(const struct jobs *js, const struct job *j, struct job_traffic *t);
+
 unsigned jobs_count(const struct jobs *js);     /* live jobs */
 unsigned jobs_removing(const struct jobs *js);  /* waiting for lcores */
 /* Endpoint loads (bytes of declared chunks per box->eps entry). */

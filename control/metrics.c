@@ -138,30 +138,6 @@ static void drops(FILE *f, const struct box *b)
 		fprintf(f, "pbox_drops_total{reason=\"%s\"} %" PRIu64 "\n", drop_name(r), total[r]);
 }
 
-/* A job's rounds, bytes and NACKs summed over the lcores. */
-struct job_sums {
-	uint64_t rounds, bytes, nacks;
-};
-
-static struct job_sums job_sums(const struct box *b, const struct job *j)
-{
-	struct job_sums s = { 0 };
-
-	for (unsigned c = 0; c < b->layout.nlcores; c++) {
-		struct engine_progress p;
-		if (b->dp.job_progress && b->dp.job_progress(b->dp.ctx, c, j->id, &p) == 0) {
-			s.rounds += p.completes;
-			s.bytes += p.rx_bytes;
-		}
-		for (uint16_t r = 0; b->dp.rank_lateness && r < j->world; r++) {
-			struct engine_lateness l;
-			if (b->dp.rank_lateness(b->dp.ctx, c, j->id, r, &l) == 0)
-				s.nacks += l.nacks;
-		}
-	}
-	return s;
-}
-
 static void jobs(FILE *f, const struct box *b)
 {
 	static const char *const names[] = { "pbox_job_rounds_total", "pbox_job_reduced_bytes_total",
@@ -178,10 +154,10 @@ static void jobs(FILE *f, const struct box *b)
 
 	for (const struct job *j = jobs_next(b->jobs, NULL); j; j = jobs_next(b->jobs, j))
 		n++;
-	struct job_sums *sums = calloc(n ? n : 1, sizeof(*sums));
+	struct job_traffic *sums = calloc(n ? n : 1, sizeof(*sums));
 	unsigned i = 0;
 	for (const struct job *j = jobs_next(b->jobs, NULL); sums && j; j = jobs_next(b->jobs, j))
-		sums[i++] = job_sums(b, j);
+		jobs_traffic(b->jobs, j, &sums[i++]);
 	family(f, "pbox_jobs", "gauge", "Jobs on the box.");
 	fprintf(f, "pbox_jobs %u\n", n);
 	for (unsigned k = 0; sums && k < 5; k++) {

@@ -4,7 +4,8 @@
 # namespace during a job shows the job's counters rising (rounds, bytes),
 # the ports' and lcores' packets, every drop reason, in Prometheus' text
 # format; other paths get 404, other methods 405; a scraper that never
-# sends its request does not stop the next one.
+# sends its request does not stop the next one. `pboxctl top` shows the
+# job's rates meanwhile.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -39,6 +40,8 @@ sleep 1
 scrape /metrics > "$WORKDIR/m1.txt" 2> "$WORKDIR/h1.txt"
 sleep 1
 scrape /metrics > "$WORKDIR/m2.txt" 2> "$WORKDIR/h2.txt"
+# pboxctl top: two frames of rates; the job's rounds per second are not 0
+ctl top --interval 500 --count 2 > "$WORKDIR/top.txt" || die "pboxctl top failed"
 wait_workers 120 || { tail -3 "$WORKDIR"/w.*.log; die "workers failed"; }
 cat "$WORKDIR/h1.txt"
 grep -q "HTTP 200 text/plain; version=0.0.4" "$WORKDIR/h1.txt" || die "no 200 text/plain 0.0.4"
@@ -58,6 +61,10 @@ grep -q '^pbox_lcore_rounds_total{lcore="0"} ' "$WORKDIR/m2.txt" || die "lcore r
 # every sample line is "name{labels} number"
 grep -v '^#' "$WORKDIR/m2.txt" | grep -Ev '^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.]+$' &&
 	die "malformed sample lines above"
+cat "$WORKDIR/top.txt"
+[ "$(grep -c '^pbox top' "$WORKDIR/top.txt")" = 2 ] || die "pboxctl top: not 2 frames"
+awk '$1 == "metricsjob" && $2 == "active" && $3 == "4/4" && $4 > 0 { ok = 1 } END { exit !ok }' \
+	"$WORKDIR/top.txt" || die "pboxctl top shows no rounds for the job"
 scrape /other > /dev/null 2> "$WORKDIR/h3.txt"
 grep -q "HTTP 404" "$WORKDIR/h3.txt" || die "/other: $(cat "$WORKDIR/h3.txt")"
 scrape /metrics POST > /dev/null 2> "$WORKDIR/h4.txt"
