@@ -30,7 +30,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -58,6 +58,7 @@ class Opts(ctypes.Structure):
         ("join_secret", ctypes.c_char_p),
         ("transport", ctypes.c_uint32),
         ("busy_poll", ctypes.c_uint32),
+        ("job_bytes", ctypes.c_uint64),   # 0.5.0
     ]
 
 
