@@ -33,6 +33,8 @@ struct box_config {
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
 	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
 	char rpc_socket_group[64];   /* --rpc-socket-group, "" = pboxd's */
+	char eal[1024];              /* --eal ARGS: EAL arguments when none come
+					before "--" (a config file's line) */
 	uint16_t udp_base;           /* --udp-base */
 	uint32_t chunk_bytes;        /* --chunk-bytes */
 	uint32_t max_jobs;           /* --max-jobs */

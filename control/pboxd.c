@@ -28,6 +28,8 @@
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
 
+#define EAL_MAX_ARGS 62 /* arguments --eal may hold */
+
 static volatile bool quit; /* set by the signal handler only */
 
 static void on_signal(int sig)
@@ -117,15 +119,35 @@ static int start_options(struct box *box, int argc, char **argv)
 	if (prc != 0)
 		return prc < 0 ? 2 : 0;
 
+	/* EAL arguments: the command line's before "--", else --eal's */
+	char eal[sizeof(box->cfg.eal)], *eargv[EAL_MAX_ARGS + 2];
+	int eargc = 0, efirst = first;
+	char **ea = argv;
+	if (first <= 2 && box->cfg.eal[0]) {
+		memcpy(eal, box->cfg.eal, sizeof(eal));
+		eargv[eargc++] = argv[0];
+		for (char *save, *t = strtok_r(eal, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+			if (eargc > EAL_MAX_ARGS) {
+				ctl_log(box, CTL_LOG_ERROR, "--eal: more than %d arguments",
+					EAL_MAX_ARGS);
+				return 2;
+			}
+			eargv[eargc++] = t;
+		}
+		eargv[eargc] = NULL;
+		ea = eargv;
+		efirst = eargc;
+	}
 	struct dp_eal_params ep = { .xdp_busy_budget = box->cfg.xdp_busy_budget };
-	int rc = dp_eal_init(argc, argv, &ep, err, sizeof(err));
+	int rc = dp_eal_init(ea == argv ? argc : eargc, ea, &ep, err, sizeof(err));
 	if (rc < 0) {
-		ctl_log(box, CTL_LOG_ERROR, "%s", err);
+		ctl_log(box, CTL_LOG_ERROR, "%s%s", ea == argv ? "" : "--eal: ", err);
 		return 1;
 	}
-	if (rc + 1 < first) {                 /* the EAL left something before "--" */
-		ctl_log(box, CTL_LOG_ERROR, "an argument before '--' is not the EAL's (EAL"
-			" arguments go before '--', pboxd's options after it)");
+	if (rc + 1 < efirst) {                /* the EAL left something before "--" */
+		ctl_log(box, CTL_LOG_ERROR, ea == argv ? "an argument before '--' is not the "
+			"EAL's (EAL arguments go before '--', pboxd's options after it)" :
+			"--eal holds an argument that is not the EAL's");
 		dp_eal_cleanup();
 		return 2;
 	}
