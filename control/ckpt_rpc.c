@@ -153,8 +153,8 @@ RPC_HANDLER(rpc_key_write)
 	if ((rc = rpc_params_known(params, known, err, errlen)) ||
 	    (rc = ps_target(ctx, params, 1, &j, &k, &a, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "offset", 0, 0, INT64_MAX, &offset, err, errlen)) ||
-	    (rc = rpc_param_str(params, "data", 0, PS_RPC_MAX_ELEMS * 4 / 3 + 4, &data, err,
-				errlen)) ||
+	    (rc = rpc_param_str(params, "data", 0, b64_len(PS_RPC_MAX_ELEMS * sizeof(float)),
+				&data, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "steps", 0, 0, INT64_MAX, &steps, err, errlen)))
 		return rc;
 	if (data) { /* decoded whole before anything is written */

@@ -128,11 +128,15 @@ static float *array_of(const struct engine_ps *ps, unsigned a)
 }
 
 /* Copy elements [first, first + n) of arrays [a0, a1) of k into out (one
- * run of n floats per array), segment by segment, each while no round is
- * open on it; *round gets the completed round they were all copied at.
- * 0, or -EAGAIN (a segment was stepping or at another round). */
+ * run of n floats per array), segment by segment, each at one completed
+ * round (read before and after the copy), all at the same; *round gets
+ * it. strict: also no round open on a segment (a round completing while
+ * it is copied would tear the copy; between the checks the completion
+ * keeps its slot). Not strict: the caller is one of the job's ranks with
+ * no contribution in flight on the key, so no round can complete. 0, or
+ * -EAGAIN (a segment was stepping or at another round). */
 static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_t first,
-		      uint64_t n, float *out, uint32_t *round)
+		      uint64_t n, float *out, uint32_t *round, int strict)
 {
 	const struct engine_key *ek = k->ek;
 	uint64_t end = first + n;
@@ -146,7 +150,7 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 		hi = hi > end ? end : hi;
 		uint32_t done = __atomic_load_n(&sg->done, __ATOMIC_ACQUIRE);
 		uint16_t slot = __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE);
-		if (slot != ENGINE_NO_SLOT || (lo > first && done != *round))
+		if ((strict && slot != ENGINE_NO_SLOT) || (lo > first && done != *round))
 			return -EAGAIN;
 		*round = done;
 		for (unsigned a = a0; a < a1; a++)
@@ -154,7 +158,7 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 			       (hi - lo) * sizeof(float));
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&sg->done, __ATOMIC_ACQUIRE) != done ||
-		    __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE) != ENGINE_NO_SLOT)
+		    (strict && __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE) != ENGINE_NO_SLOT))
 			return -EAGAIN;
 	}
 	return 0;
@@ -162,13 +166,13 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 
 /* copy_range, tried again while the key is stepping (up to 0.1 s). */
 static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, unsigned a1,
-		    uint64_t first, uint64_t n, float *out, uint32_t *round,
+		    uint64_t first, uint64_t n, float *out, uint32_t *round, int strict,
 		    char *err, size_t errlen)
 {
 	struct timespec pause = { 0, SNAP_PAUSE_NS };
 
 	for (int t = 0; t < SNAP_TRIES; t++) {
-		if (copy_range(k, a0, a1, first, n, out, round) == 0) {
+		if (copy_range(k, a0, a1, first, n, out, round, strict) == 0) {
 			if (*round == 0)
 				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
 					      "weights yet (the ranks have not run pbox_ps_init)",
@@ -205,7 +209,7 @@ int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint6
 	int rc = range_check(j, k, a, first, n, err, errlen);
 
 	if (rc == 0)
-		rc = snapshot(j, k, a, a + 1, first, n, out, &round, err, errlen);
+		rc = snapshot(j, k, a, a + 1, first, n, out, &round, 0, err, errlen);
 	if (rc == 0)
 		*steps = k->ek->ps->step0 + round - 1;
 	return rc;
@@ -275,7 +279,7 @@ int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
 	if (!data)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
 			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
-	rc = snapshot(j, k, 0, narrays(k), 0, count, data, &round, err, errlen);
+	rc = snapshot(j, k, 0, narrays(k), 0, count, data, &round, 1, err, errlen);
 	if (rc < 0) {
 		free(data);
 		return rc;

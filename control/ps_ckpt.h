@@ -53,8 +53,10 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 /*
  * Worker access between steps (key_read, key_write): array a is 0 for the
  * weights, 1.. for the state planes; elements [first, first + n).
- * ps_ckpt_read copies them consistently (as a save does) and gives the
- * optimizer steps they hold. ps_ckpt_write overwrites them; the caller
+ * ps_ckpt_read copies them and gives the optimizer steps they hold; the
+ * caller is a rank of the job with no call in flight on the key, so no
+ * round can complete meanwhile even if the other ranks pushed the next
+ * step (-EBUSY only if the segments were at different rounds). ps_ckpt_write overwrites them; the caller
  * must be rank 0 with no call in flight on the key, so no segment can
  * complete meanwhile (-ENODATA before the init round). ps_ckpt_set_step makes the next step number steps + 1
  * (Adam's bias correction). 0 or a negative errno with the message.

@@ -345,9 +345,10 @@ typedef enum pbox_ps_part {
 
 /*
  * Read a PS key's weights or optimizer state from the box into out (count
- * floats: the key's count), between steps (no call on the key in flight
- * on any rank, else the box may answer PBOX_EBUSY after trying for 0.1
- * s); *steps (may be NULL) gets the optimizer steps they hold. Any rank.
+ * floats: the key's count), between this rank's steps (no call of its own
+ * on the key in flight: then no round can complete, whatever the other
+ * ranks do); *steps (may be NULL) gets the optimizer steps they hold. Any
+ * rank.
  * Goes through the control connection in 32 KiB pieces: for checkpoints,
  * not per step. Returns 0 or PBOX_EINVAL (no such part for the
  * optimizer), PBOX_EREJECTED (no weights yet), and the codes of

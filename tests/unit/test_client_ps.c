@@ -288,8 +288,9 @@ static void sgd__plain_under_loss_applied_once(void **state)
 
 /* A job sized by its first worker (pbox_opts.job_bytes): a PS key whose
  * weights and state do not fit is refused at declaration, naming the
- * bytes needed and left. */
-static void memory__ps_key_beyond_job_bytes_named(void **state)
+ * bytes needed and left; a key that fits loads and reads back 64 K
+ * floats of state, after a gradient pushed too early was refused. */
+static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state)
 {
 	struct box_inproc *b = box_inproc_new(1);
 	pbox_client *c;
@@ -307,8 +308,24 @@ static void memory__ps_key_beyond_job_bytes_named(void **state)
 	assert_non_null(strstr(pbox_last_error(c), "of job memory (weights, optimizer state and "
 					       "results)"));
 	assert_non_null(strstr(pbox_last_error(c), "of 8388608 left"));
-	/* a smaller one fits */
-	assert_int_equal(pbox_declare_optimizer(c, 2, 1 << 16, PBOX_F32, &opt), 0);
+	/* a smaller one fits; its weights and state go to and from the box in
+	 * several key_read/key_write pieces (8192 floats each) */
+	size_t n = 1 << 16;
+	float *w = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		w[i] = (float)i * 0.5f;
+	assert_int_equal(pbox_declare_optimizer(c, 2, n, PBOX_F32, &opt), 0);
+	/* a gradient before the weights is refused, and the key stays usable */
+	assert_int_equal(pbox_push_pull(c, 2, w, got, n, PBOX_F32), PBOX_EINVAL);
+	assert_int_equal(pbox_ps_init(c, 2, w, got), 0);
+	assert_memory_equal(got, w, n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		w[i] = -(float)i;
+	assert_int_equal(pbox_ps_write(c, 2, PBOX_PS_STATE1, w, n), 0);
+	assert_int_equal(pbox_ps_read(c, 2, PBOX_PS_STATE1, got, n, NULL), 0);
+	assert_memory_equal(got, w, n * sizeof(float));
+	free(w);
+	free(got);
 	pbox_close(c);
 	assert_true(box_inproc_idle(b, 2000));
 	box_inproc_free(b);
@@ -613,7 +630,7 @@ int main(void)
 		cmocka_unit_test(sgd__plain_under_loss_applied_once),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
-		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named),
+		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
