@@ -5,13 +5,14 @@ against the header and the built library (make pycheck).
 
 The package (python/pbox) types by hand what the C header declares: the
 version it was written for, the dtype, PBOX_E*, optimizer-kind and PS-part
-values, and the ctypes structs pbox_opts, pbox_stats and pbox_optim. This test parses include/pbox.h and
-checks each copy against it, loads the library ($PBOX_LIB, else the tree's
-build/libpbox.so) and checks the package's load-time check (pbox._lib.check)
-both ways: it accepts this library and refuses, with a message naming what
-was found and what was expected, libraries of another version or with
-structs of another size (pbox_optim, which has no size function, through
-what pbox_optim_init_sized accepts: check_optim).
+values, and the ctypes structs pbox_opts, pbox_stats and pbox_optim. This
+test parses include/pbox.h and checks each copy against it, loads the
+library ($PBOX_LIB, else the tree's build/libpbox.so) and checks the
+package's load-time check (pbox._lib.check) both ways: it accepts this
+library and refuses, with a message naming what was found and what was
+expected, libraries of another version or with structs of another size
+(pbox_optim, which has no size function, through what
+pbox_optim_init_sized accepts: check_optim).
 
 Needs neither torch nor numpy nor root; plain `python3 tests/python/test_abi.py`.
 Prints one line per failure and a closing "pyabi: N passed, M failed".
