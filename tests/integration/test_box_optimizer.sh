@@ -3,11 +3,12 @@
 # test_box_optimizer.sh - PS mode from Python: pbox.torch.BoxOptimizer
 # against torch.optim, on the real pboxd (DPDK net_af_packet).
 #
-#  1. box_optimizer_check.py bad: wrong inputs at world 1 (unknown
+#  1. box_optimizer_check.py bad, world 1: wrong inputs (unknown
 #     optimizer, out-of-range hyperparameters, flags the box does not run,
 #     push before ps_init, wrong buffers, a hyperparameter changed after
 #     construction, stale gradients with overlap=True) raise named errors;
-#     16-bit parameters step as torch rounds them.
+#     a torch.optim.Adam state_dict loads into a BoxOptimizer (one key of
+#     4522 floats) and back; 16-bit parameters step as torch rounds them.
 #  2. 4 ranks (plain processes: BoxOptimizer needs no process group), each
 #     from its own random init and on its own data, train an MLP with two
 #     param groups for 50 steps with SGD (momentum, Nesterov, weight decay,
@@ -46,9 +47,11 @@ box_start af_packet
 timeout -k 5 120 "$PY" "$CHECK" reference "$WORKDIR/ref.pt" > "$WORKDIR/ref.log" 2>&1 &
 REF_PID=$!; PIDS+=($REF_PID)
 
+# a failure here is reported at the end: the training runs still go
+BAD=ok
 timeout -k 5 60 ip netns exec "$NS_WK" "$PY" "$CHECK" bad "$CONTROL" > "$WORKDIR/bad.log" 2>&1 ||
-	{ cat "$WORKDIR/bad.log"; die "wrong inputs were not refused as they should be"; }
-sed 's/^/    /' "$WORKDIR/bad.log" | tail -3
+	BAD=failed
+if [ $BAD = ok ]; then tail -1 "$WORKDIR/bad.log"; else cat "$WORKDIR/bad.log"; fi
 
 # train NAME: WORLD ranks of `box_optimizer_check.py rank` into $WORKDIR/NAME
 train() {
@@ -83,6 +86,7 @@ loss_rules 0
 wait $REF_PID || { cat "$WORKDIR/ref.log"; die "the torch.optim reference failed"; }
 timeout 60 "$PY" "$CHECK" compare "$WORKDIR/ref.pt" "$WORKDIR/lossless" "$WORKDIR/loss5" ||
 	die "BoxOptimizer differs from torch.optim, between ranks or between runs"
+[ $BAD = ok ] || die "world-1 checks failed (see above)"
 
 box_stop || die "pboxd exited non-zero"
 echo "box_optimizer: SGD, Adam, AdamW on the box match torch.optim; ranks identical; exact under 5% loss"
