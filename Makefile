@@ -157,6 +157,12 @@ install: all
 	ln -sf $(SO_NAME) $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/pbox.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/pbox.pc
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man3 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 docs/man/pboxd.8 docs/man/pboxctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 docs/man/libpbox.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	install -m 644 deploy/pboxctl.bash-completion \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/pboxctl
 	install -d $(DESTDIR)$(PYDIR)/pbox
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PYDIR)/pbox/
 

@@ -73,6 +73,8 @@ static void opts_defaults(pbox_opts *o)
 	o->transport = PBOX_TRANSPORT_AUTO; /* client_opts_read reads PBOX_TRANSPORT */
 	e = getenv("PBOX_BUSY_POLL");
 	o->busy_poll = e && strcmp(e, "1") == 0;
+	e = getenv("PBOX_JOB_BYTES");
+	o->job_bytes = e ? strtoull(e, NULL, 10) : 0;
 }
 
 /* opts.transport 0 (auto): $PBOX_TRANSPORT, if set, must name one. */
@@ -151,6 +153,8 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 	c->opts.join_secret = o.join_secret;
 	if (o.busy_poll)
 		c->opts.busy_poll = o.busy_poll;
+	if (o.job_bytes)
+		c->opts.job_bytes = o.job_bytes;
 	if (o.transport && !transport_name((pbox_transport)o.transport))
 		return client_error(c, PBOX_EINVAL, "pbox_opts.transport is %u: use a "
 				    "pbox_transport (PBOX_TRANSPORT_AUTO, _UDP, _XDP, _VERBS)",

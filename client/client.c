@@ -220,6 +220,8 @@ static int open_data_and_join(pbox_client *c)
 	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
 	if (params && secret && *secret)
 		json_object_set_new(params, "join_secret", json_string(secret));
+	if (params && c->opts.job_bytes)
+		json_object_set_new(params, "max_bytes", json_integer((json_int_t)c->opts.job_bytes));
 	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));
@@ -279,6 +281,7 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 		rc = open_data_and_join(c);
 	if (rc == 0)
 		rc = start_thread(c);
+	client_debug_joined(c, rc);
 	return rc;
 }
 
@@ -314,6 +317,7 @@ void pbox_close(pbox_client *c)
 	if (!c)
 		return;
 	stop_thread(c);
+	client_debug_closing(c);
 	leave_job(c);
 	while (c->live) {
 		struct pbox_req *r = c->live;

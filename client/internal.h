@@ -372,6 +372,13 @@ int req_submit(pbox_client *c, struct pbox_req *r);
  * under c->lock. */
 float ps_lr_locked(const pbox_client *c, uint32_t key);
 
+/* ---- debug.c: PBOX_DEBUG diagnostics ----------------------------------- */
+
+/* pbox_connect ended with rc: the join's summary (PBOX_DEBUG). */
+void client_debug_joined(const pbox_client *c, int rc);
+/* pbox_close: the client's summary (PBOX_DEBUG). */
+void client_debug_closing(const pbox_client *c);
+
 /* Wake the progress thread. */
 void client_kick(pbox_client *c);
 

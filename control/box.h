@@ -29,8 +29,12 @@ struct box_config {
 		uint8_t prefix;
 	} ip[BOX_MAX_PORTS];
 	char control[64];            /* --control ADDR:PORT, "" = none */
+	char metrics[64];            /* --metrics ADDR:PORT (Prometheus), "" = none */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
 	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
+	char rpc_socket_group[64];   /* --rpc-socket-group, "" = pboxd's */
+	char eal[1024];              /* --eal ARGS: EAL arguments when none come
+					before "--" (a config file's line) */
 	uint16_t udp_base;           /* --udp-base */
 	uint32_t chunk_bytes;        /* --chunk-bytes */
 	uint32_t max_jobs;           /* --max-jobs */

@@ -17,14 +17,18 @@
 #define U16_MAX 65535u
 #define REASON_MAX 160
 
-static json_t *job_entry(const struct job *j)
+static json_t *job_entry(const struct jobs *js, const struct job *j)
 {
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:i}",
+	struct job_traffic t;
+
+	jobs_traffic(js, j, &t);
+	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
 			 "bytes_used", (json_int_t)j->used, "max_bytes", (json_int_t)j->max_bytes,
-			 "weight", (int)j->weight);
+			 "weight", (int)j->weight, "rounds", (json_int_t)t.rounds,
+			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
 }
 
 RPC_HANDLER(rpc_job_create)
@@ -63,7 +67,7 @@ RPC_HANDLER(rpc_job_create)
 RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
-					     "mtu", "join_secret", NULL };
+					     "mtu", "join_secret", "max_bytes", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -77,7 +81,8 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_ipv4(params, "data_ip", 1, &a.ip, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "data_port", 1, 0, U16_MAX, &port, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)) ||
-	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)))
+	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)) ||
+	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &a.max_bytes, err, errlen)))
 		return rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);
@@ -121,7 +126,7 @@ RPC_HANDLER(rpc_job_list)
 	}
 	for (const struct job *j = jobs_next(ctx->box->jobs, NULL); j;
 	     j = jobs_next(ctx->box->jobs, j))
-		json_array_append_new(list, job_entry(j));
+		json_array_append_new(list, job_entry(ctx->box->jobs, j));
 	*result = json_pack("{s:o}", "jobs", list);
 	return 0;
 }
@@ -197,7 +202,7 @@ RPC_HANDLER(rpc_job_status)
 		snprintf(err, errlen, "no job named '%.80s'", name);
 		return -ENOENT;
 	}
-	json_t *e = job_entry(j);
+	json_t *e = job_entry(ctx->box->jobs, j);
 	json_object_set_new(e, "reason", j->reason[0] ? json_string(j->reason) : json_null());
 	json_object_set_new(e, "seg_bytes", json_integer(j->seg_bytes));
 	json_object_set_new(e, "ranks", ranks_of(ctx->box, j));

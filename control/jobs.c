@@ -603,7 +603,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		if (a->world >= 1 && a->rank >= a->world)
 			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
 					 "[0, %" PRIu32 ")", a->name, a->rank, a->world);
-		rc = jobs_create(js, a->name, a->world, 0, a->mtu ? a->mtu : DEFAULT_MTU, 0,
+		rc = jobs_create(js, a->name, a->world, a->max_bytes, a->mtu ? a->mtu : DEFAULT_MTU, 0,
 				 (const struct job **)&j, err, errlen);
 		if (rc < 0)
 			return rc;

@@ -142,6 +142,8 @@ struct jobs_join_args {
 	uint32_t mtu;       /* 0: 1500 */
 	void *session;      /* the joining connection */
 	const char *join_secret; /* NULL = none given */
+	uint64_t max_bytes; /* job memory if this join creates the job; 0 = the
+			       box's default (--job-bytes) */
 };
 
 /*
@@ -219,6 +221,13 @@ const struct job *jobs_find_id(const struct jobs *js, uint32_t id);
 /* Live (not removing) jobs in table order: start with prev = NULL. */
 const struct job *jobs_next(const struct jobs *js, const struct job *prev);
 const struct job_key *job_key_find(const struct job *j, uint32_t key);
+
+/* A job's traffic summed over the lcores (jobs_watch.c): segment rounds
+ * completed, contribution bytes reduced, NACKs sent to its ranks. */
+struct job_traffic {
+	uint64_t rounds, bytes, nacks;
+};
+void jobs_traffic(const struct jobs *js, const struct job *j, struct job_traffic *t);
 
 unsigned jobs_count(const struct jobs *js);     /* live jobs */
 unsigned jobs_removing(const struct jobs *js);  /* waiting for lcores */

@@ -34,6 +34,7 @@ static void job_progress(const struct jobs *js, const struct job *j,
 		if (dp->job_progress(dp->ctx, l, j->id, &p) != 0)
 			continue;
 		sum->completes += p.completes;
+		sum->rx_bytes += p.rx_bytes;
 		sum->missing |= p.missing;
 		if (p.open && !sum->open) {
 			sum->key = p.key;
@@ -42,6 +43,24 @@ static void job_progress(const struct jobs *js, const struct job *j,
 		}
 		sum->open += p.open;
 	}
+}
+
+void jobs_traffic(const struct jobs *js, const struct job *j, struct job_traffic *t)
+{
+	const struct box_dp *dp = &js->box->dp;
+	struct engine_progress sum = { 0 };
+
+	memset(t, 0, sizeof(*t));
+	if (dp->job_progress)
+		job_progress(js, j, &sum);
+	t->rounds = sum.completes;
+	t->bytes = sum.rx_bytes;
+	for (unsigned l = 0; dp->rank_lateness && l < js->box->layout.nlcores; l++)
+		for (uint16_t r = 0; r < j->world; r++) {
+			struct engine_lateness late;
+			if (dp->rank_lateness(dp->ctx, l, j->id, r, &late) == 0)
+				t->nacks += late.nacks;
+		}
 }
 
 /* "rank 2 stalled" / "ranks 1, 3 stalled" / "rank 3 never joined", or

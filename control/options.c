@@ -31,18 +31,29 @@ static const struct box_opt_choice level_choices[] = {
 };
 
 const struct box_opt box_opts[] = {
+	{ .name = "eal", .type = BOX_OPT_STRING, .arg = "ARGS", .def = NULL,
+	  FIELD(eal),
+	  .help = "DPDK EAL arguments (lcores, devices, memory), split at spaces, used when "
+		  "the command line has none before '--' (so a unit file needs no edits)" },
 	{ .name = "ip", .type = BOX_OPT_IP_LIST, .arg = "PORT:ADDR/PREFIX", .def = NULL,
 	  FIELD(ip),
 	  .help = "data port PORT (DPDK port id) has ADDR/PREFIX; repeat per port" },
 	{ .name = "control", .type = BOX_OPT_HOSTPORT, .arg = "ADDR:PORT", .def = "0.0.0.0:7470",
 	  FIELD(control),
 	  .help = "JSON-RPC over TCP for workers and remote operators; none = off" },
+	{ .name = "metrics", .type = BOX_OPT_HOSTPORT, .arg = "ADDR:PORT", .def = NULL,
+	  FIELD(metrics),
+	  .help = "serve Prometheus metrics over HTTP (GET /metrics); none = off" },
 	{ .name = "rpc-socket", .type = BOX_OPT_STRING, .arg = "PATH", .def = "/run/pbox/pboxd.sock",
 	  FIELD(rpc_socket),
 	  .help = "JSON-RPC Unix socket for local operators; none = off" },
 	{ .name = "rpc-socket-mode", .type = BOX_OPT_OCTAL, .arg = "MODE", .def = "0660",
 	  .min = 0, .max = 0777, FIELD(rpc_socket_mode),
 	  .help = "permissions of the Unix socket, octal" },
+	{ .name = "rpc-socket-group", .type = BOX_OPT_STRING, .arg = "GROUP", .def = NULL,
+	  FIELD(rpc_socket_group),
+	  .help = "group owning the Unix socket (with mode 0660: its members run pboxctl); "
+		  "none = pboxd's" },
 	{ .name = "udp-base", .type = BOX_OPT_UINT, .arg = "N", .def = "47000",
 	  .min = 1024, .max = 65535 - BOX_MAX_LCORES, FIELD(udp_base),
 	  .help = "UDP port of data lcore 0; data lcore i uses N+i" },

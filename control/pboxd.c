@@ -23,8 +23,12 @@
 #include "control/box.h"
 #include "control/jobs.h"
 #include "control/log.h"
+#include "control/metrics.h"
+#include "control/sdnotify.h"
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
+
+#define EAL_MAX_ARGS 62 /* arguments --eal may hold */
 
 static volatile bool quit; /* set by the signal handler only */
 
@@ -115,15 +119,35 @@ static int start_options(struct box *box, int argc, char **argv)
 	if (prc != 0)
 		return prc < 0 ? 2 : 0;
 
+	/* EAL arguments: the command line's before "--", else --eal's */
+	char eal[sizeof(box->cfg.eal)], *eargv[EAL_MAX_ARGS + 2];
+	int eargc = 0, efirst = first;
+	char **ea = argv;
+	if (first <= 2 && box->cfg.eal[0]) {
+		memcpy(eal, box->cfg.eal, sizeof(eal));
+		eargv[eargc++] = argv[0];
+		for (char *save, *t = strtok_r(eal, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+			if (eargc > EAL_MAX_ARGS) {
+				ctl_log(box, CTL_LOG_ERROR, "--eal: more than %d arguments",
+					EAL_MAX_ARGS);
+				return 2;
+			}
+			eargv[eargc++] = t;
+		}
+		eargv[eargc] = NULL;
+		ea = eargv;
+		efirst = eargc;
+	}
 	struct dp_eal_params ep = { .xdp_busy_budget = box->cfg.xdp_busy_budget };
-	int rc = dp_eal_init(argc, argv, &ep, err, sizeof(err));
+	int rc = dp_eal_init(ea == argv ? argc : eargc, ea, &ep, err, sizeof(err));
 	if (rc < 0) {
-		ctl_log(box, CTL_LOG_ERROR, "%s", err);
+		ctl_log(box, CTL_LOG_ERROR, "%s%s", ea == argv ? "" : "--eal: ", err);
 		return 1;
 	}
-	if (rc + 1 < first) {                 /* the EAL left something before "--" */
-		ctl_log(box, CTL_LOG_ERROR, "an argument before '--' is not the EAL's (EAL"
-			" arguments go before '--', pboxd's options after it)");
+	if (rc + 1 < efirst) {                /* the EAL left something before "--" */
+		ctl_log(box, CTL_LOG_ERROR, ea == argv ? "an argument before '--' is not the "
+			"EAL's (EAL arguments go before '--', pboxd's options after it)" :
+			"--eal holds an argument that is not the EAL's");
 		dp_eal_cleanup();
 		return 2;
 	}
@@ -137,6 +161,9 @@ int main(int argc, char **argv)
 {
 	static struct box box; /* large; lives for the whole process */
 	struct rpc_server *srv = NULL;
+	struct metrics_server *metrics = NULL;
+	unsigned metrics_port = 0;
+	struct sdnotify sd;
 	struct dp_log *log = NULL;
 	struct dp *dp = NULL;
 	char err[512];
@@ -188,12 +215,32 @@ int main(int argc, char **argv)
 		dp_log_close(log);
 		return 1;
 	}
+	if (box.cfg.metrics[0] && metrics_open(&metrics, &box, box.cfg.metrics, &metrics_port,
+					       err, sizeof(err)) != 0) {
+		ctl_log(&box, CTL_LOG_ERROR, "--metrics: %s", err);
+		teardown(&box, dp, srv);
+		dp_eal_cleanup();
+		dp_log_close(log);
+		return 1;
+	}
 	print_banner(&box);
+	if (metrics)
+		ctl_log(&box, CTL_LOG_INFO, "metrics: http://%s/metrics (port %u)", box.cfg.metrics,
+			metrics_port);
 	dp_launch(dp);
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
+	sdnotify_open(&sd);
+	sdnotify_send(&sd, "READY=1");
 
-	while (!quit)
-		rpc_server_poll(srv, 100);
+	/* a scrape takes a few polls (accept, read, write): poll more often */
+	while (!quit) {
+		rpc_server_poll(srv, metrics ? 20 : 100);
+		metrics_poll(metrics);
+		sdnotify_watchdog(&sd, clock_ns());
+	}
+	sdnotify_send(&sd, "STOPPING=1");
+	sdnotify_close(&sd);
+	metrics_close(metrics);
 
 	ctl_log(&box, CTL_LOG_NOTICE, "stopping");
 	teardown(&box, dp, srv);

@@ -8,6 +8,7 @@
 #include "common/rpc_client.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <netdb.h>
@@ -110,7 +111,8 @@ static void make_parent(const char *path)
 	mkdir(dirname(dir), 0755);
 }
 
-int rpc_listen_unix(const char *path, uint32_t mode, char *err, size_t errlen)
+int rpc_listen_unix(const char *path, uint32_t mode, const char *group, char *err,
+		    size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int rc;
@@ -131,6 +133,17 @@ int rpc_listen_unix(const char *path, uint32_t mode, char *err, size_t errlen)
 		rc = -errno;
 		close(fd);
 		return fail(err, errlen, rc, "cannot bind %s: %s", path);
+	}
+	if (group && *group) {
+		struct group *g = getgrnam(group);
+		if (!g || chown(path, (uid_t)-1, g->gr_gid) < 0) {
+			rc = g ? -errno : -ENOENT;
+			close(fd);
+			unlink(path);
+			snprintf(err, errlen, "%s: --rpc-socket-group %s: %s", path, group,
+				 g ? strerror(-rc) : "no such group");
+			return rc;
+		}
 	}
 	if (chmod(path, mode) < 0 || listen(fd, BACKLOG) < 0) {
 		rc = -errno;

@@ -15,8 +15,10 @@
  * the fd or -errno with a message naming addr. */
 int rpc_listen_tcp(const char *addr, unsigned *port, char *err, size_t errlen);
 
-/* Listening, non-blocking Unix socket at path with permissions mode.
- * Returns the fd or -errno with a message naming path. */
-int rpc_listen_unix(const char *path, uint32_t mode, char *err, size_t errlen);
+/* Listening, non-blocking Unix socket at path with permissions mode, owned
+ * by group (a name; NULL or "" = pboxd's). Returns the fd or -errno with a
+ * message naming path. */
+int rpc_listen_unix(const char *path, uint32_t mode, const char *group, char *err,
+		    size_t errlen);
 
 #endif

@@ -661,7 +661,8 @@ static int open_listeners(struct rpc_server *s, char *err, size_t errlen)
 		}
 	}
 	if (cfg->rpc_socket[0]) {
-		fd = rpc_listen_unix(cfg->rpc_socket, cfg->rpc_socket_mode, err, errlen);
+		fd = rpc_listen_unix(cfg->rpc_socket, cfg->rpc_socket_mode, cfg->rpc_socket_group,
+				     err, errlen);
 		if (fd < 0)
 			return fd;
 		snprintf(s->unix_path, sizeof(s->unix_path), "%s", cfg->rpc_socket);

@@ -699,6 +699,7 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 		return -ENOENT;
 	all = world_mask(j->world);
 	p->completes = j->completes;
+	p->rx_bytes = j->rx_bytes;
 	for (uint32_t s = 0; s < j->nslots; s++) {
 		const struct engine_slot *sl = &j->slots[s];
 		const struct engine_key *k = sl->key;

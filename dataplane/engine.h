@@ -375,6 +375,7 @@ static inline int engine_rank_notice(const struct engine_job *j, uint16_t rank)
 /* A job's progress on one lcore, for the control plane's stall watch. */
 struct engine_progress {
 	uint64_t completes;  /* segment rounds completed so far */
+	uint64_t rx_bytes;   /* contribution bytes accepted so far */
 	uint32_t open;       /* rounds waiting for contributions */
 	uint64_t missing;    /* bit r: rank r is missing from an open round */
 	uint32_t key, seg, round; /* one open round (for messages), if open */

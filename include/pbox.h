@@ -151,6 +151,13 @@ typedef struct pbox_opts {
 	 * small calls, a busy core. 0 = off (default); PBOX_BUSY_POLL=1 turns
 	 * it on too. (Added in 0.3.0.) */
 	uint32_t busy_poll;
+	/* Bytes of job memory on the box (keys, shadow copies, PS weights and
+	 * state) to ask for if this worker creates the job (the first to
+	 * join); capped by the box's --max-job-bytes. 0 = the environment
+	 * variable PBOX_JOB_BYTES if set, else the box's default
+	 * (--job-bytes). A declaration beyond it fails with PBOX_EREJECTED
+	 * naming the bytes needed and left. (Added in 0.5.0.) */
+	uint64_t job_bytes;
 } pbox_opts;
 
 typedef struct pbox_client pbox_client;

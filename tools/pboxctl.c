@@ -22,28 +22,11 @@
 
 #include "common/rpc_client.h"
 #include "common/secret.h"
+#include "tools/pboxctl.h"
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
-#define MAX_COLS 20
 
-/* Exit codes (docs/operations.md "pboxctl"). */
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
-
-struct ctl {
-	const char *target;
-	int json;
-	int timeout_ms;
-	const char *secret_file;     /* --secret-file: sent with every call */
-	struct rpc_client *rpc;
-	/* command options, accepted anywhere on the line */
-	int all;                     /* stats --all, -o wide */
-	const char *reason;          /* job abort --reason */
-	const char *restore;         /* job create --restore */
-	long long world, max_bytes, weight; /* job create; 0 = not given */
-	const char *used[8];         /* the command options given, for checks */
-	unsigned nused;
-};
 
 static int complain(int code, const char *fmt, va_list ap)
 {
@@ -89,13 +72,18 @@ static void usage(FILE *f)
 		"  jobs                          the jobs on the box\n"
 		"  job show NAME                 one job: ranks and keys\n"
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
-		"  job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR]\n"
-		"                                create a job before its workers join; with\n"
+		"  job create NAME --world N [--memory SIZE] [--weight W] [--restore DIR]\n"
+		"                                create a job before its workers join, with\n"
+		"                                SIZE of job memory (e.g. 2G; --max-bytes B\n"
+		"                                in bytes); with\n"
 		"                                --restore its PS keys start from the\n"
 		"                                checkpoints in DIR (on the box)\n"
 		"  job save NAME DIR             checkpoint the job's PS keys (weights and\n"
 		"                                optimizer state) into DIR on the box\n"
 		"  stats [--all]                 port and lcore counters, drops by reason\n"
+		"  top [--interval MS] [--count N]\n"
+		"                                live rates per port, lcore and job (every\n"
+		"                                MS, default 1000; N frames, default until ^C)\n"
 		"                                (non-zero drops only, unless --all)\n"
 		"\n"
 		"options:\n"
@@ -117,19 +105,19 @@ static void usage(FILE *f)
 
 /* ---- JSON field access that tolerates missing fields ---- */
 
-static long long jint(const json_t *o, const char *k)
+long long jint(const json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
 	return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (long long)json_real_value(v) : 0;
 }
 
-static const char *jstr(const json_t *o, const char *k)
+const char *jstr(const json_t *o, const char *k)
 {
 	json_t *v = json_object_get(o, k);
 	return json_is_string(v) ? json_string_value(v) : "-";
 }
 
-static const char *human_bytes(unsigned long long b, char *buf, size_t len)
+const char *human_bytes(unsigned long long b, char *buf, size_t len)
 {
 	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	double v = (double)b;
@@ -148,15 +136,8 @@ static const char *human_bytes(unsigned long long b, char *buf, size_t len)
 
 /* ---- aligned tables ---- */
 
-struct table {
-	unsigned ncols, ncells, cap;
-	char **cells;
-	size_t width[MAX_COLS];
-};
 
-static void table_cell(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void table_cell(struct table *t, const char *fmt, ...)
+void table_cell(struct table *t, const char *fmt, ...)
 {
 	va_list ap;
 	char *s = NULL;
@@ -183,7 +164,7 @@ static void table_cell(struct table *t, const char *fmt, ...)
 	t->cells[t->ncells++] = s;
 }
 
-static void table_init(struct table *t, unsigned ncols, const char *const *header)
+void table_init(struct table *t, unsigned ncols, const char *const *header)
 {
 	memset(t, 0, sizeof(*t));
 	t->ncols = ncols;
@@ -203,7 +184,7 @@ static int numeric(const char *s)
 
 /* Print and free: columns of numbers right-aligned (header too), text
  * left-aligned. */
-static void table_print(struct table *t)
+void table_print(struct table *t)
 {
 	int num[MAX_COLS];
 
@@ -233,7 +214,7 @@ static void table_print(struct table *t)
 
 /* Over TCP every operator method carries the secret of --secret-file
  * (docs/reliability.md "Who may call what"). */
-static int call(struct ctl *c, const char *method, json_t *params, json_t **result)
+int call(struct ctl *c, const char *method, json_t *params, json_t **result)
 {
 	struct rpc_error e;
 	int rc;
@@ -261,7 +242,7 @@ static int call(struct ctl *c, const char *method, json_t *params, json_t **resu
 	return 0;
 }
 
-static int print_json(const json_t *r)
+int print_json(const json_t *r)
 {
 	json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 	putchar('\n');
@@ -672,6 +653,7 @@ static int run(struct ctl *c, int argc, char **argv)
 {
 	static const char *const none[] = { NULL };
 	static const char *const stats_opts[] = { "all", NULL };
+	static const char *const top_opts[] = { "interval", "count", NULL };
 	const char *cmd = argv[0];
 
 	if (strcmp(cmd, "job") == 0)
@@ -684,7 +666,11 @@ static int run(struct ctl *c, int argc, char **argv)
 		return cmd_jobs(c);
 	if (strcmp(cmd, "stats") == 0 && options_fit(c, cmd, stats_opts))
 		return cmd_stats(c, c->all);
-	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") && strcmp(cmd, "stats"))
+	if (strcmp(cmd, "top") == 0 && options_fit(c, cmd, top_opts))
+		return cmd_top(c, c->interval_ms ? (unsigned)c->interval_ms : 1000,
+			       (unsigned)c->count);
+	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") && strcmp(cmd, "stats") &&
+	    strcmp(cmd, "top"))
 		return bad_usage("unknown command '%s' (see --help)", cmd);
 	return EXIT_USAGE;
 }
@@ -719,8 +705,11 @@ int main(int argc, char **argv)
 		{ "reason", required_argument, NULL, 'r' },
 		{ "world", required_argument, NULL, 'w' },
 		{ "max-bytes", required_argument, NULL, 'm' },
+		{ "memory", required_argument, NULL, 'M' },
 		{ "weight", required_argument, NULL, 'W' },
 		{ "restore", required_argument, NULL, 'R' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("PBOX_SOCKET");
@@ -731,7 +720,7 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
-		if (strchr("arwmWR", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
+		if (strchr("arwmMWRin", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
 			c.used[c.nused++] = lo[li].name;
 		switch (opt) {
 		case 's':
@@ -773,13 +762,30 @@ int main(int argc, char **argv)
 		case 'R':
 			c.restore = optarg;
 			break;
+		case 'M': { /* --memory SIZE: bytes with K, M, G or T */
+			char *end;
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &end, 10);
+			int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 :
+				    *end == 'T' ? 40 : *end ? -1 : 0;
+			if (errno || end == optarg || shift < 0 || (shift && end[1]) || !n ||
+			    n > (1ull << (62 - shift)))
+				return bad_usage("--memory: '%s' is not a size (bytes, or with K, M, "
+						 "G, T)", optarg);
+			c.max_bytes = (long long)(n << shift);
+			c.used[c.nused - 1] = "max-bytes"; /* the same option */
+			break;
+		}
 		case 'w':
 		case 'm':
-		case 'W': {
+		case 'W':
+		case 'i':
+		case 'n': {
 			long long n = positive(lo[li].name, optarg);
 			if (!n)
 				return EXIT_USAGE;
-			*(opt == 'w' ? &c.world : opt == 'm' ? &c.max_bytes : &c.weight) = n;
+			*(opt == 'w' ? &c.world : opt == 'm' ? &c.max_bytes : opt == 'W' ? &c.weight :
+			  opt == 'i' ? &c.interval_ms : &c.count) = n;
 			break;
 		}
 		case 'h':

@@ -75,6 +75,7 @@ class Opts(ctypes.Structure):
         ("join_secret", ctypes.c_char_p),
         ("transport", ctypes.c_uint32),
         ("busy_poll", ctypes.c_uint32),
+        ("job_bytes", ctypes.c_uint64),   # 0.5.0
     ]
 
 

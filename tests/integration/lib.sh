@@ -81,6 +81,8 @@ topo_down() {
 	for ns in $(ip netns list 2>/dev/null | awk -v p="pbox-h$TAG-" 'index($1, p) == 1 { print $1 }'); do
 		ip netns del "$ns" 2>/dev/null
 	done
+	# the EAL's runtime directories of this run's boxes (--file-prefix)
+	rm -rf /run/dpdk/pbox"$TAG" /run/dpdk/pboxeal"$TAG" 2>/dev/null
 	[ -n "${KEEP_WORKDIR:-}" ] || rm -rf "$WORKDIR"
 	return $rc
 }

@@ -9,9 +9,18 @@ set -u
 need_root "$0"
 PREFIX=$WORKDIR/prefix
 make -s install PREFIX="$PREFIX" BUILD="$BUILD" > "$WORKDIR/install.log" 2>&1 || { cat "$WORKDIR/install.log"; die "make install failed"; }
-for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h lib/libpbox.a lib/libpbox.so lib/pkgconfig/pbox.pc; do
+for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h lib/libpbox.a lib/libpbox.so lib/pkgconfig/pbox.pc \
+	 share/man/man8/pboxd.8 share/man/man8/pboxctl.8 share/man/man3/libpbox.3 \
+	 share/bash-completion/completions/pboxctl; do
 	[ -e "$PREFIX/$f" ] || die "make install did not install $f"
 done
+if command -v man > /dev/null; then
+	man -l --warnings "$PREFIX/share/man/man8/pboxctl.8" 2>&1 > /dev/null | grep . && die "pboxctl.8 has troff warnings"
+fi
+# the completion offers the commands, and job's subcommands
+bash -c ". '$PREFIX/share/bash-completion/completions/pboxctl'
+COMP_WORDS=(pboxctl job ''); COMP_CWORD=2; _pboxctl; echo \"\${COMPREPLY[*]}\"" > "$WORKDIR/compl.txt" 2>&1
+grep -q "show abort create save" "$WORKDIR/compl.txt" || die "bash completion: $(cat "$WORKDIR/compl.txt")"
 ls "$PREFIX"/lib/python3.*/dist-packages/pbox/__init__.py >/dev/null 2>&1 || die "make install did not install the python package"
 # the installed python package finds the installed library, and its
 # load-time check (version, struct sizes) accepts it

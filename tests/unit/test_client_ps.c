@@ -286,6 +286,34 @@ static void sgd__plain_under_loss_applied_once(void **state)
 	box_inproc_free(b);
 }
 
+/* A job sized by its first worker (pbox_opts.job_bytes): a PS key whose
+ * weights and state do not fit is refused at declaration, naming the
+ * bytes needed and left. */
+static void memory__ps_key_beyond_job_bytes_named(void **state)
+{
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts o;
+	pbox_optim opt;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.job_bytes = 8 << 20;
+	assert_int_equal(pbox_connect(b->addr, "tiny", 0, 1, &o, &c), 0);
+	pbox_optim_init(&opt, PBOX_OPTIM_ADAM);
+	/* 1 M weights: 4 MB of weights (the results) + 8 MB of moments */
+	assert_int_equal(pbox_declare_optimizer(c, 1, 1 << 20, PBOX_F32, &opt), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(c), "of job memory (weights, optimizer state and "
+					       "results)"));
+	assert_non_null(strstr(pbox_last_error(c), "of 8388608 left"));
+	/* a smaller one fits */
+	assert_int_equal(pbox_declare_optimizer(c, 2, 1 << 16, PBOX_F32, &opt), 0);
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 /* ---- checkpoints ---- */
 
 struct call {
@@ -585,6 +613,7 @@ int main(void)
 		cmocka_unit_test(sgd__plain_under_loss_applied_once),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
+		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <grp.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -441,6 +442,9 @@ static int srv_setup(void **state)
 	snprintf(s->f->box.cfg.rpc_socket, sizeof(s->f->box.cfg.rpc_socket), "%s", s->path);
 	snprintf(s->f->box.cfg.control, sizeof(s->f->box.cfg.control), "127.0.0.1:0");
 	s->f->box.cfg.rpc_socket_mode = 0600;
+	/* --rpc-socket-group: group "daemon" (gid 1 on Debian) owns the socket */
+	snprintf(s->f->box.cfg.rpc_socket_group, sizeof(s->f->box.cfg.rpc_socket_group),
+		 "daemon");
 	int rc = rpc_server_open(&s->srv, &s->f->box, err, sizeof(err));
 	if (rc < 0)
 		fail_msg("rpc_server_open: %s", err);
@@ -501,6 +505,7 @@ static void server__calls_and_errors(void **state)
 
 	assert_int_equal(stat(s->path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(st.st_gid, getgrnam("daemon")->gr_gid);
 	r = rcall(c, "box_endpoints", NULL);
 	assert_int_equal(json_array_size(json_object_get(r, "endpoints")), 2);
 	json_decref(r);
