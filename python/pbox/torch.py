@@ -444,9 +444,11 @@ class BoxOptimizer(torch.optim.Optimizer):
         self._fixed = set()     # ids of params kept on the worker (requires_grad=False)
         self._ready = False
         self._own_client = client is None
-        self.client = client if client is not None else Client()
+        self.client = client
+        super().__init__(params, defaults)     # checks every group: nothing declared yet
+        if self.client is None:
+            self.client = Client()
         try:
-            super().__init__(params, defaults)
             for i in range(len(self.param_groups)):
                 self._setup_group(i)
             self._ready = True
