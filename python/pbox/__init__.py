@@ -10,7 +10,15 @@ C-contiguous writeable numpy arrays (float32, float16; a numpy dtype named
 'bfloat16', e.g. from ml_dtypes, maps to PBOX_BF16). Every failure raises
 pbox.Error with the library's message (which job, rank, key) and its code.
 
-For PyTorch DDP, see pbox.torch (allreduce_hook, fp16/bf16_compress_hook).
+PS mode (the optimizer runs on the box; include/pbox.h "PS mode"):
+
+    c.declare_optimizer(key, n, "f32", "sgd", lr=0.1, momentum=0.9)
+    c.ps_init(key, weights if c.rank == 0 else None, weights)
+    c.set_lr(key, 0.05)                 # optional, local: travels in each push
+    c.push_pull(key, grads, weights)    # gradients out, updated weights back
+
+For PyTorch DDP, see pbox.torch (allreduce_hook, fp16/bf16_compress_hook);
+for PS mode in PyTorch, pbox.torch.BoxOptimizer.
 """
 import ctypes
 import os
@@ -98,9 +106,10 @@ def _default_job():
     return None
 
 
-def _buffer_info(buf):
+def _buffer_info(buf, writable=True):
     """(address, element count, pbox dtype, what) for a supported buffer, or
-    raise Error(EINVAL) saying what is wrong."""
+    raise Error(EINVAL) saying what is wrong. writable=False for buffers
+    the library only reads (a PS key's gradients or initial weights)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(buf, torch.Tensor):
         dt = {torch.float32: PBOX_F32, torch.float16: PBOX_F16,
@@ -129,13 +138,13 @@ def _buffer_info(buf):
         if not buf.flags.c_contiguous:
             raise Error(EINVAL, "array is not C-contiguous (use np.ascontiguousarray and "
                                 "copy the result back)")
-        if not buf.flags.writeable:
-            raise Error(EINVAL, "array is read-only (the sum is written in place)")
+        if writable and not buf.flags.writeable:
+            raise Error(EINVAL, "array is read-only (the result is written into it)")
         if buf.size == 0:
             raise Error(EINVAL, "array is empty")
         return buf.ctypes.data, buf.size, dt, "array"
-    raise Error(EINVAL, f"cannot allreduce a {type(buf).__module__}.{type(buf).__name__}: "
-                        "pass a torch tensor or a numpy array")
+    raise Error(EINVAL, f"cannot use a {type(buf).__module__}.{type(buf).__name__} as a "
+                        "buffer: pass a torch tensor or a numpy array")
 
 
 def _check_key(key):
@@ -146,16 +155,66 @@ def _check_key(key):
     return key
 
 
+_DTYPE_CODES = {"f32": PBOX_F32, "float32": PBOX_F32, "f16": PBOX_F16, "float16": PBOX_F16,
+                "bf16": PBOX_BF16, "bfloat16": PBOX_BF16}
+_DTYPE_NAMES = {PBOX_F32: "f32", PBOX_F16: "f16", PBOX_BF16: "bf16"}
+
+
+def _dtype_code(dtype, what="dtype"):
+    """PBOX_F32/F16/BF16 from a code, a name ("f32", "bfloat16", ...) or a
+    torch dtype; Error(EINVAL) otherwise."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool) and dtype in _DTYPE_NAMES:
+        return dtype
+    name = dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
+    code = _DTYPE_CODES.get(name)
+    if code is None:
+        raise Error(EINVAL, f"{what} {dtype!r} is not supported (f32, f16 or bf16)")
+    return code
+
+
+def _ps_part(part):
+    if isinstance(part, int) and not isinstance(part, bool) and part in _lib.PS_PARTS.values():
+        return part
+    code = _lib.PS_PARTS.get(part) if isinstance(part, str) else None
+    if code is None:
+        raise Error(EINVAL, f"part {part!r}: use 'weights', 'state0' (SGD momentum, Adam "
+                            "exp_avg) or 'state1' (Adam exp_avg_sq)")
+    return code
+
+
+def _num(name, v):
+    """float(v) for a hyperparameter, or Error(EINVAL) naming it."""
+    if isinstance(v, bool):
+        raise Error(EINVAL, f"{name}={v!r} is not a number")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise Error(EINVAL, f"{name}={v!r} is not a number")
+
+
+class _PsKey:
+    """What a Client knows of a PS key it declared: the sizes and dtypes
+    its buffers must have (the library cannot check a weights_out it is
+    given no count for)."""
+    __slots__ = ("count", "dtype", "wdtype", "kind", "inited")
+
+    def __init__(self, count, dtype, wdtype, kind):
+        self.count, self.dtype, self.wdtype, self.kind = count, dtype, wdtype, kind
+        self.inited = False    # ps_init succeeded: pushes may follow
+
+
 class Request:
-    """An allreduce in flight (Client.iallreduce). The buffer must stay
-    untouched until wait() returns; the Request keeps it alive."""
+    """An allreduce (Client.iallreduce) or a PS step (Client.ipush_pull) in
+    flight. Its buffers must stay untouched until wait() returns; the
+    Request keeps them alive."""
 
-    __slots__ = ("_client", "_handle", "_buf", "_key", "_done")
+    __slots__ = ("_client", "_handle", "_buf", "_keep", "_key", "_done")
 
-    def __init__(self, client, handle, buf, key):
+    def __init__(self, client, handle, buf, key, keep=None):
         self._client = client
         self._handle = handle
-        self._buf = buf
+        self._buf = buf        # what wait() returns: the result's buffer
+        self._keep = keep      # another buffer the library reads meanwhile
         self._key = key
         self._done = False
 
@@ -173,8 +232,9 @@ class Request:
             return bool(self._client._L.pbox_test(self._handle))
 
     def wait(self):
-        """Block until the sum is in the buffer; return the buffer. Raises
-        Error on failure. Calling it again returns at once."""
+        """Block until the result is in the buffer (the sum; a PS step's
+        weights); return that buffer. Raises Error on failure. Calling it
+        again returns at once."""
         if self._done:
             return self._buf
         c = self._client
@@ -195,6 +255,7 @@ class Request:
                 c._reqs.discard(self)
                 c._idle.notify_all()
         self._done = True
+        self._keep = None
         if rc < 0:
             raise Error(rc, msg or strerror(rc))
         return self._buf
@@ -229,6 +290,7 @@ class Client:
         self._idle = threading.Condition(self._lock)
         self._waiting = 0
         self._reqs = set()
+        self._ps = {}          # key -> _PsKey, the PS keys declared on this client
         if control is None:
             control = os.environ.get("PBOX_CONTROL") or None
         if job is None:
@@ -293,6 +355,23 @@ class Client:
             raise Error(ECLOSED, f"job '{self.job}' rank {self.rank}: the client is closed")
         return self._handle
 
+    def _blocking(self, fn, *args):
+        """fn(handle, *args), a library call that blocks (the GIL is
+        released), counted as a waiter so close() waits for it; raise
+        Error if it fails."""
+        with self._lock:
+            h = self._live()
+            self._waiting += 1
+        try:
+            rc = fn(h, *args)
+            msg = self._last_error() if rc < 0 else None
+        finally:
+            with self._lock:
+                self._waiting -= 1
+                self._idle.notify_all()
+        if rc < 0:
+            raise Error(rc, msg or strerror(rc))
+
     # -- API --------------------------------------------------------------
     def iallreduce(self, buf, key):
         """Start an in-place sum of buf over all ranks under `key`; return a
@@ -313,6 +392,155 @@ class Client:
     def allreduce(self, buf, key):
         """Sum buf over all ranks in place under `key`; return buf."""
         return self.iallreduce(buf, key).wait()
+
+    # -- PS mode (include/pbox.h "PS mode") --------------------------------
+    def declare_optimizer(self, key, count, dtype=PBOX_F32, optimizer="sgd", *, lr=None,
+                          momentum=0.0, dampening=0.0, weight_decay=None, nesterov=False,
+                          betas=(0.9, 0.999), eps=1e-8, sum=False, weights_dtype=None):
+        """Declare `key` a PS key of `count` weights whose gradients come as
+        `dtype` (PBOX_F32/F16/BF16, "f32"/"f16"/"bf16" or a torch dtype),
+        updated on the box by `optimizer` ("sgd", "adam", "adamw") with
+        PyTorch's hyperparameters and defaults (lr: SGD 0.01, Adam(W)
+        0.001; weight_decay: AdamW 0.01, else 0). sum=True: the box steps
+        with the sum of the gradients, not their mean over the ranks.
+        weights_dtype: of the weights the box returns, f32 (default) or
+        `dtype`. Collective: every rank declares every PS key with the same
+        arguments, in the same order; blocks until the box answered.
+
+        Only names and types are checked here; the box checks the values
+        (momentum < 1, eps > 0, ...) and its refusal raises Error naming
+        the value."""
+        _check_key(key)
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise Error(EINVAL, f"key {key}: count must be a positive int, not {count!r}")
+        dt = _dtype_code(dtype)
+        wdt = PBOX_F32 if weights_dtype is None else _dtype_code(weights_dtype, "weights_dtype")
+        if not isinstance(optimizer, str) or optimizer.lower() not in _lib.OPTIMIZERS:
+            raise Error(EINVAL, f"key {key}: unknown optimizer {optimizer!r} (sgd, adam or "
+                                "adamw)")
+        kind = _lib.OPTIMIZERS[optimizer.lower()]
+        o = _lib.Optim()
+        rc = self._L.pbox_optim_init_sized(ctypes.byref(o), ctypes.sizeof(o), kind)
+        if rc < 0:
+            raise Error(rc, f"pbox_optim_init_sized refused {ctypes.sizeof(o)} bytes")
+        if lr is not None:
+            o.lr = _num("lr", lr)
+        if weight_decay is not None:
+            o.weight_decay = _num("weight_decay", weight_decay)
+        if kind == _lib.PBOX_OPTIM_SGD:
+            o.momentum = _num("momentum", momentum)
+            o.dampening = _num("dampening", dampening)
+            o.nesterov = 1 if nesterov else 0
+        else:
+            try:
+                b1, b2 = betas
+            except (TypeError, ValueError):
+                raise Error(EINVAL, f"betas={betas!r} is not a pair of numbers")
+            o.beta1, o.beta2 = _num("beta1", b1), _num("beta2", b2)
+            o.eps = _num("eps", eps)
+        o.sum = 1 if sum else 0
+        o.weights_dtype = wdt
+        self._blocking(self._L.pbox_declare_optimizer, key, count, dt, ctypes.byref(o))
+        self._ps[key] = _PsKey(count, dt, wdt, kind)
+
+    def _ps_key(self, key):
+        _check_key(key)
+        k = self._ps.get(key)
+        if k is None:
+            raise Error(EINVAL, f"key {key} is not a PS key of this client: "
+                                "declare_optimizer(key, ...) first")
+        return k
+
+    @staticmethod
+    def _ps_buffer(buf, key, count, dtype, role, writable):
+        ptr, n, dt, _ = _buffer_info(buf, writable)
+        if n != count or dt != dtype:
+            raise Error(EINVAL, f"key {key}: {role} must hold {count} {_DTYPE_NAMES[dtype]} "
+                                f"elements, not {n} {_DTYPE_NAMES[dt]}")
+        return ptr
+
+    def ps_init(self, key, weights, out):
+        """The first round of PS key `key`: rank 0 passes its initial
+        weights (count float32 elements), the other ranks None; every rank
+        gets the box's copy in `out` (count elements of the key's
+        weights_dtype). Collective; blocks. Returns out."""
+        k = self._ps_key(key)
+        wptr = None
+        if weights is not None:
+            wptr = self._ps_buffer(weights, key, k.count, PBOX_F32, "weights", False)
+        optr = self._ps_buffer(out, key, k.count, k.wdtype, "out", True)
+        self._blocking(self._L.pbox_ps_init, key, wptr, optr)
+        k.inited = True
+        return out
+
+    def ipush_pull(self, key, grad, out):
+        """Start one optimizer step on PS key `key`: push `grad` (count
+        elements of the declared dtype), receive the updated weights into
+        `out` (count elements of the weights dtype). Returns a Request;
+        both buffers must stay untouched until its wait() returns out."""
+        k = self._ps_key(key)
+        if not k.inited:
+            # refused here: the box would refuse it too (nothing applied),
+            # but libpbox 0.5.0 then counts a round the box never saw
+            raise Error(EINVAL, f"job '{self.job}' rank {self.rank} key {key}: push before "
+                                "ps_init (every rank calls ps_init(key, ...) once first)")
+        gptr = self._ps_buffer(grad, key, k.count, k.dtype, "grad", False)
+        optr = self._ps_buffer(out, key, k.count, k.wdtype, "out", True)
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_ipush_pull(h, key, gptr, optr, k.count, k.dtype,
+                                         ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, out, key, keep=grad)
+            self._reqs.add(r)
+        return r
+
+    def push_pull(self, key, grad, out):
+        """One optimizer step on PS key `key` (ipush_pull and wait); returns out."""
+        return self.ipush_pull(key, grad, out).wait()
+
+    def set_lr(self, key, lr):
+        """The learning rate the next pushes of PS key `key` carry (finite,
+        >= 0; the box uses rank 0's). Local: no round trip."""
+        self._ps_key(key)
+        v = _num("lr", lr)
+        with self._lock:
+            rc = self._L.pbox_set_lr(self._live(), key, v)
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+
+    def ps_read(self, key, out, part="weights"):
+        """Read PS key `key`'s fp32 weights or optimizer state ('state0':
+        SGD's momentum buffer or Adam's exp_avg; 'state1': Adam's
+        exp_avg_sq) from the box into `out` (count float32 elements);
+        return the number of optimizer steps they hold. Only between steps:
+        while any rank has a push of the key in flight the box answers
+        EBUSY. Goes through the control connection: for checkpoints."""
+        k = self._ps_key(key)
+        p = _ps_part(part)
+        optr = self._ps_buffer(out, key, k.count, PBOX_F32, "out", True)
+        steps = ctypes.c_uint64()
+        self._blocking(self._L.pbox_ps_read, key, p, optr, k.count, ctypes.byref(steps))
+        return steps.value
+
+    def ps_write(self, key, data, part="weights"):
+        """Rank 0, between steps: overwrite PS key `key`'s weights or state
+        on the box with `data` (count float32 elements). The other ranks
+        get new weights with the next step's result."""
+        k = self._ps_key(key)
+        p = _ps_part(part)
+        dptr = self._ps_buffer(data, key, k.count, PBOX_F32, "data", False)
+        self._blocking(self._L.pbox_ps_write, key, p, dptr, k.count)
+
+    def ps_set_steps(self, key, steps):
+        """Rank 0, between steps: set the optimizer steps PS key `key` has
+        taken (the next step is steps + 1: Adam's bias correction)."""
+        self._ps_key(key)
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps < 2 ** 64:
+            raise Error(EINVAL, f"key {key}: steps must be an int >= 0, not {steps!r}")
+        self._blocking(self._L.pbox_ps_set_steps, key, steps)
 
     def stats(self):
         """The client's counters as a dict."""

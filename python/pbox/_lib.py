@@ -20,6 +20,11 @@ and what was expected; it is never skipped.
 ctypes releases the GIL around every foreign call, so a thread blocked in
 pbox_wait() does not stop other Python threads.
 
+pbox_optim (PS mode, Optim below) has no size function: the library tells
+its size through pbox_optim_init_sized, which fills at most its own struct
+and writes the size it used into the size field; load() checks that it
+takes ours whole (check_optim).
+
 Everything typed here by hand from include/pbox.h (the version, dtypes,
 error codes in __init__.py, the structs' fields) is compared with the header
 by tests/python/test_abi.py (make pycheck).
@@ -44,6 +49,18 @@ TRANSPORT_XDP = 2
 TRANSPORT_VERBS = 3
 TRANSPORTS = {"auto": TRANSPORT_AUTO, "udp": TRANSPORT_UDP, "xdp": TRANSPORT_XDP,
               "verbs": TRANSPORT_VERBS}
+
+# pbox_optim_kind
+PBOX_OPTIM_SGD = 1
+PBOX_OPTIM_ADAM = 2
+PBOX_OPTIM_ADAMW = 3
+OPTIMIZERS = {"sgd": PBOX_OPTIM_SGD, "adam": PBOX_OPTIM_ADAM, "adamw": PBOX_OPTIM_ADAMW}
+
+# pbox_ps_part
+PBOX_PS_WEIGHTS = 0
+PBOX_PS_STATE0 = 1
+PBOX_PS_STATE1 = 2
+PS_PARTS = {"weights": PBOX_PS_WEIGHTS, "state0": PBOX_PS_STATE0, "state1": PBOX_PS_STATE1}
 
 
 class Opts(ctypes.Structure):
@@ -89,6 +106,24 @@ class Stats(ctypes.Structure):
         ("fast_retransmits", ctypes.c_uint64),
         ("timeouts", ctypes.c_uint64),
         ("ce_marks", ctypes.c_uint64),
+    ]
+
+
+class Optim(ctypes.Structure):
+    """pbox_optim. Fill with pbox_optim_init_sized(byref(o), sizeof(Optim), kind)."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("kind", ctypes.c_uint32),
+        ("lr", ctypes.c_double),
+        ("momentum", ctypes.c_double),
+        ("dampening", ctypes.c_double),
+        ("weight_decay", ctypes.c_double),
+        ("beta1", ctypes.c_double),
+        ("beta2", ctypes.c_double),
+        ("eps", ctypes.c_double),
+        ("nesterov", ctypes.c_uint32),
+        ("sum", ctypes.c_uint32),
+        ("weights_dtype", ctypes.c_uint32),
     ]
 
 
@@ -142,6 +177,31 @@ def _declare(lib):
     lib.pbox_get_stats_sized.restype = ctypes.c_int
     lib.pbox_transport_info.argtypes = [c_client_p]
     lib.pbox_transport_info.restype = ctypes.c_char_p
+    # PS mode (0.5.0)
+    lib.pbox_optim_init_sized.argtypes = [ctypes.POINTER(Optim), ctypes.c_size_t, ctypes.c_int]
+    lib.pbox_optim_init_sized.restype = ctypes.c_int
+    lib.pbox_declare_optimizer.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_size_t,
+                                           ctypes.c_int, ctypes.POINTER(Optim)]
+    lib.pbox_declare_optimizer.restype = ctypes.c_int
+    lib.pbox_ps_init.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    lib.pbox_ps_init.restype = ctypes.c_int
+    lib.pbox_push_pull.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_size_t, ctypes.c_int]
+    lib.pbox_push_pull.restype = ctypes.c_int
+    lib.pbox_ipush_pull.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                    ctypes.POINTER(c_req_p)]
+    lib.pbox_ipush_pull.restype = ctypes.c_int
+    lib.pbox_set_lr.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_double]
+    lib.pbox_set_lr.restype = ctypes.c_int
+    lib.pbox_ps_read.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p,
+                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
+    lib.pbox_ps_read.restype = ctypes.c_int
+    lib.pbox_ps_write.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p,
+                                  ctypes.c_size_t]
+    lib.pbox_ps_write.restype = ctypes.c_int
+    lib.pbox_ps_set_steps.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_uint64]
+    lib.pbox_ps_set_steps.restype = ctypes.c_int
     return lib
 
 
@@ -198,6 +258,32 @@ def check(lib, where, expect=VERSION, structs=(("pbox_opts", Opts), ("pbox_stats
     return lib
 
 
+def check_optim(lib, where, struct=Optim):
+    """Raise LibraryMismatch unless lib's pbox_optim_init_sized fills our
+    Optim whole: it accepts sizeof(struct) and writes that size into the
+    size field (a library whose pbox_optim is smaller writes its own
+    size; one whose first layout is larger refuses). struct is a
+    parameter for the tests only."""
+    fn = getattr(lib, "pbox_optim_init_sized", None)
+    ours = ctypes.sizeof(struct)
+    if fn is None:
+        raise LibraryMismatch(f"pbox: {where} has no pbox_optim_init_sized(): not a libpbox "
+                              "with PS mode (0.5.0 or later)")
+    if isinstance(lib, ctypes.CDLL):
+        # a function object of our own: the library's keeps _declare's argtypes
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        fn = proto(("pbox_optim_init_sized", lib))
+    o = struct()
+    rc = fn(ctypes.addressof(o), ours, PBOX_OPTIM_SGD)
+    if rc != 0 or o.size != ours:
+        theirs = "refuses it" if rc != 0 else f"fills {o.size} bytes"
+        raise LibraryMismatch(f"pbox: struct pbox_optim is {ours} bytes as this package "
+                              f"declares it (pbox._lib.{struct.__name__}) but "
+                              f"pbox_optim_init_sized in {where} {theirs}: the declaration "
+                              "does not match include/pbox.h")
+    return lib
+
+
 _lib = None
 _lib_path = None
 
@@ -220,6 +306,7 @@ def load():
             continue
         try:
             check(lib, n)
+            check_optim(lib, n)
         except LibraryMismatch as e:
             if explicit:
                 raise

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""pbox.torch - PyTorch DDP communication hooks that sum gradients on a pbox.
+"""pbox.torch - PyTorch on a pbox: DDP communication hooks that sum
+gradients on the box, and BoxOptimizer, an optimizer that runs on the box
+(PS mode; its own section below).
 
     import pbox, pbox.torch
     state = pbox.torch.State(pbox.Client())
@@ -23,17 +25,29 @@ order, so the same index can then have another size. The hook's key is
 therefore a hash of (State name, bucket index, element count, wire dtype)
 truncated to 31 bits: identical on all ranks without any exchange, stable
 across iterations, and a new key after a rebuild. Hook keys lie in
-0..2**31-1; keys of your own should use 2**31 and above.
+0..2**31-1; keys of your own should use 2**31 and above (BoxOptimizer's
+are hashes there too; a key of your own that collides with one of them
+is refused when the second declaration meets the first).
+
+PS mode, without DDP (every rank builds the same model):
+
+    opt = pbox.torch.BoxOptimizer(model.parameters(), "sgd", lr=0.1, momentum=0.9)
+    ...
+    loss.backward()
+    opt.step()          # gradients to the box, updated weights back
 """
 import hashlib
+import math
 import queue
 import threading
 
 import torch
+from torch.optim.optimizer import required as _torch_required
 
-from . import Client, Error, EINVAL
+from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT
 
-__all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for"]
+__all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
+           "BoxOptimizer", "ps_key_for"]
 
 _KEY_MASK = 0x7FFFFFFF
 _DTYPE_NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -227,3 +241,588 @@ HOOKS = {"fp32": allreduce_hook, "fp16": fp16_compress_hook, "bf16": bf16_compre
 for _name, _h in HOOKS.items():
     _h.__name__ = _h.__qualname__ = f"pbox_{_h.__name__}"
 del _name, _h
+
+
+# ---- PS mode: BoxOptimizer -------------------------------------------------
+#
+# The box keeps the fp32 weights and the optimizer state of every parameter
+# bucket (a PS key); a step pushes the bucket's gradients and gets the
+# updated weights back in the same round trip (include/pbox.h "PS mode",
+# docs/pytorch.md "PS mode: BoxOptimizer"). Keys: 2**31 | 31 bits of a hash
+# of (name, group, bucket, numel, dtype), so that every rank derives the
+# same keys from the same model, apart from the DDP hooks' 0..2**31-1.
+
+_PS_KEY_BIT = 0x80000000
+_TORCH_PBOX_DTYPE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+# PyTorch's hyperparameters and defaults (torch.optim.SGD, Adam, AdamW)
+_REQUIRED = _torch_required
+_HYPER = {
+    "sgd": {"lr": _REQUIRED, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
+            "nesterov": False},
+    "adam": {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0},
+    "adamw": {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2},
+}
+# torch.optim flags the box does not implement: accepted only off
+_FLAGS = {
+    "sgd": ("maximize", "foreach", "differentiable"),
+    "adam": ("amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused"),
+    "adamw": ("amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused"),
+}
+
+
+def ps_key_for(name, group, index, numel, dtype):
+    """The PS key BoxOptimizer uses for bucket `index` of param group
+    `group`: 2**31 | 31 bits of BLAKE2b over (name, group, index, numel,
+    dtype). The same on every rank."""
+    dt = _DTYPE_NAME.get(dtype, str(dtype))
+    h = hashlib.blake2b(f"pbox-ps|{name}|{group}|{index}|{numel}|{dt}".encode(), digest_size=8)
+    return _PS_KEY_BIT | (int.from_bytes(h.digest(), "little") & _KEY_MASK)
+
+
+def _real(name, v, lo, hi=None, lo_open=False, hi_open=False, why=""):
+    """float(v) if finite and within [lo, hi] (open ends as told), else
+    ValueError naming the hyperparameter, the range and why."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ok:
+        v = float(v)
+        ok = (v > lo if lo_open else v >= lo) and (
+            hi is None or (v < hi if hi_open else v <= hi))
+    if not ok:
+        rng = f"{'>' if lo_open else '>='} {lo:g}"
+        if hi is not None:
+            rng += f" and {'<' if hi_open else '<='} {hi:g}"
+        raise ValueError(f"BoxOptimizer: {name}={v!r} is out of range: must be finite, {rng}"
+                         f"{why}")
+    return v
+
+
+def _check_hyper(kind, g):
+    """Validate one param group's hyperparameters (ValueError naming the
+    first bad one); return the ones declared on the box, normalised."""
+    hp = {"weight_decay": _real("weight_decay", g["weight_decay"], 0)}
+    _real("lr", g["lr"], 0)
+    if kind == "sgd":
+        hp["momentum"] = _real("momentum", g["momentum"], 0, 1, hi_open=True,
+                               why=" (the box's SGD needs momentum < 1)")
+        hp["dampening"] = _real("dampening", g["dampening"], 0, 1)
+        if not isinstance(g["nesterov"], bool):
+            raise ValueError(f"BoxOptimizer: nesterov={g['nesterov']!r} is not True or False")
+        hp["nesterov"] = g["nesterov"]
+        if hp["nesterov"] and (hp["momentum"] <= 0 or hp["dampening"] != 0):
+            raise ValueError("BoxOptimizer: Nesterov momentum requires a momentum > 0 and zero "
+                             "dampening (as torch.optim.SGD)")
+        return hp
+    betas = g["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"BoxOptimizer: betas={betas!r} is not a pair of numbers")
+    hp["betas"] = (_real("betas[0]", betas[0], 0, 1, hi_open=True),
+                   _real("betas[1]", betas[1], 0, 1, hi_open=True))
+    hp["eps"] = _real("eps", g["eps"], 0, lo_open=True)
+    return hp
+
+
+def _same_hyper(declared, g):
+    """The names of hyperparameters of group g that differ from what the
+    box was declared with."""
+    out = []
+    for name, v in declared.items():
+        w = g.get(name)
+        if name == "betas":
+            same = isinstance(w, (tuple, list)) and len(w) == 2 and \
+                tuple(float(x) for x in w) == v
+        elif name == "nesterov":
+            same = w == v
+        else:
+            same = isinstance(w, (int, float)) and not isinstance(w, bool) and float(w) == v
+        if not same:
+            out.append(f"{name} (declared {v!r}, now {w!r})")
+    return out
+
+
+class _Bucket:
+    """Parameters of one param group and dtype, flattened into one PS key."""
+
+    __slots__ = ("key", "group", "index", "params", "offsets", "numel", "dtype", "grad",
+                 "weights", "req", "ready", "versions")
+
+    def __init__(self, group, index, params, dtype):
+        self.group, self.index, self.params, self.dtype = group, index, params, dtype
+        self.offsets = []
+        n = 0
+        for p in params:
+            self.offsets.append(n)
+            n += p.numel()
+        self.numel = n
+        self.key = None
+        self.grad = torch.zeros(n, dtype=dtype)      # the gradients pushed
+        self.weights = torch.zeros(n, dtype=dtype)   # the weights pulled
+        self.req = None        # the push_pull in flight, between push and step()
+        self.ready = set()     # overlap: indices of params whose grad is ready
+        self.versions = None   # overlap: (grad, grad._version) of each param at push
+
+    def slices(self, flat):
+        for p, off in zip(self.params, self.offsets):
+            yield p, flat[off:off + p.numel()].view(p.shape)
+
+
+class BoxOptimizer(torch.optim.Optimizer):
+    """An optimizer that runs on the pbox box (PS mode): a drop-in for
+    torch.optim.SGD, Adam and AdamW in a script without DDP.
+
+    BoxOptimizer(params, optimizer="sgd", client=None, *, name="ps",
+                 bucket_mb=4, overlap=False, **hyperparameters)
+
+      params:    as torch.optim (tensors, or dicts of param groups); CPU
+                 tensors of float32, float16 or bfloat16.
+      optimizer: "sgd", "adam" or "adamw", with PyTorch's hyperparameters
+                 and defaults: lr (required for SGD), momentum, dampening,
+                 weight_decay, nesterov; lr, betas, eps, weight_decay
+                 (AdamW's default 1e-2, decoupled). Flags the box does not
+                 implement (amsgrad, maximize, foreach, capturable,
+                 differentiable, fused) are accepted only off.
+      client:    a pbox.Client (default pbox.Client() from the environment,
+                 closed by close()).
+      name:      separates the keys of several BoxOptimizers on one client.
+      bucket_mb: parameters of a group are flattened into buckets of about
+                 this size, one PS key each.
+      overlap:   True starts a bucket's push during backward() as soon as all
+                 its gradients are ready; step() then only waits. Gradients
+                 must then not change between backward() and step() (no
+                 clipping, no second backward for accumulation): step()
+                 raises if they did. Default False: step() pushes.
+
+    Construction is collective: every rank builds it with the same model
+    and arguments; it declares the keys on the box, and every rank's
+    parameters become rank 0's (the box's copy). step() pushes each
+    bucket's gradients (a parameter without .grad counts as zeros) with its
+    group's current lr (schedulers work) and writes the returned weights
+    into the parameters; the box averages the gradients over the ranks (in
+    rank order, fp32) and applies torch 1.13's update in fp32, so every
+    rank holds the same bits. Only lr may change after construction; other
+    hyperparameters are fixed on the box (step() raises if a group's
+    changed). Parameters with requires_grad=False at construction stay on
+    the worker and are never updated.
+
+    State: the optimizer state lives on the box. state_dict() reads it back
+    into torch's layout (momentum_buffer; step, exp_avg, exp_avg_sq) and
+    load_state_dict() writes it, with the parameters' current values as the
+    box's weights (load the model first). Both are collective: every rank
+    calls them at the same point between steps (a rank that pushes while
+    another reads makes the read fail with EBUSY); they end with a barrier
+    on the box. The box can also checkpoint a job itself: `pboxctl job
+    save` (docs/operations.md).
+    """
+
+    def __init__(self, params, optimizer="sgd", client=None, *, name="ps", bucket_mb=4,
+                 overlap=False, **hyper):
+        if not isinstance(optimizer, str) or optimizer.lower() not in _HYPER:
+            raise ValueError(f"BoxOptimizer: unknown optimizer {optimizer!r}: the box runs "
+                             "'sgd', 'adam' and 'adamw'")
+        kind = optimizer.lower()
+        defaults = dict(_HYPER[kind])
+        for flag in _FLAGS[kind]:
+            if flag in hyper:
+                if hyper.pop(flag):
+                    raise ValueError(f"BoxOptimizer: {flag}={True!r} is not supported: the "
+                                     f"box runs plain {kind} (leave {flag} off)")
+        unknown = sorted(set(hyper) - set(defaults))
+        if unknown:
+            raise TypeError(f"BoxOptimizer({kind!r}) got unexpected hyperparameters "
+                            f"{', '.join(unknown)} (it takes {', '.join(defaults)})")
+        defaults.update(hyper)
+        if not (isinstance(bucket_mb, (int, float)) and 0 < bucket_mb <= 1024):
+            raise ValueError(f"BoxOptimizer: bucket_mb={bucket_mb!r} must be in (0, 1024]")
+        self.kind = kind
+        self.name = str(name)
+        self.overlap = bool(overlap)
+        self._bucket_bytes = max(1, int(bucket_mb * 2 ** 20))
+        self._buckets = []
+        self._declared = []     # per group: the hyperparameters on the box
+        self._keys = {}         # key -> bucket
+        self._grad_accs = []    # overlap: AccumulateGrad nodes (kept alive)
+        self._fixed = set()     # ids of params kept on the worker (requires_grad=False)
+        self._ready = False
+        self._own_client = client is None
+        self.client = client
+        super().__init__(params, defaults)     # checks every group: nothing declared yet
+        if self.client is None:
+            self.client = Client()
+        try:
+            for i in range(len(self.param_groups)):
+                self._setup_group(i)
+            self._ready = True
+        except BaseException:
+            if self._own_client:
+                self.client.close()
+            raise
+
+    # -- set-up ------------------------------------------------------------
+    def add_param_group(self, param_group):
+        """As torch.optim; after construction it is collective (every rank
+        adds the same group) and declares the group's keys on the box."""
+        if self._ready and any(b.req is not None for b in self._buckets):
+            raise RuntimeError("BoxOptimizer: add_param_group while pushes are in flight "
+                               "(call it between step() and the next backward)")
+        super().add_param_group(param_group)
+        g = self.param_groups[-1]
+        try:
+            _check_hyper(self.kind, g)
+            for p in g["params"]:
+                if p.device.type != "cpu":
+                    raise ValueError(f"BoxOptimizer: a parameter is on {p.device}; the box "
+                                     "takes CPU tensors only for now")
+                if p.dtype not in _TORCH_PBOX_DTYPE:
+                    raise ValueError(f"BoxOptimizer: a parameter has dtype {p.dtype} "
+                                     "(float32, float16 or bfloat16)")
+        except ValueError:
+            self.param_groups.pop()
+            raise
+        if self._ready:
+            self._setup_group(len(self.param_groups) - 1)
+
+    def _setup_group(self, gi):
+        g = self.param_groups[gi]
+        self._declared.append(_check_hyper(self.kind, g))
+        params = []
+        for p in g["params"]:
+            if p.requires_grad:
+                params.append(p)
+            else:
+                self._fixed.add(id(p))
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            group = [p for p in params if p.dtype == dtype]
+            for b in self._pack(gi, group, dtype):
+                self._declare(b)
+                self._init(b)
+                if self.overlap:
+                    self._hook(b)
+
+    def _pack(self, gi, params, dtype):
+        """Buckets of params (in order) of about the bucket size each."""
+        out, cur, size = [], [], 0
+        itemsize = torch.tensor([], dtype=dtype).element_size()
+        for p in params:
+            nb = p.numel() * itemsize
+            if cur and size + nb > self._bucket_bytes:
+                out.append(cur)
+                cur, size = [], 0
+            if p.numel():
+                cur.append(p)
+                size += nb
+        if cur:
+            out.append(cur)
+        first = sum(1 for b in self._buckets if b.group == gi)
+        return [_Bucket(gi, first + i, ps, dtype) for i, ps in enumerate(out)]
+
+    def _declare(self, b):
+        key = ps_key_for(self.name, b.group, b.index, b.numel, b.dtype)
+        if key in self._keys or key in self.client._ps:
+            raise Error(EINVAL, f"BoxOptimizer '{self.name}': bucket {b.index} of group "
+                                f"{b.group} hashes to PS key {key}, already in use on this "
+                                "client; give the BoxOptimizer another name")
+        g, hp = self.param_groups[b.group], self._declared[b.group]
+        kw = {"lr": g["lr"], "weight_decay": hp["weight_decay"]}
+        if self.kind == "sgd":
+            kw.update(momentum=hp["momentum"], dampening=hp["dampening"],
+                      nesterov=hp["nesterov"])
+        else:
+            kw.update(betas=hp["betas"], eps=hp["eps"])
+        wdt = _TORCH_PBOX_DTYPE[b.dtype]
+        self.client.declare_optimizer(key, b.numel, wdt, self.kind, weights_dtype=wdt, **kw)
+        b.key = key
+        self._keys[key] = b
+        self._buckets.append(b)
+
+    @torch.no_grad()
+    def _init(self, b):
+        """The key's first round: rank 0's weights up, the box's copy into
+        every rank's parameters."""
+        up = None
+        if self.client.rank == 0:
+            up = torch.empty(b.numel, dtype=torch.float32)
+            for p, dst in b.slices(up):
+                dst.copy_(p)
+        self.client.ps_init(b.key, up, b.weights)
+        for p, src in b.slices(b.weights):
+            p.copy_(src)
+
+    def _hook(self, b):
+        with torch.enable_grad():
+            for i, p in enumerate(b.params):
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._grad_ready(b, i))
+                self._grad_accs.append(acc)
+
+    def _grad_ready(self, b, i):
+        def hook(*_):
+            if b.req is not None:
+                raise RuntimeError(
+                    f"BoxOptimizer(overlap=True): a gradient of bucket {b.index} of group "
+                    f"{b.group} changed after the bucket was pushed (a second backward "
+                    "before step(), e.g. gradient accumulation); use overlap=False")
+            b.ready.add(i)
+            if len(b.ready) == len(b.params):
+                self._push(b)
+        return hook
+
+    # -- steps --------------------------------------------------------------
+    @torch.no_grad()
+    def _push(self, b):
+        """Flatten b's gradients and start its push_pull with its group's lr."""
+        versions = []
+        for p, dst in b.slices(b.grad):
+            g = p.grad
+            if g is None:
+                dst.zero_()
+            elif g.is_sparse:
+                raise RuntimeError("BoxOptimizer: sparse gradients are not supported")
+            else:
+                dst.copy_(g)
+            versions.append((g, g._version if g is not None else None))
+        b.versions = versions
+        self.client.set_lr(b.key, float(self.param_groups[b.group]["lr"]))
+        b.req = self.client.ipush_pull(b.key, b.grad, b.weights)
+
+    @staticmethod
+    def _stale(b):
+        """True if a gradient of b changed after b was pushed."""
+        if b.versions is None:
+            return False
+        for p, (g, v) in zip(b.params, b.versions):
+            if p.grad is not g or (g is not None and g._version != v):
+                return True
+        return False
+
+    def _check_groups(self):
+        for gi, g in enumerate(self.param_groups):
+            changed = _same_hyper(self._declared[gi], g)
+            if changed:
+                raise ValueError(f"BoxOptimizer: param group {gi} changed {', '.join(changed)}; "
+                                 "only lr can change after construction (the box holds the "
+                                 "others; e.g. OneCycleLR needs cycle_momentum=False)")
+            _real("lr", g["lr"], 0)
+        for g in self.param_groups:
+            for p in g["params"]:
+                if id(p) in self._fixed and p.grad is not None:
+                    raise RuntimeError("BoxOptimizer: a parameter that had requires_grad=False "
+                                       "at construction has a gradient; it is not on the box "
+                                       "(add it with add_param_group)")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Push every bucket's gradients (those overlap did not push yet),
+        wait for the updated weights and write them into the parameters.
+        Returns closure's loss if given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        first = None
+        try:
+            self._check_groups()
+            for b in self._buckets:
+                if b.req is None:
+                    self._push(b)
+        except BaseException as e:  # nothing more is pushed; what is in flight is waited for
+            first = e
+        stale = [b for b in self._buckets if b.req is not None and self._stale(b)]
+        done, first = self._drain(first)
+        # the box applied every step that completed: take its weights, so
+        # that all ranks keep holding the same bits whatever failed
+        for b in done:
+            for p, src in b.slices(b.weights):
+                p.copy_(src)
+        if first is not None:
+            raise first
+        if stale:
+            b = stale[0]
+            raise RuntimeError(
+                f"BoxOptimizer(overlap=True): gradients of bucket {b.index} of group {b.group} "
+                "were modified after backward pushed them (e.g. clip_grad_norm_, a second "
+                "backward, zero_grad before step()); the box applied the pushed ones. Use "
+                "overlap=False to change gradients between backward and step()")
+        return loss
+
+    def _drain(self, first=None):
+        """Wait for every push in flight. Returns (the buckets whose step
+        completed, the first error or `first`)."""
+        done = []
+        for b in self._buckets:
+            r, b.req = b.req, None
+            b.ready = set()
+            b.versions = None
+            if r is None:
+                continue
+            try:
+                r.wait()
+                done.append(b)
+            except BaseException as e:
+                first = first or e
+        return done, first
+
+    # -- state ----------------------------------------------------------------
+    def _barrier(self, what):
+        """Every rank has reached this point: a 1-float allreduce on a plain
+        key of this optimizer's."""
+        key = ps_key_for(self.name, "barrier", 0, 1, torch.float32)
+        try:
+            self.client.allreduce(torch.zeros(1), key)
+        except Error as e:
+            if e.code == ETIMEDOUT:
+                raise Error(e.code, f"BoxOptimizer.{what}() is collective: every rank calls "
+                                    f"it at the same point ({e.message})") from e
+            raise
+
+    def _read(self, b, part, what):
+        buf = torch.empty(b.numel, dtype=torch.float32)
+        try:
+            steps = self.client.ps_read(b.key, buf, part)
+        except Error as e:
+            if e.code == EBUSY:
+                raise Error(e.code, f"BoxOptimizer.{what}() reads the box between steps: call "
+                                    "it on every rank at the same point, not on one rank "
+                                    f"while the others step ({e.message})") from e
+            raise
+        return buf, steps
+
+    def state_dict(self):
+        """torch's optimizer state_dict, with the state read back from the
+        box: per parameter, SGD {'momentum_buffer', 'step'}, Adam(W)
+        {'step', 'exp_avg', 'exp_avg_sq'} (tensors of the parameter's
+        dtype; 'step' a float tensor, as torch 1.13). Collective (class
+        docstring)."""
+        if any(b.req is not None for b in self._buckets):
+            raise RuntimeError("BoxOptimizer.state_dict() between steps only (pushes are in "
+                               "flight: call step() first)")
+        sd = super().state_dict()
+        index = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+        state = {}
+        for b in self._buckets:
+            names = self._state_names(b)
+            arrays, steps = [], 0
+            for i in range(len(names)):
+                buf, steps = self._read(b, f"state{i}", "state_dict")
+                arrays.append(buf)
+            if steps == 0:      # SGD without momentum has no state (torch: None)
+                continue
+            for i, p in enumerate(b.params):
+                off, n = b.offsets[i], p.numel()
+                st = {"step": torch.tensor(float(steps))}
+                for name, a in zip(names, arrays):
+                    st[name] = a[off:off + n].view(p.shape).to(p.dtype).clone()
+                state[index[id(p)]] = st
+        sd["state"] = state
+        self._barrier("state_dict")
+        return sd
+
+    def load_state_dict(self, state_dict):
+        """Load a state_dict (of a BoxOptimizer, or of torch.optim.SGD, Adam,
+        AdamW with the same hyperparameters): param groups as torch does;
+        rank 0 writes the parameters' current values as the box's weights
+        and the state to the box, then every rank reads the weights back
+        into its parameters. Collective (class docstring)."""
+        if any(b.req is not None for b in self._buckets):
+            raise RuntimeError("BoxOptimizer.load_state_dict() between steps only (pushes "
+                               "are in flight: call step() first)")
+        groups = state_dict.get("param_groups", [])
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"BoxOptimizer: the state_dict has {len(groups)} param groups, "
+                             f"this optimizer {len(self.param_groups)}")
+        for gi, g in enumerate(groups):
+            on = [f for f in _FLAGS[self.kind] if g.get(f)]
+            if on:
+                raise ValueError(f"BoxOptimizer: param group {gi} of the state_dict has "
+                                 f"{', '.join(on)} on, which the box does not run")
+            changed = _same_hyper(self._declared[gi], g)
+            if changed:
+                raise ValueError(f"BoxOptimizer: param group {gi} of the state_dict has "
+                                 f"other hyperparameters than the box: {', '.join(changed)}")
+        super().load_state_dict(state_dict)   # param groups; self.state cast to the params
+        try:
+            # checked on every rank before rank 0 writes anything, so that a
+            # bad state_dict fails everywhere instead of leaving the others
+            # waiting in the barrier
+            steps = [self._loaded_steps(b) for b in self._buckets]
+            if self.client.rank == 0:
+                for b, n in zip(self._buckets, steps):
+                    self._write(b, n)
+        finally:
+            self.state.clear()
+        self._barrier("load_state_dict")
+        with torch.no_grad():
+            for b in self._buckets:
+                w, _ = self._read(b, "weights", "load_state_dict")
+                for p, src in b.slices(w):
+                    p.copy_(src)
+        self._barrier("load_state_dict")
+
+    def _state_names(self, b):
+        """torch's names of the box's state planes of b's key (state0, state1)."""
+        if self.kind != "sgd":
+            return ["exp_avg", "exp_avg_sq"]
+        return ["momentum_buffer"] if self._declared[b.group]["momentum"] != 0 else []
+
+    def _loaded_steps(self, b):
+        """The step count of b's parameters in self.state (a loaded
+        state_dict; torch.optim.SGD's has none: 1 with a momentum buffer),
+        checked: one per key, state tensors of the parameters' shapes."""
+        steps = set()
+        for p in b.params:
+            st = self.state.get(p, {})
+            s = st.get("step")
+            if s is None:
+                s = 1 if st.get("momentum_buffer") is not None else 0
+            steps.add(int(float(s)))
+            for name in self._state_names(b):
+                v = st.get(name)
+                if v is not None and tuple(v.shape) != tuple(p.shape):
+                    raise ValueError(f"BoxOptimizer: state {name} has shape {tuple(v.shape)}, "
+                                     f"its parameter {tuple(p.shape)}")
+        if len(steps) > 1:
+            raise ValueError(f"BoxOptimizer: the parameters of bucket {b.index} of group "
+                             f"{b.group} (one PS key) have different step counts "
+                             f"{sorted(steps)}; the box keeps one per key")
+        return steps.pop() if steps else 0
+
+    @torch.no_grad()
+    def _write(self, b, steps):
+        """Rank 0: b's parameters as weights, and self.state's entries of
+        them as the box's optimizer state and step count."""
+        w = torch.empty(b.numel, dtype=torch.float32)
+        for p, dst in b.slices(w):
+            dst.copy_(p)
+        self.client.ps_write(b.key, w, "weights")
+        for i, name in enumerate(self._state_names(b)):
+            buf = torch.zeros(b.numel, dtype=torch.float32)
+            for p, dst in b.slices(buf):
+                v = self.state.get(p, {}).get(name)
+                if v is not None:
+                    dst.copy_(v)
+            self.client.ps_write(b.key, buf, f"state{i}")
+        self.client.ps_set_steps(b.key, steps)
+
+    # -- lifetime -------------------------------------------------------------
+    @property
+    def keys(self):
+        """[(key, group, numel, dtype)] of the buckets, in step order."""
+        return [(b.key, b.group, b.numel, b.dtype) for b in self._buckets]
+
+    def close(self):
+        """Wait for pushes in flight; close the client if the optimizer made it."""
+        _, first = self._drain()
+        if self._own_client:
+            self.client.close()
+        if first is not None:
+            raise first
+
+    def __getstate__(self):
+        raise TypeError("pbox.torch.BoxOptimizer cannot be pickled (its state is on the box: "
+                        "use state_dict())")
+
+    def __repr__(self):
+        return (f"BoxOptimizer({self.kind}, {len(self._buckets)} keys, overlap={self.overlap}, "
+                f"{super().__repr__()})")

@@ -4,13 +4,15 @@
 against the header and the built library (make pycheck).
 
 The package (python/pbox) types by hand what the C header declares: the
-version it was written for, the dtype and PBOX_E* values, and the ctypes
-structs pbox_opts and pbox_stats. This test parses include/pbox.h and
-checks each copy against it, loads the library ($PBOX_LIB, else the tree's
-build/libpbox.so) and checks the package's load-time check (pbox._lib.check)
-both ways: it accepts this library and refuses, with a message naming what
-was found and what was expected, libraries of another version or with
-structs of another size.
+version it was written for, the dtype, PBOX_E*, optimizer-kind and PS-part
+values, and the ctypes structs pbox_opts, pbox_stats and pbox_optim. This
+test parses include/pbox.h and checks each copy against it, loads the
+library ($PBOX_LIB, else the tree's build/libpbox.so) and checks the
+package's load-time check (pbox._lib.check) both ways: it accepts this
+library and refuses, with a message naming what was found and what was
+expected, libraries of another version or with structs of another size
+(pbox_optim, which has no size function, through what
+pbox_optim_init_sized accepts: check_optim).
 
 Needs neither torch nor numpy nor root; plain `python3 tests/python/test_abi.py`.
 Prints one line per failure and a closing "pyabi: N passed, M failed".
@@ -34,7 +36,7 @@ from pbox import _lib  # noqa: E402
 CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
           "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "int": ctypes.c_int,
           "unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t,
-          "const char *": ctypes.c_char_p}
+          "const char *": ctypes.c_char_p, "double": ctypes.c_double}
 
 
 # ---- include/pbox.h, parsed -------------------------------------------------
@@ -73,7 +75,8 @@ def h_dtypes():
 
 
 def h_struct(name):
-    """[(field, C type), ...] of typedef struct name { ... } name;"""
+    """[(field, C type), ...] of typedef struct name { ... } name; a
+    declaration of several fields ("double beta1, beta2;") gives one each."""
     m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), H, re.S)
     assert m, f"pbox.h: no typedef struct {name}"
     fields = []
@@ -81,10 +84,22 @@ def h_struct(name):
         decl = " ".join(decl.split())
         if not decl:
             continue
-        fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?(?:\s*\*)?)\s*([A-Za-z_][A-Za-z0-9_]*)", decl)
+        first, *more = [d.strip() for d in decl.split(",")]
+        fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?(?:\s*\*)?)\s*([A-Za-z_][A-Za-z0-9_]*)", first)
         assert fm, f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
         fields.append((fm.group(2), fm.group(1)))
+        for extra in more:
+            assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", extra), \
+                f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
+            fields.append((extra, fm.group(1)))
     return fields
+
+
+def h_enum(name):
+    """{'PBOX_X': value, ...} of typedef enum name { ... } name;"""
+    m = re.search(r"typedef\s+enum\s+%s\s*\{([^}]*)\}\s*%s\s*;" % (name, name), H)
+    assert m, f"pbox.h: no typedef enum {name}"
+    return {n: int(v) for n, v in re.findall(r"\b(PBOX_[A-Z0-9_]+)\s*=\s*(\d+)", m.group(1))}
 
 
 # ---- the tests ----------------------------------------------------------------
@@ -134,6 +149,22 @@ def test_opts_fields_match_header():
 
 def test_stats_fields_match_header():
     _check_struct("pbox_stats", _lib.Stats)
+
+
+def test_optim_fields_match_header():
+    _check_struct("pbox_optim", _lib.Optim)
+    assert ctypes.sizeof(_lib.Optim) == 80, f"sizeof(Optim) {ctypes.sizeof(_lib.Optim)} != 80"
+
+
+def test_optim_kinds_and_ps_parts_match_header():
+    kinds = h_enum("pbox_optim_kind")
+    want = {f"PBOX_OPTIM_{n.upper()}": v for n, v in _lib.OPTIMIZERS.items()}
+    assert kinds == want, f"pbox.h pbox_optim_kind {kinds} != pbox._lib.OPTIMIZERS {want}"
+    for n, v in kinds.items():
+        assert getattr(_lib, n) == v, f"pbox._lib.{n} = {getattr(_lib, n)}, pbox.h: {v}"
+    parts = h_enum("pbox_ps_part")
+    want = {f"PBOX_PS_{n.upper()}": v for n, v in _lib.PS_PARTS.items()}
+    assert parts == want, f"pbox.h pbox_ps_part {parts} != pbox._lib.PS_PARTS {want}"
 
 
 def test_client_takes_every_option():
@@ -191,6 +222,47 @@ def test_library_opts_init_and_stats_sizes():
     s = _lib.Stats()
     rc = L.pbox_get_stats_sized(None, ctypes.byref(s), ctypes.sizeof(s))
     assert rc == pbox.EINVAL, f"pbox_get_stats_sized(NULL client) = {rc}"
+
+
+def test_library_optim_init_takes_ours():
+    L = _lib.load()
+    _lib.check_optim(L, _lib.path())
+    o = _lib.Optim()
+    rc = L.pbox_optim_init_sized(ctypes.byref(o), ctypes.sizeof(o), _lib.PBOX_OPTIM_ADAMW)
+    assert rc == 0, f"pbox_optim_init_sized(sizeof(Optim), ADAMW) = {rc}"
+    got = (o.size, o.kind, o.lr, o.weight_decay, o.beta1, o.beta2, o.eps, o.weights_dtype)
+    assert got == (80, _lib.PBOX_OPTIM_ADAMW, 0.001, 0.01, 0.9, 0.999, 1e-8, 0), got
+    rc = L.pbox_optim_init_sized(ctypes.byref(o), 72, _lib.PBOX_OPTIM_SGD)
+    assert rc == pbox.EINVAL, f"pbox_optim_init_sized(size 72) = {rc}"
+
+
+def test_check_optim_refuses_other_sizes():
+    """A library whose pbox_optim is smaller fills only its own size; one
+    whose first layout is bigger refuses ours: both are a mismatch."""
+    def fake(lib_size, first):
+        def init(addr, size, kind):
+            if size < first:
+                return pbox.EINVAL
+            ctypes.c_uint32.from_address(addr).value = min(size, lib_size)
+            return 0
+        f = type("Fake", (), {})()
+        f.pbox_optim_init_sized = init
+        return f
+    _lib.check_optim(fake(80, 80), "/x/libpbox.so")
+    for lib in (fake(72, 72), fake(96, 88)):
+        try:
+            _lib.check_optim(lib, "/x/libpbox.so")
+        except _lib.LibraryMismatch as e:
+            for w in ("/x/libpbox.so", "pbox_optim", "80 bytes", "pbox._lib.Optim"):
+                assert w in str(e), f"message lacks {w!r}: {e}"
+            continue
+        raise AssertionError("check_optim accepted a pbox_optim of another size")
+    try:
+        _lib.check_optim(type("Old", (), {})(), "/x/libpbox.so")
+    except _lib.LibraryMismatch as e:
+        assert "no pbox_optim_init_sized" in str(e), str(e)
+    else:
+        raise AssertionError("check_optim accepted a library without PS mode")
 
 
 def test_library_names_every_code():
