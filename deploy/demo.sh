@@ -6,7 +6,9 @@
 # exact. Then, if /usr/bin/python3 has torch (Debian's python3-torch), a
 # second part: `torchrun --nproc_per_node 4 examples/train_ddp.py --pbox`,
 # PyTorch DDP with the pbox hook through the same box (DEMO_TORCH=0 skips
-# it). Stops everything it started and removes what it created.
+# it); then a third: `torchrun ... examples/train_box_optimizer.py`, training
+# with the optimizer on the box (PS mode, Adam). Stops everything it
+# started and removes what it created.
 set -u
 cd "$(dirname "$0")/.."
 . tests/integration/lib.sh
@@ -53,6 +55,22 @@ if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import tor
 		echo "pbox demo: DDP training through pbox finished"
 	else
 		echo "pbox demo: DDP part FAILED (rc $trc):"; tail -15 "$WORKDIR/ddp.log" | sed 's/^/  /'
+		rc=1
+	fi
+	echo
+	echo "pbox demo, part 3: PS mode, the optimizer on the box (pbox.torch.BoxOptimizer, Adam), 4 ranks"
+	echo "  torchrun --nproc_per_node 4 examples/train_box_optimizer.py --optimizer adam --steps 20"
+	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB=demo-ps \
+		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
+		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+		--master_port 29501 --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun-ps" \
+		examples/train_box_optimizer.py --optimizer adam --seed 7 --steps 20 > "$WORKDIR/ps.log" 2>&1
+	trc=$?
+	grep -E '^\[default0\]:(step|done|ranks)' "$WORKDIR/ps.log" | sed 's/^\[default0\]:/  rank 0: /'
+	if [ $trc -eq 0 ]; then
+		echo "pbox demo: training with the optimizer on the box finished"
+	else
+		echo "pbox demo: PS part FAILED (rc $trc):"; tail -15 "$WORKDIR/ps.log" | sed 's/^/  /'
 		rc=1
 	fi
 fi
