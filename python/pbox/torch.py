@@ -407,11 +407,14 @@ class BoxOptimizer(torch.optim.Optimizer):
     State: the optimizer state lives on the box. state_dict() reads it back
     into torch's layout (momentum_buffer; step, exp_avg, exp_avg_sq) and
     load_state_dict() writes it, with the parameters' current values as the
-    box's weights (load the model first). Both are collective: every rank
-    calls them at the same point between steps (a rank that pushes while
-    another reads makes the read fail with EBUSY); they end with a barrier
-    on the box. The box can also checkpoint a job itself: `pboxctl job
-    save` (docs/operations.md).
+    box's weights (load the model first). state_dict() may be called by any
+    rank alone between its own steps (no round completes without that
+    rank's next push, so the copy is consistent): `if rank == 0:
+    torch.save(opt.state_dict(), f)` works. load_state_dict() is
+    collective: every rank calls it at the same point between steps (rank
+    0 writes, every rank then takes the weights back); it ends with a
+    barrier on the box. The box can also checkpoint a job itself: `pboxctl
+    job save` (docs/operations.md).
     """
 
     def __init__(self, params, optimizer="sgd", client=None, *, name="ps", bucket_mb=4,
@@ -680,9 +683,9 @@ class BoxOptimizer(torch.optim.Optimizer):
             steps = self.client.ps_read(b.key, buf, part)
         except Error as e:
             if e.code == EBUSY:
-                raise Error(e.code, f"BoxOptimizer.{what}() reads the box between steps: call "
-                                    "it on every rank at the same point, not on one rank "
-                                    f"while the others step ({e.message})") from e
+                raise Error(e.code, f"BoxOptimizer.{what}() found the key's segments at "
+                                    f"different steps: call it between this rank's steps "
+                                    f"({e.message})") from e
             raise
         return buf, steps
 
@@ -690,8 +693,8 @@ class BoxOptimizer(torch.optim.Optimizer):
         """torch's optimizer state_dict, with the state read back from the
         box: per parameter, SGD {'momentum_buffer', 'step'}, Adam(W)
         {'step', 'exp_avg', 'exp_avg_sq'} (tensors of the parameter's
-        dtype; 'step' a float tensor, as torch 1.13). Collective (class
-        docstring)."""
+        dtype; 'step' a float tensor, as torch 1.13). Any rank, alone,
+        between its steps."""
         if any(b.req is not None for b in self._buckets):
             raise RuntimeError("BoxOptimizer.state_dict() between steps only (pushes are in "
                                "flight: call step() first)")
@@ -716,7 +719,6 @@ class BoxOptimizer(torch.optim.Optimizer):
                     st[name] = a[off:off + n].view(p.shape).to(p.dtype).clone()
                 state[index[id(p)]] = st
         sd["state"] = state
-        self._barrier("state_dict")
         return sd
 
     def load_state_dict(self, state_dict):

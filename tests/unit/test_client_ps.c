@@ -427,7 +427,8 @@ static void assert_bits(const float *a, const float *b, size_t n)
 
 /* Adam: read the weights and both moments back (any rank), save them,
  * start a new job from the checkpoint (the box's weights win over rank
- * 0's, Adam's step count goes on), then rank 0 overwrites the state and
+ * 0's, Adam's step count goes on; rank 0 reads alone while the others
+ * have pushed the next step), then rank 0 overwrites the state and
  * the step count between steps; every step stays bit-identical to the
  * reference. A restore of another shape or optimizer is named. */
 static void ckpt__read_save_restore_write(void **state)
@@ -477,7 +478,25 @@ static void ckpt__read_save_restore_write(void **state)
 		assert_int_equal(c[k].rc, 0);
 		assert_bits(r.w[k], r.ref, COUNT); /* not rank 0's init_w */
 	}
-	step_all(&r, r.c, STEPS + 1);
+	/* rank 0 reads alone, between its steps, while ranks 1 and 2 have
+	 * pushed the next one: the weights of the step it has */
+	struct call early[WORLD];
+	pthread_t eth[WORLD];
+	for (int k = 1; k < WORLD; k++) {
+		early[k] = (struct call){ .r = &r, .c = r.c[k], .rank = k, .step = STEPS + 1 };
+		pthread_create(&eth[k], NULL, step_main, &early[k]);
+	}
+	usleep(100000);
+	assert_int_equal(pbox_ps_read(r.c[0], 7, PBOX_PS_WEIGHTS, got, COUNT, &steps), 0);
+	assert_bits(got, r.ref, COUNT);
+	assert_int_equal(steps, STEPS);
+	early[0] = (struct call){ .r = &r, .c = r.c[0], .rank = 0, .step = STEPS + 1 };
+	step_main(&early[0]);
+	assert_int_equal(early[0].rc, 0);
+	for (int k = 1; k < WORLD; k++) {
+		pthread_join(eth[k], NULL);
+		assert_int_equal(early[k].rc, 0);
+	}
 	reference_step(&r, STEPS + 1);
 	for (int k = 0; k < WORLD; k++)
 		assert_bits(r.w[k], r.ref, COUNT);
