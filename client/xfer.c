@@ -290,7 +290,10 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 		struct key_state *ks = keytab_find(&c->x.keys, m->key);
 		struct pbox_req *r = ks ? ks->req : NULL;
 		char msg[CLIENT_MSG_LEN];
-		if (!r || r->state != REQ_STREAMING || m->round != r->round)
+		/* (an init round's PUSHes are never answered so: this one answers
+		 * an earlier gradient's, still arriving) */
+		if (!r || r->state != REQ_STREAMING || m->round != r->round ||
+		    r->kind == REQ_PS_INIT)
 			return;
 		snprintf(msg, sizeof(msg), "job '%s' rank %d key %u: the box has no weights "
 			 "for this PS key yet (every rank calls pbox_ps_init first); nothing "

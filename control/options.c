@@ -31,13 +31,13 @@ static const struct box_opt_choice level_choices[] = {
 };
 
 const struct box_opt box_opts[] = {
+	{ .name = "ip", .type = BOX_OPT_IP_LIST, .arg = "PORT:ADDR/PREFIX", .def = NULL,
+	  FIELD(ip),
+	  .help = "data port PORT (DPDK port id) has ADDR/PREFIX; repeat per port" },
 	{ .name = "eal", .type = BOX_OPT_STRING, .arg = "ARGS", .def = NULL,
 	  FIELD(eal),
 	  .help = "DPDK EAL arguments (lcores, devices, memory), split at spaces, used when "
 		  "the command line has none before '--' (so a unit file needs no edits)" },
-	{ .name = "ip", .type = BOX_OPT_IP_LIST, .arg = "PORT:ADDR/PREFIX", .def = NULL,
-	  FIELD(ip),
-	  .help = "data port PORT (DPDK port id) has ADDR/PREFIX; repeat per port" },
 	{ .name = "control", .type = BOX_OPT_HOSTPORT, .arg = "ADDR:PORT", .def = "0.0.0.0:7470",
 	  FIELD(control),
 	  .help = "JSON-RPC over TCP for workers and remote operators; none = off" },
