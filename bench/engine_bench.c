@@ -10,6 +10,12 @@
  * the same data (the sum must read N payloads and write one).
  * Usage: engine_bench [--quick] [--csv] [--lcores T]
  *
+ * A second table: PS mode (docs/protocol.md "PS keys"), the same rounds
+ * on a key declared with SGD (momentum 0.9, Nesterov, weight decay) or
+ * Adam (weight decay), fp32 gradients and weights, contributions held:
+ * each completed round also averages the gradient and steps the
+ * optimizer on the segment's weights and state, beside the plain sum.
+ *
  * --lcores T runs T engines at once, one thread each (pinned to CPUs
  * 0..T-1), every one with its own job memory as pboxd's lcores have, and
  * reports their aggregate packet rate beside one engine alone: the
@@ -142,6 +148,118 @@ static double kernel_only(struct setup *s, uint16_t world, uint32_t seg_bytes)
 	for (uint32_t seg = 0; seg < NSEGS; seg++)
 		k->fn[WIRE_F32](s->key->result + (size_t)seg * seg_bytes, src, world, seg_bytes / 4);
 	return now_s() - t0;
+}
+
+/* ---- PS mode: the optimizer update at completion ---- */
+
+/* Make s's key (laid out by setup_init, f32) a PS key with opt, in fresh
+ * key memory, and run its init round (rank 0's weights: the payload). */
+static void ps_setup(struct setup *s, uint16_t world, uint32_t seg_bytes,
+		     const struct optim_params *opt)
+{
+	uint32_t count = NSEGS * (seg_bytes / 4);
+	size_t kb = engine_key_mem_bytes(count, WIRE_F32, seg_bytes, 1);
+	size_t pb = engine_ps_mem_bytes(count, seg_bytes, optim_planes(opt), WIRE_F32);
+	uint8_t *owners = calloc(NSEGS, 1);
+	struct engine_out out;
+
+	setup_init(s, world, seg_bytes);
+	free(s->keymem);  /* a new key 10 with room for its PS state */
+	s->keymem = aligned_alloc(64, (kb + pb + 63) & ~(size_t)63);
+	memset(s->keymem, 0, kb + pb);
+	s->key = engine_key_init(s->keymem, 10, count, WIRE_F32, seg_bytes, 1, owners);
+	engine_ps_init((uint8_t *)s->keymem + kb, s->key, opt, WIRE_F32, WIRE_F32, 1);
+	struct engine_msg k = { .type = ENGINE_MSG_KEY_INSTALL, .job = 1, .u.key = s->key };
+	engine_apply(&s->e, &k);
+	free(owners);
+	struct wire_msg m = { .type = WIRE_PUSH, .dtype = WIRE_F32, .flags = WIRE_FLAG_INIT,
+			      .job = 1, .token = 7, .key = 10, .round = 1 };
+	for (uint32_t seg = 0; seg < NSEGS; seg++)
+		for (uint16_t r = 0; r < world; r++) {
+			m.seg = seg;
+			m.rank = r;
+			m.count = r == 0 ? (uint16_t)(seg_bytes / 4) : 0;
+			engine_push(&s->e, &m, s->payload, 1, (uint16_t)(100 + r), &out);
+		}
+}
+
+/* One step of every segment (round >= 2), contributions held. */
+static void ps_round(struct setup *s, uint16_t world, uint32_t seg_bytes, uint32_t round,
+		     double *secs, double *cycles)
+{
+	float lr = 0.01f;
+	uint32_t arg;
+	memcpy(&arg, &lr, sizeof(arg));
+	struct wire_msg m = { .type = WIRE_PUSH, .dtype = WIRE_F32, .job = 1, .token = 7,
+			      .key = 10, .round = round, .count = (uint16_t)(seg_bytes / 4),
+			      .arg = arg };
+	struct engine_out out;
+	unsigned sends = 0;
+	uint64_t updates = s->e.c.updates;
+	double t0 = now_s();
+	uint64_t c0 = __rdtsc();
+
+	for (uint32_t seg = 0; seg < NSEGS; seg++) {
+		m.seg = seg;
+		for (uint16_t i = 0; i < world; i++) {
+			m.rank = (uint16_t)((i + seg) % world);
+			const uint8_t *p = s->payload + (size_t)m.rank * seg_bytes;
+			sends += engine_push_ref(&s->e, &m, p, (void *)p, 1,
+						 (uint16_t)(100 + m.rank), &out) == ENGINE_SEND_ALL;
+		}
+	}
+	*cycles = (double)(__rdtsc() - c0);
+	*secs = now_s() - t0;
+	if (sends != NSEGS || s->e.c.updates - updates != NSEGS) {
+		fprintf(stderr, "engine_bench: PS round %u: %u of %u segments stepped\n", round,
+			sends, NSEGS);
+		exit(1);
+	}
+}
+
+static void ps_table(int reps, int csv)
+{
+	static const uint32_t sizes[] = { 1024, 8896 };
+	static const uint16_t worlds[] = { 4, 8, 16 };
+	static const struct { const char *name; struct optim_params p; } opts[] = {
+		{ "sgd", { .kind = OPTIM_SGD, .nesterov = 1, .momentum = 0.9,
+			   .weight_decay = 1e-4 } },
+		{ "adam", { .kind = OPTIM_ADAM, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+			    .weight_decay = 1e-4 } },
+	};
+
+	printf(csv ? "\npayload,world,optimizer,mpps,gbps_in,cycles_per_pkt,plain_gbps_in,"
+		     "ratio\n"
+		   : "\n# PS mode: the same rounds on a PS key (fp32 gradients and weights, held),\n"
+		     "# each completion averaging the gradient and stepping the optimizer;\n"
+		     "# plain: the sum alone (held), measured beside it\n"
+		     "# payload  world  optimizer   Mpkt/s   GB/s in  cycles/pkt  plain GB/s in"
+		     "  PS/plain\n");
+	for (unsigned si = 0; si < 2; si++)
+		for (unsigned wi = 0; wi < 3; wi++)
+			for (unsigned oi = 0; oi < 2; oi++) {
+				uint32_t sb = sizes[si];
+				uint16_t w = worlds[wi];
+				struct setup s, plain;
+				double t[REPS], c[REPS], pt[REPS], pc[REPS];
+				ps_setup(&s, w, sb, &opts[oi].p);
+				setup_init(&plain, w, sb);
+				for (int r = 0; r < reps; r++) {
+					ps_round(&s, w, sb, (uint32_t)r + 2, &t[r], &c[r]);
+					one_round_mode(&plain, w, sb, (uint32_t)r + 1, 1, &pt[r], &pc[r]);
+				}
+				qsort(t, (size_t)reps, sizeof(double), cmp_double);
+				qsort(c, (size_t)reps, sizeof(double), cmp_double);
+				qsort(pt, (size_t)reps, sizeof(double), cmp_double);
+				double pkts = (double)NSEGS * w, bytes = pkts * sb;
+				double tm = t[reps / 2], pm = pt[reps / 2];
+				printf(csv ? "%u,%u,%s,%.3f,%.2f,%.0f,%.2f,%.2f\n"
+					   : "  %6u  %5u  %-9s  %7.3f  %8.2f  %10.0f  %13.2f  %8.2f\n",
+				       sb, w, opts[oi].name, pkts / tm / 1e6, bytes / tm / 1e9,
+				       c[reps / 2] / pkts, bytes / pm / 1e9, pm / tm);
+				setup_free(&s);
+				setup_free(&plain);
+			}
 }
 
 /* ---- --lcores: T engines at once ---- */
@@ -280,5 +398,6 @@ int main(int argc, char **argv)
 			setup_free(&s);
 		}
 	}
+	ps_table(reps, csv);
 	return 0;
 }

@@ -350,14 +350,11 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 			e->sum->fn[WIRE_F32](g, sl->src, j->world, count);
 		else
 			sum_widen(g, sl->src, j->world, count, k->dtype);
-		if (ps->average) {
-			const float world = (float)j->world;
-			for (unsigned i = 0; i < count; i++)
-				g[i] = g[i] / world;
-		}
 		for (unsigned i = 0; i < OPTIM_MAX_PLANES; i++)
 			st[i] = ps->st[i] ? ps->st[i] + first : NULL;
-		optim_step(&ps->opt, w, st, g, count, ps->step0 + sl->round - 1, sl->lr);
+		/* the mean: divided by the world inside the update's pass */
+		optim_step(&ps->opt, w, st, g, count, ps->step0 + sl->round - 1, sl->lr,
+			   ps->average ? (float)j->world : 1.0f);
 		e->c.updates++;
 	}
 	if (ps->rdtype != WIRE_F32)

@@ -7,6 +7,7 @@
  * multiply-add where this file never does, see optim.h).
  */
 #include "dataplane/optim.h"
+#include "dataplane/optim_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -74,73 +75,42 @@ int optim_check(const struct optim_params *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* d_p = grad + wd * param; buf = grad (first step) or buf * m + (1 - damp) * d_p;
- * d_p = d_p + m * buf (Nesterov) or buf; param += -lr * d_p. */
-static void sgd(const struct optim_params *p, float *restrict w, float *restrict buf,
-		const float *restrict g, size_t n, uint64_t step, float lr)
+/* The variants: the same per-element code compiled for the baseline and
+ * for AVX2 (optim_avx2.c); vector sqrt and division round as the scalar
+ * ones, and nothing is contracted, so both give the same bits. */
+void optim_sgd_base(const struct optim_params *p, float *w, float *buf, const float *g,
+		    size_t n, uint64_t step, float lr, float gdiv)
 {
-	const float wd = (float)p->weight_decay, m = (float)p->momentum;
-	const float damp1 = (float)(1 - p->dampening), nlr = -lr;
-
-	if (!buf) {
-		for (size_t i = 0; i < n; i++) {
-			float d = wd != 0 ? g[i] + wd * w[i] : g[i];
-			w[i] = w[i] + nlr * d;
-		}
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		float d = wd != 0 ? g[i] + wd * w[i] : g[i];
-		float b = step <= 1 ? d : buf[i] * m + damp1 * d;
-		buf[i] = b;
-		d = p->nesterov ? d + m * b : b;
-		w[i] = w[i] + nlr * d;
-	}
+	optim_sgd_elems(p, w, buf, g, n, step, lr, gdiv);
 }
 
-/* Adam (L2: grad += wd * param) and AdamW (param *= 1 - lr * wd):
- * m = m * b1 + (1 - b1) * g; v = v * b2 + ((1 - b2) * g) * g;
- * denom = sqrt(v) / sqrt(1 - b2^t) + eps; param += (-lr / (1 - b1^t)) * m / denom. */
-static void adam(const struct optim_params *p, float *restrict w, float *restrict m,
-		 float *restrict v, const float *restrict g, size_t n, uint64_t step, float lr)
+void optim_adam_base(const struct optim_params *p, float *w, float *m, float *v,
+		     const float *g, size_t n, uint64_t step, float lr, float gdiv)
 {
-	const int adamw = p->kind == OPTIM_ADAMW;
-	const float wd = (float)p->weight_decay;
-	const float decay = (float)(1 - (double)lr * p->weight_decay);
-	const float b1 = (float)p->beta1, b2 = (float)p->beta2;
-	const float ib1 = (float)(1 - p->beta1), ib2 = (float)(1 - p->beta2);
-	const double bc1 = 1 - pow(p->beta1, (double)step);
-	const double bc2 = 1 - pow(p->beta2, (double)step);
-	const float nstep = (float)-((double)lr / bc1);
-	const float bc2s = (float)sqrt(bc2), eps = (float)p->eps;
-
-	for (size_t i = 0; i < n; i++) {
-		float x = w[i], gi = g[i];
-		if (adamw)
-			x = x * decay;
-		else if (wd != 0)
-			gi = gi + wd * x;
-		float mi = m[i] * b1 + ib1 * gi;
-		float vi = v[i] * b2 + (ib2 * gi) * gi;
-		float denom = sqrtf(vi) / bc2s + eps;
-		m[i] = mi;
-		v[i] = vi;
-		w[i] = x + (nstep * mi) / denom;
-	}
+	optim_adam_elems(p, w, m, v, g, n, step, lr, gdiv);
 }
 
-void optim_step(const struct optim_params *p, float *w, float *const *st,
-		const float *g, size_t n, uint64_t step, float lr)
+void optim_step_variant(const struct optim_params *p, float *w, float *const *st,
+			const float *g, size_t n, uint64_t step, float lr, float gdiv, int avx2)
 {
+	float *buf = p->kind == OPTIM_SGD && optim_planes(p) ? st[0] : NULL;
+
 	switch (p->kind) {
 	case OPTIM_SGD:
-		sgd(p, w, optim_planes(p) ? st[0] : NULL, g, n, step, lr);
+		(avx2 ? optim_sgd_avx2 : optim_sgd_base)(p, w, buf, g, n, step, lr, gdiv);
 		break;
 	case OPTIM_ADAM:
 	case OPTIM_ADAMW:
-		adam(p, w, st[0], st[1], g, n, step, lr);
+		(avx2 ? optim_adam_avx2 : optim_adam_base)(p, w, st[0], st[1], g, n, step, lr,
+							    gdiv);
 		break;
 	default:
 		break;
 	}
+}
+
+void optim_step(const struct optim_params *p, float *w, float *const *st,
+		const float *g, size_t n, uint64_t step, float lr, float gdiv)
+{
+	optim_step_variant(p, w, st, g, n, step, lr, gdiv, __builtin_cpu_supports("avx2"));
 }

@@ -57,12 +57,18 @@ int optim_check(const struct optim_params *p, char *err, size_t errlen);
 
 /*
  * One step on n elements: w the weights, st[] the state planes
- * (optim_planes of them), g the gradient (already averaged), step the
+ * (optim_planes of them), g / gdiv the gradient (g the rank-order sum,
+ * gdiv the world to average it, or 1 to take the sum as it is), step the
  * number of this step counted from 1 (SGD's first step starts the momentum
  * buffer with the gradient; Adam's bias corrections use it), lr the
  * learning rate of this step.
  */
 void optim_step(const struct optim_params *p, float *w, float *const *st,
-		const float *g, size_t n, uint64_t step, float lr);
+		const float *g, size_t n, uint64_t step, float lr, float gdiv);
+
+/* optim_step with the variant chosen: avx2 0 = the baseline build, 1 =
+ * the AVX2 one (the CPU must have it). Both give the same bits (tests). */
+void optim_step_variant(const struct optim_params *p, float *w, float *const *st,
+			const float *g, size_t n, uint64_t step, float lr, float gdiv, int avx2);
 
 #endif

@@ -143,7 +143,7 @@ static void reference_step(struct run *r, int s)
 		}
 		g[i] = acc / (float)WORLD;
 	}
-	optim_step(&r->p, r->ref, r->st, g, COUNT, (uint64_t)s, lr_at(r, s));
+	optim_step(&r->p, r->ref, r->st, g, COUNT, (uint64_t)s, lr_at(r, s), 1.0f);
 }
 
 /* The reference run, STEPS steps from the initial weights. */
