@@ -546,7 +546,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.held++;
 	} else {
 		uint8_t *d = sl->data + (size_t)m->rank * j->seg_bytes;
-		memcpy(d, payload, (size_t)m->count * wire_dtype_size(m->dtype));
+		if (m->count) /* a PS init round's empty contributions have no payload */
+			memcpy(d, payload, (size_t)m->count * wire_dtype_size(m->dtype));
 		sl->src[m->rank] = d;
 	}
 	if (m->rank == 0)

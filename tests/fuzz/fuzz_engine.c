@@ -29,6 +29,15 @@
  * count variant, payload seed. A tick record has one: the time to advance
  * (100 us steps) and whether the lcore is congested from now on.
  *
+ * Key 0x70 is a PS key (docs/protocol.md "PS keys": plain SGD on the sum,
+ * f32, 100 elements in 2 segments): PUSH records may set INIT and a
+ * learning rate (multiples of 1/4, or NaN, -1); the model checks the
+ * init round (rank 0's weights, count 0 from the others), ERROR
+ * NO_WEIGHTS for a gradient before them, bad_arg, and that every
+ * completed round's RESULT holds the weights with exactly one update
+ * w += -lr * sum applied (rank 0's lr; small integer payloads keep the
+ * fp32 arithmetic exact), whatever duplicates and retransmissions come.
+ *
  * Recovery (docs/protocol.md "Recovery"): a duplicate of an open round
  * from a rank that says NOTICE must be a WAIT naming exactly the missing
  * ranks; a completed round is marked CE only while congested; every NACK a tick emits names an open round,
@@ -44,6 +53,7 @@
  * engine_job_progress agrees with the model.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +69,8 @@
 #define NSLOTS 8
 #define KEY_CAP 8
 #define TOKEN 0x1122334455667788ull
-#define NKEYS 2
+#define NKEYS 3
+#define PSK 2          /* kdefs[PSK] is a PS key */
 #define MAXSEGS 16
 #define IP(r) (0x0A000001u + (r))
 #define PORT(r) ((uint16_t)(5000 + (r)))
@@ -84,13 +95,16 @@ struct kdef {
 static const struct kdef kdefs[NKEYS] = {
 	{ 7, WIRE_F32, 300, 2, { 0, 1, 0 } },
 	{ 0x80000001u, WIRE_F16, 1153, 2, { 0, 0, 0, 0, 0 } },
+	{ 0x70, WIRE_F32, 100, 1, { 0, 0 } },   /* PS: plain SGD on the sum */
 };
+static const struct optim_params ps_opt = { .kind = OPTIM_SGD };
 
 struct mseg {
 	uint32_t done;
 	int open;
 	uint32_t round;
 	uint64_t have;
+	float lr;              /* PS: rank 0's learning rate of the open round */
 	uint8_t data[WORLD][SEG_BYTES];
 };
 
@@ -107,6 +121,7 @@ struct model {
 	int congested;
 	uint64_t now;
 	struct mseg seg[NKEYS][MAXSEGS];
+	float w[SEG_BYTES / 4 * MAXSEGS]; /* the PS key's weights */
 };
 
 static struct engine eng;
@@ -197,6 +212,10 @@ static void install(void)
 		memset(key_mem[k], 0, key_mem_len[k]);
 		keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
 					  d->segs_per_chunk, d->owner);
+		if (k == PSK)
+			engine_ps_init((uint8_t *)key_mem[k] + engine_key_mem_bytes(d->count,
+					d->dtype, SEG_BYTES, d->segs_per_chunk),
+				       keys[k], &ps_opt, WIRE_F32, WIRE_F32, 0);
 		struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
 		km.u.key = keys[k];
 		CHECK(engine_apply(&eng, &km) == 0);
@@ -207,6 +226,7 @@ static void install(void)
 	M.pushes = 0;
 	M.completes = 0;
 	memset(M.seg, 0, sizeof(M.seg));
+	memset(M.w, 0, sizeof(M.w));
 }
 
 static void fill_payload(uint8_t *p, size_t n, uint8_t seed, unsigned rank)
@@ -247,15 +267,32 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 		return ENGINE_SEND_ERROR;
 	if (kidx < 0)
 		return -DROP_NO_KEY;
-	if (m->dtype != kdefs[kidx].dtype)
+	if (kidx != PSK && m->dtype != kdefs[kidx].dtype)
 		return -DROP_BAD_DTYPE;
 	if (m->seg >= nsegs_of(kidx))
 		return -DROP_BAD_SEGMENT;
 	if (kdefs[kidx].owner[m->seg / kdefs[kidx].segs_per_chunk] != 0)
 		return -DROP_WRONG_LCORE;
 	*cnt = seg_count(kidx, m->seg);
-	if (m->count != *cnt)
+	if (kidx == PSK) { /* docs/protocol.md "PS keys" */
+		int init = (m->flags & WIRE_FLAG_INIT) != 0;
+		float lr;
+		memcpy(&lr, &m->arg, sizeof(lr));
+		if (m->round == 1 && !init)
+			return ENGINE_SEND_ERROR;      /* no weights yet */
+		if (init && (m->round != 1 || m->arg))
+			return -DROP_BAD_ARG;
+		if (m->dtype != WIRE_F32)
+			return -DROP_BAD_DTYPE;
+		if (m->count != (init && m->rank != 0 ? 0 : *cnt))
+			return -DROP_BAD_COUNT;
+		if (!init && !(lr >= 0 && lr <= 3.4028234663852886e38f))
+			return -DROP_BAD_ARG;
+	} else if (m->count != *cnt) {
 		return -DROP_BAD_COUNT;
+	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
+		return -DROP_BAD_FLAGS;
+	}
 	struct mseg *s = &M.seg[kidx][m->seg];
 	if (m->round == s->done && s->done != 0)
 		return ENGINE_SEND_ONE;
@@ -316,7 +353,7 @@ static void op_push(struct in *in)
 	switch (b2 & 3) {
 	case 0:
 	case 1:
-		kidx = b2 & 1;
+		kidx = (b2 & 0x40) ? PSK : b2 & 1;
 		m.key = kdefs[kidx].key;
 		m.dtype = (uint8_t)kdefs[kidx].dtype;
 		break;
@@ -332,14 +369,22 @@ static void op_push(struct in *in)
 		break;
 	}
 	m.flags = (uint8_t)(((b2 & 0x10) ? WIRE_FLAG_RETX : 0) |
-			    ((b2 & 0x20) ? WIRE_FLAG_NOTICE : 0));
+			    ((b2 & 0x20) ? WIRE_FLAG_NOTICE : 0) |
+			    ((b2 & 0x80) ? WIRE_FLAG_INIT : 0));
+	/* the PUSH argument: a PS key's learning rate, exact multiples of 1/4
+	 * (so the model's fp32 update is exact), or NaN, -1 */
+	if ((b3 & 0x40) || kidx == PSK) {
+		float lr = (b6 & 0x80) ? ((b6 & 0x40) ? NAN : -1.0f) : (float)(b6 & 7) * 0.25f;
+		if (!(m.flags & WIRE_FLAG_INIT) || (b3 & 0x20))
+			memcpy(&m.arg, &lr, sizeof(m.arg));
+	}
 
 	uint32_t nsegs = kidx >= 0 ? nsegs_of(kidx) : 1;
 	if (b3 & 0x80) {
 		static const uint32_t far[4] = { 0, 0xFFFFFFFFu, 0x80000000u, 0x01000000u };
 		m.seg = (b3 & 3) ? far[b3 & 3] : nsegs;
 	} else {
-		m.seg = b3 & 15;
+		m.seg = kidx == PSK ? b3 & 1 : b3 & 15;
 	}
 
 	uint32_t done = (kidx >= 0 && m.seg < nsegs && m.seg < MAXSEGS) ? M.seg[kidx][m.seg].done : 0;
@@ -352,6 +397,8 @@ static void op_push(struct in *in)
 	}
 
 	uint16_t right = (kidx >= 0 && m.seg < nsegs) ? seg_count(kidx, m.seg) : 1;
+	if (kidx == PSK && (m.flags & WIRE_FLAG_INIT) && m.rank != 0)
+		right = 0;  /* an init round: only rank 0 carries the weights */
 	switch (b5 & 7) {
 	case 5: m.count = (uint16_t)(right + 1); break;
 	case 6: m.count = (uint16_t)(right - 1); break;
@@ -362,6 +409,11 @@ static void op_push(struct in *in)
 	size_t plen = (size_t)m.count * wire_dtype_size(m.dtype);
 	uint8_t *payload = malloc(plen ? plen : 1);
 	fill_payload(payload, plen, b6, m.rank);
+	if (kidx == PSK && m.dtype == WIRE_F32 && m.count != 0xFFFF)
+		for (size_t i = 0; i < plen / 4; i++) { /* small integers: exact sums */
+			float f = (float)((int)(payload[4 * i] % 17) - 8);
+			memcpy(payload + 4 * i, &f, sizeof(f));
+		}
 	uint8_t *mp = malloc(plen ? plen : 1);     /* the model's copy */
 	memcpy(mp, payload, plen);
 	int hold = (b5 & 0x10) != 0;
@@ -402,7 +454,9 @@ static void op_push(struct in *in)
 	}
 	CHECK(rc <= ENGINE_SEND_NOTICE);
 	if (rc == ENGINE_SEND_ERROR) {
-		CHECK(out.hdr.type == WIRE_ERROR && out.hdr.status == WIRE_ST_NO_JOB);
+		CHECK(out.hdr.type == WIRE_ERROR &&
+		      out.hdr.status == (M.state == ENGINE_JOB_ABORTED ? WIRE_ST_NO_JOB
+									: WIRE_ST_NO_WEIGHTS));
 		CHECK(out.payload == NULL && out.rank == m.rank);
 		CHECK(out.job == &eng.jobs[engine_job_index(M.id)]);
 		free(mp);
@@ -442,6 +496,8 @@ static void op_push(struct in *in)
 	}
 	s->have |= 1ull << m.rank;
 	memcpy(s->data[m.rank], mp, plen);
+	if (kidx == PSK && m.rank == 0)
+		memcpy(&s->lr, &m.arg, sizeof(s->lr));
 	M.pushes++;
 	free(mp);
 	if (rc == ENGINE_ABSORBED)
@@ -457,7 +513,24 @@ static void op_push(struct in *in)
 	for (unsigned r = 0; r < WORLD; r++)
 		src[r] = s->data[r];
 	scalar->fn[kdefs[kidx].dtype](want_sum, src, WORLD, cnt);
-	CHECK(memcmp(want_sum, out.payload, (size_t)cnt * wire_dtype_size(kdefs[kidx].dtype)) == 0);
+	if (kidx == PSK) { /* the weights: rank 0's, then w += -lr * sum, once */
+		float *w = M.w + (size_t)m.seg * seg_elems_of(PSK);
+		uint64_t updates0 = eng.c.updates;
+		if (m.round == 1) {
+			memcpy(w, s->data[0], (size_t)cnt * sizeof(float));
+		} else {
+			for (unsigned i = 0; i < cnt; i++) {
+				float g;
+				memcpy(&g, want_sum + 4 * i, sizeof(g));
+				w[i] = w[i] + -s->lr * g;
+			}
+		}
+		(void)updates0;
+		CHECK(memcmp(w, out.payload, (size_t)cnt * sizeof(float)) == 0);
+	} else {
+		CHECK(memcmp(want_sum, out.payload,
+			     (size_t)cnt * wire_dtype_size(kdefs[kidx].dtype)) == 0);
+	}
 	s->done = m.round;
 	s->open = 0;
 	s->have = 0;
@@ -484,7 +557,9 @@ static void op_tick(struct in *in)
 	CHECK(n == 0 || (M.state == ENGINE_JOB_ACTIVE && !M.congested));
 	for (unsigned i = 0; i < n; i++) {
 		const struct engine_out *o = &outs[i];
-		int k = o->hdr.key == kdefs[0].key ? 0 : o->hdr.key == kdefs[1].key ? 1 : -1;
+		int k = -1;
+		for (int i2 = 0; i2 < NKEYS; i2++)
+			k = o->hdr.key == kdefs[i2].key ? i2 : k;
 		CHECK(k >= 0 && o->hdr.seg < nsegs_of(k));
 		const struct mseg *s = &M.seg[k][o->hdr.seg];
 		CHECK(o->hdr.type == WIRE_NACK && o->hdr.count == 0 && o->payload == NULL);
@@ -606,7 +681,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		CHECK(engine_key_nsegs(d->count, d->dtype, SEG_BYTES) <= MAXSEGS);
 		CHECK(engine_key_nchunks(d->count, d->dtype, SEG_BYTES, d->segs_per_chunk) <= 8);
 		key_mem_len[k] = engine_key_mem_bytes(d->count, d->dtype, SEG_BYTES,
-						      d->segs_per_chunk);
+						      d->segs_per_chunk) +
+				 (k == PSK ? engine_ps_mem_bytes(d->count, SEG_BYTES,
+								 optim_planes(&ps_opt), WIRE_F32) : 0);
 		key_mem[k] = xalloc(key_mem_len[k]);
 	}
 	return 0;
