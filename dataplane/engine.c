@@ -383,6 +383,20 @@ static void complete(struct engine *e, struct engine_job *j,
 	e->c.completes++;
 }
 
+/* An ERROR with status for the sender of m. */
+static int send_error(const struct engine_job *j, const struct wire_msg *m, uint16_t status,
+		      struct engine_out *out)
+{
+	out->job = j;
+	out->hdr = (struct wire_msg){
+		.type = WIRE_ERROR, .dtype = m->dtype, .job = j->id, .token = j->token,
+		.key = m->key, .seg = m->seg, .round = m->round, .status = status,
+	};
+	out->payload = NULL;
+	out->rank = m->rank;
+	return ENGINE_SEND_ERROR;
+}
+
 /* The checks of a PUSH to a PS key: round 1 is the init round (flag INIT,
  * f32; rank 0 carries the segment's weights unless they came from a
  * checkpoint, the others nothing); later rounds carry gradients in the
@@ -396,16 +410,8 @@ static int ps_check(struct engine *e, const struct engine_job *j,
 	int init = (m->flags & WIRE_FLAG_INIT) != 0;
 
 	if (m->round == 1 && !init) {
-		out->job = j;
-		out->hdr = (struct wire_msg){
-			.type = WIRE_ERROR, .dtype = m->dtype, .job = j->id,
-			.token = j->token, .key = m->key, .seg = m->seg,
-			.round = m->round, .status = WIRE_ST_NO_WEIGHTS,
-		};
-		out->payload = NULL;
-		out->rank = m->rank;
 		e->c.no_weights++;
-		return ENGINE_SEND_ERROR;
+		return send_error(j, m, WIRE_ST_NO_WEIGHTS, out);
 	}
 	if (init) {
 		uint16_t want = m->rank == 0 && !k->ps->restored ? count : 0;
@@ -455,16 +461,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	if (w->ip != src_ip || w->port != src_port || w->ip == 0)
 		return -DROP_BAD_SOURCE;
 	if (j->state == ENGINE_JOB_ABORTED) {
-		out->job = j;
-		out->hdr = (struct wire_msg){
-			.type = WIRE_ERROR, .dtype = m->dtype, .job = j->id,
-			.token = j->token, .key = m->key, .seg = m->seg,
-			.round = m->round, .status = WIRE_ST_NO_JOB,
-		};
-		out->payload = NULL;
-		out->rank = m->rank;
 		e->c.errors_sent++;
-		return ENGINE_SEND_ERROR;
+		return send_error(j, m, WIRE_ST_NO_JOB, out);
 	}
 
 	struct engine_key *k = key_find(j, m->key);

@@ -39,40 +39,37 @@ echo "pbox demo: box counters (pboxctl stats)"
 ctl stats | sed 's/^/  /'
 
 PY=/usr/bin/python3
+# torch_part NAME PORT WHAT SCRIPT ARGS...: torchrun SCRIPT on 4 ranks in the
+# workers' namespace through the box, rank 0's step lines, then WHAT
+# finished or the log's tail; rc=1 if it failed.
+# (--redirects 1 --tee 1 work around torch 1.13's torchrun on Python 3.11,
+# docs/pytorch.md)
+torch_part() {
+	local name=$1 port=$2 what=$3; shift 3
+	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB="demo-$name" \
+		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
+		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+		--master_port "$port" --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun-$name" \
+		"$@" > "$WORKDIR/$name.log" 2>&1
+	local trc=$?
+	grep -E '^\[default0\]:(step|done)' "$WORKDIR/$name.log" | sed 's/^\[default0\]:/  rank 0: /'
+	if [ $trc -eq 0 ]; then
+		echo "pbox demo: $what finished"
+	else
+		echo "pbox demo: $name part FAILED (rc $trc):"; tail -15 "$WORKDIR/$name.log" | sed 's/^/  /'
+		rc=1
+	fi
+}
 if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import torch, numpy' 2>/dev/null; then
 	echo
 	echo "pbox demo, part 2: PyTorch DDP, 4 ranks (torchrun), gradients averaged by the pbox hook"
 	echo "  torchrun --nproc_per_node 4 examples/train_ddp.py --pbox --steps 20"
-	# --redirects 1 --tee 1: works around torch 1.13's torchrun on Python 3.11 (docs/pytorch.md)
-	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB=demo-ddp \
-		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
-		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
-		--master_port 29500 --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun" \
-		examples/train_ddp.py --pbox --seed 7 --steps 20 > "$WORKDIR/ddp.log" 2>&1
-	trc=$?
-	grep -E '^\[default0\]:(step|done)' "$WORKDIR/ddp.log" | sed 's/^\[default0\]:/  rank 0: /'
-	if [ $trc -eq 0 ]; then
-		echo "pbox demo: DDP training through pbox finished"
-	else
-		echo "pbox demo: DDP part FAILED (rc $trc):"; tail -15 "$WORKDIR/ddp.log" | sed 's/^/  /'
-		rc=1
-	fi
+	torch_part ddp 29500 "DDP training through pbox" examples/train_ddp.py --pbox --seed 7 --steps 20
 	echo
 	echo "pbox demo, part 3: PS mode, the optimizer on the box (pbox.torch.BoxOptimizer, Adam), 4 ranks"
 	echo "  torchrun --nproc_per_node 4 examples/train_box_optimizer.py --optimizer adam --steps 20"
-	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB=demo-ps \
-		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
-		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
-		--master_port 29501 --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun-ps" \
-		examples/train_box_optimizer.py --optimizer adam --seed 7 --steps 20 > "$WORKDIR/ps.log" 2>&1
-	trc=$?
-	grep -E '^\[default0\]:(step|done|ranks)' "$WORKDIR/ps.log" | sed 's/^\[default0\]:/  rank 0: /'
-	if [ $trc -eq 0 ]; then
-		echo "pbox demo: training with the optimizer on the box finished"
-	else
-		echo "pbox demo: PS part FAILED (rc $trc):"; tail -15 "$WORKDIR/ps.log" | sed 's/^/  /'
-		rc=1
-	fi
+	torch_part ps 29501 "training with the optimizer on the box" \
+		examples/train_box_optimizer.py --optimizer adam --seed 7 --steps 20
 fi
 box_stop
 echo "pbox demo: stopped pboxd, removing namespaces"

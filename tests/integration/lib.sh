@@ -233,6 +233,17 @@ box_stop() {
 
 ctl() { "$BUILD/pboxctl" --socket "$PBOX_SOCKET" "$@"; }
 
+# need_torch [MODULE...]: PY is the interpreter with torch (and the modules
+# named); the test is skipped (77) with what to install if it has not.
+need_torch() {
+	PY=${PYTHON:-/usr/bin/python3}
+	local mods="torch${1:+, $(IFS=,; echo "$*" | sed 's/,/, /g')}"
+	if ! timeout 60 "$PY" -c "import $mods" 2>/dev/null; then
+		log "SKIP: $PY cannot import $mods (apt-get install python3-torch${1:+ python3-$1})"
+		exit 77
+	fi
+}
+
 # in_wk CMD...: run in the workers' namespace
 in_wk() { ip netns exec "$NS_WK" "$@"; }
 

@@ -27,11 +27,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
-PY=${PYTHON:-/usr/bin/python3}
-if ! timeout 60 "$PY" -c 'import torch' 2>/dev/null; then
-	log "SKIP: $PY cannot import torch (apt-get install python3-torch)"
-	exit 77
-fi
+need_torch
 command -v nft >/dev/null || { log "SKIP: needs nft (nftables) for the loss run"; exit 77; }
 [ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
 ROOT=$(pwd)

@@ -17,11 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
-PY=${PYTHON:-/usr/bin/python3}
-if ! timeout 60 "$PY" -c 'import torch, numpy' 2>/dev/null; then
-	log "SKIP: $PY cannot import torch and numpy (apt-get install python3-torch python3-numpy)"
-	exit 77
-fi
+need_torch numpy
 [ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
 ROOT=$(pwd)
 export PBOX_LIB=$ROOT/$BUILD/libpbox.so

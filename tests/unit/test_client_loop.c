@@ -24,6 +24,7 @@
 #include "common/rpc_client.h"
 #include "tests/unit/box_inproc.h"
 #include "include/pbox.h"
+#include "tests/unit/dtype_io.h"
 
 struct worker {
 	pbox_client *c;
@@ -37,22 +38,6 @@ struct worker {
 static int value(int rank, size_t i, int it)
 {
 	return (int)((i * 3 + (size_t)rank * 5 + (size_t)it) % 9) - 4;
-}
-
-static void put(void *buf, pbox_dtype t, size_t i, float v)
-{
-	if (t == PBOX_F32)
-		((float *)buf)[i] = v;
-	else
-		((uint16_t *)buf)[i] = t == PBOX_F16 ? float_to_half(v) : float_to_bf16(v);
-}
-
-static float get(const void *buf, pbox_dtype t, size_t i)
-{
-	if (t == PBOX_F32)
-		return ((const float *)buf)[i];
-	uint16_t h = ((const uint16_t *)buf)[i];
-	return t == PBOX_F16 ? half_to_float(h) : bf16_to_float(h);
 }
 
 /* Each iteration: fill, reduce nkeys slices at once, check every element. */

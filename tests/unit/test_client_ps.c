@@ -27,6 +27,7 @@
 #include "dataplane/optim.h"
 #include "tests/unit/box_inproc.h"
 #include "include/pbox.h"
+#include "tests/unit/dtype_io.h"
 
 #define WORLD 3
 #define COUNT 1000 /* three 1408-byte segments of fp32 elements */
@@ -69,22 +70,6 @@ static float grad(int rank, size_t i, int step, float w)
 {
 	return (float)((int)((i * 7 + (size_t)rank * 3 + (size_t)step) % 11) - 5) * 0.0625f +
 	       0.5f * w;
-}
-
-static void put(void *buf, pbox_dtype t, size_t i, float v)
-{
-	if (t == PBOX_F32)
-		((float *)buf)[i] = v;
-	else
-		((uint16_t *)buf)[i] = t == PBOX_F16 ? float_to_half(v) : float_to_bf16(v);
-}
-
-static float get(const void *buf, pbox_dtype t, size_t i)
-{
-	if (t == PBOX_F32)
-		return ((const float *)buf)[i];
-	uint16_t h = ((const uint16_t *)buf)[i];
-	return t == PBOX_F16 ? half_to_float(h) : bf16_to_float(h);
 }
 
 static void *worker_main(void *arg)
