@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 5
+#define PBOX_VERSION_MINOR 6
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -369,6 +369,95 @@ int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *
 		  size_t count);
 int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
 
+/*
+ * Sparse keys (docs/protocol.md "Sparse keys"): each rank sends only the
+ * entries it selects, the box sums them in rank order (absent entries are
+ * zero) and every rank gets the same dense sum, bit for bit. A key is
+ * sparse from its first sparse call on and stays so for the client's life.
+ *
+ *     pbox_topk_opts t;
+ *     pbox_topk_opts_init(&t);
+ *     t.density = 0.01;                  // send 1% of the entries
+ *     pbox_allreduce_topk(c, key, grads, n, PBOX_F32, &t);   // in place
+ *
+ * pbox_allreduce_topk selects the largest magnitudes (pbox_topk) of the
+ * gradient plus what earlier calls did not send (error feedback: the
+ * residual, kept per key in the client), sends them and writes the dense
+ * sum into buf.
+ */
+typedef struct pbox_topk_opts {
+	uint32_t size;           /* set by pbox_topk_opts_init, never by hand */
+	uint32_t error_feedback; /* 1 (default): keep what was not sent (the
+				  * residual) and add it to the next call's
+				  * gradient; 0: drop it */
+	double density;          /* fraction of the entries sent, (0, 1];
+				  * default 0.01 */
+	double momentum;         /* momentum correction (Lin et al., Deep
+				  * Gradient Compression, 2018): 0 (default) off,
+				  * else the momentum in (0, 1), accumulated on
+				  * the worker before selection and cleared where
+				  * sent; then the optimizer takes no momentum */
+} pbox_topk_opts;
+
+int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size);
+
+static inline int pbox_topk_opts_init(pbox_topk_opts *o)
+{
+	return pbox_topk_opts_init_sized(o, sizeof(*o));
+}
+
+/*
+ * Sparse allreduce of buf (count elements of dtype, in place): select
+ * about density * count entries of buf + residual by magnitude, send
+ * them, and write the sum over all ranks (dense, absent entries zero)
+ * into buf. o NULL: the defaults. f16/bf16 gradients are selected in fp32
+ * and their rounding error stays in the residual. Returns 0, PBOX_EINVAL
+ * (density not in (0, 1], momentum not in [0, 1), count above
+ * UINT32_MAX, the key declared dense or of another size or dtype), or
+ * the codes of pbox_allreduce.
+ */
+int pbox_allreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			pbox_dtype dtype, const pbox_topk_opts *o);
+
+/* pbox_allreduce_topk without blocking: buf must stay valid and untouched
+ * until pbox_wait(*req) returns. The selection runs before it returns. */
+int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			 pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req);
+
+/*
+ * Sparse allreduce of nnz index/value pairs: idx strictly increasing and
+ * below count, val nnz elements of dtype; out (count elements) gets the
+ * dense sum over all ranks. nnz may be 0. Returns 0, PBOX_EINVAL (indices
+ * unsorted, repeated or out of range, the key declared dense or of
+ * another size or dtype), or the codes of pbox_allreduce.
+ */
+int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			  const uint32_t *idx, const void *val, size_t nnz, void *out);
+
+/* pbox_allreduce_sparse without blocking: out must stay valid and
+ * untouched until pbox_wait(*req) returns; idx and val may be reused at
+ * once (they are encoded before it returns). */
+int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			   const uint32_t *idx, const void *val, size_t nnz, void *out,
+			   pbox_req **req);
+
+/* Forget key's residual (and momentum): the next pbox_allreduce_topk
+ * starts from zero. Returns 0 or PBOX_EINVAL (not a top-k key). */
+int pbox_topk_reset(pbox_client *c, uint32_t key);
+
+/* Entries pbox_topk may return for k: what idx and val must hold. */
+#define PBOX_TOPK_MAX(k) ((k) + (k) / 8 + 1)
+
+/*
+ * Top-k by magnitude on the CPU (MSTopK's threshold search, AVX2/AVX-512
+ * when the CPU has them): about k of the n entries of x with the largest
+ * |x[i]|, k - k/8 <= *m <= k + k/8 (all n when k >= n), indices strictly
+ * increasing, into idx and val (PBOX_TOPK_MAX(k) entries each). NaNs are
+ * never selected. Needs no client. Returns 0 or PBOX_EINVAL (NULL
+ * pointers, n above UINT32_MAX).
+ */
+int pbox_topk(const float *x, size_t n, size_t k, uint32_t *idx, float *val, size_t *m);
+
 /* Leave the job and free c. NULL is ignored. */
 void pbox_close(pbox_client *c);
 
@@ -419,6 +508,11 @@ typedef struct pbox_stats {
 	uint64_t fast_retransmits; /* resent on a NACK or by RACK, before any timeout */
 	uint64_t timeouts;      /* resent because a timeout passed with the box silent */
 	uint64_t ce_marks;      /* results marked congested by the box */
+	/* (Added in 0.6.0.) */
+	uint64_t bytes_sent;    /* pbox datagram bytes sent (header + payload;
+				 * UDP, IP and Ethernet headers not counted) */
+	uint64_t bytes_recv;    /* pbox datagram bytes received and accepted */
+	uint64_t sparse_entries; /* entries sent by sparse calls (first copies) */
 } pbox_stats;
 
 /*

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * topk.h - top-k selection by magnitude for sparse gradients (the
+ * worker's side of a sparse key: docs/protocol.md "Sparse keys").
+ *
+ * topk_select adapts MSTopK (Shi et al., MLSys'21: a threshold on |x|
+ * found by bisection over a few streaming passes, no sort) to the CPU:
+ *   1. A sample (fixed contiguous blocks spread over x, so the same input
+ *      always gives the same output) yields a first threshold t by
+ *      MSTopK's bisection on the sample's magnitudes.
+ *   2. One streaming pass keeps every entry with |x[i]| >= t, in index
+ *      order (with error feedback, the same pass first adds the gradient
+ *      into the residual: topk_select_ef).
+ *   3. If that pass kept fewer than k - k/8 or more than k + k/8 entries,
+ *      MSTopK's bisection runs over the whole of x, counting several
+ *      thresholds per pass, until a threshold's count falls inside that
+ *      band; if ties leave no such threshold (many equal magnitudes), it
+ *      takes exactly k: every entry above the band's upper threshold,
+ *      then the first ones of the band in index order.
+ * So it returns m entries, k - k/8 <= m <= k + k/8 (m = n when k >= n),
+ * indices strictly increasing, every kept magnitude >= every left-out
+ * one's except within the final band. NaN entries are never selected
+ * (|NaN| >= t is false); infinities are the largest magnitudes.
+ *
+ * The passes have AVX2 and AVX-512 variants beside the scalar reference,
+ * picked at run time like the sum kernels (PBOX_KERNEL forces one); every
+ * variant returns the same entries as the scalar one.
+ * No allocation beyond a fixed sample buffer on the stack or given by the
+ * caller; thread-safe (no state).
+ */
+#ifndef PBOX_TOPK_H
+#define PBOX_TOPK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Entries topk_select may return for k: what idx and val must hold. */
+#define TOPK_MAX(k) ((k) + (k) / 8 + 1)
+
+struct topk_kernels {
+	const char *name;   /* "scalar", "avx2", "avx512" */
+	/* Count, for each of nt thresholds t[j] (nt <= TOPK_MAX_THRESH),
+	 * the entries of x with |x[i]| >= t[j] into counts[j]. */
+	void (*count)(const float *x, size_t n, const float *t, unsigned nt,
+		      uint64_t *counts);
+	/* The selection pass: if g is not NULL, first x[i] += g[i] (stored);
+	 * then every i with |x[i]| >= t is kept: idx[m] = i, val[m] = x[i]
+	 * while m < cap, and, if zero_kept, x[i] = 0 for the ones stored.
+	 * Returns how many entries passed the threshold (may exceed cap:
+	 * then only the first cap were stored and zeroed). */
+	size_t (*pass)(float *x, const float *g, size_t n, float t, uint32_t *idx,
+		       float *val, size_t cap, int zero_kept);
+};
+
+#define TOPK_MAX_THRESH 8
+
+/* The fastest variant this CPU supports (PBOX_KERNEL=scalar|avx2|avx512
+ * forces one, as for the sum kernels). */
+const struct topk_kernels *topk_best(void);
+/* The named variant, or NULL if unknown or not supported by this CPU. */
+const struct topk_kernels *topk_by_name(const char *name);
+
+/*
+ * Select about k of the n <= UINT32_MAX entries of x by magnitude (the
+ * rules above) into idx/val (TOPK_MAX(k) entries each). Returns m.
+ * kk NULL: topk_best().
+ */
+size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size_t k,
+		   uint32_t *idx, float *val);
+
+/*
+ * Error feedback: e += g (stored), then select from e as topk_select does
+ * and set e[i] = 0 for every selected i, so e keeps what was not sent.
+ * g may be NULL (select from e as it is). Returns m.
+ */
+size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
+		      size_t k, uint32_t *idx, float *val);
+
+/*
+ * The reference: exactly min(k, n) entries, the largest magnitudes (ties
+ * broken by the lower index; NaNs last), returned in index order.
+ * Allocates n * 8 bytes of scratch; returns the count, or 0 with errno
+ * ENOMEM.
+ */
+size_t topk_exact(const float *x, size_t n, size_t k, uint32_t *idx, float *val);
+
+#endif
