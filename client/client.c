@@ -322,7 +322,7 @@ void pbox_close(pbox_client *c)
 	while (c->live) {
 		struct pbox_req *r = c->live;
 		c->live = r->live_next;
-		free(r);
+		req_free(r);
 	}
 	xfer_free(&c->x);
 	ctrl_close(&c->ctrl);
@@ -331,6 +331,7 @@ void pbox_close(pbox_client *c)
 		close(c->evfd);
 	free(c->eps);
 	free(c->lrs);
+	topk_free_all(c);
 	pthread_cond_destroy(&c->done_cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -134,6 +134,7 @@ struct key_state {
 	uint8_t dtype;               /* as declared (PS: the gradients') */
 	bool is_ps;                  /* declared with an optimizer */
 	bool restored;               /* PS: the box has weights from a checkpoint */
+	bool sparse;                 /* a sparse key (REQ_SPARSE calls only) */
 	uint8_t rdtype;              /* PS: dtype of the weights returned */
 	uint64_t count;              /* as declared */
 	struct seg_layout lay;       /* valid when READY */
@@ -168,6 +169,7 @@ enum req_kind {
 	REQ_PUSH_PULL,     /* PS step: src gradients, buf gets the weights */
 	REQ_PS_READ,       /* key_read pieces into buf (ps_rpc.c) */
 	REQ_PS_WRITE,      /* key_write pieces from src, or only steps */
+	REQ_SPARSE,        /* sparse key: records in enc, buf gets the dense sum */
 };
 
 /* State of a request inside the progress thread. */
@@ -195,6 +197,8 @@ struct pbox_req {
 	uint64_t steps;                       /* read: steps held; write: to set */
 	uint64_t *steps_out;                  /* REQ_PS_READ: where steps go */
 	size_t done_elems;                    /* REQ_PS_READ/WRITE: progress */
+	uint8_t *enc;                         /* REQ_SPARSE: every segment's record */
+	size_t *enc_off;                      /* nsegs + 1: where each one starts */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -251,6 +255,11 @@ struct xfer {
 	struct rack rack;
 	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;
+	uint16_t *sp_open;           /* per endpoint: txq index + 1 of the sparse
+				        packet still taking records, 0 none
+				        (until the next flush) */
+	uint32_t *sp_last;           /* per endpoint: the open packet's last segment */
+	uint8_t *sp_buf;             /* XFER_TX_BURST payloads of sparse packets */
 	unsigned ntxq;               /* datagrams queued in txq */
 	struct tp_pkt txq[XFER_TX_BURST];
 	struct tp_dgram rxq[XFER_RX_BURST];
@@ -281,6 +290,36 @@ void xfer_fatal(pbox_client *c, int rc, const char *msg);
 void xfer_apply_pending(pbox_client *c);
 /* Poll timeout in ms until the next timer. */
 int xfer_poll_ms(const pbox_client *c, uint64_t now);
+/* Hand the queued datagrams to the transport as one burst. */
+void xfer_flush(pbox_client *c);
+/* Segment seg of r got its result (bytes of it, flags of its RESULT):
+ * the window, round trip, congestion and progress bookkeeping; finishes
+ * r when it was the last. The caller checked it is new and stored it. */
+void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
+		   uint8_t flags, uint64_t now);
+
+/* ---- sparse_call.c: the submission of sparse calls ------------------------- */
+
+/* The checks every sparse call shares (req_check, 32-bit indices, room
+ * for records). 0 or PBOX_EINVAL with c's message. */
+int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
+		 pbox_dtype dtype);
+/* Queue a REQ_SPARSE request for out (count of dtype) carrying the nnz
+ * entries (checked: increasing, below count), encoded. 0 and *req, or an
+ * error with c's message. */
+int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+		  const uint32_t *idx, const void *val, size_t nnz, void *out,
+		  pbox_req **req);
+
+/* ---- sparse_xfer.c: sparse keys' packets (docs/protocol.md) ------------ */
+
+/* Queue segment s of r (REQ_SPARSE) with flags: its record joins the
+ * packet being filled for its endpoint, or starts one. */
+void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags);
+/* A SPARSE RESULT that passed the header checks, for r's round: every
+ * record checked, then each new one scattered into r's buffer. */
+void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
+		   const uint8_t *payload, uint64_t now);
 
 /* ---- pmtu.c: the automatic MTU ------------------------------------------ */
 
@@ -344,6 +383,8 @@ struct pbox_client {
 	char last_err[CLIENT_MSG_LEN];
 	struct lr_entry { uint32_t key; float lr; } *lrs; /* pbox_set_lr, by key */
 	uint32_t nlrs, lrs_cap;
+	struct topk_state *topk;     /* pbox_allreduce_topk's residuals, by key
+					(topk_call.c) */
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
 };
@@ -368,6 +409,10 @@ int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 /* Queue r (filled by the caller) for the progress thread and wake it; r is
  * freed on failure. 0, or PBOX_EBUSY / the client's fatal code. */
 int req_submit(pbox_client *c, struct pbox_req *r);
+/* Free a request and what it owns. */
+void req_free(struct pbox_req *r);
+/* Free c's top-k states (pbox_close). */
+void topk_free_all(pbox_client *c);
 /* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
  * under c->lock. */
 float ps_lr_locked(const pbox_client *c, uint32_t key);

@@ -38,8 +38,16 @@ void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt
 static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct key_state *ks = r->ks;
-	bool ps = r->kind != REQ_ALLREDUCE;
+	bool sparse = r->kind == REQ_SPARSE;
+	bool ps = r->kind != REQ_ALLREDUCE && !sparse;
 
+	if (sparse != ks->sparse) {
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job, c->rank,
+				r->key, ks->sparse ? "a sparse key (pbox_allreduce_topk or "
+				"pbox_allreduce_sparse): dense calls cannot use it" : "a dense key: "
+				"sparse calls need a key of their own");
+		return;
+	}
 	if (ps != ks->is_ps) {
 		progress_finish(c, r, PBOX_EINVAL,
 			   "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, ks->is_ps ?
@@ -119,6 +127,8 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 				   "count", (json_int_t)r->count, "dtype", wire_dtype_name(r->dtype));
 	if (params && r->kind == REQ_DECLARE)
 		json_object_set_new(params, "optimizer", optimizer_json(&r->optim));
+	if (params && r->kind == REQ_SPARSE)
+		json_object_set_new(params, "sparse", json_true());
 	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 	if (rc < 0) {
 		free(p);
@@ -132,6 +142,7 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	ks->count = r->count;
 	ks->dtype = r->dtype;
 	ks->is_ps = r->kind == REQ_DECLARE;
+	ks->sparse = r->kind == REQ_SPARSE;
 	ks->rdtype = ks->is_ps ? r->rdtype : r->dtype;
 }
 
@@ -162,7 +173,8 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->progress_ns = now;
 	if (ks->phase == KEY_READY)
 		start_checked(c, r, now);
-	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE))
+	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE ||
+					  r->kind == REQ_SPARSE))
 		send_declare(c, r);
 	else if (ks->phase == KEY_NEW)
 		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
@@ -206,7 +218,13 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 		return -1;
 	}
 	ks->restored = ks->is_ps && json_is_true(json_object_get(ps, "restored"));
-	return seg_layout_check(l, ks->count, ks->is_ps ? WIRE_F32 : ks->dtype, seg_bytes,
+	if (ks->sparse != json_is_true(json_object_get(res, "sparse"))) {
+		snprintf(err, errlen, "the sparse mode (\"sparse\") differs from the declaration");
+		return -1;
+	}
+	/* a sparse key's segments are WIRE_SPARSE_SLACK bytes shorter */
+	return seg_layout_check(l, ks->count, ks->is_ps ? WIRE_F32 : ks->dtype,
+				ks->sparse ? seg_bytes - WIRE_SPARSE_SLACK : seg_bytes,
 				neps, err, errlen);
 }
 

@@ -113,7 +113,7 @@ int req_submit(pbox_client *c, struct pbox_req *r)
 	int rc = submit_locked(c, r);
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0) {
-		free(r);
+		req_free(r);
 		return rc;
 	}
 	client_kick(c);
@@ -138,8 +138,17 @@ int pbox_wait(pbox_req *r)
 	if (r->live_next)
 		r->live_next->live_prev = r->live_prev;
 	pthread_mutex_unlock(&c->lock);
-	free(r);
+	req_free(r);
 	return rc;
+}
+
+void req_free(struct pbox_req *r)
+{
+	if (!r)
+		return;
+	free(r->enc);
+	free(r->enc_off);
+	free(r);
 }
 
 int pbox_test(pbox_req *r)

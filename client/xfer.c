@@ -92,6 +92,12 @@ void xfer_free(struct xfer *x)
 	sendq_free(&x->sendq);
 	free(x->slots);
 	x->slots = NULL;
+	free(x->sp_open);
+	free(x->sp_last);
+	free(x->sp_buf);
+	x->sp_open = NULL;
+	x->sp_last = NULL;
+	x->sp_buf = NULL;
 }
 
 void xfer_activate(pbox_client *c, struct pbox_req *r)
@@ -149,16 +155,27 @@ void xfer_apply_pending(pbox_client *c)
 	}
 }
 
-static void flush(pbox_client *c)
+void xfer_flush(pbox_client *c)
 {
 	struct xfer *x = &c->x;
+	uint64_t bytes = 0;
 
 	if (x->ntxq == 0)
 		return;
+	for (unsigned i = 0; i < x->ntxq; i++)
+		bytes += WIRE_HDR_LEN + x->txq[i].len;
+	stat_add(&c->stats.bytes_sent, bytes);
 	int rc = c->tp.ops->tx_burst(&c->tp, x->txq, x->ntxq, x->err, sizeof(x->err));
 	x->ntxq = 0;
+	if (x->sp_open) /* the sparse packets are closed: the next record starts one */
+		memset(x->sp_open, 0, c->neps * sizeof(*x->sp_open));
 	if (rc < 0)
 		sock_error(c, rc);
+}
+
+static inline void flush(pbox_client *c)
+{
+	xfer_flush(c);
 }
 
 static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
@@ -167,6 +184,10 @@ static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t fla
 	uint32_t n = r->empty ? 0 : seg_len(l, s);
 	size_t esz = wire_dtype_size(r->dtype);
 
+	if (r->kind == REQ_SPARSE) {
+		sparse_send(c, r, s, flags);
+		return;
+	}
 	if (c->x.ntxq == XFER_TX_BURST)
 		flush(c);
 	if (r->kind == REQ_PS_INIT)
@@ -375,7 +396,16 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	}
 	const struct seg_layout *l = &ks->lay;
 	size_t esz = wire_dtype_size(r->rdtype);
-	if (m->seg >= l->nsegs || m->dtype != r->rdtype || m->count != seg_len(l, m->seg)) {
+	if (m->dtype != r->rdtype || (m->flags & WIRE_FLAG_SPARSE) != (ks->sparse ? WIRE_FLAG_SPARSE : 0)) {
+		stat_add(&c->stats.bad_packets, 1);
+		return;
+	}
+	stat_add(&c->stats.bytes_recv, WIRE_HDR_LEN + m->plen);
+	if (ks->sparse) {
+		sparse_result(c, r, m, payload, now);
+		return;
+	}
+	if (m->seg >= l->nsegs || m->count != seg_len(l, m->seg)) {
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
@@ -385,9 +415,17 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	}
 	seg_bit_set(ks->got, m->seg);
 	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * esz, payload, (size_t)m->count * esz);
+	xfer_seg_done(c, r, m->seg, (uint32_t)(m->count * esz), m->flags, now);
+}
+
+void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
+		   uint8_t flags, uint64_t now)
+{
+	struct key_state *ks = r->ks;
 	uint64_t rtt_ns = 0;
-	if (ks->slot_of[m->seg]) {
-		uint32_t i = ks->slot_of[m->seg] - 1;
+
+	if (ks->slot_of[seg]) {
+		uint32_t i = ks->slot_of[seg] - 1;
 		if (!c->x.slots[i].retxed && now > c->x.slots[i].first_ns)
 			rtt_ns = now - c->x.slots[i].first_ns;
 		/* only a segment sent once says when its result was due: a
@@ -396,14 +434,14 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 			rack_on_delivery(&c->x.rack, c->x.slots[i].sent_ns, now);
 		slot_release(&c->x, i);
 	}
-	if (m->flags & WIRE_FLAG_CE)
+	if (flags & WIRE_FLAG_CE)
 		stat_add(&c->stats.ce_marks, 1);
-	aimd_on_result(&c->x.aimd, now, srtt_ns(&c->x), m->flags & WIRE_FLAG_CE);
-	rtt_update(c, now, (uint32_t)(m->count * esz), rtt_ns);
+	aimd_on_result(&c->x.aimd, now, srtt_ns(&c->x), flags & WIRE_FLAG_CE);
+	rtt_update(c, now, bytes, rtt_ns);
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;
-	if (r->ndone == l->nsegs)
+	if (r->ndone == ks->lay.nsegs)
 		xfer_finish(c, r, 0, NULL);
 }
 

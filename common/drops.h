@@ -38,7 +38,9 @@
 	X(RING_FULL,    "ring_full",    "hand-off ring to the owner full")     \
 	X(TX_FULL,      "tx_full",      "transmit queue full")                 \
 	X(NO_MBUF,      "no_mbuf",      "mbuf pool empty")                     \
-	X(BAD_ARG,      "bad_arg",      "PS push: learning rate not finite or < 0, or INIT misused")
+	X(BAD_ARG,      "bad_arg",      "PS push: learning rate not finite or < 0, or INIT misused") \
+	X(BAD_SPARSE,   "bad_sparse",   "sparse records malformed (indices, bitmap, sizes, order)") \
+	X(SPARSE_MISMATCH, "sparse_mismatch", "sparse push to a dense key or dense push to a sparse key")
 
 enum drop_reason {
 	DROP_NONE = 0,

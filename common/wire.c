@@ -73,6 +73,13 @@ int wire_decode(const void *buf, size_t len, struct wire_msg *m)
 		m->arg = ((uint32_t)m->status << 16) | ntohs(h.reserved);
 		m->status = 0;
 	}
+	m->plen = (uint32_t)(len - sizeof(h));
+	if (m->flags & WIRE_FLAG_SPARSE) {
+		if (m->type != WIRE_PUSH && m->type != WIRE_RESULT)
+			return -DROP_BAD_FLAGS;
+		return m->count >= 1 && m->plen >= 8u * m->count && m->plen % 4 == 0
+		       ? 0 : -DROP_BAD_LEN;
+	}
 	if (m->type == WIRE_PROBE || m->type == WIRE_PROBE_ACK)
 		return m->count == 0 ? 0 : -DROP_BAD_LEN;   /* padding: the probe's size */
 	if (m->type == WIRE_WAIT || m->type == WIRE_NACK)

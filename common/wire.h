@@ -44,8 +44,14 @@ enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
 #define WIRE_FLAG_CE     0x04u /* RESULT: the box is congested, slow down */
 #define WIRE_FLAG_INIT   0x08u /* PUSH: round 1 of a PS key, the initial weights
 				  (docs/protocol.md "PS keys") */
+#define WIRE_FLAG_SPARSE 0x10u /* PUSH, RESULT: the payload is records of a
+				  sparse key, count = how many (common/sparse.h,
+				  docs/protocol.md "Sparse keys") */
 #define WIRE_FLAGS_KNOWN (WIRE_FLAG_RETX | WIRE_FLAG_NOTICE | WIRE_FLAG_CE | \
-			  WIRE_FLAG_INIT)
+			  WIRE_FLAG_INIT | WIRE_FLAG_SPARSE)
+/* A sparse key's segments are this much shorter than seg_bytes, so a
+ * record header and a dense body always fit one packet. */
+#define WIRE_SPARSE_SLACK 64
 
 enum wire_status {
 	WIRE_ST_OK = 0,
@@ -114,6 +120,8 @@ struct wire_msg {
 	uint32_t key;
 	uint32_t seg;
 	uint32_t round;
+	uint32_t plen;      /* payload bytes after the header (decoded only;
+			       wire_encode ignores it) */
 	uint32_t arg;       /* PUSH only: bytes 36..39 (status and reserved on
 			       other types), big-endian; a PUSH to a PS key
 			       carries its learning rate there as binary32
@@ -138,7 +146,9 @@ uint32_t wire_seg_bytes(uint32_t mtu);
 /*
  * Decode and check a pbox header + payload of len bytes (the UDP payload).
  * Checks length, magic, version, type, dtype, flags, reserved and that
- * len == header + count * dtype size (PROBE and PROBE_ACK: count == 0 and
+ * len == header + count * dtype size (SPARSE PUSH and RESULT: count >= 1
+ * records, at least 8 bytes each, a multiple of 4 bytes in all: the
+ * records themselves are checked by common/sparse.h; PROBE and PROBE_ACK: count == 0 and
  * any padding after the header; WAIT and NACK: count == 0 and exactly
  * WIRE_NOTICE_LEN bytes after it).
  * Returns 0, or a negative drop reason -DROP_* (common/drops.h).

@@ -59,6 +59,7 @@ struct job_key {
 	uint32_t key;
 	uint8_t dtype;             /* declared (PS: of the gradients) */
 	uint8_t is_ps;             /* PS key: ps holds its optimizer */
+	uint8_t sparse;            /* sparse key (docs/protocol.md "Sparse keys") */
 	struct job_ps ps;
 	uint16_t first_rank;       /* rank that declared it first */
 	uint64_t declared;         /* bit r: rank r declared it */
@@ -180,6 +181,7 @@ struct jobs_declare_args {
 	unsigned dtype;     /* enum wire_dtype */
 	void *session;      /* the calling connection: must be the rank's */
 	const struct job_ps *ps; /* PS key (checked), or NULL: a plain sum */
+	bool sparse;        /* a sparse key (not with ps) */
 };
 
 /*

@@ -140,6 +140,11 @@ static int check_same(const struct job *j, const struct job_key *k,
 			      wire_dtype_name(a->dtype), a->count * wire_dtype_size(a->dtype),
 			      k->first_rank, k->geom.count, wire_dtype_name(k->dtype),
 			      k->geom.count * wire_dtype_size(k->dtype));
+	if (k->sparse != a->sparse)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			      " declares it %s but rank %u declared it %s", j->name, a->key,
+			      a->rank, a->sparse ? "sparse" : "dense", k->first_rank,
+			      k->sparse ? "sparse" : "dense");
 	if (k->is_ps != (a->ps != NULL))
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
 			      " declares it %s but rank %u declared it %s", j->name, a->key,
@@ -167,6 +172,17 @@ static int check_new(const struct jobs *js, const struct job *j,
 				 " is outside [1, %" PRIu64 "] for %s (job memory %" PRIu64 " bytes)",
 				 j->name, a->key, a->count, j->max_bytes / wire_dtype_size(a->dtype),
 				 wire_dtype_name(a->dtype), j->max_bytes);
+	if (a->sparse && a->ps)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": a sparse key "
+				 "cannot have an optimizer", j->name, a->key);
+	if (a->sparse && a->count > UINT32_MAX)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": a sparse key "
+				 "holds at most %u elements (32-bit indices), not %" PRIu64,
+				 j->name, a->key, UINT32_MAX, a->count);
+	if (a->sparse && j->seg_bytes <= WIRE_SPARSE_SLACK)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": segments of %"
+				 PRIu32 " bytes leave no room for sparse records (MTU too small)",
+				 j->name, a->key, j->seg_bytes);
 	if (js->box->layout.neps == 0)
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
 				 "data endpoints", j->name, a->key);
@@ -199,6 +215,9 @@ static int install_key(struct jobs *js, struct job *j, struct engine_key *ek,
 static size_t key_bytes(const struct job *j, const struct job_key *k,
 			const struct jobs_declare_args *a)
 {
+	if (a->sparse)
+		return engine_sparse_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
+					       k->geom.segs_per_chunk);
 	size_t need = engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 					   k->geom.segs_per_chunk);
 	if (a->ps)
@@ -234,8 +253,10 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	for (uint32_t c = 0; c < k->geom.nchunks; c++)
 		owner[c] = (uint8_t)b->layout.eps[k->chunk_ep[c]].lcore;
 	uint8_t *mem = j->arena + j->used;
-	k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
-				k->geom.segs_per_chunk, owner);
+	k->ek = a->sparse ? engine_sparse_key_init(mem, a->key, a->count, k->geom.dtype,
+						   j->seg_bytes, k->geom.segs_per_chunk, owner)
+			  : engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
+					    k->geom.segs_per_chunk, owner);
 	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
@@ -260,8 +281,11 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		   struct job_key **out, char *err, size_t errlen)
 {
 	struct job_key k = { .key = a->key, .dtype = (uint8_t)a->dtype,
-			     .is_ps = a->ps != NULL, .first_rank = (uint16_t)a->rank };
+			     .is_ps = a->ps != NULL, .sparse = a->sparse,
+			     .first_rank = (uint16_t)a->rank };
 	unsigned layout = a->ps ? WIRE_F32 : a->dtype; /* PS keys: fp32 weights fit */
+	/* sparse keys: segments 64 bytes shorter, so a record always fits */
+	uint32_t lay_bytes = a->sparse ? j->seg_bytes - WIRE_SPARSE_SLACK : j->seg_bytes;
 	uint8_t *owner = NULL;
 	unsigned failed = 0;
 	int rc = check_new(js, j, a, err, errlen);
@@ -270,7 +294,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		return rc;
 	if (a->ps)
 		k.ps = *a->ps;
-	if (assign_geom(a->count, layout, j->seg_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
+	if (assign_geom(a->count, layout, lay_bytes, js->box->cfg.chunk_bytes, &k.geom) < 0)
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
 				 " %s cannot be cut into %" PRIu32 "-byte segments", j->name,
 				 a->key, a->count, wire_dtype_name(a->dtype), j->seg_bytes);

@@ -116,7 +116,7 @@ static json_t *ps_reply(const struct job_key *k)
 RPC_HANDLER(rpc_key_declare)
 {
 	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype",
-					     "optimizer", NULL };
+					     "optimizer", "sparse", NULL };
 	struct jobs_declare_args a = { .session = ctx->session };
 	struct job_ps ps;
 	const char *dtype = NULL;
@@ -130,6 +130,12 @@ RPC_HANDLER(rpc_key_declare)
 	    (rc = rpc_param_u64(params, "count", 1, 0, INT64_MAX, &a.count, err, errlen)) ||
 	    (rc = rpc_param_str(params, "dtype", 1, 16, &dtype, err, errlen)))
 		return rc;
+	json_t *sp = json_object_get(params, "sparse");
+	if (sp && !json_is_boolean(sp)) {
+		snprintf(err, errlen, "key %u: 'sparse' must be true or false", a.key);
+		return -EINVAL;
+	}
+	a.sparse = json_is_true(sp);
 	int d = wire_dtype_parse(dtype);
 	if (d < 0) {
 		snprintf(err, errlen, "key %u: unknown dtype '%s' (f32, f16 or bf16)", a.key, dtype);
@@ -154,12 +160,12 @@ RPC_HANDLER(rpc_key_declare)
 		snprintf(err, errlen, "key %u: out of memory for the reply", a.key);
 		return -ENOMEM;
 	}
-	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o}",
+	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b}",
 			    "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			    "dtype", wire_dtype_name(k->dtype),
 			    "seg_elems", (json_int_t)k->geom.seg_elems,
 			    "nsegs", (json_int_t)k->geom.nsegs,
 			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
-			    "chunks", chunks, "ps", ps_reply(k));
+			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse);
 	return 0;
 }

@@ -10,6 +10,8 @@
  */
 #include "dataplane/engine.h"
 
+#include "common/sparse.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -28,44 +30,42 @@ size_t engine_job_mem_bytes(uint16_t world, uint32_t seg_bytes,
 	       (size_t)nslots * world * seg_bytes;
 }
 
-uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
+/* A key's layout with seg_elems elements per segment; shadow copies are
+ * seg_bytes apart whatever the layout (a sparse key's records fit). */
+static uint32_t nsegs_of(uint64_t count, uint32_t seg_elems)
 {
-	uint64_t per = seg_bytes / wire_dtype_size(dtype);
-	return (uint32_t)((count + per - 1) / per);
+	return seg_elems ? (uint32_t)((count + seg_elems - 1) / seg_elems) : 0;
 }
 
-uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
-			    uint32_t segs_per_chunk)
+static uint32_t nchunks_of(uint64_t count, uint32_t seg_elems, uint32_t segs_per_chunk)
 {
-	uint32_t nsegs = engine_key_nsegs(count, dtype, seg_bytes);
-	return (nsegs + segs_per_chunk - 1) / segs_per_chunk;
+	return (nsegs_of(count, seg_elems) + segs_per_chunk - 1) / segs_per_chunk;
 }
 
-size_t engine_key_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
-			    uint32_t segs_per_chunk)
+static size_t key_mem(uint64_t count, uint32_t seg_elems, uint32_t seg_bytes,
+		      uint32_t segs_per_chunk)
 {
-	uint32_t nsegs = engine_key_nsegs(count, dtype, seg_bytes);
-	uint32_t nchunks = engine_key_nchunks(count, dtype, seg_bytes, segs_per_chunk);
-	return ALIGN64(sizeof(struct engine_key)) + ALIGN64(nchunks) +
+	uint32_t nsegs = nsegs_of(count, seg_elems);
+	return ALIGN64(sizeof(struct engine_key)) +
+	       ALIGN64(nchunks_of(count, seg_elems, segs_per_chunk)) +
 	       ALIGN64((size_t)nsegs * sizeof(struct engine_seg)) +
 	       (size_t)nsegs * seg_bytes;
 }
 
-struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
-				   unsigned dtype, uint32_t seg_bytes,
-				   uint32_t segs_per_chunk,
+static struct engine_key *key_init(void *mem, uint32_t key, uint64_t count, unsigned dtype,
+				   uint32_t seg_elems, uint32_t segs_per_chunk,
 				   const uint8_t *chunk_lcore)
 {
 	uint8_t *p = mem;
 	struct engine_key *k = (struct engine_key *)p;
-	uint32_t nsegs = engine_key_nsegs(count, dtype, seg_bytes);
-	uint32_t nchunks = engine_key_nchunks(count, dtype, seg_bytes, segs_per_chunk);
+	uint32_t nsegs = nsegs_of(count, seg_elems);
+	uint32_t nchunks = nchunks_of(count, seg_elems, segs_per_chunk);
 
 	p += ALIGN64(sizeof(*k));
 	k->key = key;
 	k->dtype = (uint8_t)dtype;
 	k->count = count;
-	k->seg_elems = seg_bytes / (uint32_t)wire_dtype_size(dtype);
+	k->seg_elems = seg_elems;
 	k->nsegs = nsegs;
 	k->segs_per_chunk = segs_per_chunk;
 	k->nchunks = nchunks;
@@ -77,6 +77,68 @@ struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
 		k->segs[s] = (struct engine_seg){ .done = 0, .slot = ENGINE_NO_SLOT };
 	p += ALIGN64((size_t)nsegs * sizeof(struct engine_seg));
 	k->result = p;
+	return k;
+}
+
+static inline uint32_t dense_elems(unsigned dtype, uint32_t seg_bytes)
+{
+	return seg_bytes / (uint32_t)wire_dtype_size(dtype);
+}
+
+uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
+{
+	return nsegs_of(count, dense_elems(dtype, seg_bytes));
+}
+
+uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			    uint32_t segs_per_chunk)
+{
+	return nchunks_of(count, dense_elems(dtype, seg_bytes), segs_per_chunk);
+}
+
+size_t engine_key_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			    uint32_t segs_per_chunk)
+{
+	return key_mem(count, dense_elems(dtype, seg_bytes), seg_bytes, segs_per_chunk);
+}
+
+struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
+				   unsigned dtype, uint32_t seg_bytes,
+				   uint32_t segs_per_chunk,
+				   const uint8_t *chunk_lcore)
+{
+	return key_init(mem, key, count, dtype, dense_elems(dtype, seg_bytes), segs_per_chunk,
+			chunk_lcore);
+}
+
+uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
+{
+	return nsegs_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)));
+}
+
+uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			       uint32_t segs_per_chunk)
+{
+	return nchunks_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)),
+			  segs_per_chunk);
+}
+
+size_t engine_sparse_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			       uint32_t segs_per_chunk)
+{
+	return key_mem(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)), seg_bytes,
+		       segs_per_chunk);
+}
+
+struct engine_key *engine_sparse_key_init(void *mem, uint32_t key, uint64_t count,
+					  unsigned dtype, uint32_t seg_bytes,
+					  uint32_t segs_per_chunk,
+					  const uint8_t *chunk_lcore)
+{
+	struct engine_key *k = key_init(mem, key, count, dtype,
+					sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)),
+					segs_per_chunk, chunk_lcore);
+	k->sparse = 1;
 	return k;
 }
 
@@ -273,6 +335,7 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 		.round = m->round, .count = count,
 	};
 	out->payload = k->result + (size_t)m->seg * j->seg_bytes;
+	out->plen = (uint32_t)count * (uint32_t)wire_dtype_size(out->hdr.dtype);
 	out->rank = m->rank;
 }
 
@@ -326,6 +389,7 @@ static void fill_notice(struct engine_out *out, const struct engine *e,
 		.open_us = open_us > UINT32_MAX ? UINT32_MAX : (uint32_t)open_us,
 	};
 	out->payload = NULL;
+	out->plen = 0;
 	out->rank = rank;
 }
 
@@ -361,6 +425,28 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 		sum_narrow(k->result + (size_t)seg * j->seg_bytes, w, count, ps->rdtype);
 }
 
+/* A sparse round completed: every rank's record added in rank order into
+ * a binary32 sum that starts from +0, rounded once to the dtype, kept in
+ * the shadow copy as one record of the entries that are not zero bits. */
+static void sparse_complete(struct engine *e, const struct engine_job *j,
+			    const struct engine_key *k, const struct engine_slot *sl,
+			    uint32_t seg, uint16_t len)
+{
+	float *acc = e->ps_grad;
+	size_t esz = wire_dtype_size(k->dtype);
+
+	memset(acc, 0, (size_t)len * sizeof(float));
+	for (unsigned r = 0; r < j->world; r++) {
+		struct sparse_rec rec;
+		const uint8_t *p = sl->src[r];
+		sparse_rec_header(p, &rec.seg, &rec.n, &rec.form);
+		rec.body = p + SPARSE_REC_HDR;
+		sparse_rec_add(acc, &rec, k->dtype, len);
+	}
+	sparse_sum_round(e->sp_val, acc, len, k->dtype);
+	sparse_encode_dense(k->result + (size_t)seg * j->seg_bytes, seg, e->sp_val, len, esz);
+}
+
 /* Sum the slot's contributions in rank order into the shadow copy (PS:
  * update the weights); give back the packets held. */
 static void complete(struct engine *e, struct engine_job *j,
@@ -371,6 +457,8 @@ static void complete(struct engine *e, struct engine_job *j,
 		spread_sample(j, e->now - sl->t_open);
 	if (k->ps)
 		ps_complete(e, j, k, sl, seg, count);
+	else if (k->sparse)
+		sparse_complete(e, j, k, sl, seg, count);
 	else
 		e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src,
 				     j->world, count);
@@ -393,6 +481,7 @@ static int send_error(const struct engine_job *j, const struct wire_msg *m, uint
 		.key = m->key, .seg = m->seg, .round = m->round, .status = status,
 	};
 	out->payload = NULL;
+	out->plen = 0;
 	out->rank = m->rank;
 	return ENGINE_SEND_ERROR;
 }
@@ -442,67 +531,26 @@ int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 	return engine_push_ref(e, m, payload, NULL, src_ip, src_port, out);
 }
 
-int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
-		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out)
+/* One contribution to segment seg of k (count elements; nbytes of it at
+ * payload: a dense segment's elements or a sparse key's record) from the
+ * sender of m: the round rules of docs/protocol.md "Rounds". */
+static int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
+		    const struct wire_msg *m, uint32_t seg, uint16_t count,
+		    const void *payload, size_t nbytes, void *ref, float lr,
+		    struct engine_out *out)
 {
-	struct engine_job *j = &e->jobs[engine_job_index(m->job)];
-
-	out->held = 0;
-
-	if (m->type != WIRE_PUSH)
-		return -DROP_BAD_TYPE;
-	if (j->state == ENGINE_JOB_FREE || j->id != m->job)
-		return -DROP_NO_JOB;
-	if (m->token != j->token)
-		return -DROP_BAD_TOKEN;
-	if (m->rank >= j->world)
-		return -DROP_BAD_RANK;
-	const struct engine_worker *w = &j->workers[m->rank];
-	if (w->ip != src_ip || w->port != src_port || w->ip == 0)
-		return -DROP_BAD_SOURCE;
-	if (j->state == ENGINE_JOB_ABORTED) {
-		e->c.errors_sent++;
-		return send_error(j, m, WIRE_ST_NO_JOB, out);
-	}
-
-	struct engine_key *k = key_find(j, m->key);
-	if (!k)
-		return -DROP_NO_KEY;
-	if (!k->ps && m->dtype != k->dtype)
-		return -DROP_BAD_DTYPE;
-	if (m->seg >= k->nsegs)
-		return -DROP_BAD_SEGMENT;
-	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
-		return -DROP_WRONG_LCORE;
-	uint64_t first = (uint64_t)m->seg * k->seg_elems;
-	uint64_t left = k->count - first;
-	uint16_t count = (uint16_t)(left < k->seg_elems ? left : k->seg_elems);
-	float lr = 0;
-	if (k->ps) {
-		int rc = ps_check(e, j, k, m, count, &lr, out);
-		if (rc != 0)
-			return rc;
-	} else if (m->count != count) {
-		return -DROP_BAD_COUNT;
-	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
-		return -DROP_BAD_FLAGS;
-	}
-
-	struct engine_seg *sg = &k->segs[m->seg];
+	struct engine_seg *sg = &k->segs[seg];
 	struct engine_rank *rk = &j->ranks[m->rank];
-	rk->notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
+
 	if (rk->last_key != m->key || rk->last_round != m->round) {
 		rk->last_key = m->key;
 		rk->last_round = m->round;
-		rk->last_seg = m->seg;
-	} else if (m->seg > rk->last_seg) {
-		rk->last_seg = m->seg;
+		rk->last_seg = seg;
+	} else if (seg > rk->last_seg) {
+		rk->last_seg = seg;
 	}
-	if (m->flags & WIRE_FLAG_RETX)
-		e->c.retx++;
 	if (m->round == sg->done && sg->done != 0) {
 		e->c.dup_done++;
-		fill_out(out, j, k, m, count);
 		return ENGINE_SEND_ONE;
 	}
 	if (m->round != sg->done + 1)
@@ -517,7 +565,7 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		sl->have = 0;
 		sl->nhave = 0;
 		sl->key = k;
-		sl->seg = m->seg;
+		sl->seg = seg;
 		sl->round = m->round;
 		sl->retx = 0;
 		sl->nnack = 0;
@@ -544,8 +592,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.held++;
 	} else {
 		uint8_t *d = sl->data + (size_t)m->rank * j->seg_bytes;
-		if (m->count) /* a PS init round's empty contributions have no payload */
-			memcpy(d, payload, (size_t)m->count * wire_dtype_size(m->dtype));
+		if (nbytes) /* a PS init round's empty contributions have no payload */
+			memcpy(d, payload, nbytes);
 		sl->src[m->rank] = d;
 	}
 	if (m->rank == 0)
@@ -557,17 +605,215 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		rk->late_max_ns[0] = late;
 	sl->have |= bit;
 	sl->nhave++;
-	j->rx_bytes += (uint64_t)m->count * wire_dtype_size(m->dtype);
+	j->rx_bytes += nbytes;
 	e->c.pushes++;
 	if (sl->nhave < j->world)
 		return ENGINE_ABSORBED;
-	complete(e, j, k, sg, sl, m->seg, count);
-	fill_out(out, j, k, m, count);
-	if (over_share(e, j)) {
+	complete(e, j, k, sg, sl, seg, count);
+	return ENGINE_SEND_ALL;
+}
+
+/* Elements of segment seg of k (< nsegs), 0 outside the key. */
+static uint32_t key_seg_len(const void *ctx, uint32_t seg)
+{
+	const struct engine_key *k = ctx;
+
+	if (seg >= k->nsegs)
+		return 0;
+	uint64_t left = k->count - (uint64_t)seg * k->seg_elems;
+	return left < k->seg_elems ? (uint32_t)left : k->seg_elems;
+}
+
+/* A sparse PUSH: every record checked before any is applied (one bad
+ * record drops the packet), then each applied as its segment's
+ * contribution; the answers wait in e->sp for engine_next. */
+static int sparse_push(struct engine *e, struct engine_job *j, struct engine_key *k,
+		       const struct wire_msg *m, const uint8_t *payload, struct engine_out *out)
+{
+	struct engine_sparse_out *sp = &e->sp;
+	size_t esz = wire_dtype_size(k->dtype), left = m->plen;
+	const uint8_t *p = payload;
+	struct sparse_rec r;
+	uint32_t prev = 0;
+	int done = 0;
+
+	if (m->arg || (m->flags & WIRE_FLAG_INIT))
+		return -DROP_BAD_FLAGS;
+	if (m->count > ENGINE_SPARSE_MAX_RECS)
+		return -DROP_BAD_SPARSE;
+	for (uint32_t i = 0; i < m->count; i++, p += r.bytes, left -= r.bytes) {
+		if (sparse_rec_parse(p, left, esz, key_seg_len, k, &r) < 0 ||
+		    (i == 0 ? r.seg != m->seg : r.seg <= prev) ||
+		    sparse_rec_check(&r, key_seg_len(k, r.seg), esz) < 0)
+			return -DROP_BAD_SPARSE;
+		if (k->chunk_lcore[r.seg / k->segs_per_chunk] != e->lcore)
+			return -DROP_WRONG_LCORE;
+		prev = r.seg;
+	}
+	if (left)
+		return -DROP_BAD_SPARSE;
+
+	j->ranks[m->rank].notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
+	if (m->flags & WIRE_FLAG_RETX)
+		e->c.retx++;
+	sp->job = j;
+	sp->key = k;
+	sp->m = *m;
+	p = payload;
+	for (uint32_t i = 0; i < m->count; i++, p += r.bytes) {
+		struct engine_sparse_ev *ev = &sp->ev[i];
+		struct engine_out o;
+		sparse_rec_header(p, &r.seg, &r.n, &r.form);
+		uint32_t len = key_seg_len(k, r.seg);
+		r.bytes = SPARSE_REC_HDR + (uint32_t)sparse_body_bytes(r.form, r.n, len, esz);
+		ev->seg = r.seg;
+		ev->what = seg_push(e, j, k, m, r.seg, (uint16_t)len, p, r.bytes, NULL, 0, &o);
+		if (ev->what == ENGINE_SEND_NOTICE)
+			ev->notice = o.notice;
+		done |= ev->what == ENGINE_SEND_ALL;
+	}
+	sp->n = m->count;
+	sp->cur = 0;
+	sp->phase = 0;
+	sp->ce = done && over_share(e, j);
+	if (sp->ce)
+		e->c.marks++;
+	(void)out;
+	return ENGINE_ABSORBED;
+}
+
+/* Whether event what belongs to phase ph of engine_next. */
+static inline bool in_phase(int32_t what, unsigned ph)
+{
+	return ph == 0 ? what == ENGINE_SEND_ALL : ph == 1 ? what == ENGINE_SEND_ONE
+	       : what < 0 || what == ENGINE_SEND_NOTICE;
+}
+
+int engine_next(struct engine *e, struct engine_out *out)
+{
+	struct engine_sparse_out *sp = &e->sp;
+
+	out->held = 0;
+	for (; sp->phase < 3; sp->phase++, sp->cur = 0) {
+		while (sp->cur < sp->n && !in_phase(sp->ev[sp->cur].what, sp->phase))
+			sp->cur++;
+		if (sp->cur == sp->n)
+			continue;
+		const struct engine_sparse_ev *ev = &sp->ev[sp->cur];
+		const struct engine_job *j = sp->job;
+		if (sp->phase == 2) {
+			sp->cur++;
+			if (ev->what < 0)
+				return ev->what;
+			out->job = j;
+			out->hdr = (struct wire_msg){
+				.type = WIRE_WAIT, .dtype = sp->key->dtype, .job = j->id,
+				.token = j->token, .key = sp->key->key, .seg = ev->seg,
+				.round = sp->m.round, .rank = sp->m.rank,
+			};
+			out->notice = ev->notice;
+			out->payload = NULL;
+			out->plen = 0;
+			out->rank = sp->m.rank;
+			return ENGINE_SEND_NOTICE;
+		}
+		/* pack this phase's records from the shadow copies */
+		uint32_t used = 0, nrec = 0, first = ev->seg;
+		size_t esz = wire_dtype_size(sp->key->dtype);
+		for (; sp->cur < sp->n; sp->cur++) {
+			ev = &sp->ev[sp->cur];
+			if (!in_phase(ev->what, sp->phase))
+				continue;
+			const uint8_t *rec = sp->key->result + (size_t)ev->seg * j->seg_bytes;
+			uint32_t seg;
+			uint16_t n;
+			uint8_t form;
+			sparse_rec_header(rec, &seg, &n, &form);
+			uint32_t bytes = SPARSE_REC_HDR + (uint32_t)sparse_body_bytes(form, n,
+						key_seg_len(sp->key, seg), esz);
+			if (used + bytes > j->seg_bytes)
+				break;
+			memcpy(sp->pack + used, rec, bytes);
+			used += bytes;
+			nrec++;
+		}
+		out->job = j;
+		out->hdr = (struct wire_msg){
+			.type = WIRE_RESULT, .dtype = sp->key->dtype,
+			.flags = (uint8_t)(WIRE_FLAG_SPARSE | (sp->phase == 0 && sp->ce ? WIRE_FLAG_CE : 0)),
+			.job = j->id, .token = j->token, .key = sp->key->key, .seg = first,
+			.round = sp->m.round, .count = (uint16_t)nrec,
+		};
+		out->payload = sp->pack;
+		out->plen = used;
+		out->rank = sp->m.rank;
+		return sp->phase == 0 ? ENGINE_SEND_ALL : ENGINE_SEND_ONE;
+	}
+	sp->n = 0;
+	return ENGINE_ABSORBED;
+}
+
+int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
+		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out)
+{
+	struct engine_job *j = &e->jobs[engine_job_index(m->job)];
+
+	out->held = 0;
+	e->sp.n = 0;
+
+	if (m->type != WIRE_PUSH)
+		return -DROP_BAD_TYPE;
+	if (j->state == ENGINE_JOB_FREE || j->id != m->job)
+		return -DROP_NO_JOB;
+	if (m->token != j->token)
+		return -DROP_BAD_TOKEN;
+	if (m->rank >= j->world)
+		return -DROP_BAD_RANK;
+	const struct engine_worker *w = &j->workers[m->rank];
+	if (w->ip != src_ip || w->port != src_port || w->ip == 0)
+		return -DROP_BAD_SOURCE;
+	if (j->state == ENGINE_JOB_ABORTED) {
+		e->c.errors_sent++;
+		return send_error(j, m, WIRE_ST_NO_JOB, out);
+	}
+
+	struct engine_key *k = key_find(j, m->key);
+	if (!k)
+		return -DROP_NO_KEY;
+	if (!k->ps && m->dtype != k->dtype)
+		return -DROP_BAD_DTYPE;
+	if (k->sparse != ((m->flags & WIRE_FLAG_SPARSE) != 0))
+		return -DROP_SPARSE_MISMATCH;
+	if (k->sparse)
+		return sparse_push(e, j, k, m, payload, out);
+	if (m->seg >= k->nsegs)
+		return -DROP_BAD_SEGMENT;
+	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
+		return -DROP_WRONG_LCORE;
+	uint16_t count = (uint16_t)key_seg_len(k, m->seg);
+	float lr = 0;
+	if (k->ps) {
+		int rc = ps_check(e, j, k, m, count, &lr, out);
+		if (rc != 0)
+			return rc;
+	} else if (m->count != count) {
+		return -DROP_BAD_COUNT;
+	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
+		return -DROP_BAD_FLAGS;
+	}
+
+	j->ranks[m->rank].notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
+	if (m->flags & WIRE_FLAG_RETX)
+		e->c.retx++;
+	int v = seg_push(e, j, k, m, m->seg, count, payload,
+			 (size_t)m->count * wire_dtype_size(m->dtype), ref, lr, out);
+	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL)
+		fill_out(out, j, k, m, count);
+	if (v == ENGINE_SEND_ALL && over_share(e, j)) {
 		out->hdr.flags |= WIRE_FLAG_CE;
 		e->c.marks++;
 	}
-	return ENGINE_SEND_ALL;
+	return v;
 }
 
 /* ---- timers (engine_tick) ---- */

@@ -108,7 +108,8 @@ struct engine_ps {
 struct engine_key {
 	uint32_t key;
 	uint8_t  dtype;          /* of the contributions (PS: the gradients) */
-	uint8_t  pad[3];
+	uint8_t  sparse;         /* a sparse key (engine_sparse_key_init) */
+	uint8_t  pad[2];
 	uint64_t count;          /* elements */
 	uint32_t seg_elems;      /* elements per full segment */
 	uint32_t nsegs;
@@ -116,7 +117,8 @@ struct engine_key {
 	uint32_t nchunks;
 	const uint8_t *chunk_lcore;  /* nchunks: lcore index owning each chunk */
 	struct engine_seg *segs;     /* nsegs */
-	uint8_t *result;             /* nsegs * seg_bytes: shadow copies */
+	uint8_t *result;             /* nsegs * seg_bytes: shadow copies (a
+					sparse key's: one record each) */
 	struct engine_ps *ps;        /* PS mode, or NULL: the plain sum */
 };
 
@@ -235,6 +237,22 @@ struct engine_ps *engine_ps_init(void *mem, struct engine_key *k,
 				 const struct optim_params *opt, unsigned grad_dtype,
 				 unsigned rdtype, int average);
 
+/*
+ * Sparse keys (docs/protocol.md "Sparse keys"): laid out with
+ * sparse_seg_elems(seg_bytes) elements per segment; contributions and
+ * shadow copies are records (common/sparse.h). The same contract as
+ * engine_key_mem_bytes and engine_key_init otherwise.
+ */
+size_t engine_sparse_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			       uint32_t segs_per_chunk);
+struct engine_key *engine_sparse_key_init(void *mem, uint32_t key, uint64_t count,
+					  unsigned dtype, uint32_t seg_bytes,
+					  uint32_t segs_per_chunk,
+					  const uint8_t *chunk_lcore);
+uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes);
+uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			       uint32_t segs_per_chunk);
+
 uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes);
 uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			    uint32_t segs_per_chunk);
@@ -275,6 +293,29 @@ struct engine_counters {
 	uint64_t no_weights;  /* PS: gradients before the weights, answered ERROR */
 };
 
+/* Records one sparse PUSH can hold (8 bytes at least each). */
+#define ENGINE_SPARSE_MAX_RECS ((WIRE_MAX_PAYLOAD + 64) / 8)
+
+/* What one record of a sparse PUSH did, for engine_next. */
+struct engine_sparse_ev {
+	uint32_t seg;
+	int32_t  what;            /* ENGINE_SEND_ALL/ONE/NOTICE, or -DROP_* */
+	struct wire_notice notice; /* NOTICE: the WAIT's body */
+};
+
+/* The answers of the last sparse PUSH, drained by engine_next. */
+struct engine_sparse_out {
+	const struct engine_job *job;
+	const struct engine_key *key;
+	struct wire_msg m;        /* the PUSH (round, rank) */
+	uint8_t  ce;              /* its completed rounds go out marked */
+	uint8_t  phase;           /* 0: completed (to all), 1: answered (to the
+				     sender), 2: notices and drops, 3: done */
+	uint32_t n, cur;          /* events, and the next one of this phase */
+	struct engine_sparse_ev ev[ENGINE_SPARSE_MAX_RECS];
+	uint8_t  pack[WIRE_MAX_PAYLOAD]; /* the records of one answer packet */
+};
+
 /* Gives back a reference passed to engine_push_ref (e.g. frees an mbuf). */
 typedef void (*engine_release_fn)(void *ctx, void *ref);
 
@@ -289,7 +330,10 @@ struct engine {
 	uint64_t rate_at;                 /* start of the current rate period */
 	uint64_t share_rate, share_weight; /* sums over jobs with traffic */
 	uint32_t scan_job, scan_slot;     /* engine_tick's cursor */
-	float ps_grad[WIRE_MAX_PAYLOAD / 4]; /* PS: one segment's gradient */
+	float ps_grad[WIRE_MAX_PAYLOAD / 4]; /* PS: one segment's gradient;
+						sparse: one segment's sum */
+	uint8_t sp_val[WIRE_MAX_PAYLOAD];   /* sparse: the sum in the key's dtype */
+	struct engine_sparse_out sp;        /* sparse: answers still to send */
 	struct engine_job jobs[ENGINE_MAX_JOBS];
 };
 
@@ -331,7 +375,9 @@ enum engine_verdict {
 struct engine_out {
 	const struct engine_job *job;
 	struct wire_msg hdr;     /* RESULT/ERROR header, rank to fill per dest */
-	const void *payload;     /* hdr.count elements of hdr.dtype */
+	const void *payload;     /* plen bytes: hdr.count elements of hdr.dtype,
+				    or (flag SPARSE) hdr.count records */
+	uint32_t plen;
 	struct wire_notice notice; /* body of a WAIT or NACK */
 	uint16_t rank;           /* destination for SEND_ONE/ERROR/NOTICE */
 	uint8_t held;            /* engine_push_ref kept ref (released later,
@@ -343,6 +389,11 @@ struct engine_out {
  * payload, received from src_ip:src_port (host order). Returns an
  * enum engine_verdict >= 0 and fills *out, or a negative drop reason
  * (-DROP_*). Counts in e->c; drops are counted by the caller.
+ * A sparse PUSH (WIRE_FLAG_SPARSE) may need several answers, and some of
+ * its records may be dropped on their own (stale round, no slot): it
+ * returns ENGINE_ABSORBED (or a drop of the whole packet) and its answers
+ * come from engine_next, which the caller calls after every push until it
+ * returns ENGINE_ABSORBED.
  */
 int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
 		uint32_t src_ip, uint16_t src_port, struct engine_out *out);
@@ -355,6 +406,14 @@ int engine_push(struct engine *e, const struct wire_msg *m, const void *payload,
  */
 int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payload,
 		    void *ref, uint32_t src_ip, uint16_t src_port, struct engine_out *out);
+
+/*
+ * The next answer of the last PUSH: a verdict with *out filled as
+ * engine_push does (a RESULT's records packed into out->payload, valid
+ * until the next call), a negative drop reason of one record, or
+ * ENGINE_ABSORBED when nothing is left (at once after a dense PUSH).
+ */
+int engine_next(struct engine *e, struct engine_out *out);
 
 /*
  * Timers, between bursts: roll the byte-rate and lateness periods and NACK

@@ -139,8 +139,7 @@ static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_
 	struct fanout_dst d;
 	uint16_t pid;
 	struct wire_msg h = out->hdr;
-	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
-
+	size_t plen = out->plen;
 	const void *payload = out->payload;
 	uint8_t body[WIRE_NOTICE_LEN];
 
@@ -170,7 +169,7 @@ static void send_one(struct lcore_ctx *lc, const struct engine_out *out, uint16_
 static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 {
 	struct rte_mbuf *pay = NULL;
-	size_t plen = (size_t)out->hdr.count * wire_dtype_size(out->hdr.dtype);
+	size_t plen = out->plen;
 	uint64_t sum;
 	const uint64_t *psum = payload_csum(lc, out->payload, plen, &sum);
 
@@ -259,18 +258,15 @@ static void handle_push(struct lcore_ctx *lc, struct rte_mbuf *m,
 	else
 		rte_pktmbuf_free(m);
 
-	switch (rc) {
-	case ENGINE_SEND_ALL:
-		send_all(lc, &out);
-		break;
-	case ENGINE_SEND_ONE:
-	case ENGINE_SEND_ERROR:
-	case ENGINE_SEND_NOTICE:
-		send_one(lc, &out, out.rank);
-		break;
-	default:
-		break;
-	}
+	/* a sparse PUSH's answers (and dropped records) come from engine_next */
+	do {
+		if (rc < 0)
+			lc->st.drops[-rc]++;
+		else if (rc == ENGINE_SEND_ALL)
+			send_all(lc, &out);
+		else if (rc != ENGINE_ABSORBED)
+			send_one(lc, &out, out.rank);
+	} while ((rc = engine_next(&lc->eng, &out)) != ENGINE_ABSORBED);
 }
 
 /*

@@ -20,6 +20,7 @@
 #include "include/pbox.h"
 #include "tools/perf_blast.h"
 #include "tools/perf_args.h"
+#include "tools/perf_sparse.h"
 #include "common/wire.h"
 
 struct perf_args {
@@ -34,6 +35,7 @@ struct perf_args {
 	double blast_seconds;
 	size_t blast_bytes;
 	int blast_gso;
+	struct perf_sparse sp;      /* --sparse D / --topk D */
 };
 
 static void usage(FILE *f)
@@ -57,6 +59,10 @@ static void usage(FILE *f)
 		"  --transport T       auto, udp, xdp or verbs (pbox_opts.transport; default\n"
 		"                      $PBOX_TRANSPORT, else auto)\n"
 		"  --busy-poll         xdp: busy-poll the socket (pbox_opts.busy_poll)\n"
+		"  --sparse D          pbox_allreduce_sparse with about a fraction D of the\n"
+		"                      elements per rank (f32, --keys 1)\n"
+		"  --topk D            pbox_allreduce_topk at density D with error feedback\n"
+		"                      (f32, --keys 1); --check replays every rank's selection\n"
 		"\n"
 		"usage: pbox-perf --blast ADDR:PORT [--blast-seconds S] [--blast-bytes B] [--blast-gso]\n"
 		"  raw UDP datagrams of pbox's size (default 1448 B: header + one segment at\n"
@@ -81,6 +87,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { "blast", 1, 0, 'B' },
 		{ "udp-offload", 0, 0, 'O' }, { "blast-seconds", 1, 0, 'S' }, { "blast-bytes", 1, 0, 'Z' }, { "blast-gso", 0, 0, 'G' },
 		{ "transport", 1, 0, 'X' }, { "busy-poll", 0, 0, 'P' },
+		{ "sparse", 1, 0, 'Y' }, { "topk", 1, 0, 'K' },
 		{ 0, 0, 0, 0 },
 	};
 	int o, v, bad = 0;
@@ -108,6 +115,12 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		case 'G': a->blast_gso = 1; break;
 		case 'O': a->opts.udp_offload = 1; break;
 		case 'P': a->opts.busy_poll = 1; break;
+		case 'Y':
+		case 'K':
+			a->sp.mode = o == 'Y' ? PERF_SPARSE : PERF_TOPK;
+			a->sp.density = atof(optarg);
+			bad |= a->sp.density > 0 && a->sp.density <= 1 ? 0 : -1;
+			break;
 		case 'X':
 			v = !strcmp(optarg, "auto") ? PBOX_TRANSPORT_AUTO
 			  : !strcmp(optarg, "udp") ? PBOX_TRANSPORT_UDP
@@ -133,9 +146,11 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		return 0;
 	if (bad || optind != argc || !a->job || a->world < 1 || a->rank < 0 ||
 	    a->rank >= a->world || a->keys < 1 || a->iters < 1 || a->stepfactor <= 1 ||
-	    a->minbytes < 1 || a->maxbytes < a->minbytes) {
+	    a->minbytes < 1 || a->maxbytes < a->minbytes ||
+	    (a->sp.mode && (a->keys != 1 || a->dtype != PBOX_F32))) {
 		fprintf(stderr, "pbox-perf: bad or missing arguments (need --job, --rank, "
-			"--world; --keys/--iters >= 1; --stepfactor > 1; minbytes <= maxbytes)\n");
+			"--world; --keys/--iters >= 1; --stepfactor > 1; minbytes <= maxbytes;\n"
+			"--sparse/--topk: a density in (0, 1], f32 and one key)\n");
 		usage(stderr);
 		return -1;
 	}
@@ -191,6 +206,11 @@ static float bf16_to_float(uint16_t b)
 static int value(int r, size_t i, int it)
 {
 	return (int)((i + (size_t)r + (size_t)it) % 8) - 4;
+}
+
+static float value_f(int r, size_t i, int it)
+{
+	return (float)value(r, i, it);
 }
 
 static void store(void *buf, pbox_dtype t, size_t i, int v)
@@ -285,10 +305,16 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 
 	res->wrong = 0;
 	for (int it = 0; it < a->warmup + a->iters; it++) {
-		if (a->check || it == 0)
+		struct perf_sparse *sp = (struct perf_sparse *)&a->sp;
+		/* --topk: the gradient again (buf holds the last sum) */
+		if (a->check || it == 0 || sp->mode == PERF_TOPK)
 			fill(buf, a->dtype, count, a->rank, it);
+		/* the entries and the expected sum are made before the clock starts */
+		int rc = sp->mode ? perf_sparse_prepare(sp, count, it, value_f) : 0;
 		double t0 = now_us();
-		int rc = run_once(c, key0, nkeys, buf, count, a->dtype);
+		if (rc == 0)
+			rc = sp->mode ? perf_sparse_call(c, sp, key0, (float *)buf, count)
+				      : run_once(c, key0, nkeys, buf, count, a->dtype);
 		double t1 = now_us();
 		if (rc < 0) {
 			fprintf(stderr, "pbox-perf: rank %d size %zu: %s: %s\n", a->rank, bytes,
@@ -298,7 +324,8 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 		if (it >= a->warmup)
 			total += t1 - t0;
 		if (a->check)
-			res->wrong += verify(buf, a->dtype, count, a->world, it, a->rank, bytes);
+			res->wrong += a->sp.mode ? perf_sparse_wrong(&a->sp, (float *)buf, count, it)
+				    : verify(buf, a->dtype, count, a->world, it, a->rank, bytes);
 		if (res->wrong)
 			break;
 	}
@@ -407,6 +434,9 @@ int main(int argc, char **argv)
 		return 2;
 	if (a.blast)
 		return blast_main(&a);
+	a.sp.rank = a.rank;
+	a.sp.world = a.world;
+	a.sp.check = a.check;
 	char *buf = malloc(a.maxbytes + 64);
 	if (!buf) {
 		fprintf(stderr, "pbox-perf: cannot allocate %zu bytes\n", a.maxbytes);
@@ -452,6 +482,11 @@ int main(int argc, char **argv)
 		       st.gro_receives);
 	if (a.rank == 0 && rc == 0)
 		print_window_advice(&a, &st, last_rate);
+	if (a.rank == 0)
+		printf("# bytes: sent %" PRIu64 " received %" PRIu64 " (pbox headers and payloads,"
+		       " all calls); sparse entries sent %" PRIu64 "\n", st.bytes_sent,
+		       st.bytes_recv, st.sparse_entries);
+	perf_sparse_free(&a.sp);
 	pbox_close(c);
 	free(buf);
 	return rc < 0 ? 1 : 0;

@@ -170,7 +170,7 @@ static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *o
 	const struct engine_worker *w = &out->job->workers[rank];
 	struct wire_msg h = out->hdr;
 	uint8_t hdr[WIRE_HDR_LEN];
-	size_t plen = out->payload ? (size_t)h.count * wire_dtype_size(h.dtype) : 0;
+	size_t plen = out->payload ? out->plen : 0;
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(w->port),
 				  .sin_addr.s_addr = htonl(w->ip) };
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)out->payload, plen } };
@@ -236,18 +236,15 @@ static void bi_handle(struct bi_lcore *lc, unsigned ep, uint8_t *buf, size_t len
 		lc->held++;    /* the release may already have run: held nets to 0 */
 	else
 		bi_buf_put(lc, buf);
-	switch (rc) {
-	case ENGINE_SEND_ALL:
-		for (uint16_t r = 0; r < out.job->world; r++)
-			bi_send(lc, ep, &out, r);
-		break;
-	case ENGINE_SEND_ONE:
-	case ENGINE_SEND_ERROR:
-		bi_send(lc, ep, &out, out.rank);
-		break;
-	default:
-		break;
-	}
+	do { /* a sparse PUSH's answers and dropped records come from engine_next */
+		if (rc < 0)
+			st->drops[-rc]++;
+		else if (rc == ENGINE_SEND_ALL)
+			for (uint16_t r = 0; r < out.job->world; r++)
+				bi_send(lc, ep, &out, r);
+		else if (rc == ENGINE_SEND_ONE || rc == ENGINE_SEND_ERROR)
+			bi_send(lc, ep, &out, out.rank);
+	} while ((rc = engine_next(&b->f->eng[lc->index], &out)) != ENGINE_ABSORBED);
 }
 
 /* Every datagram waiting at endpoint ep, in batches; the control messages

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sparse_call.c - libpbox's sparse allreduce of index/value pairs
+ * (docs/protocol.md "Sparse keys"), and the submission every sparse call
+ * shares (topk_call.c's too): in the caller's thread, check the entries,
+ * encode one record per segment of the key (r->enc, common/sparse.h) and
+ * queue a REQ_SPARSE request; the progress thread then streams the
+ * records (sparse_xfer.c) and writes the dense sum into the caller's
+ * buffer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/internal.h"
+#include "common/sparse.h"
+
+
+/* Encode nnz entries (checked: increasing, below count) into one record
+ * per segment of the key. 0 or PBOX_ENOMEM. */
+static int encode(pbox_client *c, struct pbox_req *r, const uint32_t *idx, const void *val,
+		  size_t nnz)
+{
+	size_t esz = wire_dtype_size(r->dtype);
+	uint32_t se = sparse_seg_elems(c->seg_bytes, esz);
+	uint64_t nsegs = (r->count + se - 1) / se;
+	size_t bound = (size_t)nsegs * (SPARSE_REC_HDR + 8) + nnz * (2 + esz);
+	size_t off = 0, j = 0;
+
+	r->enc = malloc(bound);
+	r->enc_off = malloc((size_t)(nsegs + 1) * sizeof(*r->enc_off));
+	if (!r->enc || !r->enc_off)
+		return PBOX_ENOMEM;
+	for (uint64_t s = 0; s < nsegs; s++) {
+		uint64_t base = s * se;
+		uint32_t len = (uint32_t)(r->count - base < se ? r->count - base : se);
+		size_t j0 = j;
+		while (j < nnz && idx[j] < base + len)
+			j++;
+		r->enc_off[s] = off;
+		off += sparse_encode_entries(r->enc + off, (uint32_t)s, idx + j0, (uint32_t)base,
+					     (const uint8_t *)val + j0 * esz, (uint32_t)(j - j0),
+					     len, esz);
+	}
+	r->enc_off[nsegs] = off;
+	return 0;
+}
+
+/* A REQ_SPARSE request for out (count of dtype) with the entries encoded,
+ * queued. 0 (and *req) or an error with c's message. */
+int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			 const uint32_t *idx, const void *val, size_t nnz, void *out,
+			 pbox_req **req)
+{
+	struct pbox_req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
+				    c->job, c->rank, key);
+	r->c = c;
+	r->key = key;
+	r->kind = REQ_SPARSE;
+	r->buf = out;
+	r->src = out;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	if (encode(c, r, idx, val, nnz) < 0) {
+		req_free(r);
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
+				    "the sparse records", c->job, c->rank, key);
+	}
+	int rc = req_submit(c, r);
+	if (rc < 0)
+		return rc;
+	stat_add(&c->stats.sparse_entries, nnz);
+	*req = r;
+	return 0;
+}
+
+/* The checks every sparse call shares. */
+int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
+			pbox_dtype dtype)
+{
+	int rc = req_check(c, key, buf, count, dtype, (unsigned)dtype);
+
+	if (rc < 0)
+		return rc;
+	if (count > UINT32_MAX)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: a sparse key holds "
+				    "at most %u elements (32-bit indices), not %zu", c->job,
+				    c->rank, key, UINT32_MAX, count);
+	if (sparse_seg_elems(c->seg_bytes, wire_dtype_size((unsigned)dtype)) == 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %u-byte segments "
+				    "leave no room for sparse records (MTU too small)", c->job,
+				    c->rank, key, c->seg_bytes);
+	return 0;
+}
+
+int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			   const uint32_t *idx, const void *val, size_t nnz, void *out,
+			   pbox_req **req)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_sparse key %u: req is NULL",
+				    key);
+	*req = NULL;
+	int rc = sparse_check(c, key, out, count, dtype);
+	if (rc < 0)
+		return rc;
+	if (nnz && (!idx || !val))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %zu entries but "
+				    "idx or val is NULL", c->job, c->rank, key, nnz);
+	if (nnz > count)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %zu entries, more "
+				    "than the key's %zu elements", c->job, c->rank, key, nnz, count);
+	for (size_t j = 0; j < nnz; j++) {
+		if (idx[j] >= count)
+			return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: index %u "
+					    "(entry %zu) is outside the key's %zu elements", c->job,
+					    c->rank, key, idx[j], j, count);
+		if (j && idx[j] <= idx[j - 1])
+			return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: indices must "
+					    "increase strictly: entry %zu is %u after %u", c->job,
+					    c->rank, key, j, idx[j], idx[j - 1]);
+	}
+	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, req);
+}
+
+int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			  const uint32_t *idx, const void *val, size_t nnz, void *out)
+{
+	pbox_req *r;
+	int rc = pbox_iallreduce_sparse(c, key, count, dtype, idx, val, nnz, out, &r);
+
+	return rc < 0 ? rc : pbox_wait(r);
+}
+

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * topk_call.c - pbox_allreduce_topk: top-k selection (common/topk.h) of the
+ * gradient plus what earlier calls did not send (error feedback), with
+ * optional momentum correction, then the sparse allreduce of sparse_call.c.
+ *
+ * The top-k state of a key (its residual, momentum, selection buffers)
+ * lives on the caller's side of the client: found under c->lock and used
+ * outside it while its `busy` flag is set, so one call per key is in its
+ * selection at a time (PBOX_EBUSY for another). The selection runs in the
+ * caller's thread before the request is queued.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/internal.h"
+#include "common/sum.h"
+#include "common/topk.h"
+
+struct topk_state {
+	struct topk_state *next;
+	uint32_t key;
+	bool busy;                 /* a call is selecting (under c->lock) */
+	size_t count;
+	uint8_t dtype;
+	float *resid;              /* count: what was not sent yet (error feedback) */
+	float *mom;                /* count: momentum (momentum correction), or NULL */
+	float *g32;                /* count: a f16/bf16 gradient widened, or NULL */
+	uint32_t *idx;             /* cap: the selection */
+	float *val;
+	uint8_t *val_wire;         /* cap values in the wire dtype (f16/bf16) */
+	size_t cap;
+};
+
+int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size)
+{
+	pbox_topk_opts d = { .size = (uint32_t)sizeof(d), .error_feedback = 1,
+			     .density = 0.01, .momentum = 0 };
+
+	if (!o || size < offsetof(pbox_topk_opts, momentum) + sizeof(double) ||
+	    size > 4096)
+		return PBOX_EINVAL;
+	memset(o, 0, size);
+	memcpy(o, &d, size < sizeof(d) ? size : sizeof(d));
+	o->size = (uint32_t)size;
+	return 0;
+}
+
+static void topk_state_free(struct topk_state *t)
+{
+	if (!t)
+		return;
+	free(t->resid);
+	free(t->mom);
+	free(t->g32);
+	free(t->idx);
+	free(t->val);
+	free(t->val_wire);
+	free(t);
+}
+
+void topk_free_all(pbox_client *c)
+{
+	while (c->topk) {
+		struct topk_state *t = c->topk;
+		c->topk = t->next;
+		topk_state_free(t);
+	}
+}
+
+/* Find or make key's state and mark it busy. 0, PBOX_EBUSY, PBOX_EINVAL
+ * (another size or dtype), PBOX_ENOMEM. */
+static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+		     struct topk_state **out)
+{
+	struct topk_state *t = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (t = c->topk; t && t->key != key; t = t->next)
+		;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (t) {
+			t->key = key;
+			t->count = count;
+			t->dtype = (uint8_t)dtype;
+			t->next = c->topk;
+			c->topk = t;
+		}
+	}
+	if (!t)
+		rc = PBOX_ENOMEM;
+	else if (t->busy)
+		rc = PBOX_EBUSY;
+	else if (t->count != count || t->dtype != (uint8_t)dtype)
+		rc = PBOX_EINVAL;
+	else
+		t->busy = true;
+	pthread_mutex_unlock(&c->lock);
+	if (rc == PBOX_ENOMEM)
+		return client_error(c, rc, "job '%s' rank %d key %u: out of memory", c->job,
+				    c->rank, key);
+	if (rc == PBOX_EBUSY)
+		return client_error(c, rc, "job '%s' rank %d key %u: another thread is selecting "
+				    "on this key", c->job, c->rank, key);
+	if (rc == PBOX_EINVAL)
+		return client_error(c, rc, "job '%s' rank %d key %u: the key has %zu %s elements, "
+				    "this call %zu %s (use another key for another size)", c->job,
+				    c->rank, key, t->count, wire_dtype_name(t->dtype), count,
+				    wire_dtype_name((unsigned)dtype));
+	*out = t;
+	return 0;
+}
+
+static void topk_give(pbox_client *c, struct topk_state *t)
+{
+	pthread_mutex_lock(&c->lock);
+	t->busy = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Buffers for a call: the selection's (k entries at most) and the
+ * residual, momentum and widened gradient as the options need them. */
+static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o)
+{
+	size_t cap = TOPK_MAX(k), esz = wire_dtype_size(t->dtype);
+
+	if (cap > t->cap) {
+		free(t->idx);
+		free(t->val);
+		free(t->val_wire);
+		t->idx = malloc(cap * sizeof(*t->idx));
+		t->val = malloc(cap * sizeof(*t->val));
+		t->val_wire = malloc(cap * esz);
+		t->cap = t->idx && t->val && t->val_wire ? cap : 0;
+		if (!t->cap)
+			return PBOX_ENOMEM;
+	}
+	if (o->error_feedback && !t->resid && !(t->resid = calloc(t->count, sizeof(float))))
+		return PBOX_ENOMEM;
+	if (o->momentum > 0 && !t->mom && !(t->mom = calloc(t->count, sizeof(float))))
+		return PBOX_ENOMEM;
+	if (t->dtype != WIRE_F32 && !t->g32 && !(t->g32 = malloc(t->count * sizeof(float))))
+		return PBOX_ENOMEM;
+	return 0;
+}
+
+/*
+ * The selection of one call: g (the gradient in f32: buf itself or
+ * t->g32) -> momentum (u = m u + g) -> error feedback (e += u) -> top k
+ * -> sent entries cleared from e and u. f16/bf16 values are rounded to
+ * the wire dtype here and their rounding error stays in e. Returns m.
+ */
+static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk_opts *o)
+{
+	const struct topk_kernels *kk = topk_best();
+	float *src = g;
+	size_t m;
+
+	if (o->momentum > 0) {
+		float mu = (float)o->momentum;
+		for (size_t i = 0; i < t->count; i++)
+			t->mom[i] = mu * t->mom[i] + g[i];
+		src = t->mom;
+	}
+	if (o->error_feedback)
+		m = topk_select_ef(kk, t->resid, src, t->count, k, t->idx, t->val);
+	else
+		m = topk_select(kk, src, t->count, k, t->idx, t->val);
+	if (o->momentum > 0)
+		for (size_t j = 0; j < m; j++)
+			t->mom[t->idx[j]] = 0;
+	if (t->dtype != WIRE_F32) {
+		sum_narrow(t->val_wire, t->val, m, t->dtype);
+		if (o->error_feedback)
+			for (size_t j = 0; j < m; j++) {
+				uint16_t h;
+				memcpy(&h, t->val_wire + 2 * j, 2);
+				float sent = t->dtype == WIRE_F16 ? half_to_float(h) : bf16_to_float(h);
+				t->resid[t->idx[j]] += t->val[j] - sent;
+			}
+	}
+	return m;
+}
+
+int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			 pbox_dtype dtype, const pbox_topk_opts *opts, pbox_req **req)
+{
+	pbox_topk_opts o;
+	struct topk_state *t = NULL;
+
+	if (!c)
+		return PBOX_EINVAL;
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: req is NULL", key);
+	*req = NULL;
+	pbox_topk_opts_init(&o);
+	if (opts) {
+		if (opts->size < offsetof(pbox_topk_opts, momentum) + sizeof(double) ||
+		    opts->size > 4096)
+			return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: options "
+					    "not set up by pbox_topk_opts_init", key);
+		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+	}
+	int rc = sparse_check(c, key, buf, count, dtype);
+	if (rc < 0)
+		return rc;
+	if (!(o.density > 0 && o.density <= 1))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: density %g is "
+				    "outside (0, 1]", c->job, c->rank, key, o.density);
+	if (!(o.momentum >= 0 && o.momentum < 1))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: momentum %g is "
+				    "outside [0, 1)", c->job, c->rank, key, o.momentum);
+	size_t k = (size_t)ceil(o.density * (double)count);
+	if (k > count)
+		k = count;
+	if ((rc = topk_take(c, key, count, dtype, &t)) < 0)
+		return rc;
+	if (topk_buffers(t, k, &o) < 0) {
+		topk_give(c, t);
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
+				    "the top-k state (%zu elements)", c->job, c->rank, key, count);
+	}
+	float *g = buf;
+	if (t->dtype != WIRE_F32) {
+		const uint16_t *h = buf;
+		for (size_t i = 0; i < count; i++)
+			t->g32[i] = t->dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+		g = t->g32;
+	}
+	size_t m = topk_run(t, g, k, &o);
+	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
+	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, req);
+	if (rc < 0 && o.error_feedback)
+		for (size_t j = 0; j < m; j++) /* nothing was sent: keep it all */
+			t->resid[t->idx[j]] = t->val[j];
+	topk_give(c, t);
+	return rc;
+}
+
+int pbox_allreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			pbox_dtype dtype, const pbox_topk_opts *o)
+{
+	pbox_req *r;
+	int rc = pbox_iallreduce_topk(c, key, buf, count, dtype, o, &r);
+
+	return rc < 0 ? rc : pbox_wait(r);
+}
+
+int pbox_topk_reset(pbox_client *c, uint32_t key)
+{
+	struct topk_state *t;
+	int rc = 0;
+
+	if (!c)
+		return PBOX_EINVAL;
+	pthread_mutex_lock(&c->lock);
+	for (t = c->topk; t && t->key != key; t = t->next)
+		;
+	if (!t)
+		rc = PBOX_EINVAL;
+	else if (t->busy)
+		rc = PBOX_EBUSY;
+	else {
+		if (t->resid)
+			memset(t->resid, 0, t->count * sizeof(float));
+		if (t->mom)
+			memset(t->mom, 0, t->count * sizeof(float));
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc == PBOX_EINVAL)
+		return client_error(c, rc, "job '%s' rank %d key %u: no pbox_allreduce_topk "
+				    "call has used this key", c->job, c->rank, key);
+	if (rc == PBOX_EBUSY)
+		return client_error(c, rc, "job '%s' rank %d key %u: a call is selecting on it",
+				    c->job, c->rank, key);
+	return 0;
+}

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_client_sparse.c - sparse keys end to end (libpbox against the
+ * in-process box of pboxd's own control plane and engines, box_inproc.h):
+ * four ranks call pbox_allreduce_sparse with entries of every density
+ * (none, a few, most, all) and get the dense sum bit for bit equal to a
+ * reference summed in rank order from +0, with and without lost pushes
+ * and results; pbox_allreduce_topk with error feedback sends exactly what
+ * the selection (common/topk.h) takes from gradient + residual, so the
+ * reference replays it; and the bad input is refused with named errors.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/sparse.h"
+#include "common/topk.h"
+#include "include/pbox.h"
+#include "tests/unit/box_inproc.h"
+
+#define WORLD 4
+#define COUNT 20000 /* 60 sparse segments of 336 f32 at MTU 1500 */
+#define STEPS 4
+
+struct run {
+	const char *job;
+	pbox_dtype dt;
+	int topk;                    /* pbox_allreduce_topk instead of _sparse */
+	double density;
+	float res[WORLD][STEPS][COUNT];
+	int rc[WORLD];
+	char err[WORLD][256];
+	pbox_stats st[WORLD];
+};
+
+struct worker {
+	struct run *run;
+	pbox_client *c;
+	int rank;
+};
+
+/* Rank r's dense contribution at a step: density per rank and step, from
+ * nothing to everything; values whose sum depends on the order. */
+static float value(int rank, int step, size_t i)
+{
+	static const unsigned every[WORLD][STEPS] = {
+		{ 0, 1, 97, 3 }, { 5, 0, 1, 2 }, { 1, 13, 0, 50 }, { 400, 2, 7, 0 } };
+	unsigned e = every[rank][step];
+	if (e == 0 || (i * 2654435761u + (unsigned)rank * 977u) % e != 0)
+		return 0.0f;
+	float v = (float)((int)((i * 31 + (unsigned)step * 7 + (unsigned)rank) % 2001) - 1000);
+	return (i + (unsigned)rank) % 3 ? v * 1e6f : v * 1e-3f;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct run *r = wk->run;
+	static __thread uint32_t idx[COUNT];
+	static __thread float val[COUNT], g[COUNT];
+	pbox_topk_opts o;
+	int rc = 0;
+
+	pbox_topk_opts_init(&o);
+	o.density = r->density;
+	for (int s = 0; rc == 0 && s < STEPS; s++) {
+		if (r->topk) {
+			for (size_t i = 0; i < COUNT; i++)
+				g[i] = (float)((int)((i * 7 + (size_t)wk->rank * 13 + (size_t)s * 5) % 101) - 50) / 8.0f;
+			rc = pbox_allreduce_topk(wk->c, 3, g, COUNT, PBOX_F32, &o);
+			memcpy(r->res[wk->rank][s], g, sizeof(g));
+			continue;
+		}
+		size_t n = 0;
+		for (size_t i = 0; i < COUNT; i++) {
+			float v = value(wk->rank, s, i);
+			if (v != 0.0f) {
+				idx[n] = (uint32_t)i;
+				val[n++] = v;
+			}
+		}
+		rc = pbox_allreduce_sparse(wk->c, 3, COUNT, PBOX_F32, idx, val, n,
+					   r->res[wk->rank][s]);
+	}
+	r->rc[wk->rank] = rc;
+	if (rc < 0)
+		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(wk->c));
+	pbox_get_stats(wk->c, &r->st[wk->rank]);
+	return NULL;
+}
+
+static void run_ranks(struct box_inproc *b, struct run *r)
+{
+	struct worker wk[WORLD];
+	pthread_t th[WORLD];
+	pbox_opts opts;
+
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 20000;
+	opts.mtu = 1500;
+	for (int k = 0; k < WORLD; k++) {
+		wk[k] = (struct worker){ .run = r, .rank = k };
+		assert_int_equal(pbox_connect(b->addr, r->job, k, WORLD, &opts, &wk[k].c), 0);
+	}
+	for (int k = 0; k < WORLD; k++)
+		pthread_create(&th[k], NULL, worker_main, &wk[k]);
+	for (int k = 0; k < WORLD; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < WORLD; k++) {
+		pbox_close(wk[k].c);
+		if (r->rc[k])
+			print_error("rank %d: %s (%s)\n", k, pbox_strerror(r->rc[k]), r->err[k]);
+	}
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(r->rc[k], 0);
+}
+
+static void sparse__exact_every_density(void **state)
+{
+	static struct run r = { .job = "sparse", .dt = PBOX_F32 };
+	(void)state;
+	struct box_inproc *b = box_inproc_new(2);
+	box_inproc_start(b);
+	run_ranks(b, &r);
+	for (int s = 0; s < STEPS; s++)
+		for (size_t i = 0; i < COUNT; i++) {
+			float acc = 0.0f;
+			for (int k = 0; k < WORLD; k++)
+				acc += value(k, s, i);
+			for (int k = 0; k < WORLD; k++)
+				assert_memory_equal(&r.res[k][s][i], &acc, sizeof(acc));
+		}
+	/* few entries, few bytes: rank 0's first call sent nothing but the
+	 * 60 empty records, in a handful of packets */
+	assert_true(r.st[0].sparse_entries > 0);
+	box_inproc_stop(b);
+	assert_int_equal(box_inproc_drops(b, DROP_BAD_SPARSE), 0);
+	assert_int_equal(box_inproc_engine_totals(b).completes, (uint64_t)60 * STEPS);
+	box_inproc_free(b);
+}
+
+static void sparse__exact_under_loss(void **state)
+{
+	static struct run r = { .job = "sparseloss", .dt = PBOX_F32 };
+	(void)state;
+	struct box_inproc *b = box_inproc_new(2);
+	atomic_store(&b->drop_push_every, 7);
+	atomic_store(&b->drop_result_every, 5);
+	atomic_store(&b->drop_random, 1);
+	box_inproc_start(b);
+	run_ranks(b, &r);
+	for (int s = 0; s < STEPS; s++)
+		for (size_t i = 0; i < COUNT; i++) {
+			float acc = 0.0f;
+			for (int k = 0; k < WORLD; k++)
+				acc += value(k, s, i);
+			for (int k = 0; k < WORLD; k++)
+				assert_memory_equal(&r.res[k][s][i], &acc, sizeof(acc));
+		}
+	box_inproc_stop(b);
+	assert_true(box_inproc_engine_totals(b).dup_done > 0); /* results were lost */
+	assert_int_equal(box_inproc_engine_totals(b).completes, (uint64_t)60 * STEPS);
+	box_inproc_free(b);
+}
+
+/* The reference of the top-k run: every rank's selection replayed on its
+ * own residual, the sent entries summed in rank order from +0. */
+static void topk__error_feedback_sends_what_the_selection_takes(void **state)
+{
+	static struct run r = { .job = "topk", .dt = PBOX_F32, .topk = 1, .density = 0.01 };
+	static float e[WORLD][COUNT], sum[COUNT], g[COUNT], val[TOPK_MAX(COUNT)];
+	static uint32_t idx[TOPK_MAX(COUNT)];
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	box_inproc_start(b);
+	run_ranks(b, &r);
+	size_t k = (size_t)(0.01 * COUNT + 0.999);
+	for (int s = 0; s < STEPS; s++) {
+		memset(sum, 0, sizeof(sum));
+		for (int rk = 0; rk < WORLD; rk++) {
+			for (size_t i = 0; i < COUNT; i++)
+				g[i] = (float)((int)((i * 7 + (size_t)rk * 13 + (size_t)s * 5) % 101) - 50) / 8.0f;
+			size_t m = topk_select_ef(topk_best(), e[rk], g, COUNT, k, idx, val);
+			assert_true(m >= k - k / 8 && m <= k + k / 8);
+			for (size_t j = 0; j < m; j++)
+				sum[idx[j]] += val[j];
+		}
+		for (int rk = 0; rk < WORLD; rk++)
+			assert_memory_equal(r.res[rk][s], sum, sizeof(sum));
+	}
+	/* about 1% of the entries (and 60 record headers) went out per call */
+	assert_true(r.st[0].sparse_entries >= STEPS * (k - k / 8) &&
+		    r.st[0].sparse_entries <= STEPS * (k + k / 8));
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+static void bad__named_errors(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	float out[100], v[3] = { 1, 2, 3 };
+	uint32_t unsorted[3] = { 1, 5, 4 }, repeated[3] = { 1, 1, 4 }, outside[3] = { 1, 2, 100 };
+	pbox_topk_opts o;
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "bad", 0, 1, &opts, &c), 0);
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 100, PBOX_F32, unsorted, v, 3, out), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "increase strictly"));
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 100, PBOX_F32, repeated, v, 3, out), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 100, PBOX_F32, outside, v, 3, out), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "outside"));
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 100, PBOX_F32, NULL, v, 3, out), PBOX_EINVAL);
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 2, PBOX_F32, unsorted, v, 3, out), PBOX_EINVAL);
+	pbox_topk_opts_init(&o);
+	o.density = 0;
+	assert_int_equal(pbox_allreduce_topk(c, 2, out, 100, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "density"));
+	o.density = 1.5;
+	assert_int_equal(pbox_allreduce_topk(c, 2, out, 100, PBOX_F32, &o), PBOX_EINVAL);
+	o.density = 0.5;
+	o.momentum = 1.0;
+	assert_int_equal(pbox_allreduce_topk(c, 2, out, 100, PBOX_F32, &o), PBOX_EINVAL);
+	/* a sparse key stays sparse, a dense one dense */
+	assert_int_equal(pbox_allreduce_sparse(c, 1, 100, PBOX_F32, unsorted, v, 2, out), 0);
+	assert_float_equal(out[1], 1.0f, 0);
+	assert_float_equal(out[5], 2.0f, 0);
+	assert_int_equal(pbox_allreduce(c, 1, out, 100, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "sparse key"));
+	assert_int_equal(pbox_allreduce(c, 4, out, 100, PBOX_F32), 0);
+	assert_int_equal(pbox_allreduce_sparse(c, 4, 100, PBOX_F32, unsorted, v, 2, out), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "dense key"));
+	assert_int_equal(pbox_topk_reset(c, 77), PBOX_EINVAL);
+	/* density 1 is the dense sum; then another size on the key is refused */
+	o.density = 1;
+	o.momentum = 0;
+	for (int i = 0; i < 100; i++)
+		out[i] = (float)i;
+	assert_int_equal(pbox_allreduce_topk(c, 5, out, 100, PBOX_F32, &o), 0);
+	for (int i = 0; i < 100; i++)
+		assert_float_equal(out[i], (float)i, 0);
+	assert_int_equal(pbox_allreduce_topk(c, 5, out, 50, PBOX_F32, &o), PBOX_EINVAL);
+	assert_int_equal(pbox_topk_reset(c, 5), 0);
+	pbox_close(c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sparse__exact_every_density),
+		cmocka_unit_test(sparse__exact_under_loss),
+		cmocka_unit_test(topk__error_feedback_sends_what_the_selection_takes),
+		cmocka_unit_test(bad__named_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * perf_sparse.c - pbox-perf's --sparse and --topk modes (perf_sparse.h).
+ */
+#include "tools/perf_sparse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether rank r has entry i in iteration it: about density of them,
+ * spread by a multiplicative hash. */
+static int present(const struct perf_sparse *p, int r, size_t i, int it)
+{
+	uint32_t h = (uint32_t)((i * 2654435761u) ^ ((uint32_t)r * 0x9E3779B9u) ^
+				((uint32_t)it * 0x85EBCA6Bu));
+	h ^= h >> 15;
+	h *= 0x2C1B3C6Du;
+	h ^= h >> 12;
+	return (double)h < p->density * 4294967296.0;
+}
+
+/* A small integer: every partial sum is exact in f32. */
+static float sval(int r, size_t i, int it)
+{
+	return (float)((int)((i + (size_t)r * 3 + (size_t)it) % 9) - 4);
+}
+
+static int buffers(struct perf_sparse *p, size_t count)
+{
+	if (p->count == count)
+		return 0;
+	perf_sparse_free(p);
+	size_t cap = PBOX_TOPK_MAX(count);
+	p->idx = malloc(cap * sizeof(*p->idx));
+	p->val = malloc(cap * sizeof(*p->val));
+	p->expect = malloc(count * sizeof(float));
+	if (p->mode == PERF_TOPK && p->check)
+		p->resid = calloc((size_t)p->world * count, sizeof(float));
+	if (!p->idx || !p->val || !p->expect || (p->mode == PERF_TOPK && p->check && !p->resid))
+		return PBOX_ENOMEM;
+	p->count = count;
+	return 0;
+}
+
+/* The sum --check expects: every rank's entries (replayed) summed in rank
+ * order from +0, as the box does. */
+static int expect_sum(struct perf_sparse *p, size_t count, int it,
+		      float (*grad)(int rank, size_t i, int it))
+{
+	size_t k = (size_t)(p->density * (double)count + 0.999999);
+	memset(p->expect, 0, count * sizeof(float));
+	for (int r = 0; r < p->world; r++) {
+		if (p->mode == PERF_SPARSE) {
+			for (size_t i = 0; i < count; i++)
+				if (present(p, r, i, it))
+					p->expect[i] += sval(r, i, it);
+			continue;
+		}
+		float *e = p->resid + (size_t)r * count;
+		size_t m;
+		for (size_t i = 0; i < count; i++)
+			e[i] += grad(r, i, it);
+		int rc = pbox_topk(e, count, k > count ? count : k, p->idx, p->val, &m);
+		if (rc < 0)
+			return rc;
+		for (size_t j = 0; j < m; j++) {
+			p->expect[p->idx[j]] += p->val[j];
+			e[p->idx[j]] = 0;
+		}
+	}
+	return 0;
+}
+
+int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it,
+			float (*grad)(int rank, size_t i, int it))
+{
+	int rc = buffers(p, count);
+
+	if (rc == 0 && p->check)
+		rc = expect_sum(p, count, it, grad);
+	if (rc < 0 || p->mode != PERF_SPARSE)
+		return rc;
+	p->n = 0;
+	for (size_t i = 0; i < count; i++)
+		if (present(p, p->rank, i, it)) {
+			p->idx[p->n] = (uint32_t)i;
+			p->val[p->n++] = sval(p->rank, i, it);
+		}
+	return 0;
+}
+
+int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float *buf,
+		     size_t count)
+{
+	if (p->mode == PERF_TOPK) {
+		pbox_topk_opts o;
+		pbox_topk_opts_init(&o);
+		o.density = p->density;
+		return pbox_allreduce_topk(c, key, buf, count, PBOX_F32, &o);
+	}
+	return pbox_allreduce_sparse(c, key, count, PBOX_F32, p->idx, p->val, p->n, buf);
+}
+
+size_t perf_sparse_wrong(const struct perf_sparse *p, const float *buf, size_t count, int it)
+{
+	size_t wrong = 0;
+
+	for (size_t i = 0; i < count; i++)
+		if (memcmp(&buf[i], &p->expect[i], sizeof(float)) != 0 && wrong++ == 0)
+			fprintf(stderr, "pbox-perf: rank %d %s iteration %d: element %zu expected "
+				"%g got %g\n", p->rank, p->mode == PERF_TOPK ? "topk" : "sparse", it,
+				i, (double)p->expect[i], (double)buf[i]);
+	return wrong;
+}
+
+void perf_sparse_free(struct perf_sparse *p)
+{
+	free(p->idx);
+	free(p->val);
+	free(p->resid);
+	free(p->expect);
+	p->idx = NULL;
+	p->val = NULL;
+	p->resid = NULL;
+	p->expect = NULL;
+	p->count = 0;
+}

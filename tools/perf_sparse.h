@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * perf_sparse.h - pbox-perf's sparse modes (docs/protocol.md "Sparse
+ * keys"): --sparse D calls pbox_allreduce_sparse with entries every rank
+ * can predict for every rank (about a fraction D of the elements, small
+ * integer values), so --check verifies every element of the dense sum;
+ * --topk D calls pbox_allreduce_topk on the usual filled gradient, and
+ * --check replays every rank's selection with error feedback (pbox_topk
+ * on each rank's residual plus gradient) to verify the sum. f32 only.
+ */
+#ifndef PBOX_PERF_SPARSE_H
+#define PBOX_PERF_SPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/pbox.h"
+
+enum perf_sparse_mode { PERF_DENSE = 0, PERF_SPARSE, PERF_TOPK };
+
+struct perf_sparse {
+	int mode;            /* enum perf_sparse_mode */
+	double density;
+	int rank, world, check;
+	size_t count;        /* the size these buffers are for */
+	size_t n;            /* --sparse: this rank's entries in idx/val */
+	uint32_t *idx;
+	float *val;
+	float *resid;        /* --topk --check: world x count replayed residuals */
+	float *expect;       /* count: the sum the check expects */
+};
+
+/* Before the call of iteration it (untimed): this rank's entries
+ * (--sparse) and, for --check, the expected sum (grad(rank, i, it) is
+ * every rank's gradient for --topk). 0 or PBOX_ENOMEM. */
+int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it,
+			float (*grad)(int rank, size_t i, int it));
+/* The call on key: buf (count f32) holds this rank's gradient (--topk) and
+ * gets the sum. 0 or a pbox error. */
+int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float *buf,
+		     size_t count);
+
+/* Elements of buf differing from the expected sum (the first on stderr). */
+size_t perf_sparse_wrong(const struct perf_sparse *p, const float *buf, size_t count, int it);
+
+void perf_sparse_free(struct perf_sparse *p);
+
+#endif
