@@ -5,9 +5,10 @@
  *
  * topk_select adapts MSTopK (Shi et al., MLSys'21: a threshold on |x|
  * found by bisection over a few streaming passes, no sort) to the CPU:
- *   1. A sample (fixed contiguous blocks spread over x, so the same input
- *      always gives the same output) yields a first threshold t by
- *      MSTopK's bisection on the sample's magnitudes.
+ *   1. A sample (256 blocks of 256 floats spread evenly over x, so the
+ *      same input always gives the same output) yields a first threshold
+ *      t by MSTopK's bisection on the sample's magnitudes. (Arrays of
+ *      64 Ki floats or fewer skip to step 3.)
  *   2. One streaming pass keeps every entry with |x[i]| >= t, in index
  *      order (with error feedback, the same pass first adds the gradient
  *      into the residual: topk_select_ef).
@@ -17,7 +18,8 @@
  *      band; if ties leave no such threshold (many equal magnitudes), it
  *      takes exactly k: every entry above the band's upper threshold,
  *      then the first ones of the band in index order.
- * So it returns m entries, k - k/8 <= m <= k + k/8 (m = n when k >= n),
+ * So it returns m entries, k - k/8 <= m <= k + k/8 (m = n when k >= n;
+ * every non-NaN entry when fewer than k - k/8 are not NaN),
  * indices strictly increasing, every kept magnitude >= every left-out
  * one's except within the final band. NaN entries are never selected
  * (|NaN| >= t is false); infinities are the largest magnitudes.
@@ -25,8 +27,8 @@
  * The passes have AVX2 and AVX-512 variants beside the scalar reference,
  * picked at run time like the sum kernels (PBOX_KERNEL forces one); every
  * variant returns the same entries as the scalar one.
- * No allocation beyond a fixed sample buffer on the stack or given by the
- * caller; thread-safe (no state).
+ * The search bisects the magnitudes' bit patterns (topk.c). One
+ * allocation per call (the 256 KiB sample); thread-safe (no state).
  */
 #ifndef PBOX_TOPK_H
 #define PBOX_TOPK_H

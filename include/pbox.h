@@ -451,9 +451,10 @@ int pbox_topk_reset(pbox_client *c, uint32_t key);
 /*
  * Top-k by magnitude on the CPU (MSTopK's threshold search, AVX2/AVX-512
  * when the CPU has them): about k of the n entries of x with the largest
- * |x[i]|, k - k/8 <= *m <= k + k/8 (all n when k >= n), indices strictly
- * increasing, into idx and val (PBOX_TOPK_MAX(k) entries each). NaNs are
- * never selected. Needs no client. Returns 0 or PBOX_EINVAL (NULL
+ * |x[i]|, k - k/8 <= *m <= k + k/8 (all n when k >= n; only the numbers
+ * when fewer than k - k/8 are not NaN), indices strictly increasing, into
+ * idx and val (PBOX_TOPK_MAX(k) entries each). NaNs are never selected
+ * (unless k >= n). Needs no client. Returns 0 or PBOX_EINVAL (NULL
  * pointers, n above UINT32_MAX).
  */
 int pbox_topk(const float *x, size_t n, size_t k, uint32_t *idx, float *val, size_t *m);

@@ -208,10 +208,6 @@ static int value(int r, size_t i, int it)
 	return (int)((i + (size_t)r + (size_t)it) % 8) - 4;
 }
 
-static float value_f(int r, size_t i, int it)
-{
-	return (float)value(r, i, it);
-}
 
 static void store(void *buf, pbox_dtype t, size_t i, int v)
 {
@@ -307,10 +303,12 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 	for (int it = 0; it < a->warmup + a->iters; it++) {
 		struct perf_sparse *sp = (struct perf_sparse *)&a->sp;
 		/* --topk: the gradient again (buf holds the last sum) */
-		if (a->check || it == 0 || sp->mode == PERF_TOPK)
+		if (sp->mode == PERF_TOPK)
+			perf_sparse_fill(sp, (float *)buf, count, it);
+		else if (a->check || it == 0)
 			fill(buf, a->dtype, count, a->rank, it);
 		/* the entries and the expected sum are made before the clock starts */
-		int rc = sp->mode ? perf_sparse_prepare(sp, count, it, value_f) : 0;
+		int rc = sp->mode ? perf_sparse_prepare(sp, count, it) : 0;
 		double t0 = now_us();
 		if (rc == 0)
 			rc = sp->mode ? perf_sparse_call(c, sp, key0, (float *)buf, count)

@@ -26,6 +26,28 @@ static float sval(int r, size_t i, int it)
 	return (float)((int)((i + (size_t)r * 3 + (size_t)it) % 9) - 4);
 }
 
+/* --topk's gradient: the sum of four uniform hashes in [-1, 1) (near
+ * normal), times 2^-20 of the time (a few large entries, as gradients
+ * have). Distinct values, so the selection meets few ties. */
+static float grad(int r, size_t i, int it)
+{
+	uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull ^ (uint64_t)r << 40 ^ (uint64_t)it << 52;
+	float s = 0;
+	for (int q = 0; q < 4; q++) {
+		h ^= h >> 31;
+		h *= 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 29;
+		s += (float)(int32_t)(uint32_t)h * (1.0f / 2147483648.0f);
+	}
+	return (h >> 44) % 64 == 0 ? s * 8.0f : s;
+}
+
+void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int it)
+{
+	for (size_t i = 0; i < count; i++)
+		buf[i] = grad(p->rank, i, it);
+}
+
 static int buffers(struct perf_sparse *p, size_t count)
 {
 	if (p->count == count)
@@ -45,8 +67,7 @@ static int buffers(struct perf_sparse *p, size_t count)
 
 /* The sum --check expects: every rank's entries (replayed) summed in rank
  * order from +0, as the box does. */
-static int expect_sum(struct perf_sparse *p, size_t count, int it,
-		      float (*grad)(int rank, size_t i, int it))
+static int expect_sum(struct perf_sparse *p, size_t count, int it)
 {
 	size_t k = (size_t)(p->density * (double)count + 0.999999);
 	memset(p->expect, 0, count * sizeof(float));
@@ -72,13 +93,12 @@ static int expect_sum(struct perf_sparse *p, size_t count, int it,
 	return 0;
 }
 
-int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it,
-			float (*grad)(int rank, size_t i, int it))
+int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it)
 {
 	int rc = buffers(p, count);
 
 	if (rc == 0 && p->check)
-		rc = expect_sum(p, count, it, grad);
+		rc = expect_sum(p, count, it);
 	if (rc < 0 || p->mode != PERF_SPARSE)
 		return rc;
 	p->n = 0;

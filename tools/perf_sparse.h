@@ -4,7 +4,9 @@
  * keys"): --sparse D calls pbox_allreduce_sparse with entries every rank
  * can predict for every rank (about a fraction D of the elements, small
  * integer values), so --check verifies every element of the dense sum;
- * --topk D calls pbox_allreduce_topk on the usual filled gradient, and
+ * --topk D calls pbox_allreduce_topk on a gradient of distinct values
+ * (perf_sparse_fill: a hash of rank, index and iteration shaped like a
+ * normal distribution, as top-k selection sees real gradients), and
  * --check replays every rank's selection with error feedback (pbox_topk
  * on each rank's residual plus gradient) to verify the sum. f32 only.
  */
@@ -30,11 +32,12 @@ struct perf_sparse {
 	float *expect;       /* count: the sum the check expects */
 };
 
+/* --topk: this rank's gradient of iteration it into buf (count f32). */
+void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int it);
+
 /* Before the call of iteration it (untimed): this rank's entries
- * (--sparse) and, for --check, the expected sum (grad(rank, i, it) is
- * every rank's gradient for --topk). 0 or PBOX_ENOMEM. */
-int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it,
-			float (*grad)(int rank, size_t i, int it));
+ * (--sparse) and, for --check, the expected sum. 0 or PBOX_ENOMEM. */
+int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it);
 /* The call on key: buf (count f32) holds this rank's gradient (--topk) and
  * gets the sum. 0 or a pbox error. */
 int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float *buf,

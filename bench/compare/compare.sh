@@ -8,7 +8,7 @@
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
-#                            [--timeout S]
+#                            [--timeout S] [--topk D]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -57,6 +57,10 @@
 #   compare.png      time and bus bandwidth vs size (bench/compare/plot.py)
 #   table.txt        medians and the ratios t_pbox/t_openmpi, t_pbox/t_gloo
 #   info.txt, logs/  the machine, versions and commands; every run's output
+# --topk D: one more system, "pbox-topk": the same pbox-perf workers on the
+#   same pboxd session calling pbox_allreduce_topk at density D (error
+#   feedback; the selection time is inside the call's time), udp transport;
+#   the table adds t_topk / t_pbox (dense) and t_topk / t_gloo.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
 # stops what is left and removes the namespaces (lib.sh topo_down). Exit
 # status 0 if every requested system produced every size.
@@ -131,7 +135,7 @@ usage() {
 . bench/sizes.sh
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -148,6 +152,7 @@ while [ $# -gt 0 ]; do
 	--loss) LOSS=${2:?--loss needs a percentage (e.g. 0.1, 5)}; shift ;;
 	--loss-unit) LOSS_UNIT=${2:?--loss-unit needs wire or skb}; shift ;;
 	--timeout) TIMEOUT=${2:?--timeout needs seconds}; shift ;;
+	--topk) TOPK=${2:?--topk needs a density}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -426,24 +431,26 @@ dnf_skip() { # dnf_skip SYS N REP: true (noted in raw.txt) if an earlier rep of 
 	return 0
 }
 
-# run_pbox N REP TRANSPORT: N pbox-perf workers, one job, all sizes
+# run_pbox N REP TRANSPORT [topk]: N pbox-perf workers, one job, all sizes
+# (topk: pbox_allreduce_topk at --topk's density, system pbox-topk)
 run_pbox() {
-	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3.n$1.r$2 rc p
+	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3${4:+-$4}.n$1.r$2 rc p
 	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
 	[ "$tp" = udp ] || sys=pbox-$tp
+	[ -z "${4:-}" ] || sys=pbox-topk
 	dnf_skip "$sys" "$n" "$rep" && return 0
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --transport "$tp")
+		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"})
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
 		for ((r = 0; r < n; r++)); do
 			ip netns exec "$(wk_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
-				--job "cmp-$tp-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
+				--job "cmp-$tp${4:+-$4}-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
 			WK_PIDS+=($!); PIDS+=($!)
 		done
 	else
-		workers "$n" "cmp-$tp-n$n-r$rep" "$lg" "${args[@]}"
+		workers "$n" "cmp-$tp${4:+-$4}-n$n-r$rep" "$lg" "${args[@]}"
 	fi
 	wait_workers "$limit"; rc=$?
 	if [ $rc != 0 ]; then
@@ -562,6 +569,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		for tp in "${TP_LIST[@]}"; do
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" "$tp"; done
 		done
+		if [ -n "$TOPK" ]; then
+			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk; done
+		fi
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
 		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
 		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"

@@ -25,7 +25,7 @@ import statistics
 import signal
 import sys
 
-ORDER = ["pbox", "pbox-xdp", "openmpi", "gloo"]
+ORDER = ["pbox", "pbox-xdp", "pbox-topk", "openmpi", "gloo"]
 PEERS = ["openmpi", "gloo"]
 
 
@@ -115,11 +115,19 @@ def table(rows, out=sys.stdout):
         return "%.2f" % (p["median_us"] / min(peers)) \
             if p and peers and ok(p["median_us"], min(peers)) else "-"
 
+    def over(n, b, mine, other):
+        p, o = by.get((mine, n, b)), by.get((other, n, b))
+        return "%.3f" % (p["median_us"] / o["median_us"]) \
+            if p and o and ok(p["median_us"], o["median_us"]) else "-"
+
     xdp = any(r["system"] == "pbox-xdp" for r in rows)
+    topk = any(r["system"] == "pbox-topk" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
                                                              "pbox/OpenMPI", "pbox/Gloo"]
     if xdp:
         head += ["xdp/best peer", "xdp/udp"]
+    if topk:
+        head += ["topk/pbox", "topk/Gloo"]
     lines = []
     for n in ns:
         for b in sizes:
@@ -133,7 +141,9 @@ def table(rows, out=sys.stdout):
                            "%.2f" % (by[("pbox-xdp", n, b)]["median_us"] / pb["median_us"])
                            if pb and ("pbox-xdp", n, b) in by
                            and ok(pb["median_us"], by[("pbox-xdp", n, b)]["median_us"])
-                           else "-"] if xdp else []))
+                           else "-"] if xdp else []) +
+                         ([over(n, b, "pbox-topk", "pbox"), over(n, b, "pbox-topk", "gloo")]
+                          if topk else []))
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)

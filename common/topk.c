@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * topk.c - top-k selection by magnitude (common/topk.h): the variant
+ * choice, the scalar kernels, the threshold search and the exact
+ * reference.
+ *
+ * The search is MSTopK's bisection, done on the bit patterns of the
+ * magnitudes (for non-negative floats the order of the patterns is the
+ * order of the values, so the bisection is exact, handles infinities and
+ * halves the range in every step whatever the scale of the gradient), with
+ * TOPK_MAX_THRESH thresholds counted per pass: a pass narrows the range
+ * ninefold. It runs first on a sample (SAMPLE_BLOCKS blocks spread over x,
+ * in cache), whose threshold the one streaming pass then uses; only when
+ * that pass keeps a count outside the band does it run over the whole
+ * array.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sum.h"
+#include "common/topk_impl.h"
+
+#define SAMPLE_BLOCKS 256
+#define SAMPLE_BLOCK  256                      /* floats */
+#define SAMPLE_MAX    (SAMPLE_BLOCKS * SAMPLE_BLOCK)
+#define FULL_PASSES   12                       /* whole-array bisection passes */
+#define SAMPLE_PASSES 16
+#define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches */
+
+/* ---- the scalar variant, the reference of the others ---- */
+
+static void count_scalar(const float *x, size_t n, const float *t, unsigned nt,
+			 uint64_t *counts)
+{
+	for (unsigned j = 0; j < nt; j++)
+		counts[j] = 0;
+	topk_count_tail(x, 0, n, t, nt, counts);
+}
+
+static size_t pass_scalar(float *x, const float *g, size_t n, float t, uint32_t *idx,
+			  float *val, size_t cap, int zero_kept)
+{
+	return topk_pass_tail(x, g, 0, n, t, idx, val, cap, zero_kept, 0);
+}
+
+const struct topk_kernels topk_kernels_scalar = {
+	.name = "scalar",
+	.count = count_scalar,
+	.pass = pass_scalar,
+};
+
+/* ---- the variant of this CPU: the sum kernels' choice (same ISAs) ---- */
+
+const struct topk_kernels *topk_by_name(const char *name)
+{
+	static const struct topk_kernels *const all[] = {
+		&topk_kernels_avx512, &topk_kernels_avx2, &topk_kernels_scalar };
+
+	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(all[i]->name, name) == 0)
+			return sum_by_name(name) && (all[i] != &topk_kernels_avx512 ||
+						    __builtin_cpu_supports("avx512dq")) ? all[i] : NULL;
+	return NULL;
+}
+
+const struct topk_kernels *topk_best(void)
+{
+	const struct topk_kernels *k = topk_by_name(sum_best()->name);
+	return k ? k : &topk_kernels_scalar;
+}
+
+/* ---- the search ---- */
+
+static inline float bits_f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t f_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* Thresholds lo < hi (bit patterns): count(lo) > want_max or lo == 0,
+ * count(hi) < want_min or hi == ABOVE_INF. */
+struct bracket {
+	uint32_t lo, hi;
+	uint64_t clo, chi;
+};
+
+/*
+ * Bisect b over x until a threshold's count falls in [kmin, kmax]: 1 and
+ * *t, *c; or 0 once the bracket cannot be split or the passes ran out.
+ */
+static int search(const struct topk_kernels *kk, const float *x, size_t n, uint64_t kmin,
+		  uint64_t kmax, struct bracket *b, int passes, float *t, uint64_t *c)
+{
+	for (int p = 0; p < passes && b->hi - b->lo > 1; p++) {
+		uint32_t tb[TOPK_MAX_THRESH];
+		float tf[TOPK_MAX_THRESH];
+		uint64_t cnt[TOPK_MAX_THRESH];
+		uint64_t span = b->hi - b->lo;
+		unsigned nt = 0;
+		for (unsigned j = 1; j <= TOPK_MAX_THRESH; j++) {
+			uint32_t v = b->lo + (uint32_t)(span * j / (TOPK_MAX_THRESH + 1));
+			if (v > b->lo && v < b->hi && (nt == 0 || v > tb[nt - 1])) {
+				tb[nt] = v;
+				tf[nt++] = bits_f(v);
+			}
+		}
+		if (nt == 0) { /* span 2..: the middle one */
+			tb[0] = b->lo + 1;
+			tf[0] = bits_f(tb[0]);
+			nt = 1;
+		}
+		kk->count(x, n, tf, nt, cnt);
+		for (unsigned j = 0; j < nt; j++) {
+			if (cnt[j] >= kmin && cnt[j] <= kmax) {
+				*t = tf[j];
+				*c = cnt[j];
+				return 1;
+			}
+			if (cnt[j] > kmax) {
+				b->lo = tb[j];
+				b->clo = cnt[j];
+			} else if (tb[j] < b->hi) {
+				b->hi = tb[j];
+				b->chi = cnt[j];
+				break; /* counts only fall further */
+			}
+		}
+	}
+	return 0;
+}
+
+/* Exactly k of x (count(lo) >= k > count(hi)): every magnitude >= hi,
+ * then the first ones in [lo, hi) in index order. */
+static size_t take_exactly(const float *x, size_t n, size_t k, const struct bracket *b,
+			   uint32_t *idx, float *val)
+{
+	float lo = bits_f(b->lo), hi = bits_f(b->hi);
+	size_t m = 0, band = k - b->chi;
+
+	for (size_t i = 0; i < n && m < k; i++) {
+		float a = fabsf(x[i]);
+		if (a >= hi || (a >= lo && band && band--)) {
+			idx[m] = (uint32_t)i;
+			val[m++] = x[i];
+		}
+	}
+	return m;
+}
+
+/* A threshold for about k of n from a sample of x (+ g): the blocks of
+ * SAMPLE_BLOCK floats spread evenly over x, searched in cache. */
+static float sample_threshold(const struct topk_kernels *kk, const float *x, const float *g,
+			      size_t n, size_t k, float *s)
+{
+	size_t ns = 0;
+	for (size_t blk = 0; blk < SAMPLE_BLOCKS; blk++) {
+		size_t off = (n - SAMPLE_BLOCK) / (SAMPLE_BLOCKS - 1) * blk;
+		for (size_t i = 0; i < SAMPLE_BLOCK; i++)
+			s[ns++] = g ? x[off + i] + g[off + i] : x[off + i];
+	}
+	double want = (double)k * (double)ns / (double)n;
+	uint64_t w = want < 1 ? 1 : (uint64_t)want, tol = w / 64;
+	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
+	float t;
+	uint64_t c;
+	if (search(kk, s, ns, w - tol, w + tol, &b, SAMPLE_PASSES, &t, &c))
+		return t;
+	return bits_f(b.lo); /* keeps a few more: the full search starts above */
+}
+
+/* The selection of topk_select / topk_select_ef: x is updated with g (if
+ * any) by the first pass, never otherwise. */
+static size_t select_from(const struct topk_kernels *kk, float *x, const float *g, size_t n,
+			  size_t k, uint32_t *idx, float *val)
+{
+	size_t kmin = k - k / 8, kmax = k + k / 8, m;
+	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
+	float t = 0;
+	uint64_t c;
+
+	if (n > SAMPLE_MAX) {
+		float *s = malloc(SAMPLE_MAX * sizeof(float));
+		if (s) {
+			t = sample_threshold(kk, x, g, n, k, s);
+			free(s);
+		}
+		m = kk->pass(x, g, n, t, idx, val, kmax, 0);
+		if (m >= kmin && m <= kmax)
+			return m;
+		if (m > kmax) {
+			b.lo = f_bits(t);
+			b.clo = m;
+		} else {
+			b.hi = f_bits(t);
+			b.chi = m;
+		}
+	} else if (g) {
+		for (size_t i = 0; i < n; i++)
+			x[i] += g[i];
+	}
+	if (search(kk, x, n, kmin, kmax, &b, FULL_PASSES, &t, &c))
+		return kk->pass(x, NULL, n, t, idx, val, kmax, 0);
+	if (b.lo == 0) { /* fewer than kmin numbers (NaNs): all of them */
+		uint64_t all;
+		float zero = 0;
+		kk->count(x, n, &zero, 1, &all);
+		if (all < kmin)
+			return kk->pass(x, NULL, n, 0, idx, val, kmax, 0);
+	}
+	return take_exactly(x, n, k, &b, idx, val);
+}
+
+size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size_t k,
+		   uint32_t *idx, float *val)
+{
+	if (!kk)
+		kk = topk_best();
+	if (k >= n) {
+		for (size_t i = 0; i < n; i++) {
+			idx[i] = (uint32_t)i;
+			val[i] = x[i];
+		}
+		return n;
+	}
+	if (k == 0)
+		return 0;
+	/* without g, x is only read */
+	return select_from(kk, (float *)x, NULL, n, k, idx, val);
+}
+
+size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
+		      size_t k, uint32_t *idx, float *val)
+{
+	size_t m;
+
+	if (!kk)
+		kk = topk_best();
+	if (k >= n || k == 0) {
+		if (g)
+			for (size_t i = 0; i < n; i++)
+				e[i] += g[i];
+		m = topk_select(kk, e, n, k, idx, val);
+	} else {
+		m = select_from(kk, e, g, n, k, idx, val);
+	}
+	for (size_t j = 0; j < m; j++)
+		e[idx[j]] = 0;
+	return m;
+}
+
+/* ---- the exact reference ---- */
+
+/* Order key: larger is kept first; NaNs below every number, then the
+ * lower index first among equal magnitudes. */
+static inline uint64_t exact_key(const float *x, size_t i)
+{
+	uint32_t a = f_bits(x[i]) & 0x7fffffffu;
+	uint64_t mag = a > 0x7f800000u ? 0 : (uint64_t)a + 1;
+	return mag << 32 | (uint32_t)~(uint32_t)i;
+}
+
+/* Partially order keys[0..n) (distinct) so that the k largest come
+ * first: quickselect, Hoare's partition around the middle key. */
+static void select_largest(uint64_t *keys, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+
+	while (lo < hi) {
+		uint64_t pivot = keys[lo + (hi - lo) / 2];
+		size_t i = lo - 1, j = hi + 1;
+		for (;;) { /* larger keys to the left */
+			do
+				i++;
+			while (keys[i] > pivot);
+			do
+				j--;
+			while (keys[j] < pivot);
+			if (i >= j)
+				break;
+			uint64_t tmp = keys[i];
+			keys[i] = keys[j];
+			keys[j] = tmp;
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else
+			lo = j + 1;
+	}
+}
+
+static int by_index(const void *a, const void *b)
+{
+	uint32_t x = ~(uint32_t)*(const uint64_t *)a, y = ~(uint32_t)*(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+size_t topk_exact(const float *x, size_t n, size_t k, uint32_t *idx, float *val)
+{
+	uint64_t *keys;
+
+	if (k > n)
+		k = n;
+	if (k == 0)
+		return 0;
+	keys = malloc(n * sizeof(*keys));
+	if (!keys) {
+		errno = ENOMEM;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		keys[i] = exact_key(x, i);
+	select_largest(keys, n, k);
+	qsort(keys, k, sizeof(*keys), by_index);
+	for (size_t j = 0; j < k; j++) {
+		idx[j] = ~(uint32_t)keys[j];
+		val[j] = x[idx[j]];
+	}
+	free(keys);
+	return k;
+}
