@@ -26,6 +26,7 @@
 #define SAMPLE_MAX    (SAMPLE_BLOCKS * SAMPLE_BLOCK)
 #define FULL_PASSES   12                       /* whole-array bisection passes */
 #define SAMPLE_PASSES 16
+#define SAMPLE_PRECISE 600.0   /* of the k in the sample: 3 sigma within k/8: one pass */
 #define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches */
 
 /* ---- the scalar variant, the reference of the others ---- */
@@ -156,10 +157,12 @@ static size_t take_exactly(const float *x, size_t n, size_t k, const struct brac
 	return m;
 }
 
-/* A threshold for about k of n from a sample of x (+ g): the blocks of
- * SAMPLE_BLOCK floats spread evenly over x, searched in cache. */
-static float sample_threshold(const struct topk_kernels *kk, const float *x, const float *g,
-			      size_t n, size_t k, float *s)
+/* Thresholds from a sample of x (+ g), the blocks of SAMPLE_BLOCK floats
+ * spread evenly over x, searched in cache: *t for about k of n, and *lo,
+ * *hi (bit patterns) for three standard deviations of the sample's count
+ * above and below. Returns the sample's expected count of the k. */
+static double sample_thresholds(const struct topk_kernels *kk, const float *x, const float *g,
+				size_t n, size_t k, float *s, float *t, uint32_t *lo, uint32_t *hi)
 {
 	size_t ns = 0;
 	for (size_t blk = 0; blk < SAMPLE_BLOCKS; blk++) {
@@ -167,18 +170,63 @@ static float sample_threshold(const struct topk_kernels *kk, const float *x, con
 		for (size_t i = 0; i < SAMPLE_BLOCK; i++)
 			s[ns++] = g ? x[off + i] + g[off + i] : x[off + i];
 	}
-	double want = (double)k * (double)ns / (double)n;
-	uint64_t w = want < 1 ? 1 : (uint64_t)want, tol = w / 64;
+	double want = (double)k * (double)ns / (double)n, dev = 3 * sqrt(want) + 2;
+	uint64_t w = want < 1 ? 1 : (uint64_t)want;
+	uint64_t wlo = want > dev ? (uint64_t)(want - dev) : 1, whi = (uint64_t)(want + dev);
 	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	float t;
+	float tt;
 	uint64_t c;
-	if (search(kk, s, ns, w - tol, w + tol, &b, SAMPLE_PASSES, &t, &c))
-		return t;
-	return bits_f(b.lo); /* keeps a few more: the full search starts above */
+
+	*t = search(kk, s, ns, w - w / 64, w + w / 64, &b, SAMPLE_PASSES, &tt, &c) ? tt
+	     : bits_f(b.lo);
+	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
+	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? f_bits(tt) : b.lo;
+	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
+	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? f_bits(tt) : b.hi;
+	return want;
+}
+
+/* One count pass of TOPK_MAX_THRESH thresholds from lo to hi (bit
+ * patterns, both included): 1 and *t, *c if one falls in [kmin, kmax];
+ * else 0 with *b the bracket the counts show. */
+static int probe(const struct topk_kernels *kk, const float *x, size_t n, uint32_t lo,
+		 uint32_t hi, uint64_t kmin, uint64_t kmax, struct bracket *b, float *t,
+		 uint64_t *c)
+{
+	float tf[TOPK_MAX_THRESH];
+	uint32_t tb[TOPK_MAX_THRESH];
+	uint64_t cnt[TOPK_MAX_THRESH];
+
+	if (hi <= lo)
+		hi = lo + 1;
+	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
+		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
+		tf[j] = bits_f(tb[j]);
+	}
+	kk->count(x, n, tf, TOPK_MAX_THRESH, cnt);
+	*b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
+	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
+		if (cnt[j] >= kmin && cnt[j] <= kmax) {
+			*t = tf[j];
+			*c = cnt[j];
+			return 1;
+		}
+		if (cnt[j] > kmax && tb[j] >= b->lo) {
+			b->lo = tb[j];
+			b->clo = cnt[j];
+		} else if (cnt[j] < kmin && tb[j] < b->hi) {
+			b->hi = tb[j];
+			b->chi = cnt[j];
+		}
+	}
+	return 0;
 }
 
 /* The selection of topk_select / topk_select_ef: x is updated with g (if
- * any) by the first pass, never otherwise. */
+ * any) by the first pass, never otherwise. A sample whose share of the k
+ * is large enough (SAMPLE_PRECISE: its count is then within a few percent)
+ * gives the threshold of the one pass; a smaller share gives a range,
+ * which one count pass narrows before the selection. */
 static size_t select_from(const struct topk_kernels *kk, float *x, const float *g, size_t n,
 			  size_t k, uint32_t *idx, float *val)
 {
@@ -186,22 +234,26 @@ static size_t select_from(const struct topk_kernels *kk, float *x, const float *
 	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
 	float t = 0;
 	uint64_t c;
+	float *s = n > SAMPLE_MAX ? malloc(SAMPLE_MAX * sizeof(float)) : NULL;
 
-	if (n > SAMPLE_MAX) {
-		float *s = malloc(SAMPLE_MAX * sizeof(float));
-		if (s) {
-			t = sample_threshold(kk, x, g, n, k, s);
-			free(s);
-		}
-		m = kk->pass(x, g, n, t, idx, val, kmax, 0);
-		if (m >= kmin && m <= kmax)
-			return m;
-		if (m > kmax) {
-			b.lo = f_bits(t);
-			b.clo = m;
+	if (s) {
+		uint32_t lo, hi;
+		double want = sample_thresholds(kk, x, g, n, k, s, &t, &lo, &hi);
+		free(s);
+		if (want >= SAMPLE_PRECISE) {
+			m = kk->pass(x, g, n, t, idx, val, kmax, 0);
+			if (m >= kmin && m <= kmax)
+				return m;
+			if (m > kmax)
+				b = (struct bracket){ .lo = f_bits(t), .hi = ABOVE_INF, .clo = m };
+			else
+				b = (struct bracket){ .lo = 0, .hi = f_bits(t), .clo = n, .chi = m };
 		} else {
-			b.hi = f_bits(t);
-			b.chi = m;
+			if (g)
+				for (size_t i = 0; i < n; i++)
+					x[i] += g[i];
+			if (probe(kk, x, n, lo, hi, kmin, kmax, &b, &t, &c))
+				return kk->pass(x, NULL, n, t, idx, val, kmax, 0);
 		}
 	} else if (g) {
 		for (size_t i = 0; i < n; i++)
