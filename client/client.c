@@ -161,6 +161,8 @@ static int parse_join(pbox_client *c, const json_t *res)
 	c->job_id = (uint32_t)id;
 	c->seg_bytes = (uint32_t)seg;
 	c->chunk_bytes = (uint32_t)json_integer_value(json_object_get(res, "chunk_bytes"));
+	json_int_t slots = json_integer_value(json_object_get(res, "slots"));
+	c->box_slots = slots > 0 && slots < 65536 ? (uint32_t)slots : 256; /* older boxes: 256 */
 	return 0;
 }
 

@@ -40,6 +40,10 @@
 #define XFER_TX_BURST       256    /* datagrams handed to the transport at once */
 #define XFER_RX_BURST       64     /* datagrams taken from it at once */
 #define XFER_WIN_MIN        64     /* floor of the BDP window (segments) */
+/* Window slots beyond opts.window, for sparse keys' records: they are
+ * small, so their window is counted in bytes (cwnd x seg_bytes) and many
+ * more of them are in flight at once. */
+#define XFER_SPARSE_SLOTS   16384
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
 #define XFER_RTO_MAX_US     1000000 /* cap of the adaptive timeout */
 /* Cap of a segment's back-off while the box is silent (or rto, if larger).
@@ -197,8 +201,10 @@ struct pbox_req {
 	uint64_t steps;                       /* read: steps held; write: to set */
 	uint64_t *steps_out;                  /* REQ_PS_READ: where steps go */
 	size_t done_elems;                    /* REQ_PS_READ/WRITE: progress */
-	uint8_t *enc;                         /* REQ_SPARSE: every segment's record */
-	size_t *enc_off;                      /* nsegs + 1: where each one starts */
+	const uint32_t *sp_idx;               /* REQ_SPARSE: the entries (sorted) */
+	const uint8_t *sp_val;
+	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
+	void *sp_own;                         /* the request's copy of idx and val */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -225,6 +231,7 @@ struct xslot {
 	uint32_t epoch;
 	bool retxed;                 /* sent more than once: no RTT sample */
 	bool box_has;                /* a WAIT said the box has it: no RACK */
+	uint32_t bytes;              /* payload bytes (a sparse record's) */
 	uint64_t first_ns;           /* first transmission (round trips) */
 	uint64_t sent_ns;            /* last transmission (RACK, NACKs) */
 	uint64_t deadline_ns;        /* next retransmission */
@@ -250,7 +257,9 @@ struct xfer {
 	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
 	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
 	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
-	uint32_t cwnd;               /* segments in flight allowed now (<= window) */
+	uint32_t cwnd;               /* segments in flight allowed now (<= wmax) */
+	uint32_t wmax;               /* opts.window (win.cap is larger: sparse) */
+	uint64_t inflight_bytes;     /* payload bytes of the slots in flight */
 	struct sendq sendq;          /* slots in order of last sending (RACK) */
 	struct rack rack;
 	struct aimd aimd;            /* the congestion window under cwnd */
@@ -259,6 +268,7 @@ struct xfer {
 				        packet still taking records, 0 none
 				        (until the next flush) */
 	uint32_t *sp_last;           /* per endpoint: the open packet's last segment */
+	uint32_t *sp_inflight;       /* per endpoint: sparse records in flight */
 	uint8_t *sp_buf;             /* XFER_TX_BURST payloads of sparse packets */
 	unsigned ntxq;               /* datagrams queued in txq */
 	struct tp_pkt txq[XFER_TX_BURST];
@@ -305,14 +315,21 @@ void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 		 pbox_dtype dtype);
 /* Queue a REQ_SPARSE request for out (count of dtype) carrying the nnz
- * entries (checked: increasing, below count), encoded. 0 and *req, or an
- * error with c's message. */
+ * entries (checked: increasing, below count): copied when copy is set,
+ * else borrowed until the request ends. 0 and *req, or an error with c's
+ * message. */
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-		  const uint32_t *idx, const void *val, size_t nnz, void *out,
+		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
 		  pbox_req **req);
+/* Payload bytes of segment s's record of r (REQ_SPARSE). */
+uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 
 /* ---- sparse_xfer.c: sparse keys' packets (docs/protocol.md) ------------ */
 
+/* Whether another sparse record may be in flight to endpoint ep: fewer
+ * than half the box's slots there (each open segment round takes one,
+ * and the other ranks may lag); false if the buffers cannot be had. */
+bool sparse_room(pbox_client *c, unsigned ep);
 /* Queue segment s of r (REQ_SPARSE) with flags: its record joins the
  * packet being filled for its endpoint, or starts one. */
 void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags);
@@ -360,6 +377,8 @@ struct pbox_client {
 	uint32_t job_id;
 	uint64_t token;
 	uint32_t seg_bytes, chunk_bytes;
+	uint32_t box_slots;          /* open segment rounds per job per box lcore
+					(job_join's "slots") */
 	uint32_t box_mtu;            /* box_endpoints' mtu, 0 if not given */
 	bool mtu_auto;               /* opts.mtu was 0 and PBOX_MTU unset */
 	unsigned neps;
@@ -409,6 +428,8 @@ int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 /* Queue r (filled by the caller) for the progress thread and wake it; r is
  * freed on failure. 0, or PBOX_EBUSY / the client's fatal code. */
 int req_submit(pbox_client *c, struct pbox_req *r);
+/* Whether a call on key is submitted and not finished (under c->lock). */
+bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 /* Free a request and what it owns. */
 void req_free(struct pbox_req *r);
 /* Free c's top-k states (pbox_close). */

@@ -42,7 +42,7 @@ int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 	return 0;
 }
 
-static bool key_busy(const pbox_client *c, uint32_t key)
+bool req_key_busy_locked(const pbox_client *c, uint32_t key)
 {
 	for (const struct pbox_req *r = c->live; r; r = r->live_next)
 		if (r->key == key && !r->finished)
@@ -57,7 +57,7 @@ static int submit_locked(pbox_client *c, struct pbox_req *r)
 		snprintf(c->last_err, sizeof(c->last_err), "%s", c->fatal_msg);
 		return c->fatal_rc;
 	}
-	if (key_busy(c, r->key)) {
+	if (req_key_busy_locked(c, r->key)) {
 		snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a call on "
 			 "this key is still in flight (wait for it first)", c->job, c->rank, r->key);
 		return PBOX_EBUSY;
@@ -146,8 +146,8 @@ void req_free(struct pbox_req *r)
 {
 	if (!r)
 		return;
-	free(r->enc);
-	free(r->enc_off);
+	free(r->sp_first);
+	free(r->sp_own);
 	free(r);
 }
 

@@ -3,10 +3,9 @@
  * sparse_call.c - libpbox's sparse allreduce of index/value pairs
  * (docs/protocol.md "Sparse keys"), and the submission every sparse call
  * shares (topk_call.c's too): in the caller's thread, check the entries,
- * encode one record per segment of the key (r->enc, common/sparse.h) and
- * queue a REQ_SPARSE request; the progress thread then streams the
- * records (sparse_xfer.c) and writes the dense sum into the caller's
- * buffer.
+ * find where each segment's entries start and queue a REQ_SPARSE request;
+ * the progress thread then encodes each segment's record as it sends it
+ * (sparse_xfer.c) and writes the dense sum into the caller's buffer.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,43 +15,33 @@
 #include "common/sparse.h"
 
 
-/* Encode nnz entries (checked: increasing, below count) into one record
- * per segment of the key. 0 or PBOX_ENOMEM. */
-static int encode(pbox_client *c, struct pbox_req *r, const uint32_t *idx, const void *val,
-		  size_t nnz)
+/* Where each segment's entries start in idx (nsegs + 1 of them). 0 or
+ * PBOX_ENOMEM. */
+static int index_segments(pbox_client *c, struct pbox_req *r, size_t nnz)
 {
-	size_t esz = wire_dtype_size(r->dtype);
-	uint32_t se = sparse_seg_elems(c->seg_bytes, esz);
+	uint32_t se = sparse_seg_elems(c->seg_bytes, wire_dtype_size(r->dtype));
 	uint64_t nsegs = (r->count + se - 1) / se;
-	size_t bound = (size_t)nsegs * (SPARSE_REC_HDR + 8) + nnz * (2 + esz);
-	size_t off = 0, j = 0;
+	size_t j = 0;
 
-	r->enc = malloc(bound);
-	r->enc_off = malloc((size_t)(nsegs + 1) * sizeof(*r->enc_off));
-	if (!r->enc || !r->enc_off)
+	r->sp_first = malloc((size_t)(nsegs + 1) * sizeof(*r->sp_first));
+	if (!r->sp_first)
 		return PBOX_ENOMEM;
 	for (uint64_t s = 0; s < nsegs; s++) {
-		uint64_t base = s * se;
-		uint32_t len = (uint32_t)(r->count - base < se ? r->count - base : se);
-		size_t j0 = j;
-		while (j < nnz && idx[j] < base + len)
+		r->sp_first[s] = j;
+		while (j < nnz && r->sp_idx[j] < (s + 1) * se)
 			j++;
-		r->enc_off[s] = off;
-		off += sparse_encode_entries(r->enc + off, (uint32_t)s, idx + j0, (uint32_t)base,
-					     (const uint8_t *)val + j0 * esz, (uint32_t)(j - j0),
-					     len, esz);
 	}
-	r->enc_off[nsegs] = off;
+	r->sp_first[nsegs] = nnz;
 	return 0;
 }
 
-/* A REQ_SPARSE request for out (count of dtype) with the entries encoded,
- * queued. 0 (and *req) or an error with c's message. */
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-			 const uint32_t *idx, const void *val, size_t nnz, void *out,
-			 pbox_req **req)
+		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
+		  pbox_req **req)
 {
 	struct pbox_req *r = calloc(1, sizeof(*r));
+	size_t esz = wire_dtype_size((unsigned)dtype);
+	int rc = PBOX_ENOMEM;
 
 	if (!r)
 		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
@@ -64,13 +53,23 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 	r->src = out;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)dtype;
-	if (encode(c, r, idx, val, nnz) < 0) {
+	r->sp_idx = idx;
+	r->sp_val = val;
+	if (copy && nnz) {
+		uint8_t *own = malloc(nnz * (sizeof(*idx) + esz));
+		if ((r->sp_own = own)) {
+			memcpy(own, idx, nnz * sizeof(*idx));
+			memcpy(own + nnz * sizeof(*idx), val, nnz * esz);
+			r->sp_idx = (const uint32_t *)own;
+			r->sp_val = own + nnz * sizeof(*idx);
+		}
+	}
+	if ((copy && nnz && !r->sp_own) || (rc = index_segments(c, r, nnz)) < 0) {
 		req_free(r);
 		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
-				    "the sparse records", c->job, c->rank, key);
+				    "the sparse entries", c->job, c->rank, key);
 	}
-	int rc = req_submit(c, r);
-	if (rc < 0)
+	if ((rc = req_submit(c, r)) < 0)
 		return rc;
 	stat_add(&c->stats.sparse_entries, nnz);
 	*req = r;
@@ -125,7 +124,7 @@ int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 					    "increase strictly: entry %zu is %u after %u", c->job,
 					    c->rank, key, j, idx[j], idx[j - 1]);
 	}
-	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, req);
+	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, true, req);
 }
 
 int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,

@@ -3,20 +3,28 @@
  * sparse_xfer.c - the packets of sparse keys (docs/protocol.md "Sparse
  * keys"), run by the progress thread beside xfer.c.
  *
- * Sending: a request's records were encoded when it was submitted
- * (sparse_call.c: r->enc, one per segment). xfer.c's window, RACK, NACK and
+ * Sending: a segment's record is encoded from the request's entries
+ * (sparse_call.c found where each segment's start) straight into the
+ * packet, the first time and again for each retransmission; the first
+ * time also zeroes the segment in the caller's buffer, whose absent
+ * entries the result then leaves zero. xfer.c's window, RACK, NACK and
  * timeout logic stays per segment; only the packing differs: a segment's
  * record joins the open packet of its endpoint if that packet is of the
  * same key, round and flags, its last segment is lower (the box wants
  * them increasing: retransmissions come in any order) and it has room
- * (the job's seg_bytes), else it starts one in the transmit queue. A packet keeps taking records until
+ * (the job's seg_bytes), else it starts one in the transmit queue. Each
+ * open segment round takes one of the box's contribution slots (--slots
+ * per job per lcore, job_join's "slots"), so at most half of them are in
+ * flight per endpoint (the other ranks may lag by as many). A packet keeps taking records until
  * the queue is flushed, so the segments one fill or one RACK scan sends to
  * an endpoint travel together.
  *
  * Receiving: a SPARSE RESULT's records are all checked (segment inside
  * the key and increasing, the body by common/sparse.h) before any is
- * used; each new one is scattered into the caller's buffer, dense, and
- * counted as that segment's result (xfer_seg_done).
+ * used; each new one's entries are written into the caller's buffer
+ * (zeroed in the caller's thread at submission, so the progress thread's
+ * work is in the entries, not the key's length) and counted as that
+ * segment's result (xfer_seg_done).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +42,46 @@ static bool sparse_alloc(pbox_client *c)
 	x->sp_buf = malloc((size_t)XFER_TX_BURST * WIRE_MAX_PAYLOAD);
 	x->sp_open = calloc(c->neps ? c->neps : 1, sizeof(*x->sp_open));
 	x->sp_last = calloc(c->neps ? c->neps : 1, sizeof(*x->sp_last));
-	if (x->sp_buf && x->sp_open && x->sp_last)
+	x->sp_inflight = calloc(c->neps ? c->neps : 1, sizeof(*x->sp_inflight));
+	if (x->sp_buf && x->sp_open && x->sp_last && x->sp_inflight)
 		return true;
 	free(x->sp_buf);
 	free(x->sp_open);
 	free(x->sp_last);
+	free(x->sp_inflight);
 	x->sp_buf = NULL;
 	x->sp_open = NULL;
 	x->sp_last = NULL;
+	x->sp_inflight = NULL;
 	return false;
+}
+
+bool sparse_room(pbox_client *c, unsigned ep)
+{
+	uint32_t cap = c->box_slots / 2 ? c->box_slots / 2 : 1;
+
+	return sparse_alloc(c) && c->x.sp_inflight[ep] < cap;
+}
+
+uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s)
+{
+	const struct seg_layout *l = &r->ks->lay;
+	size_t esz = wire_dtype_size(r->dtype);
+	uint32_t n = (uint32_t)(r->sp_first[s + 1] - r->sp_first[s]), len = seg_len(l, s);
+
+	return SPARSE_REC_HDR + (uint32_t)sparse_body_bytes(sparse_best_form(n, len, esz), n,
+							      len, esz);
+}
+
+/* Segment s's record of r at dst. */
+static void encode_at(uint8_t *dst, const struct pbox_req *r, uint32_t s)
+{
+	const struct seg_layout *l = &r->ks->lay;
+	size_t esz = wire_dtype_size(r->dtype), first = r->sp_first[s];
+
+	sparse_encode_entries(dst, s, r->sp_idx + first, (uint32_t)seg_first(l, s),
+			      r->sp_val + first * esz, (uint32_t)(r->sp_first[s + 1] - first),
+			      seg_len(l, s), esz);
 }
 
 void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
@@ -50,30 +89,37 @@ void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
 	struct xfer *x = &c->x;
 	const struct seg_layout *l = &r->ks->lay;
 	unsigned ep = seg_endpoint(l, s);
-	const uint8_t *rec = r->enc + r->enc_off[s];
-	size_t bytes = r->enc_off[s + 1] - r->enc_off[s];
+	size_t bytes = sparse_rec_bytes(r, s);
 
-	if (!sparse_alloc(c)) {
+	if (!sparse_alloc(c)) { /* (sparse_room allocated them: not reached) */
 		/* never sent: the retransmission timer tries again */
 		stat_add(&c->stats.tx_dropped, 1);
 		return;
+	}
+	if (!(flags & WIRE_FLAG_RETX)) {
+		size_t esz = wire_dtype_size(r->rdtype);
+		memset((uint8_t *)r->buf + seg_first(l, s) * esz, 0, (size_t)seg_len(l, s) * esz);
 	}
 	flags |= WIRE_FLAG_NOTICE | WIRE_FLAG_SPARSE;
 	if (x->sp_open[ep]) {
 		struct tp_pkt *p = &x->txq[x->sp_open[ep] - 1];
 		if (p->hdr.key == r->key && p->hdr.round == r->round && p->hdr.flags == flags &&
 		    s > x->sp_last[ep] && p->len + bytes <= c->seg_bytes) {
-			memcpy((uint8_t *)p->payload + p->len, rec, bytes);
+			encode_at((uint8_t *)p->payload + p->len, r, s);
 			p->len += bytes;
 			p->hdr.count++;
 			x->sp_last[ep] = s;
 			goto sent;
 		}
+		/* a full packet goes out now: the records' round trips start
+		 * when they leave, not when the whole window is encoded */
+		if (p->len + bytes > c->seg_bytes)
+			xfer_flush(c);
 	}
 	if (x->ntxq == XFER_TX_BURST)
 		xfer_flush(c);
 	uint8_t *buf = x->sp_buf + (size_t)x->ntxq * WIRE_MAX_PAYLOAD;
-	memcpy(buf, rec, bytes);
+	encode_at(buf, r, s);
 	x->txq[x->ntxq] = (struct tp_pkt){
 		.hdr = { .type = WIRE_PUSH, .dtype = r->dtype, .flags = flags,
 			 .rank = (uint16_t)c->rank, .count = 1, .job = c->job_id,
@@ -129,8 +175,9 @@ void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
 			continue;
 		}
 		seg_bit_set(ks->got, rec.seg);
-		sparse_rec_scatter((uint8_t *)r->buf + seg_first(l, rec.seg) * esz, &rec, esz,
-				   seg_len(l, rec.seg));
+		/* the buffer was zeroed at submission: only the entries */
+		sparse_rec_put((uint8_t *)r->buf + seg_first(l, rec.seg) * esz, &rec, esz,
+			       seg_len(l, rec.seg));
 		bool last = r->ndone + 1 == l->nsegs;
 		xfer_seg_done(c, r, rec.seg, rec.bytes, m->flags, now);
 		if (last)

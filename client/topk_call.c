@@ -93,7 +93,7 @@ static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtyp
 	}
 	if (!t)
 		rc = PBOX_ENOMEM;
-	else if (t->busy)
+	else if (t->busy || req_key_busy_locked(c, key))
 		rc = PBOX_EBUSY;
 	else if (t->count != count || t->dtype != (uint8_t)dtype)
 		rc = PBOX_EINVAL;
@@ -104,8 +104,8 @@ static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtyp
 		return client_error(c, rc, "job '%s' rank %d key %u: out of memory", c->job,
 				    c->rank, key);
 	if (rc == PBOX_EBUSY)
-		return client_error(c, rc, "job '%s' rank %d key %u: another thread is selecting "
-				    "on this key", c->job, c->rank, key);
+		return client_error(c, rc, "job '%s' rank %d key %u: a call on this key is still "
+				    "in flight (wait for it first)", c->job, c->rank, key);
 	if (rc == PBOX_EINVAL)
 		return client_error(c, rc, "job '%s' rank %d key %u: the key has %zu %s elements, "
 				    "this call %zu %s (use another key for another size)", c->job,
@@ -233,7 +233,9 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 	}
 	size_t m = topk_run(t, g, k, &o);
 	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
-	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, req);
+	/* the state's arrays are lent to the request: topk_take refuses the
+	 * key until it is waited for */
+	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, false, req);
 	if (rc < 0 && o.error_feedback)
 		for (size_t j = 0; j < m; j++) /* nothing was sent: keep it all */
 			t->resid[t->idx[j]] = t->val[j];

@@ -8,7 +8,9 @@
  * One global window bounds the segments in flight over all requests;
  * requests take slots in submission order. Its size is twice the measured
  * bandwidth-delay product (struct bdp_est), at least XFER_WIN_MIN and at
- * most opts.window slots. Every RESULT is
+ * most opts.window segments. A sparse key's records count by their bytes
+ * (cwnd x seg_bytes in flight), from a pool of slots XFER_SPARSE_SLOTS
+ * larger: at 1% density some 60 of them fill one segment's bytes. Every RESULT is
  * checked (wire_decode; type, job, token, rank, key, round == the key's
  * current round, segment range, dtype, exact count) and copied into the
  * caller's buffer once; later copies count as dup_results.
@@ -67,11 +69,14 @@ int xfer_init(struct xfer *x, uint32_t window, uint32_t rto_ms)
 	rtt_init(&x->rtt, rto_ms * 1000u, XFER_RTO_MIN_US, XFER_RTO_MAX_US);
 	bdp_init(&x->bdp);
 	x->cwnd = window;
+	x->wmax = window;
 	x->next_retx_ns = UINT64_MAX;
 	aimd_init(&x->aimd, XFER_WIN_MIN, window);
-	x->slots = calloc(window, sizeof(*x->slots));
-	if (!x->slots || seg_window_init(&x->win, window) < 0 ||
-	    sendq_init(&x->sendq, window) < 0) {
+	/* sparse records: up to 16 per segment of the window, in bytes */
+	uint32_t pool = window + (window < XFER_SPARSE_SLOTS / 15 ? window * 15 : XFER_SPARSE_SLOTS);
+	x->slots = calloc(pool, sizeof(*x->slots));
+	if (!x->slots || seg_window_init(&x->win, pool) < 0 ||
+	    sendq_init(&x->sendq, pool) < 0) {
 		free(x->slots);
 		x->slots = NULL;
 		seg_window_free(&x->win);
@@ -94,9 +99,11 @@ void xfer_free(struct xfer *x)
 	x->slots = NULL;
 	free(x->sp_open);
 	free(x->sp_last);
+	free(x->sp_inflight);
 	free(x->sp_buf);
 	x->sp_open = NULL;
 	x->sp_last = NULL;
+	x->sp_inflight = NULL;
 	x->sp_buf = NULL;
 }
 
@@ -131,7 +138,10 @@ static void slot_release(struct xfer *x, uint32_t i)
 	struct xslot *s = &x->slots[i];
 
 	s->req->ks->slot_of[s->seg] = 0;
+	if (s->req->kind == REQ_SPARSE)
+		x->sp_inflight[seg_endpoint(&s->req->ks->lay, s->seg)]--;
 	s->req = NULL;
+	x->inflight_bytes -= s->bytes;
 	sendq_remove(&x->sendq, i);
 	seg_window_put(&x->win, i);
 }
@@ -235,11 +245,21 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 			r->next_seg++;
 			continue;
 		}
-		if (seg_window_inflight(&x->win) >= x->cwnd || !seg_window_take(&x->win, &i))
+		/* dense: cwnd segments; sparse: cwnd segments' worth of bytes */
+		uint32_t bytes = r->kind == REQ_SPARSE ? sparse_rec_bytes(r, s)
+				 : seg_len(&ks->lay, s) * (uint32_t)wire_dtype_size(r->dtype);
+		bool room = r->kind == REQ_SPARSE
+			    ? x->inflight_bytes < (uint64_t)x->cwnd * c->seg_bytes &&
+			      sparse_room(c, seg_endpoint(&ks->lay, s))
+			    : seg_window_inflight(&x->win) < x->cwnd;
+		if (!room || !seg_window_take(&x->win, &i))
 			return false;
+		if (r->kind == REQ_SPARSE)
+			x->sp_inflight[seg_endpoint(&ks->lay, s)]++;
 		x->slots[i] = (struct xslot){ .req = r, .seg = s, .epoch = r->epoch,
 					      .first_ns = now, .sent_ns = now,
-					      .deadline_ns = deadline };
+					      .deadline_ns = deadline, .bytes = bytes };
+		x->inflight_bytes += bytes;
 		ks->slot_of[s] = i + 1;
 		sendq_push(&x->sendq, i);
 		r->next_seg++;
@@ -331,7 +351,7 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 static void set_cwnd(pbox_client *c)
 {
 	struct xfer *x = &c->x;
-	uint32_t w = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->win.cap);
+	uint32_t w = bdp_window(&x->bdp, c->seg_bytes, XFER_WIN_MIN, x->wmax);
 	uint32_t a = aimd_window(&x->aimd);
 
 	x->cwnd = a < w ? a : w;

@@ -187,7 +187,104 @@ void sparse_sum_round(void *dst, float *acc, uint32_t len, unsigned dtype)
 	sum_narrow(dst, acc, len, dtype);
 }
 
+/* The header of a record at out; returns the body. */
+static uint8_t *put_header(uint8_t *out, uint32_t seg, uint32_t n, unsigned form)
+{
+	st32(out, seg);
+	st16(out + 4, (uint16_t)n);
+	out[6] = (uint8_t)form;
+	out[7] = 0;
+	return out + SPARSE_REC_HDR;
+}
+
+/* acc += the record's entries, marking them in touched. */
+static void add_touch(float *acc, uint64_t *touched, const struct sparse_rec *r,
+		      unsigned dtype, uint32_t len)
+{
+	const uint8_t *b = r->body;
+	size_t esz = wire_dtype_size(dtype);
+
+	if (r->form == SPARSE_IDX) {
+		const uint8_t *v = b + PAD4((size_t)r->n * 2);
+		for (uint32_t j = 0; j < r->n; j++) {
+			uint16_t i = ld16(b + 2 * j);
+			acc[i] += widen(v + j * esz, dtype);
+			touched[i / 64] |= 1ull << (i % 64);
+		}
+		return;
+	}
+	sparse_rec_add(acc, r, dtype, len);
+	if (r->form == SPARSE_DENSE) {
+		memset(touched, 0xff, SPARSE_TOUCHED_WORDS(len) * 8);
+		if (len % 64)
+			touched[len / 64] = (1ull << (len % 64)) - 1;
+		return;
+	}
+	for (size_t w = 0; w < bitmap_words(len); w++)
+		touched[w / 2] |= (uint64_t)ld32(b + 4 * w) << (w % 2 * 32);
+}
+
+size_t sparse_sum(void *out, uint32_t seg, const uint8_t *const *recs, unsigned nrec,
+		  unsigned dtype, uint32_t len, float *acc, uint64_t *touched)
+{
+	size_t esz = wire_dtype_size(dtype), words = SPARSE_TOUCHED_WORDS(len);
+	uint8_t val[4];
+	uint32_t n = 0;
+
+	for (unsigned r = 0; r < nrec; r++) {
+		struct sparse_rec rec;
+		sparse_rec_header(recs[r], &rec.seg, &rec.n, &rec.form);
+		rec.body = recs[r] + SPARSE_REC_HDR;
+		add_touch(acc, touched, &rec, dtype, len);
+	}
+	/* round the touched entries in place (as bits in the float array), and
+	 * drop from touched those that are zero bits now */
+	for (size_t w = 0; w < words; w++)
+		for (uint64_t m = touched[w]; m; m &= m - 1) {
+			size_t i = w * 64 + (unsigned)__builtin_ctzll(m);
+			sparse_sum_round(val, &acc[i], 1, dtype);
+			uint32_t bits = esz == 4 ? ld32(val) : ld16(val);
+			if (bits) {
+				n++;
+				memcpy(&acc[i], val, esz); /* the rounded bits, for below */
+			} else {
+				touched[w] &= ~(1ull << (i % 64));
+				acc[i] = 0;
+			}
+		}
+	unsigned form = sparse_best_form(n, len, esz);
+	size_t body = sparse_body_bytes(form, n, len, esz);
+	uint8_t *b = put_header(out, seg, form == SPARSE_DENSE ? len : n, form);
+	uint8_t *v = b + (form == SPARSE_IDX ? PAD4((size_t)n * 2)
+			  : form == SPARSE_BITMAP ? bitmap_words(len) * 4 : 0);
+	uint32_t j = 0;
+
+	memset(b, 0, body);
+	for (size_t w = 0; w < words; w++) {
+		for (uint64_t m = touched[w]; m; m &= m - 1) {
+			size_t i = w * 64 + (unsigned)__builtin_ctzll(m);
+			if (form == SPARSE_IDX)
+				st16(b + 2 * j, (uint16_t)i);
+			else if (form == SPARSE_BITMAP)
+				b[i / 8] |= (uint8_t)(1u << (i % 8));
+			memcpy(v + (form == SPARSE_DENSE ? i : j) * esz, &acc[i], esz);
+			j++;
+		}
+		for (uint64_t m = touched[w]; m; m &= m - 1) /* leave acc zero */
+			acc[w * 64 + (unsigned)__builtin_ctzll(m)] = 0;
+		touched[w] = 0;
+	}
+	return SPARSE_REC_HDR + body;
+}
+
 void sparse_rec_scatter(void *dst, const struct sparse_rec *r, size_t esz, uint32_t len)
+{
+	if (r->form != SPARSE_DENSE)
+		memset(dst, 0, (size_t)len * esz);
+	sparse_rec_put(dst, r, esz, len);
+}
+
+void sparse_rec_put(void *dst, const struct sparse_rec *r, size_t esz, uint32_t len)
 {
 	uint8_t *d = dst;
 	const uint8_t *b = r->body;
@@ -196,7 +293,6 @@ void sparse_rec_scatter(void *dst, const struct sparse_rec *r, size_t esz, uint3
 		memcpy(d, b, (size_t)len * esz);
 		return;
 	}
-	memset(d, 0, (size_t)len * esz);
 	if (r->form == SPARSE_IDX) {
 		const uint8_t *v = b + PAD4((size_t)r->n * 2);
 		for (uint32_t j = 0; j < r->n; j++)
@@ -207,16 +303,6 @@ void sparse_rec_scatter(void *dst, const struct sparse_rec *r, size_t esz, uint3
 	for (size_t w = 0; w < bitmap_words(len); w++)
 		for (uint32_t m = ld32(b + 4 * w); m; m &= m - 1, v += esz)
 			memcpy(d + (w * 32 + (unsigned)__builtin_ctz(m)) * esz, v, esz);
-}
-
-/* The header of a record at out; returns the body. */
-static uint8_t *put_header(uint8_t *out, uint32_t seg, uint32_t n, unsigned form)
-{
-	st32(out, seg);
-	st16(out + 4, (uint16_t)n);
-	out[6] = (uint8_t)form;
-	out[7] = 0;
-	return out + SPARSE_REC_HDR;
 }
 
 static inline int nonzero(const uint8_t *v, size_t esz)

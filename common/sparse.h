@@ -80,9 +80,29 @@ void sparse_rec_add(float *acc, const struct sparse_rec *r, unsigned dtype, uint
  * for sums), then the len values are rounded once to dtype at dst. */
 void sparse_sum_round(void *dst, float *acc, uint32_t len, unsigned dtype);
 
+/* Words of the `touched` bitmap sparse_sum needs for segments of len. */
+#define SPARSE_TOUCHED_WORDS(len) (((len) + 63) / 64)
+
+/*
+ * The sum of a segment: the nrec checked records recs[] (the ranks' in
+ * rank order) added from +0 in binary32 (sparse_rec_add), rounded once
+ * (sparse_sum_round), encoded as one record for seg at out
+ * (sparse_rec_max(len, esz) bytes) holding the entries whose bits are not
+ * zero, in the smallest form; returns its bytes. acc (len floats) and
+ * touched (SPARSE_TOUCHED_WORDS(len)) must be all zero, and are left so:
+ * the work is in the entries present, not the segment's length (but for
+ * DENSE records and results).
+ */
+size_t sparse_sum(void *out, uint32_t seg, const uint8_t *const *recs, unsigned nrec,
+		  unsigned dtype, uint32_t len, float *acc, uint64_t *touched);
+
 /* Write the segment's len elements at dst: the record's values where
  * present, zero bits elsewhere. */
 void sparse_rec_scatter(void *dst, const struct sparse_rec *r, size_t esz, uint32_t len);
+
+/* Write only the record's present values into the segment at dst (the
+ * rest of dst is left as it is: zeroed beforehand by the caller). */
+void sparse_rec_put(void *dst, const struct sparse_rec *r, size_t esz, uint32_t len);
 
 /*
  * Encode a segment given densely (len values of esz bytes at vals): the

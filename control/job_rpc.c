@@ -89,11 +89,12 @@ RPC_HANDLER(rpc_job_join)
 	if (rc < 0)
 		return rc;
 	snprintf(token, sizeof(token), "%016" PRIx64, j->token);
-	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
+	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
 			    "token", token, "world", (int)j->world,
 			    "seg_bytes", (json_int_t)j->seg_bytes,
 			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
-			    "max_bytes", (json_int_t)j->max_bytes);
+			    "max_bytes", (json_int_t)j->max_bytes,
+			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore);
 	return 0;
 }
 

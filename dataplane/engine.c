@@ -427,24 +427,14 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 
 /* A sparse round completed: every rank's record added in rank order into
  * a binary32 sum that starts from +0, rounded once to the dtype, kept in
- * the shadow copy as one record of the entries that are not zero bits. */
+ * the shadow copy as one record of the entries that are not zero bits
+ * (common/sparse.h sparse_sum: the work is in the entries present). */
 static void sparse_complete(struct engine *e, const struct engine_job *j,
 			    const struct engine_key *k, const struct engine_slot *sl,
 			    uint32_t seg, uint16_t len)
 {
-	float *acc = e->ps_grad;
-	size_t esz = wire_dtype_size(k->dtype);
-
-	memset(acc, 0, (size_t)len * sizeof(float));
-	for (unsigned r = 0; r < j->world; r++) {
-		struct sparse_rec rec;
-		const uint8_t *p = sl->src[r];
-		sparse_rec_header(p, &rec.seg, &rec.n, &rec.form);
-		rec.body = p + SPARSE_REC_HDR;
-		sparse_rec_add(acc, &rec, k->dtype, len);
-	}
-	sparse_sum_round(e->sp_val, acc, len, k->dtype);
-	sparse_encode_dense(k->result + (size_t)seg * j->seg_bytes, seg, e->sp_val, len, esz);
+	sparse_sum(k->result + (size_t)seg * j->seg_bytes, seg, (const uint8_t *const *)sl->src,
+		   j->world, k->dtype, len, e->sp_acc, e->sp_touched);
 }
 
 /* Sum the slot's contributions in rank order into the shadow copy (PS:

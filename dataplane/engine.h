@@ -330,9 +330,10 @@ struct engine {
 	uint64_t rate_at;                 /* start of the current rate period */
 	uint64_t share_rate, share_weight; /* sums over jobs with traffic */
 	uint32_t scan_job, scan_slot;     /* engine_tick's cursor */
-	float ps_grad[WIRE_MAX_PAYLOAD / 4]; /* PS: one segment's gradient;
-						sparse: one segment's sum */
-	uint8_t sp_val[WIRE_MAX_PAYLOAD];   /* sparse: the sum in the key's dtype */
+	float ps_grad[WIRE_MAX_PAYLOAD / 4]; /* PS: one segment's gradient */
+	float sp_acc[WIRE_MAX_PAYLOAD / 2];  /* sparse: one segment's sum, zero
+						between completions */
+	uint64_t sp_touched[WIRE_MAX_PAYLOAD / 2 / 64 + 1]; /* its entries in use */
 	struct engine_sparse_out sp;        /* sparse: answers still to send */
 	struct engine_job jobs[ENGINE_MAX_JOBS];
 };

@@ -302,10 +302,9 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 	res->wrong = 0;
 	for (int it = 0; it < a->warmup + a->iters; it++) {
 		struct perf_sparse *sp = (struct perf_sparse *)&a->sp;
-		/* --topk: the gradient again (buf holds the last sum) */
-		if (sp->mode == PERF_TOPK)
+		if (sp->mode == PERF_TOPK && (a->check || it == 0))
 			perf_sparse_fill(sp, (float *)buf, count, it);
-		else if (a->check || it == 0)
+		else if (sp->mode != PERF_TOPK && (a->check || it == 0))
 			fill(buf, a->dtype, count, a->rank, it);
 		/* the entries and the expected sum are made before the clock starts */
 		int rc = sp->mode ? perf_sparse_prepare(sp, count, it) : 0;

@@ -26,6 +26,23 @@ static float sval(int r, size_t i, int it)
 	return (float)((int)((i + (size_t)r * 3 + (size_t)it) % 9) - 4);
 }
 
+static int buffers(struct perf_sparse *p, size_t count)
+{
+	if (p->count == count)
+		return 0;
+	perf_sparse_free(p);
+	size_t cap = PBOX_TOPK_MAX(count);
+	p->idx = malloc(cap * sizeof(*p->idx));
+	p->val = malloc(cap * sizeof(*p->val));
+	p->expect = malloc(count * sizeof(float));
+	if (p->mode == PERF_TOPK && p->check)
+		p->resid = calloc((size_t)p->world * count, sizeof(float));
+	if (!p->idx || !p->val || !p->expect || (p->mode == PERF_TOPK && p->check && !p->resid))
+		return PBOX_ENOMEM;
+	p->count = count;
+	return 0;
+}
+
 /* --topk's gradient: the sum of four uniform hashes in [-1, 1) (near
  * normal), times 2^-20 of the time (a few large entries, as gradients
  * have). Distinct values, so the selection meets few ties. */
@@ -46,23 +63,6 @@ void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int
 {
 	for (size_t i = 0; i < count; i++)
 		buf[i] = grad(p->rank, i, it);
-}
-
-static int buffers(struct perf_sparse *p, size_t count)
-{
-	if (p->count == count)
-		return 0;
-	perf_sparse_free(p);
-	size_t cap = PBOX_TOPK_MAX(count);
-	p->idx = malloc(cap * sizeof(*p->idx));
-	p->val = malloc(cap * sizeof(*p->val));
-	p->expect = malloc(count * sizeof(float));
-	if (p->mode == PERF_TOPK && p->check)
-		p->resid = calloc((size_t)p->world * count, sizeof(float));
-	if (!p->idx || !p->val || !p->expect || (p->mode == PERF_TOPK && p->check && !p->resid))
-		return PBOX_ENOMEM;
-	p->count = count;
-	return 0;
 }
 
 /* The sum --check expects: every rank's entries (replayed) summed in rank

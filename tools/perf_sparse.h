@@ -32,7 +32,12 @@ struct perf_sparse {
 	float *expect;       /* count: the sum the check expects */
 };
 
-/* --topk: this rank's gradient of iteration it into buf (count f32). */
+/* --topk: this rank's gradient of iteration it into buf (count f32).
+ * pbox-perf fills it before the first call of a size and, with --check,
+ * before every call; otherwise each call reduces the last one's sum in
+ * place, as the dense runs and bench/compare's Gloo and OpenMPI do (a
+ * refill of every element would take CPU time from the other ranks'
+ * timed calls on a shared machine). */
 void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int it);
 
 /* Before the call of iteration it (untimed): this rank's entries
