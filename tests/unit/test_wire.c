@@ -82,8 +82,20 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
-	memcpy(c, b, sizeof(b)); c[7] = 0x10;
+	memcpy(c, b, sizeof(b)); c[7] = 0x20;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
+	/* SPARSE: count records of at least 8 bytes, a multiple of 4 in all,
+	 * on PUSH and RESULT only */
+	uint8_t sp[WIRE_HDR_LEN + 16] = { 0 };
+	memcpy(sp, b, WIRE_HDR_LEN); sp[7] = WIRE_FLAG_SPARSE; sp[14] = 0; sp[15] = 0;
+	assert_int_equal(wire_decode(sp, WIRE_HDR_LEN + 8, &d), -DROP_BAD_LEN); /* count 0 */
+	sp[15] = 1;
+	assert_int_equal(wire_decode(sp, WIRE_HDR_LEN + 8, &d), 0);
+	assert_int_equal(d.plen, 8);
+	assert_int_equal(wire_decode(sp, WIRE_HDR_LEN + 6, &d), -DROP_BAD_LEN);
+	assert_int_equal(wire_decode(sp, WIRE_HDR_LEN + 10, &d), -DROP_BAD_LEN);
+	sp[5] = WIRE_NACK;
+	assert_int_equal(wire_decode(sp, WIRE_HDR_LEN + 16, &d), -DROP_BAD_FLAGS);
 	/* bytes 38..39: reserved on every type but PUSH (its argument) */
 	memcpy(c, b, sizeof(b)); c[5] = WIRE_RESULT; c[39] = 1;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
