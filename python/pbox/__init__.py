@@ -121,7 +121,9 @@ def _buffer_info(buf, writable=True):
             raise Error(EINVAL, f"tensor is on {buf.device}; pbox sums CPU tensors only "
                                 "(copy to a CPU staging tensor first)")
         if buf.is_sparse or buf.layout != torch.strided:
-            raise Error(EINVAL, f"tensor layout {buf.layout} is not supported (dense only)")
+            raise Error(EINVAL, f"tensor layout {buf.layout} is not supported here (dense "
+                                "only): sum a sparse COO tensor with "
+                                "pbox.torch.sparse_allreduce or Client.allreduce_sparse")
         if not buf.is_contiguous():
             raise Error(EINVAL, "tensor is not contiguous (pass t.contiguous() and copy the "
                                 "result back, or use a contiguous buffer)")
@@ -145,6 +147,27 @@ def _buffer_info(buf, writable=True):
         return buf.ctypes.data, buf.size, dt, "array"
     raise Error(EINVAL, f"cannot use a {type(buf).__module__}.{type(buf).__name__} as a "
                         "buffer: pass a torch tensor or a numpy array")
+
+
+def _uint32_indices(indices, count):
+    """indices (a torch tensor, numpy array or sequence of ints) as a
+    contiguous numpy uint32 array, checked: 1-D, strictly increasing,
+    below count."""
+    import numpy as np
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(indices, torch.Tensor):
+        indices = indices.detach().cpu().numpy()
+    a = np.asarray(indices)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise Error(EINVAL, f"indices must be a 1-D array of ints, not {a.dtype} of shape "
+                            f"{a.shape}")
+    if a.size:
+        if int(a.min()) < 0 or int(a.max()) >= count:
+            raise Error(EINVAL, f"indices must lie in [0, {count}): found {int(a.min())}.."
+                                f"{int(a.max())}")
+        if a.size > 1 and not bool((a[1:] > a[:-1]).all()):
+            raise Error(EINVAL, "indices must increase strictly (sorted, no repeats)")
+    return np.ascontiguousarray(a, dtype=np.uint32)
 
 
 def _check_key(key):
@@ -392,6 +415,82 @@ class Client:
     def allreduce(self, buf, key):
         """Sum buf over all ranks in place under `key`; return buf."""
         return self.iallreduce(buf, key).wait()
+
+    # -- sparse keys (include/pbox.h "Sparse keys") -------------------------
+    def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0):
+        """Start a top-k sparse allreduce of buf (float32/16, in place) under
+        `key`: about density * numel entries of buf + the key's residual
+        are sent (the rest kept for the next call when error_feedback),
+        and buf gets the dense sum over all ranks. Return a Request.
+        momentum > 0: momentum correction (Deep Gradient Compression)."""
+        _check_key(key)
+        density, momentum = _num("density", density), _num("momentum", momentum)
+        if not 0 < density <= 1:
+            raise Error(EINVAL, f"density {density} is outside (0, 1]")
+        if not 0 <= momentum < 1:
+            raise Error(EINVAL, f"momentum {momentum} is outside [0, 1)")
+        ptr, count, dt, _ = _buffer_info(buf)
+        o = _lib.TopkOpts()
+        rc = self._L.pbox_topk_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
+        if rc < 0:
+            raise Error(rc, f"pbox_topk_opts_init_sized refused {ctypes.sizeof(o)} bytes")
+        o.density, o.momentum, o.error_feedback = density, momentum, int(bool(error_feedback))
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_iallreduce_topk(h, key, ptr, count, dt, ctypes.byref(o),
+                                              ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, buf, key)
+            self._reqs.add(r)
+        return r
+
+    def allreduce_topk(self, buf, key, density=0.01, **kw):
+        """iallreduce_topk(...).wait(): buf holds the dense sum; returns buf."""
+        return self.iallreduce_topk(buf, key, density, **kw).wait()
+
+    def iallreduce_sparse(self, indices, values, out, key):
+        """Start a sparse allreduce of index/value pairs under `key`: indices
+        (ints, strictly increasing, below out's size), values (out's dtype,
+        as many); out (a dense buffer) gets the sum over all ranks. The
+        pairs are copied before this returns. Return a Request."""
+        _check_key(key)
+        optr, count, dt, _ = _buffer_info(out)
+        idx = _uint32_indices(indices, count)
+        if len(idx) == 0:
+            vptr = None
+        else:
+            vptr, nv, vdt, _ = _buffer_info(values, writable=False)
+            if nv != len(idx):
+                raise Error(EINVAL, f"{len(idx)} indices but {nv} values")
+            if vdt != dt:
+                raise Error(EINVAL, f"values are {_DTYPE_NAMES[vdt]}, out is {_DTYPE_NAMES[dt]}")
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_iallreduce_sparse(h, key, count, dt, idx.ctypes.data if len(idx)
+                                                else None, vptr, len(idx), optr,
+                                                ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, out, key)
+            self._reqs.add(r)
+        return r
+
+    def allreduce_sparse(self, indices, values, out, key):
+        """iallreduce_sparse(...).wait(): out holds the dense sum; returns out."""
+        return self.iallreduce_sparse(indices, values, out, key).wait()
+
+    def topk_reset(self, key):
+        """Forget key's residual (and momentum): the next top-k call starts
+        from zero."""
+        _check_key(key)
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_topk_reset(h, key)
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
 
     # -- PS mode (include/pbox.h "PS mode") --------------------------------
     def declare_optimizer(self, key, count, dtype=PBOX_F32, optimizer="sgd", *, lr=None,

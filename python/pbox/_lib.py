@@ -35,7 +35,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -106,6 +106,9 @@ class Stats(ctypes.Structure):
         ("fast_retransmits", ctypes.c_uint64),
         ("timeouts", ctypes.c_uint64),
         ("ce_marks", ctypes.c_uint64),
+        ("bytes_sent", ctypes.c_uint64),        # 0.6.0
+        ("bytes_recv", ctypes.c_uint64),
+        ("sparse_entries", ctypes.c_uint64),
     ]
 
 
@@ -124,6 +127,16 @@ class Optim(ctypes.Structure):
         ("nesterov", ctypes.c_uint32),
         ("sum", ctypes.c_uint32),
         ("weights_dtype", ctypes.c_uint32),
+    ]
+
+
+class TopkOpts(ctypes.Structure):
+    """pbox_topk_opts. Fill with pbox_topk_opts_init_sized(byref(o), sizeof(TopkOpts))."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("error_feedback", ctypes.c_uint32),
+        ("density", ctypes.c_double),
+        ("momentum", ctypes.c_double),
     ]
 
 
@@ -202,6 +215,23 @@ def _declare(lib):
     lib.pbox_ps_write.restype = ctypes.c_int
     lib.pbox_ps_set_steps.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_uint64]
     lib.pbox_ps_set_steps.restype = ctypes.c_int
+    # sparse keys (0.6.0)
+    lib.pbox_topk_opts_init_sized.argtypes = [ctypes.POINTER(TopkOpts), ctypes.c_size_t]
+    lib.pbox_topk_opts_init_sized.restype = ctypes.c_int
+    lib.pbox_iallreduce_topk.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                         ctypes.c_size_t, ctypes.c_int,
+                                         ctypes.POINTER(TopkOpts), ctypes.POINTER(c_req_p)]
+    lib.pbox_iallreduce_topk.restype = ctypes.c_int
+    lib.pbox_iallreduce_sparse.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_size_t,
+                                           ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                           ctypes.c_size_t, ctypes.c_void_p,
+                                           ctypes.POINTER(c_req_p)]
+    lib.pbox_iallreduce_sparse.restype = ctypes.c_int
+    lib.pbox_topk_reset.argtypes = [c_client_p, ctypes.c_uint32]
+    lib.pbox_topk_reset.restype = ctypes.c_int
+    lib.pbox_topk.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
+                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+    lib.pbox_topk.restype = ctypes.c_int
     return lib
 
 

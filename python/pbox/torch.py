@@ -47,7 +47,8 @@ from torch.optim.optimizer import required as _torch_required
 from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
-           "BoxOptimizer", "ps_key_for"]
+           "BoxOptimizer", "ps_key_for", "TopkState", "topk_hook", "topk_allreduce",
+           "sparse_allreduce"]
 
 _KEY_MASK = 0x7FFFFFFF
 _DTYPE_NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -131,6 +132,10 @@ class State:
                 continue
             fut.set_result(res)
 
+    def _request(self, buf, key):
+        """Start the sum of buf under key (a dense allreduce)."""
+        return self.client.iallreduce(buf, key)
+
     def submit(self, buf, key, finish):
         """Start the sum of buf under key; return a Future completed with
         finish() (run on the waiter thread) once the sum is in buf."""
@@ -141,7 +146,7 @@ class State:
         # backward() raises the pbox.Error's message.
         out = fut.then(_unwrap)
         try:
-            req = self.client.iallreduce(buf, key)
+            req = self._request(buf, key)
         except Exception as e:
             fut.set_exception(e)
             return out
@@ -234,7 +239,120 @@ def bf16_compress_hook(state, bucket):
     return _compress_hook(state, bucket, torch.bfloat16)
 
 
-HOOKS = {"fp32": allreduce_hook, "fp16": fp16_compress_hook, "bf16": bf16_compress_hook}
+# ---- sparse gradients: top-k with error feedback ----------------------------
+#
+# Each rank sends only about `density` of its bucket's entries, the largest
+# of gradient + residual (the residual, what earlier steps did not send,
+# lives in libpbox per key: error feedback); the box sums the ranks' entries
+# and every rank gets the same dense sum (include/pbox.h "Sparse keys").
+# The keys are hashes as for the dense hooks, of another name space.
+
+
+class TopkState(State):
+    """State of topk_hook: State(client, name, world) plus the sparsity.
+
+    TopkState(client=None, name="topk", world=None, density=0.01,
+              error_feedback=True, momentum=0.0)
+      density:        fraction of each bucket's entries sent, (0, 1].
+      error_feedback: keep what is not sent and add it to the next step's
+                      gradient (the residual, per bucket); without it the
+                      rest is dropped.
+      momentum:       momentum correction (Lin et al., Deep Gradient
+                      Compression): momentum accumulated before selection,
+                      cleared where sent; then the optimizer runs without
+                      momentum. 0 = off.
+    A bucket's residual is kept under its key: when DDP rebuilds its
+    buckets after the first iteration, the first bucket layout's residuals
+    are left behind (once).
+    """
+
+    def __init__(self, client=None, name="topk", world=None, density=0.01,
+                 error_feedback=True, momentum=0.0):
+        density, momentum = float(density), float(momentum)
+        if not 0 < density <= 1:
+            raise ValueError(f"density {density} is outside (0, 1]")
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum {momentum} is outside [0, 1)")
+        super().__init__(client, "topk|" + str(name), world)
+        self.density, self.error_feedback, self.momentum = density, bool(error_feedback), momentum
+
+    def _request(self, buf, key):
+        return self.client.iallreduce_topk(buf, key, self.density,
+                                           error_feedback=self.error_feedback,
+                                           momentum=self.momentum)
+
+
+def topk_hook(state, bucket):
+    """Average the bucket over all ranks through the box, sending only the
+    top `state.density` of its entries by magnitude (with error feedback:
+    gradient + residual). state is a TopkState."""
+    if not isinstance(state, TopkState):
+        return _failed(Error(EINVAL, "topk_hook needs a pbox.torch.TopkState"))
+    return allreduce_hook(state, bucket)
+
+
+def _client_of(client):
+    if not isinstance(client, Client):
+        raise TypeError(f"client must be a pbox.Client, not {type(client).__name__}")
+    return client
+
+
+def topk_allreduce(tensor, client, key, density=0.01, error_feedback=True, momentum=0.0):
+    """Sum `tensor` (a contiguous CPU float tensor) over all ranks in place,
+    each rank sending about density of its entries (the largest of tensor
+    + the key's residual); returns tensor holding the dense sum. key: an
+    int of your own (2**31 and above keep clear of the hooks')."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, not {type(tensor).__name__}")
+    return _client_of(client).allreduce_topk(tensor, key, density,
+                                             error_feedback=error_feedback, momentum=momentum)
+
+
+def sparse_allreduce(t, client, key, out=None):
+    """Sum a sparse tensor over all ranks: t is a torch sparse COO tensor
+    (any shape) or a tuple (indices, values, size) of 1-D indices into a
+    flat tensor of `size` elements. Returns the dense sum (out, if given: a
+    contiguous tensor of t's shape and dtype). Every rank passes the same
+    shape and dtype; its entries may differ."""
+    client = _client_of(client)
+    if isinstance(t, tuple):
+        if len(t) != 3:
+            raise TypeError("sparse_allreduce takes a sparse COO tensor or (indices, values, size)")
+        idx, values, size = t
+        shape = (int(size),)
+        values = torch.as_tensor(values)
+        idx = torch.as_tensor(idx).reshape(-1)
+        order = torch.argsort(idx)
+        idx, values = idx[order], values.reshape(-1)[order].contiguous()
+        if idx.numel() > 1 and bool((idx[1:] == idx[:-1]).any()):
+            raise ValueError("sparse_allreduce: repeated indices (coalesce them first)")
+    elif isinstance(t, torch.Tensor) and t.is_sparse:
+        t = t.coalesce()
+        shape = tuple(t.shape)
+        ind = t.indices()
+        idx = torch.zeros(ind.shape[1], dtype=torch.int64)
+        for d in range(ind.shape[0]):   # row-major linear index, sorted by coalesce
+            idx = idx * shape[d] + ind[d]
+        values = t.values().contiguous()
+        if values.dim() != 1:
+            raise ValueError("sparse_allreduce: hybrid sparse tensors (dense values) are not "
+                             "supported")
+    else:
+        raise TypeError("sparse_allreduce takes a sparse COO tensor or (indices, values, size); "
+                        "for a dense tensor use topk_allreduce or Client.allreduce")
+    n = 1
+    for s in shape:
+        n *= s
+    if out is None:
+        out = torch.empty(shape, dtype=values.dtype)
+    elif tuple(out.shape) != shape or out.dtype != values.dtype or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {values.dtype} tensor of shape {shape}")
+    client.allreduce_sparse(idx, values, out.view(-1), key)
+    return out
+
+
+HOOKS = {"fp32": allreduce_hook, "fp16": fp16_compress_hook, "bf16": bf16_compress_hook,
+         "topk": topk_hook}
 
 # DDP.register_comm_hook special-cases hooks by __name__ (torch 1.13 refuses a
 # hook named "bf16_compress_hook" without CUDA/NCCL); ours need no such check.

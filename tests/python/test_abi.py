@@ -156,6 +156,16 @@ def test_optim_fields_match_header():
     assert ctypes.sizeof(_lib.Optim) == 80, f"sizeof(Optim) {ctypes.sizeof(_lib.Optim)} != 80"
 
 
+def test_topk_opts_match_header_and_library():
+    _check_struct("pbox_topk_opts", _lib.TopkOpts)
+    L = _lib.load()
+    o = _lib.TopkOpts()
+    rc = L.pbox_topk_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
+    assert rc == 0, f"pbox_topk_opts_init_sized(sizeof(TopkOpts)) = {rc}"
+    got = (o.size, o.error_feedback, o.density, o.momentum)
+    assert got == (ctypes.sizeof(o), 1, 0.01, 0.0), got
+
+
 def test_optim_kinds_and_ps_parts_match_header():
     kinds = h_enum("pbox_optim_kind")
     want = {f"PBOX_OPTIM_{n.upper()}": v for n, v in _lib.OPTIMIZERS.items()}

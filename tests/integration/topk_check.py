@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""topk_check.py CONTROL JOB RANK WORLD - the Python side of sparse keys
+against a real box, one rank of WORLD (test_topk_train.sh runs them):
+
+* pbox.torch.topk_allreduce at density 1 sends every entry: the dense sum.
+* pbox.torch.sparse_allreduce of a 2-D COO tensor and of (indices, values,
+  size), every rank with its own entries: bit-equal to the sum of the
+  densified tensors in rank order (all ranks build all ranks' tensors from
+  the seed), from +0.
+* A top-k call at 1% leaves the rest in the residual: density 1 on the next
+  call sends gradient + residual, so two calls sum what was given.
+* Bad input raises before anything is sent: a sparse tensor to the dense
+  entry points, densities 0 and 1.5, unsorted and out-of-range indices,
+  repeated indices, a dense tensor to sparse_allreduce.
+"""
+import sys
+
+import torch
+
+import pbox
+import pbox.torch as pt
+
+
+def coo(rank, it, shape):
+    g = torch.Generator().manual_seed(1000 * it + rank)
+    dense = torch.randint(-8, 8, shape, generator=g).float()
+    dense[torch.rand(shape, generator=g) < 0.9] = 0
+    return dense
+
+
+def raises(fn, kind, what):
+    try:
+        fn()
+    except kind:
+        return
+    raise AssertionError(f"no {kind.__name__}: {what}")
+
+
+def main():
+    control, job, rank, world = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    c = pbox.Client(control, job, rank, world, timeout_ms=20000)
+    n = 5000
+    # density 1: the dense sum (small integers: exact in any order)
+    x = torch.arange(n, dtype=torch.float32) % 7 + rank
+    want = sum(torch.arange(n, dtype=torch.float32) % 7 + r for r in range(world))
+    assert torch.equal(pt.topk_allreduce(x.clone(), c, 2**31 + 1, density=1.0), want)
+    # two calls: 1% then everything; the residual keeps the rest
+    g = torch.arange(n, dtype=torch.float32) * (1 + rank) - 1234.0
+    a = pt.topk_allreduce(g.clone(), c, 2**31 + 2, density=0.01)
+    b = pt.topk_allreduce(torch.zeros(n), c, 2**31 + 2, density=1.0)
+    total = sum(torch.arange(n, dtype=torch.float32) * (1 + r) - 1234.0 for r in range(world))
+    assert torch.equal(a + b, total), float((a + b - total).abs().max())
+    assert (a != 0).sum() < 0.05 * n
+    # sparse tensors
+    shape = (40, 50)
+    for it in range(3):
+        mine = coo(rank, it, shape)
+        out = pt.sparse_allreduce(mine.to_sparse(), c, 2**31 + 3)
+        ref = torch.zeros(shape)
+        for r in range(world):
+            ref += coo(r, it, shape)
+        assert torch.equal(out, ref), it
+        flat = mine.reshape(-1)
+        idx = flat.nonzero().reshape(-1)
+        out1 = pt.sparse_allreduce((idx, flat[idx], flat.numel()), c, 2**31 + 4)
+        assert torch.equal(out1, ref.reshape(-1))
+    # bad input
+    s = coo(rank, 9, shape).to_sparse()
+    raises(lambda: c.allreduce(s, 7), pbox.Error, "sparse tensor to allreduce")
+    raises(lambda: pt.topk_allreduce(torch.ones(10), c, 2**31 + 5, density=0), pbox.Error,
+           "density 0")
+    raises(lambda: pt.topk_allreduce(torch.ones(10), c, 2**31 + 5, density=1.5), pbox.Error,
+           "density 1.5")
+    raises(lambda: c.allreduce_sparse([3, 1], torch.ones(2), torch.zeros(10), 2**31 + 6),
+           pbox.Error, "unsorted indices")
+    raises(lambda: c.allreduce_sparse([1, 10], torch.ones(2), torch.zeros(10), 2**31 + 6),
+           pbox.Error, "index out of range")
+    raises(lambda: pt.sparse_allreduce(([2, 2], torch.ones(2), 10), c, 2**31 + 6), ValueError,
+           "repeated indices")
+    raises(lambda: pt.sparse_allreduce(torch.ones(3), c, 2**31 + 6), TypeError,
+           "dense tensor to sparse_allreduce")
+    raises(lambda: pt.TopkState(c, density=0), ValueError, "TopkState density 0")
+    st = c.stats()
+    c.close()
+    print(f"topk_check: rank {rank}/{world} ok, {st['sparse_entries']} sparse entries sent")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
