@@ -326,6 +326,8 @@ uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 
 /* ---- sparse_xfer.c: sparse keys' packets (docs/protocol.md) ------------ */
 
+/* Free the sparse packets' buffers (xfer_free). */
+void sparse_free(struct xfer *x);
 /* Whether another sparse record may be in flight to endpoint ep: fewer
  * than half the box's slots there (each open segment round takes one,
  * and the other ranks may lag); false if the buffers cannot be had. */

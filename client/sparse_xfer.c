@@ -45,6 +45,12 @@ static bool sparse_alloc(pbox_client *c)
 	x->sp_inflight = calloc(c->neps ? c->neps : 1, sizeof(*x->sp_inflight));
 	if (x->sp_buf && x->sp_open && x->sp_last && x->sp_inflight)
 		return true;
+	sparse_free(x);
+	return false;
+}
+
+void sparse_free(struct xfer *x)
+{
 	free(x->sp_buf);
 	free(x->sp_open);
 	free(x->sp_last);
@@ -53,7 +59,6 @@ static bool sparse_alloc(pbox_client *c)
 	x->sp_open = NULL;
 	x->sp_last = NULL;
 	x->sp_inflight = NULL;
-	return false;
 }
 
 bool sparse_room(pbox_client *c, unsigned ep)

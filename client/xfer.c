@@ -97,14 +97,7 @@ void xfer_free(struct xfer *x)
 	sendq_free(&x->sendq);
 	free(x->slots);
 	x->slots = NULL;
-	free(x->sp_open);
-	free(x->sp_last);
-	free(x->sp_inflight);
-	free(x->sp_buf);
-	x->sp_open = NULL;
-	x->sp_last = NULL;
-	x->sp_inflight = NULL;
-	x->sp_buf = NULL;
+	sparse_free(x);
 }
 
 void xfer_activate(pbox_client *c, struct pbox_req *r)

@@ -75,14 +75,7 @@
 #define IP(r) (0x0A000001u + (r))
 #define PORT(r) ((uint16_t)(5000 + (r)))
 
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n",       \
-				__FILE__, __LINE__, #c);                       \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 struct kdef {
 	uint32_t key;

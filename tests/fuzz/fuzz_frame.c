@@ -21,14 +21,7 @@
 
 static const uint8_t my_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
 
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n",       \
-				__FILE__, __LINE__, #c);                       \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static int frame_drop_ok(int r)
 {
@@ -61,8 +54,12 @@ static void udp(const uint8_t *frame, size_t len, const struct frame_info *fi)
 	CHECK(m.type >= WIRE_PUSH && m.type <= WIRE_PROBE_ACK);
 	CHECK(wire_dtype_size(m.dtype) != 0);
 	CHECK((m.flags & ~WIRE_FLAGS_KNOWN) == 0);
+	CHECK(m.plen == fi->payload_len - WIRE_HDR_LEN);
 	if (m.type == WIRE_PROBE || m.type == WIRE_PROBE_ACK)
 		CHECK(m.count == 0);   /* any padding */
+	else if (m.flags & WIRE_FLAG_SPARSE) /* records, checked by common/sparse.h */
+		CHECK((m.type == WIRE_PUSH || m.type == WIRE_RESULT) && m.count >= 1 &&
+		      m.plen >= 8u * m.count && m.plen % 4 == 0);
 	else
 		CHECK(fi->payload_len == WIRE_HDR_LEN + (size_t)m.count * wire_dtype_size(m.dtype));
 	wire_encode(hdr, &m);

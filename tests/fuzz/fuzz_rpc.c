@@ -44,14 +44,7 @@
 #include "control/jobs.h"
 #include "control/rpc.h"
 
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n",       \
-				__FILE__, __LINE__, #c);                       \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 #define NSESSIONS 3
 #define MAX_LINES 64

@@ -244,6 +244,15 @@ need_torch() {
 	fi
 }
 
+# use_python_package: the Python package of this tree over its build's
+# libpbox.so (ROOT, PBOX_LIB, PYTHONPATH exported); run from the tree's root.
+use_python_package() {
+	[ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
+	ROOT=$(pwd)
+	export PBOX_LIB=$ROOT/$BUILD/libpbox.so
+	export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+}
+
 # in_wk CMD...: run in the workers' namespace
 in_wk() { ip netns exec "$NS_WK" "$@"; }
 

@@ -29,10 +29,7 @@ cd "$(dirname "$0")/../.."
 need_root "$0"
 need_torch
 command -v nft >/dev/null || { log "SKIP: needs nft (nftables) for the loss run"; exit 77; }
-[ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
-ROOT=$(pwd)
-export PBOX_LIB=$ROOT/$BUILD/libpbox.so
-export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+use_python_package
 CHECK=tests/integration/box_optimizer_check.py
 WORLD=4
 

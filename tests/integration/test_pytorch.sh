@@ -18,10 +18,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
 need_torch numpy
-[ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
-ROOT=$(pwd)
-export PBOX_LIB=$ROOT/$BUILD/libpbox.so
-export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+use_python_package
 
 topo_up
 box_start af_packet

@@ -120,6 +120,19 @@ static void run_ranks(struct box_inproc *b, struct run *r)
 		assert_int_equal(r->rc[k], 0);
 }
 
+/* Every rank's every sum equals the rank-ordered one from +0, bit for bit. */
+static void check_sums(const struct run *r)
+{
+	for (int s = 0; s < STEPS; s++)
+		for (size_t i = 0; i < COUNT; i++) {
+			float acc = 0.0f;
+			for (int k = 0; k < WORLD; k++)
+				acc += value(k, s, i);
+			for (int k = 0; k < WORLD; k++)
+				assert_memory_equal(&r->res[k][s][i], &acc, sizeof(acc));
+		}
+}
+
 static void sparse__exact_every_density(void **state)
 {
 	static struct run r = { .job = "sparse", .dt = PBOX_F32 };
@@ -127,14 +140,7 @@ static void sparse__exact_every_density(void **state)
 	struct box_inproc *b = box_inproc_new(2);
 	box_inproc_start(b);
 	run_ranks(b, &r);
-	for (int s = 0; s < STEPS; s++)
-		for (size_t i = 0; i < COUNT; i++) {
-			float acc = 0.0f;
-			for (int k = 0; k < WORLD; k++)
-				acc += value(k, s, i);
-			for (int k = 0; k < WORLD; k++)
-				assert_memory_equal(&r.res[k][s][i], &acc, sizeof(acc));
-		}
+	check_sums(&r);
 	/* few entries, few bytes: rank 0's first call sent nothing but the
 	 * 60 empty records, in a handful of packets */
 	assert_true(r.st[0].sparse_entries > 0);
@@ -154,14 +160,7 @@ static void sparse__exact_under_loss(void **state)
 	atomic_store(&b->drop_random, 1);
 	box_inproc_start(b);
 	run_ranks(b, &r);
-	for (int s = 0; s < STEPS; s++)
-		for (size_t i = 0; i < COUNT; i++) {
-			float acc = 0.0f;
-			for (int k = 0; k < WORLD; k++)
-				acc += value(k, s, i);
-			for (int k = 0; k < WORLD; k++)
-				assert_memory_equal(&r.res[k][s][i], &acc, sizeof(acc));
-		}
+	check_sums(&r);
 	box_inproc_stop(b);
 	assert_true(box_inproc_engine_totals(b).dup_done > 0); /* results were lost */
 	assert_int_equal(box_inproc_engine_totals(b).completes, (uint64_t)60 * STEPS);
