@@ -60,11 +60,7 @@
 # --topk D: one more system, "pbox-topk": the same pbox-perf workers on the
 #   same pboxd session calling pbox_allreduce_topk at density D (error
 #   feedback; the selection time is inside the call's time), udp transport;
-#   the table adds t_topk / t_pbox (dense) and t_topk / t_gloo. pboxd then
-#   runs with --slots $TOPK_SLOTS (default 2048): each segment round open
-#   at the box takes a slot, and a sparse call has thousands of small
-#   records in flight (libpbox keeps half the slots busy at most); the
-#   dense runs are unaffected (their window is 128 segments).
+#   the table adds t_topk / t_pbox (dense) and t_topk / t_gloo.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
 # stops what is left and removes the namespaces (lib.sh topo_down). Exit
 # status 0 if every requested system produced every size.
@@ -139,7 +135,7 @@ usage() {
 . bench/sizes.sh
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_SLOTS=${TOPK_SLOTS:-2048}
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -554,11 +550,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
 			mtu_args=(); [ "$MTU" = 9000 ] && mtu_args=(--mtu 9000)
 			VDEV_ARGS=$([ "$MTU" = 9000 ] && echo ",framesz=10240,blocksz=20480,framecnt=1024") \
-				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" \
-				${TOPK:+--slots "$TOPK_SLOTS"}
+				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
 		else
-			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" \
-				${TOPK:+--slots "$TOPK_SLOTS"}
+			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
 		fi
 		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
 		# A box runs for days; measure it warm. Right after start, the first
