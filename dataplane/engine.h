@@ -23,6 +23,12 @@
  *   round open longer than the job's NACK delay (docs/protocol.md
  *   "Recovery").
  *
+ * A sparse key's PUSH carries records of several segments (common/
+ * sparse.h): each is handled as a PUSH of its segment under the rules
+ * above; completion sums the ranks' records in rank order from +0 and the
+ * shadow copy holds the result as one record; the answers of one PUSH are
+ * drained with engine_next (docs/protocol.md "Sparse keys").
+ *
  * Time: the caller sets the engine's clock (engine_clock, nanoseconds,
  * any origin) before each burst; the engine never reads a clock itself.
  *
