@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/sum.h"
+#include "common/sum_impl.h"
 #include "common/topk_impl.h"
 
 #define SAMPLE_BLOCKS 256
@@ -73,20 +74,6 @@ const struct topk_kernels *topk_best(void)
 
 /* ---- the search ---- */
 
-static inline float bits_f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static inline uint32_t f_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
 /* Thresholds lo < hi (bit patterns): count(lo) > want_max or lo == 0,
  * count(hi) < want_min or hi == ABOVE_INF. */
 struct bracket {
@@ -111,12 +98,12 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 			uint32_t v = b->lo + (uint32_t)(span * j / (TOPK_MAX_THRESH + 1));
 			if (v > b->lo && v < b->hi && (nt == 0 || v > tb[nt - 1])) {
 				tb[nt] = v;
-				tf[nt++] = bits_f(v);
+				tf[nt++] = sum_bits_f32(v);
 			}
 		}
 		if (nt == 0) { /* span 2..: the middle one */
 			tb[0] = b->lo + 1;
-			tf[0] = bits_f(tb[0]);
+			tf[0] = sum_bits_f32(tb[0]);
 			nt = 1;
 		}
 		kk->count(x, n, tf, nt, cnt);
@@ -144,7 +131,7 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 static size_t take_exactly(const float *x, size_t n, size_t k, const struct bracket *b,
 			   uint32_t *idx, float *val)
 {
-	float lo = bits_f(b->lo), hi = bits_f(b->hi);
+	float lo = sum_bits_f32(b->lo), hi = sum_bits_f32(b->hi);
 	size_t m = 0, band = k - b->chi;
 
 	for (size_t i = 0; i < n && m < k; i++) {
@@ -178,11 +165,11 @@ static double sample_thresholds(const struct topk_kernels *kk, const float *x, c
 	uint64_t c;
 
 	*t = search(kk, s, ns, w - w / 64, w + w / 64, &b, SAMPLE_PASSES, &tt, &c) ? tt
-	     : bits_f(b.lo);
+	     : sum_bits_f32(b.lo);
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? f_bits(tt) : b.lo;
+	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.lo;
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? f_bits(tt) : b.hi;
+	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.hi;
 	return want;
 }
 
@@ -201,7 +188,7 @@ static int probe(const struct topk_kernels *kk, const float *x, size_t n, uint32
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
-		tf[j] = bits_f(tb[j]);
+		tf[j] = sum_bits_f32(tb[j]);
 	}
 	kk->count(x, n, tf, TOPK_MAX_THRESH, cnt);
 	*b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
@@ -245,9 +232,9 @@ static size_t select_from(const struct topk_kernels *kk, float *x, const float *
 			if (m >= kmin && m <= kmax)
 				return m;
 			if (m > kmax)
-				b = (struct bracket){ .lo = f_bits(t), .hi = ABOVE_INF, .clo = m };
+				b = (struct bracket){ .lo = sum_f32_bits(t), .hi = ABOVE_INF, .clo = m };
 			else
-				b = (struct bracket){ .lo = 0, .hi = f_bits(t), .clo = n, .chi = m };
+				b = (struct bracket){ .lo = 0, .hi = sum_f32_bits(t), .clo = n, .chi = m };
 		} else {
 			if (g)
 				for (size_t i = 0; i < n; i++)
@@ -315,7 +302,7 @@ size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, s
  * lower index first among equal magnitudes. */
 static inline uint64_t exact_key(const float *x, size_t i)
 {
-	uint32_t a = f_bits(x[i]) & 0x7fffffffu;
+	uint32_t a = sum_f32_bits(x[i]) & 0x7fffffffu;
 	uint64_t mag = a > 0x7f800000u ? 0 : (uint64_t)a + 1;
 	return mag << 32 | (uint32_t)~(uint32_t)i;
 }
