@@ -436,7 +436,7 @@ int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype
 
 /* pbox_allreduce_sparse without blocking: out must stay valid and
  * untouched until pbox_wait(*req) returns; idx and val may be reused at
- * once (they are encoded before it returns). */
+ * once (they are copied before it returns). */
 int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 			   const uint32_t *idx, const void *val, size_t nnz, void *out,
 			   pbox_req **req);
