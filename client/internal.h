@@ -139,6 +139,8 @@ struct key_state {
 	bool is_ps;                  /* declared with an optimizer */
 	bool restored;               /* PS: the box has weights from a checkpoint */
 	bool sparse;                 /* a sparse key (REQ_SPARSE calls only) */
+	uint8_t coll;                /* enum key_coll */
+	uint16_t root;               /* COLL_BROADCAST's root */
 	uint8_t rdtype;              /* PS: dtype of the weights returned */
 	uint64_t count;              /* as declared */
 	struct seg_layout lay;       /* valid when READY */
@@ -174,7 +176,41 @@ enum req_kind {
 	REQ_PS_READ,       /* key_read pieces into buf (ps_rpc.c) */
 	REQ_PS_WRITE,      /* key_write pieces from src, or only steps */
 	REQ_SPARSE,        /* sparse key: records in enc, buf gets the dense sum */
+	REQ_COLL,          /* broadcast, allgather, reduce_scatter: coll.c */
 };
+
+/* What a key's rounds do (docs/protocol.md "Collective keys"); the
+ * numbering is key_declare's order. */
+enum key_coll {
+	COLL_ALLREDUCE = 0,
+	COLL_BROADCAST,
+	COLL_ALLGATHER,
+	COLL_REDUCE_SCATTER,
+};
+
+/* key_declare's name of a collective ("allreduce", "broadcast", ...). */
+const char *key_coll_name(unsigned coll);
+
+/* The rank owning segment s of ks: its slice's (broadcast: the root). */
+static inline int key_seg_owner(const struct key_state *ks, uint32_t s)
+{
+	return ks->root + (int)seg_slice(&ks->lay, s);
+}
+
+/* Whether this rank sends segment s's data (a gather key's segment is
+ * its owner's; the others send a query of count 0). */
+static inline bool key_sends_data(const struct key_state *ks, uint32_t s, int rank)
+{
+	return (ks->coll != COLL_BROADCAST && ks->coll != COLL_ALLGATHER) ||
+	       key_seg_owner(ks, s) == rank;
+}
+
+/* Whether this rank gets segment s's data back (a scatter key's sum goes
+ * to the owner; the others get a header of count 0). */
+static inline bool key_gets_data(const struct key_state *ks, uint32_t s, int rank)
+{
+	return ks->coll != COLL_REDUCE_SCATTER || key_seg_owner(ks, s) == rank;
+}
 
 /* State of a request inside the progress thread. */
 enum req_state {
@@ -194,7 +230,13 @@ struct pbox_req {
 	uint32_t arg;                         /* PUSH argument (learning rate bits) */
 	const void *src;                      /* what is pushed (allreduce: buf) */
 	void *buf;                            /* where results go */
-	size_t count;
+	size_t count;                         /* elements of the key */
+	uint8_t coll;                         /* REQ_COLL: enum key_coll */
+	uint16_t root;                        /* REQ_COLL broadcast: its root */
+	uint64_t src_first;                   /* key element at src[0] (allgather:
+						 rank * count / world) */
+	uint64_t buf_first;                   /* key element at buf[0] (reduce_scatter:
+						 rank * count / world) */
 	pbox_optim optim;                     /* REQ_DECLARE */
 	uint8_t part;                         /* REQ_PS_READ/WRITE: pbox_ps_part */
 	bool set_steps;                       /* REQ_PS_WRITE: steps, no data */

@@ -39,13 +39,21 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct key_state *ks = r->ks;
 	bool sparse = r->kind == REQ_SPARSE;
-	bool ps = r->kind != REQ_ALLREDUCE && !sparse;
+	bool ps = r->kind != REQ_ALLREDUCE && r->kind != REQ_COLL && !sparse;
+	unsigned coll = r->kind == REQ_COLL ? r->coll : COLL_ALLREDUCE;
 
 	if (sparse != ks->sparse) {
 		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job, c->rank,
 				r->key, ks->sparse ? "a sparse key (pbox_allreduce_topk or "
 				"pbox_allreduce_sparse): dense calls cannot use it" : "a dense key: "
 				"sparse calls need a key of their own");
+		return;
+	}
+	if (coll != ks->coll || (coll == COLL_BROADCAST && r->root != ks->root)) {
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared for %s "
+				"(root %u); this call is a %s (root %u): use a key per collective",
+				c->job, c->rank, r->key, key_coll_name(ks->coll), ks->root,
+				key_coll_name(coll), r->root);
 		return;
 	}
 	if (ps != ks->is_ps) {
@@ -129,6 +137,11 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 		json_object_set_new(params, "optimizer", optimizer_json(&r->optim));
 	if (params && r->kind == REQ_SPARSE)
 		json_object_set_new(params, "sparse", json_true());
+	if (params && r->kind == REQ_COLL) {
+		json_object_set_new(params, "collective", json_string(key_coll_name(r->coll)));
+		if (r->coll == COLL_BROADCAST)
+			json_object_set_new(params, "root", json_integer(r->root));
+	}
 	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 	if (rc < 0) {
 		free(p);
@@ -143,6 +156,8 @@ static void send_declare(pbox_client *c, struct pbox_req *r)
 	ks->dtype = r->dtype;
 	ks->is_ps = r->kind == REQ_DECLARE;
 	ks->sparse = r->kind == REQ_SPARSE;
+	ks->coll = r->kind == REQ_COLL ? r->coll : COLL_ALLREDUCE;
+	ks->root = r->kind == REQ_COLL ? r->root : 0;
 	ks->rdtype = ks->is_ps ? r->rdtype : r->dtype;
 }
 
@@ -174,7 +189,7 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	if (ks->phase == KEY_READY)
 		start_checked(c, r, now);
 	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE ||
-					  r->kind == REQ_SPARSE))
+					  r->kind == REQ_SPARSE || r->kind == REQ_COLL))
 		send_declare(c, r);
 	else if (ks->phase == KEY_NEW)
 		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
@@ -184,7 +199,7 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 
 /* Parse a key_declare result into *l (chunk_ep allocated). 0 or -1. */
 static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_bytes,
-			unsigned neps, struct seg_layout *l, char *err, size_t errlen)
+			unsigned neps, int world, struct seg_layout *l, char *err, size_t errlen)
 {
 	json_t *chunks = json_object_get(res, "chunks");
 	const char *dtype = json_string_value(json_object_get(res, "dtype"));
@@ -222,6 +237,21 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 		snprintf(err, errlen, "the sparse mode (\"sparse\") differs from the declaration");
 		return -1;
 	}
+	const char *coll = json_string_value(json_object_get(res, "collective"));
+	json_t *root = json_object_get(res, "root");
+	if (coll ? strcmp(coll, key_coll_name(ks->coll)) != 0 : ks->coll != COLL_ALLREDUCE) {
+		snprintf(err, errlen, "the collective (\"collective\") differs from the "
+			 "declaration");
+		return -1;
+	}
+	if (ks->coll == COLL_BROADCAST && json_integer_value(root) != ks->root) {
+		snprintf(err, errlen, "the root (\"root\") differs from the declaration");
+		return -1;
+	}
+	/* allgather and reduce_scatter keys: a slice per rank, each cut on its own */
+	if (ks->coll == COLL_ALLGATHER || ks->coll == COLL_REDUCE_SCATTER)
+		return seg_layout_check_sliced(l, ks->count, ks->dtype, seg_bytes, neps,
+					       (uint32_t)world, err, errlen);
 	/* a sparse key's segments are WIRE_SPARSE_SLACK bytes shorter */
 	return seg_layout_check(l, ks->count, ks->is_ps ? WIRE_F32 : ks->dtype,
 				ks->sparse ? seg_bytes - WIRE_SPARSE_SLACK : seg_bytes,
@@ -235,7 +265,7 @@ static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t
 	char err[CLIENT_MSG_LEN];
 	struct pbox_req *r = ks->req;
 
-	if (parse_layout(res, ks, c->seg_bytes, c->neps, &l, err, sizeof(err)) < 0 ||
+	if (parse_layout(res, ks, c->seg_bytes, c->neps, c->world, &l, err, sizeof(err)) < 0 ||
 	    key_set_layout(ks, &l) < 0) {
 		free(l.chunk_ep);
 		ks->phase = KEY_NEW;

@@ -67,8 +67,25 @@ int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
 	return 0;
 }
 
+uint64_t seg_slices(struct seg_layout *l, uint32_t nslices)
+{
+	if (nslices == 0 || l->count % nslices || l->seg_elems == 0)
+		return 0;
+	if (nslices == 1) {
+		l->slice = 0;
+		l->slice_segs = 0;
+		return seg_nsegs(l->count, l->seg_elems);
+	}
+	l->slice = l->count / nslices;
+	uint64_t per = seg_nsegs(l->slice, l->seg_elems);
+	if (per == 0 || per > UINT32_MAX)
+		return 0;
+	l->slice_segs = (uint32_t)per;
+	return per * nslices;
+}
+
 static int layout_sizes_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
-			      uint32_t seg_bytes, char *err, size_t errlen)
+			      uint32_t seg_bytes, uint32_t nslices, char *err, size_t errlen)
 {
 	uint32_t want_elems = seg_elems_of(seg_bytes, dtype);
 
@@ -83,9 +100,11 @@ static int layout_sizes_check(const struct seg_layout *l, uint64_t count, unsign
 			 wire_dtype_name(dtype) ? wire_dtype_name(dtype) : "?");
 		return -1;
 	}
-	if (l->nsegs != seg_nsegs(count, want_elems)) {
-		snprintf(err, errlen, "nsegs %u, expected %llu", l->nsegs,
-			 (unsigned long long)seg_nsegs(count, want_elems));
+	struct seg_layout cut = { .count = count, .seg_elems = want_elems };
+	uint64_t want_segs = seg_slices(&cut, nslices);
+	if (want_segs == 0 || l->nsegs != want_segs) {
+		snprintf(err, errlen, "nsegs %u, expected %llu (%u slices)", l->nsegs,
+			 (unsigned long long)want_segs, nslices);
 		return -1;
 	}
 	if (l->segs_per_chunk == 0 || l->nchunks != seg_nchunks(l->nsegs, l->segs_per_chunk)) {
@@ -96,10 +115,11 @@ static int layout_sizes_check(const struct seg_layout *l, uint64_t count, unsign
 	return 0;
 }
 
-int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
-		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen)
+static int layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
+			uint32_t seg_bytes, unsigned neps, uint32_t nslices,
+			char *err, size_t errlen)
 {
-	if (layout_sizes_check(l, count, dtype, seg_bytes, err, errlen) < 0)
+	if (layout_sizes_check(l, count, dtype, seg_bytes, nslices, err, errlen) < 0)
 		return -1;
 	if (l->elem != wire_dtype_size(dtype)) {
 		snprintf(err, errlen, "element size %u, expected %zu", l->elem,
@@ -114,6 +134,12 @@ int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
 		}
 	}
 	return 0;
+}
+
+int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
+		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen)
+{
+	return layout_check(l, count, dtype, seg_bytes, neps, 1, err, errlen);
 }
 
 uint32_t seg_rto_backoff(uint32_t base, uint32_t nretx, uint32_t max)
@@ -226,4 +252,14 @@ uint32_t seg_bitmap_first_clear(const uint64_t *bm, uint32_t nsegs)
 		}
 	}
 	return nsegs;
+}
+
+int seg_layout_check_sliced(struct seg_layout *l, uint64_t count, unsigned dtype,
+			    uint32_t seg_bytes, unsigned neps, uint32_t nslices,
+			    char *err, size_t errlen)
+{
+	if (layout_check(l, count, dtype, seg_bytes, neps, nslices, err, errlen) < 0)
+		return -1;
+	seg_slices(l, nslices);
+	return 0;
 }

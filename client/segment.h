@@ -20,9 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Layout of one declared key. chunk_ep is owned by whoever filled it. */
+/* Layout of one declared key. chunk_ep is owned by whoever filled it.
+ * A collective key of several slices (docs/protocol.md "Collective
+ * keys") cuts each slice on its own: slice_segs segments of slice
+ * elements; slice_segs 0 means one slice, the whole key. */
 struct seg_layout {
 	uint64_t count;          /* elements of the key */
+	uint64_t slice;          /* elements per slice (slice_segs != 0) */
+	uint32_t slice_segs;     /* segments per slice, 0: one slice */
 	uint32_t elem;           /* bytes per element */
 	uint32_t seg_elems;      /* elements per full segment */
 	uint32_t nsegs;
@@ -57,18 +62,40 @@ int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
 int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
 		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen);
 
+/* seg_layout_check for a key of nslices slices (l->slice and slice_segs
+ * are set from count and seg_elems when it passes). */
+int seg_layout_check_sliced(struct seg_layout *l, uint64_t count, unsigned dtype,
+			    uint32_t seg_bytes, unsigned neps, uint32_t nslices,
+			    char *err, size_t errlen);
+
 /* First element of segment s. */
 static inline uint64_t seg_first(const struct seg_layout *l, uint32_t s)
 {
+	if (l->slice_segs)
+		return (uint64_t)(s / l->slice_segs) * l->slice +
+		       (uint64_t)(s % l->slice_segs) * l->seg_elems;
 	return (uint64_t)s * l->seg_elems;
 }
 
-/* Elements in segment s (< nsegs): seg_elems except a short last one. */
+/* Elements in segment s (< nsegs): seg_elems except a short last one
+ * (of each slice). */
 static inline uint32_t seg_len(const struct seg_layout *l, uint32_t s)
 {
-	uint64_t left = l->count - seg_first(l, s);
+	uint64_t left = l->slice_segs ? l->slice - (uint64_t)(s % l->slice_segs) * l->seg_elems
+				      : l->count - seg_first(l, s);
 	return left < l->seg_elems ? (uint32_t)left : l->seg_elems;
 }
+
+/* The slice of segment s (0 for a key of one slice). */
+static inline uint32_t seg_slice(const struct seg_layout *l, uint32_t s)
+{
+	return l->slice_segs ? s / l->slice_segs : 0;
+}
+
+/* Cut l (count, seg_elems set) into nslices slices of count / nslices
+ * elements each cut on its own; nslices 1 leaves it one slice. Returns
+ * the segments needed (0: nslices does not divide count). */
+uint64_t seg_slices(struct seg_layout *l, uint32_t nslices);
 
 /* Endpoint index owning segment s (< nsegs). */
 static inline unsigned seg_endpoint(const struct seg_layout *l, uint32_t s)

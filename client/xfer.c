@@ -184,7 +184,7 @@ static inline void flush(pbox_client *c)
 static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
 {
 	const struct seg_layout *l = &r->ks->lay;
-	uint32_t n = r->empty ? 0 : seg_len(l, s);
+	uint32_t n = r->empty || !key_sends_data(r->ks, s, c->rank) ? 0 : seg_len(l, s);
 	size_t esz = wire_dtype_size(r->dtype);
 
 	if (r->kind == REQ_SPARSE) {
@@ -201,7 +201,8 @@ static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t fla
 			 .rank = (uint16_t)c->rank, .count = (uint16_t)n,
 			 .job = c->job_id, .token = c->token, .key = r->key, .seg = s,
 			 .round = r->round, .arg = r->arg },
-		.payload = n ? (const uint8_t *)r->src + seg_first(l, s) * esz : r->buf,
+		.payload = n ? (const uint8_t *)r->src + (seg_first(l, s) - r->src_first) * esz
+			     : r->buf,
 		.len = n * esz,
 		.ep = seg_endpoint(l, s),
 	};
@@ -418,7 +419,8 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		sparse_result(c, r, m, payload, now);
 		return;
 	}
-	if (m->seg >= l->nsegs || m->count != seg_len(l, m->seg)) {
+	if (m->seg >= l->nsegs ||
+	    m->count != (key_gets_data(ks, m->seg, c->rank) ? seg_len(l, m->seg) : 0)) {
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
@@ -427,8 +429,10 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		return;
 	}
 	seg_bit_set(ks->got, m->seg);
-	memcpy((uint8_t *)r->buf + seg_first(l, m->seg) * esz, payload, (size_t)m->count * esz);
-	xfer_seg_done(c, r, m->seg, (uint32_t)(m->count * esz), m->flags, now);
+	if (m->count) /* (a scatter key's acknowledgement carries nothing) */
+		memcpy((uint8_t *)r->buf + (seg_first(l, m->seg) - r->buf_first) * esz, payload,
+		       (size_t)m->count * esz);
+	xfer_seg_done(c, r, m->seg, (uint32_t)(seg_len(l, m->seg) * esz), m->flags, now);
 }
 
 void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,

@@ -179,13 +179,13 @@ static json_t *keys_of(const struct job *j)
 
 	for (uint32_t i = 0; i < j->nkeys; i++) {
 		const struct job_key *k = &j->keys[i];
-		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:o, s:b}",
+		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:o, s:b, s:s}",
 			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			"dtype", wire_dtype_name(k->dtype), "nsegs", (json_int_t)k->geom.nsegs,
 			"nchunks", (json_int_t)k->geom.nchunks,
 			"declared", __builtin_popcountll(k->declared), "optimizer",
 			k->is_ps ? json_string(optim_name(k->ps.opt.kind)) : json_null(),
-			"sparse", k->sparse));
+			"sparse", k->sparse, "collective", jobs_coll_name(k->coll)));
 	}
 	return a;
 }

@@ -60,6 +60,9 @@ struct job_key {
 	uint8_t dtype;             /* declared (PS: of the gradients) */
 	uint8_t is_ps;             /* PS key: ps holds its optimizer */
 	uint8_t sparse;            /* sparse key (docs/protocol.md "Sparse keys") */
+	uint8_t coll;              /* enum job_coll (docs/protocol.md
+				      "Collective keys") */
+	uint16_t root;             /* a broadcast key's root */
 	struct job_ps ps;
 	uint16_t first_rank;       /* rank that declared it first */
 	uint64_t declared;         /* bit r: rank r declared it */
@@ -182,7 +185,25 @@ struct jobs_declare_args {
 	void *session;      /* the calling connection: must be the rank's */
 	const struct job_ps *ps; /* PS key (checked), or NULL: a plain sum */
 	bool sparse;        /* a sparse key (not with ps) */
+	unsigned coll;      /* enum job_coll (not with ps or sparse;
+			       allgather and reduce_scatter: count a
+			       multiple of the world) */
+	uint16_t root;      /* broadcast's root, < world */
 };
+
+/* What a key's rounds do (docs/protocol.md "Collective keys"). */
+enum job_coll {
+	JOB_ALLREDUCE = 0,  /* the sum to every rank (every other kind of key) */
+	JOB_BROADCAST,      /* root's data to every rank */
+	JOB_ALLGATHER,      /* every rank's slice to every rank */
+	JOB_REDUCE_SCATTER, /* slice i of the sum to rank i */
+	JOB_NCOLL
+};
+
+/* key_declare's name of a collective and back: 0 or -EINVAL; NULL for
+ * an unknown one. */
+int jobs_coll_parse(const char *name, unsigned *coll);
+const char *jobs_coll_name(unsigned coll);
 
 /*
  * Declare a key. The first declaration creates it in the arena, assigns

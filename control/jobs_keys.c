@@ -120,6 +120,39 @@ int jobs_set_restore(struct jobs *js, const struct job *cj, const char *dir,
 
 /* ---- declaration ---- */
 
+static const char *const coll_names[JOB_NCOLL] = {
+	[JOB_ALLREDUCE] = "allreduce", [JOB_BROADCAST] = "broadcast",
+	[JOB_ALLGATHER] = "allgather", [JOB_REDUCE_SCATTER] = "reduce_scatter",
+};
+
+int jobs_coll_parse(const char *name, unsigned *coll)
+{
+	for (unsigned i = 0; i < JOB_NCOLL; i++)
+		if (strcmp(name, coll_names[i]) == 0) {
+			*coll = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *jobs_coll_name(unsigned coll)
+{
+	return coll < JOB_NCOLL ? coll_names[coll] : NULL;
+}
+
+/* The engine's kind of a collective and its slices (docs/protocol.md
+ * "Collective keys"). */
+static unsigned engine_coll_of(unsigned coll)
+{
+	return coll == JOB_BROADCAST || coll == JOB_ALLGATHER ? ENGINE_COLL_GATHER
+	       : coll == JOB_REDUCE_SCATTER ? ENGINE_COLL_SCATTER : ENGINE_COLL_SUM;
+}
+
+static uint16_t nslices_of(const struct job *j, unsigned coll)
+{
+	return coll == JOB_ALLGATHER || coll == JOB_REDUCE_SCATTER ? j->world : 1;
+}
+
 /* Whether two PS declarations are the same (every field PyTorch means). */
 static bool same_ps(const struct job_ps *a, const struct job_ps *b)
 {
@@ -145,6 +178,11 @@ static int check_same(const struct job *j, const struct job_key *k,
 			      " declares it %s but rank %u declared it %s", j->name, a->key,
 			      a->rank, a->sparse ? "sparse" : "dense", k->first_rank,
 			      k->sparse ? "sparse" : "dense");
+	if (k->coll != a->coll || (a->coll == JOB_BROADCAST && k->root != a->root))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
+			      " declares it for %s (root %u) but rank %u declared it for %s "
+			      "(root %u)", j->name, a->key, a->rank, jobs_coll_name(a->coll),
+			      a->root, k->first_rank, jobs_coll_name(k->coll), k->root);
 	if (k->is_ps != (a->ps != NULL))
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %" PRIu32
 			      " declares it %s but rank %u declared it %s", j->name, a->key,
@@ -183,6 +221,19 @@ static int check_new(const struct jobs *js, const struct job *j,
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": segments of %"
 				 PRIu32 " bytes leave no room for sparse records (MTU too small)",
 				 j->name, a->key, j->seg_bytes);
+	if (a->coll != JOB_ALLREDUCE && (a->sparse || a->ps))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": a %s key "
+				 "is dense and has no optimizer", j->name, a->key,
+				 jobs_coll_name(a->coll));
+	if (a->coll >= JOB_NCOLL || (a->coll == JOB_BROADCAST && a->root >= j->world))
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": root %u is "
+				 "not a rank of the job (world %u)", j->name, a->key, a->root,
+				 j->world);
+	if (nslices_of(j, a->coll) > 1 && a->count % j->world)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": a %s key of "
+				 "%" PRIu64 " elements is not %u equal slices (count must be a "
+				 "multiple of the world)", j->name, a->key, jobs_coll_name(a->coll),
+				 a->count, j->world);
 	if (js->box->layout.neps == 0)
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the box has no "
 				 "data endpoints", j->name, a->key);
@@ -218,6 +269,9 @@ static size_t key_bytes(const struct job *j, const struct job_key *k,
 	if (a->sparse)
 		return engine_sparse_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 					       k->geom.segs_per_chunk);
+	if (a->coll != JOB_ALLREDUCE)
+		return engine_coll_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
+					     k->geom.segs_per_chunk, nslices_of(j, a->coll));
 	size_t need = engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 					   k->geom.segs_per_chunk);
 	if (a->ps)
@@ -253,10 +307,17 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	for (uint32_t c = 0; c < k->geom.nchunks; c++)
 		owner[c] = (uint8_t)b->layout.eps[k->chunk_ep[c]].lcore;
 	uint8_t *mem = j->arena + j->used;
-	k->ek = a->sparse ? engine_sparse_key_init(mem, a->key, a->count, k->geom.dtype,
-						   j->seg_bytes, k->geom.segs_per_chunk, owner)
-			  : engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
-					    k->geom.segs_per_chunk, owner);
+	if (a->sparse)
+		k->ek = engine_sparse_key_init(mem, a->key, a->count, k->geom.dtype,
+					       j->seg_bytes, k->geom.segs_per_chunk, owner);
+	else if (a->coll != JOB_ALLREDUCE)
+		k->ek = engine_coll_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
+					     k->geom.segs_per_chunk, owner,
+					     engine_coll_of(a->coll), a->root,
+					     nslices_of(j, a->coll));
+	else
+		k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
+					k->geom.segs_per_chunk, owner);
 	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
@@ -282,6 +343,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 {
 	struct job_key k = { .key = a->key, .dtype = (uint8_t)a->dtype,
 			     .is_ps = a->ps != NULL, .sparse = a->sparse,
+			     .coll = (uint8_t)a->coll, .root = a->root,
 			     .first_rank = (uint16_t)a->rank };
 	unsigned layout = a->ps ? WIRE_F32 : a->dtype; /* PS keys: fp32 weights fit */
 	/* sparse keys: segments 64 bytes shorter, so a record always fits */
@@ -298,6 +360,17 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
 				 " %s cannot be cut into %" PRIu32 "-byte segments", j->name,
 				 a->key, a->count, wire_dtype_name(a->dtype), j->seg_bytes);
+	if (nslices_of(j, a->coll) > 1) { /* world slices, each cut on its own */
+		uint64_t n = j->world, slice = a->count / n, se = k.geom.seg_elems;
+		uint64_t padded = n * ((slice + se - 1) / se) * se;
+		if (assign_geom(padded, layout, lay_bytes, js->box->cfg.chunk_bytes,
+				&k.geom) < 0)
+			return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %" PRIu64
+					 " %s cannot be cut into %" PRIu32 "-byte segments",
+					 j->name, a->key, a->count, wire_dtype_name(a->dtype),
+					 j->seg_bytes);
+		k.geom.count = a->count;
+	}
 	if (reserve_key(j, js->box->cfg.max_keys) < 0)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
 				 j->name, a->key);

@@ -116,11 +116,12 @@ static json_t *ps_reply(const struct job_key *k)
 RPC_HANDLER(rpc_key_declare)
 {
 	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype",
-					     "optimizer", "sparse", NULL };
+					     "optimizer", "sparse", "collective", "root", NULL };
 	struct jobs_declare_args a = { .session = ctx->session };
 	struct job_ps ps;
-	const char *dtype = NULL;
+	const char *dtype = NULL, *coll = NULL;
 	const struct job_key *k;
+	uint32_t root = 0;
 	int rc;
 
 	if ((rc = rpc_params_known(params, known, err, errlen)) ||
@@ -128,8 +129,21 @@ RPC_HANDLER(rpc_key_declare)
 	    (rc = rpc_param_u32(params, "rank", 1, 0, 65535, &a.rank, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "key", 1, 0, UINT32_MAX, &a.key, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "count", 1, 0, INT64_MAX, &a.count, err, errlen)) ||
-	    (rc = rpc_param_str(params, "dtype", 1, 16, &dtype, err, errlen)))
+	    (rc = rpc_param_str(params, "dtype", 1, 16, &dtype, err, errlen)) ||
+	    (rc = rpc_param_str(params, "collective", 0, 16, &coll, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "root", 0, 0, 65535, &root, err, errlen)))
 		return rc;
+	if (coll && jobs_coll_parse(coll, &a.coll) < 0) {
+		snprintf(err, errlen, "key %u: unknown collective '%s' (allreduce, broadcast, "
+			 "allgather or reduce_scatter)", a.key, coll);
+		return -EINVAL;
+	}
+	if (json_object_get(params, "root") && a.coll != JOB_BROADCAST) {
+		snprintf(err, errlen, "key %u: 'root' goes with the broadcast collective only",
+			 a.key);
+		return -EINVAL;
+	}
+	a.root = (uint16_t)root;
 	json_t *sp = json_object_get(params, "sparse");
 	if (sp && !json_is_boolean(sp)) {
 		snprintf(err, errlen, "key %u: 'sparse' must be true or false", a.key);
@@ -160,12 +174,13 @@ RPC_HANDLER(rpc_key_declare)
 		snprintf(err, errlen, "key %u: out of memory for the reply", a.key);
 		return -ENOMEM;
 	}
-	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b}",
+	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b, s:s, s:i}",
 			    "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			    "dtype", wire_dtype_name(k->dtype),
 			    "seg_elems", (json_int_t)k->geom.seg_elems,
 			    "nsegs", (json_int_t)k->geom.nsegs,
 			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
-			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse);
+			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse,
+			    "collective", jobs_coll_name(k->coll), "root", (int)k->root);
 	return 0;
 }

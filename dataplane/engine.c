@@ -32,39 +32,45 @@ size_t engine_job_mem_bytes(uint16_t world, uint32_t seg_bytes,
 
 /* A key's layout with seg_elems elements per segment; shadow copies are
  * seg_bytes apart whatever the layout (a sparse key's records fit). */
-static uint32_t nsegs_of(uint64_t count, uint32_t seg_elems)
+/* nslices slices of count / nslices elements, each cut on its own
+ * (docs/protocol.md "Collective keys"; one slice: the plain layout). */
+static uint32_t nsegs_of(uint64_t count, uint32_t seg_elems, uint32_t nslices)
 {
-	return seg_elems ? (uint32_t)((count + seg_elems - 1) / seg_elems) : 0;
+	uint64_t slice = nslices ? count / nslices : 0;
+	return seg_elems ? (uint32_t)(nslices * ((slice + seg_elems - 1) / seg_elems)) : 0;
 }
 
-static uint32_t nchunks_of(uint64_t count, uint32_t seg_elems, uint32_t segs_per_chunk)
+static uint32_t nchunks_of(uint64_t count, uint32_t seg_elems, uint32_t segs_per_chunk,
+			   uint32_t nslices)
 {
-	return (nsegs_of(count, seg_elems) + segs_per_chunk - 1) / segs_per_chunk;
+	return (nsegs_of(count, seg_elems, nslices) + segs_per_chunk - 1) / segs_per_chunk;
 }
 
 static size_t key_mem(uint64_t count, uint32_t seg_elems, uint32_t seg_bytes,
-		      uint32_t segs_per_chunk)
+		      uint32_t segs_per_chunk, uint32_t nslices)
 {
-	uint32_t nsegs = nsegs_of(count, seg_elems);
+	uint32_t nsegs = nsegs_of(count, seg_elems, nslices);
 	return ALIGN64(sizeof(struct engine_key)) +
-	       ALIGN64(nchunks_of(count, seg_elems, segs_per_chunk)) +
+	       ALIGN64(nchunks_of(count, seg_elems, segs_per_chunk, nslices)) +
 	       ALIGN64((size_t)nsegs * sizeof(struct engine_seg)) +
 	       (size_t)nsegs * seg_bytes;
 }
 
 static struct engine_key *key_init(void *mem, uint32_t key, uint64_t count, unsigned dtype,
 				   uint32_t seg_elems, uint32_t segs_per_chunk,
-				   const uint8_t *chunk_lcore)
+				   const uint8_t *chunk_lcore, uint32_t nslices)
 {
 	uint8_t *p = mem;
 	struct engine_key *k = (struct engine_key *)p;
-	uint32_t nsegs = nsegs_of(count, seg_elems);
-	uint32_t nchunks = nchunks_of(count, seg_elems, segs_per_chunk);
+	uint32_t nsegs = nsegs_of(count, seg_elems, nslices);
+	uint32_t nchunks = nchunks_of(count, seg_elems, segs_per_chunk, nslices);
 
 	p += ALIGN64(sizeof(*k));
 	k->key = key;
 	k->dtype = (uint8_t)dtype;
 	k->count = count;
+	k->slice = count / nslices;
+	k->slice_segs = nsegs / nslices;
 	k->seg_elems = seg_elems;
 	k->nsegs = nsegs;
 	k->segs_per_chunk = segs_per_chunk;
@@ -87,19 +93,19 @@ static inline uint32_t dense_elems(unsigned dtype, uint32_t seg_bytes)
 
 uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
 {
-	return nsegs_of(count, dense_elems(dtype, seg_bytes));
+	return nsegs_of(count, dense_elems(dtype, seg_bytes), 1);
 }
 
 uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			    uint32_t segs_per_chunk)
 {
-	return nchunks_of(count, dense_elems(dtype, seg_bytes), segs_per_chunk);
+	return nchunks_of(count, dense_elems(dtype, seg_bytes), segs_per_chunk, 1);
 }
 
 size_t engine_key_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			    uint32_t segs_per_chunk)
 {
-	return key_mem(count, dense_elems(dtype, seg_bytes), seg_bytes, segs_per_chunk);
+	return key_mem(count, dense_elems(dtype, seg_bytes), seg_bytes, segs_per_chunk, 1);
 }
 
 struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
@@ -108,26 +114,57 @@ struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
 				   const uint8_t *chunk_lcore)
 {
 	return key_init(mem, key, count, dtype, dense_elems(dtype, seg_bytes), segs_per_chunk,
-			chunk_lcore);
+			chunk_lcore, 1);
+}
+
+uint32_t engine_coll_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			   uint16_t nslices)
+{
+	return nsegs_of(count, dense_elems(dtype, seg_bytes), nslices);
+}
+
+uint32_t engine_coll_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			     uint32_t segs_per_chunk, uint16_t nslices)
+{
+	return nchunks_of(count, dense_elems(dtype, seg_bytes), segs_per_chunk, nslices);
+}
+
+size_t engine_coll_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			     uint32_t segs_per_chunk, uint16_t nslices)
+{
+	return key_mem(count, dense_elems(dtype, seg_bytes), seg_bytes, segs_per_chunk,
+		       nslices);
+}
+
+struct engine_key *engine_coll_key_init(void *mem, uint32_t key, uint64_t count,
+					unsigned dtype, uint32_t seg_bytes,
+					uint32_t segs_per_chunk, const uint8_t *chunk_lcore,
+					unsigned coll, uint16_t root, uint16_t nslices)
+{
+	struct engine_key *k = key_init(mem, key, count, dtype, dense_elems(dtype, seg_bytes),
+					segs_per_chunk, chunk_lcore, nslices);
+	k->coll = (uint8_t)coll;
+	k->root = root;
+	return k;
 }
 
 uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
 {
-	return nsegs_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)));
+	return nsegs_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)), 1);
 }
 
 uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			       uint32_t segs_per_chunk)
 {
 	return nchunks_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)),
-			  segs_per_chunk);
+			  segs_per_chunk, 1);
 }
 
 size_t engine_sparse_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			       uint32_t segs_per_chunk)
 {
 	return key_mem(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)), seg_bytes,
-		       segs_per_chunk);
+		       segs_per_chunk, 1);
 }
 
 struct engine_key *engine_sparse_key_init(void *mem, uint32_t key, uint64_t count,
@@ -137,7 +174,7 @@ struct engine_key *engine_sparse_key_init(void *mem, uint32_t key, uint64_t coun
 {
 	struct engine_key *k = key_init(mem, key, count, dtype,
 					sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)),
-					segs_per_chunk, chunk_lcore);
+					segs_per_chunk, chunk_lcore, 1);
 	k->sparse = 1;
 	return k;
 }
@@ -337,6 +374,7 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 	out->payload = k->result + (size_t)m->seg * j->seg_bytes;
 	out->plen = (uint32_t)count * (uint32_t)wire_dtype_size(out->hdr.dtype);
 	out->rank = m->rank;
+	out->only = ENGINE_ONLY_NONE;
 }
 
 static inline uint64_t world_mask(uint16_t world)
@@ -449,6 +487,9 @@ static void complete(struct engine *e, struct engine_job *j,
 		ps_complete(e, j, k, sl, seg, count);
 	else if (k->sparse)
 		sparse_complete(e, j, k, sl, seg, count);
+	else if (k->coll == ENGINE_COLL_GATHER) /* the owner's bytes, as sent */
+		memcpy(k->result + (size_t)seg * j->seg_bytes, sl->src[engine_seg_owner(k, seg)],
+		       (size_t)count * wire_dtype_size(k->dtype));
 	else
 		e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src,
 				     j->world, count);
@@ -610,7 +651,7 @@ static uint32_t key_seg_len(const void *ctx, uint32_t seg)
 
 	if (seg >= k->nsegs)
 		return 0;
-	uint64_t left = k->count - (uint64_t)seg * k->seg_elems;
+	uint64_t left = k->slice - (uint64_t)(seg % k->slice_segs) * k->seg_elems;
 	return left < k->seg_elems ? (uint32_t)left : k->seg_elems;
 }
 
@@ -737,6 +778,7 @@ int engine_next(struct engine *e, struct engine_out *out)
 		out->payload = sp->pack;
 		out->plen = used;
 		out->rank = sp->m.rank;
+		out->only = ENGINE_ONLY_NONE;
 		return sp->phase == 0 ? ENGINE_SEND_ALL : ENGINE_SEND_ONE;
 	}
 	sp->n = 0;
@@ -749,6 +791,7 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	struct engine_job *j = &e->jobs[engine_job_index(m->job)];
 
 	out->held = 0;
+	out->only = ENGINE_ONLY_NONE;
 	e->sp.n = 0;
 
 	if (m->type != WIRE_PUSH)
@@ -786,8 +829,9 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		int rc = ps_check(e, j, k, m, count, &lr, out);
 		if (rc != 0)
 			return rc;
-	} else if (m->count != count) {
-		return -DROP_BAD_COUNT;
+	} else if (m->count != (k->coll == ENGINE_COLL_GATHER &&
+				engine_seg_owner(k, m->seg) != m->rank ? 0 : count)) {
+		return -DROP_BAD_COUNT; /* a gather key: only the owner sends data */
 	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
 		return -DROP_BAD_FLAGS;
 	}
@@ -797,8 +841,15 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.retx++;
 	int v = seg_push(e, j, k, m, m->seg, count, payload,
 			 (size_t)m->count * wire_dtype_size(m->dtype), ref, lr, out);
-	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL)
-		fill_out(out, j, k, m, count);
+	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL) {
+		/* a scatter key's sum goes to the owner, the others get an ack */
+		uint16_t owner = engine_seg_owner(k, m->seg);
+		bool scatter = k->coll == ENGINE_COLL_SCATTER;
+		fill_out(out, j, k, m, scatter && v == ENGINE_SEND_ONE && m->rank != owner
+				       ? 0 : count);
+		if (scatter)
+			out->only = owner;
+	}
 	if (v == ENGINE_SEND_ALL && over_share(e, j)) {
 		out->hdr.flags |= WIRE_FLAG_CE;
 		e->c.marks++;

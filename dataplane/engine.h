@@ -23,6 +23,10 @@
  *   round open longer than the job's NACK delay (docs/protocol.md
  *   "Recovery").
  *
+ * A collective key (broadcast, allgather, reduce_scatter) keeps these
+ * rules; who sends a payload and who gets one back depends on the
+ * segment's owner (enum engine_coll, docs/protocol.md "Collective keys").
+ *
  * A sparse key's PUSH carries records of several segments (common/
  * sparse.h): each is handled as a PUSH of its segment under the rules
  * above; completion sums the ranks' records in rank order from +0 and the
@@ -108,6 +112,23 @@ struct engine_ps {
 	float   *st[OPTIM_MAX_PLANES]; /* optim_planes(&opt) state arrays, like w */
 };
 
+/*
+ * What a key's rounds do (docs/protocol.md "Collective keys"). A key is
+ * nslices slices of `slice` elements, each cut into slice_segs segments
+ * of its own; the owner of segment s is rank root + s / slice_segs.
+ */
+enum engine_coll {
+	ENGINE_COLL_SUM = 0, /* allreduce: all send, all get the sum (one slice) */
+	ENGINE_COLL_GATHER,  /* broadcast (one slice, root's) and allgather (a
+				slice per rank): the owner sends the segment,
+				the others count 0; all get the owner's bytes */
+	ENGINE_COLL_SCATTER, /* reduce_scatter (a slice per rank): all send,
+				the owner gets the sum, the others count 0 */
+};
+
+/* engine_out.only when every rank gets the payload. */
+#define ENGINE_ONLY_NONE 0xFFFFu
+
 /* A declared key. Built by the control plane in the job arena with
  * engine_key_init; immutable afterwards except segs[], result and the
  * PS arrays, whose entries belong to the lcore owning the chunk. */
@@ -115,8 +136,12 @@ struct engine_key {
 	uint32_t key;
 	uint8_t  dtype;          /* of the contributions (PS: the gradients) */
 	uint8_t  sparse;         /* a sparse key (engine_sparse_key_init) */
-	uint8_t  pad[2];
+	uint8_t  coll;           /* enum engine_coll */
+	uint8_t  pad;
+	uint16_t root;           /* owner of slice 0 (broadcast: its root) */
 	uint64_t count;          /* elements */
+	uint64_t slice;          /* elements per slice (count: one slice) */
+	uint32_t slice_segs;     /* segments per slice */
 	uint32_t seg_elems;      /* elements per full segment */
 	uint32_t nsegs;
 	uint32_t segs_per_chunk;
@@ -259,6 +284,31 @@ uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
 uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			       uint32_t segs_per_chunk);
 
+/*
+ * Collective keys (docs/protocol.md "Collective keys"): a dense key of
+ * nslices slices (count a multiple of it: 1 for broadcast, the world for
+ * allgather and reduce_scatter) whose rounds do coll (enum engine_coll)
+ * with slice 0 owned by root. The same contract as engine_key_mem_bytes
+ * and engine_key_init otherwise; nslices 1 with ENGINE_COLL_SUM is
+ * engine_key_init's key.
+ */
+size_t engine_coll_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			     uint32_t segs_per_chunk, uint16_t nslices);
+struct engine_key *engine_coll_key_init(void *mem, uint32_t key, uint64_t count,
+					unsigned dtype, uint32_t seg_bytes,
+					uint32_t segs_per_chunk, const uint8_t *chunk_lcore,
+					unsigned coll, uint16_t root, uint16_t nslices);
+uint32_t engine_coll_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			   uint16_t nslices);
+uint32_t engine_coll_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
+			     uint32_t segs_per_chunk, uint16_t nslices);
+
+/* The rank owning segment s of k (its slice's; meaningless for SUM). */
+static inline uint16_t engine_seg_owner(const struct engine_key *k, uint32_t s)
+{
+	return (uint16_t)(k->root + s / k->slice_segs);
+}
+
 uint32_t engine_key_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes);
 uint32_t engine_key_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			    uint32_t segs_per_chunk);
@@ -387,6 +437,9 @@ struct engine_out {
 	uint32_t plen;
 	struct wire_notice notice; /* body of a WAIT or NACK */
 	uint16_t rank;           /* destination for SEND_ONE/ERROR/NOTICE */
+	uint16_t only;           /* SEND_ALL: only this rank gets the payload, the
+				    others the header with count 0 (a scatter
+				    key's owner); ENGINE_ONLY_NONE: all get it */
 	uint8_t held;            /* engine_push_ref kept ref (released later,
 				    maybe already within the call) */
 };

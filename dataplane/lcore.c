@@ -183,7 +183,12 @@ static void send_all(struct lcore_ctx *lc, const struct engine_out *out)
 		const struct dp_port *port = &lc->sh->ports[pid];
 		struct rte_mbuf *m = NULL;
 
-		if (port->hdr_pool && plen >= port->shared_min) {
+		if (out->only != ENGINE_ONLY_NONE && r != out->only) {
+			/* a scatter key: the header alone acknowledges */
+			h.count = 0;
+			uint64_t zero = 0;
+			m = fanout_copy(port->pool, &d, &h, NULL, 0, psum ? &zero : NULL);
+		} else if (port->hdr_pool && plen >= port->shared_min) {
 			if (!pay)
 				pay = fanout_payload(port->pool, out->payload, plen);
 			if (pay)

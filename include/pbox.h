@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 6
+#define PBOX_VERSION_MINOR 7
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -226,6 +226,52 @@ int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
  */
 int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 		    pbox_dtype dtype, pbox_req **req);
+
+/*
+ * Collectives on the box (docs/protocol.md "Collective keys"). Each is
+ * exact and loss-tolerant as pbox_allreduce is, and declares its key on
+ * first use for that collective: a key serves one collective, one size
+ * and one dtype for the client's life (another use: PBOX_EINVAL; ranks
+ * that disagree: PBOX_EREJECTED, naming both). Every rank calls the same
+ * collective with the same key, count and dtype. Returns 0 or the codes
+ * of pbox_allreduce; the i-forms start the call and return at once with
+ * *req, their buffers untouched until pbox_wait(req) returns.
+ *
+ * broadcast: root's buf (count elements) into every rank's buf, bit for
+ * bit; only root's data crosses the network toward the box (the others
+ * send 40-byte queries). root outside [0, world): PBOX_EINVAL.
+ */
+int pbox_broadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
+		   pbox_dtype dtype, int root);
+int pbox_ibroadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
+		    pbox_dtype dtype, int root, pbox_req **req);
+
+/*
+ * allgather: every rank's in (count elements) into out (world * count
+ * elements), rank r's at out + r * count, bit for bit. in may be
+ * out + rank * count (in place); otherwise they must not overlap.
+ */
+int pbox_allgather(pbox_client *c, uint32_t key, const void *in, void *out,
+		   size_t count, pbox_dtype dtype);
+int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
+		    size_t count, pbox_dtype dtype, pbox_req **req);
+
+/*
+ * reduce_scatter: in holds world * count elements; out (count elements)
+ * gets elements [rank * count, (rank + 1) * count) of the sum over all
+ * ranks, summed as pbox_allreduce sums. Each rank receives only its own
+ * slice of the sum. in and out must not overlap.
+ */
+int pbox_reduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
+			size_t count, pbox_dtype dtype);
+int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
+			 size_t count, pbox_dtype dtype, pbox_req **req);
+
+/*
+ * Barrier: returns when every rank has called it (a one-element sum on
+ * key, which then serves barriers only). Codes of pbox_allreduce.
+ */
+int pbox_barrier(pbox_client *c, uint32_t key);
 
 /* Wait for req, free it and return its result (codes of pbox_allreduce). */
 int pbox_wait(pbox_req *req);

@@ -416,6 +416,80 @@ class Client:
         """Sum buf over all ranks in place under `key`; return buf."""
         return self.iallreduce(buf, key).wait()
 
+    # -- collectives (include/pbox.h; docs/protocol.md "Collective keys") ---
+    def _start(self, buf, key, fn, *args, keep=None):
+        """fn(handle, key, *args, &req) started under the lock: a Request
+        returning buf, keeping `keep` alive too."""
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = fn(h, key, *args, ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, buf, key, keep)
+            self._reqs.add(r)
+        return r
+
+    def ibroadcast(self, buf, key, root):
+        """Start a broadcast of root's buf into every rank's buf (in place,
+        bit for bit) under `key`; return a Request. A key serves one
+        collective (and one root) for the client's life."""
+        _check_key(key)
+        if not isinstance(root, int) or not 0 <= root < self.world:
+            raise Error(EINVAL, f"broadcast root {root!r} is not a rank of the job "
+                                f"(world {self.world})")
+        ptr, count, dt, _ = _buffer_info(buf)
+        return self._start(buf, key, self._L.pbox_ibroadcast, ptr, count, dt, root)
+
+    def broadcast(self, buf, key, root):
+        """ibroadcast(...).wait(); returns buf."""
+        return self.ibroadcast(buf, key, root).wait()
+
+    def _sliced(self, small, big, what):
+        """(small's pointer, big's pointer, per-rank count, dtype) for an
+        allgather (small in, big out) or a reduce_scatter (big in, small
+        out): big must hold world times small's elements of its dtype."""
+        sptr, n, dt, _ = _buffer_info(small, writable=(what == "reduce_scatter"))
+        bptr, nb, bdt, _ = _buffer_info(big, writable=(what == "allgather"))
+        if bdt != dt:
+            raise Error(EINVAL, f"{what}: the buffers are {_DTYPE_NAMES[dt]} and "
+                                f"{_DTYPE_NAMES[bdt]}")
+        if nb != n * self.world:
+            raise Error(EINVAL, f"{what}: the large buffer has {nb} elements, world "
+                                f"{self.world} x {n} = {n * self.world} needed")
+        return sptr, bptr, n, dt
+
+    def iallgather(self, inp, out, key):
+        """Start an allgather under `key`: every rank's inp (n elements) into
+        out (world * n, rank r's at r * n), bit for bit; return a Request
+        whose wait() returns out."""
+        _check_key(key)
+        iptr, optr, n, dt = self._sliced(inp, out, "allgather")
+        return self._start(out, key, self._L.pbox_iallgather, iptr, optr, n, dt, keep=inp)
+
+    def allgather(self, inp, out, key):
+        """iallgather(...).wait(); returns out."""
+        return self.iallgather(inp, out, key).wait()
+
+    def ireduce_scatter(self, inp, out, key):
+        """Start a reduce-scatter under `key`: inp holds world * n elements,
+        out (n) gets this rank's slice of the sum over all ranks; return a
+        Request whose wait() returns out."""
+        _check_key(key)
+        optr, iptr, n, dt = self._sliced(out, inp, "reduce_scatter")
+        return self._start(out, key, self._L.pbox_ireduce_scatter, iptr, optr, n, dt,
+                           keep=inp)
+
+    def reduce_scatter(self, inp, out, key):
+        """ireduce_scatter(...).wait(); returns out."""
+        return self.ireduce_scatter(inp, out, key).wait()
+
+    def barrier(self, key):
+        """Return when every rank has called barrier(key) (a one-element sum;
+        the key then serves barriers only)."""
+        _check_key(key)
+        self._blocking(self._L.pbox_barrier, key)
+
     # -- sparse keys (include/pbox.h "Sparse keys") -------------------------
     def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0):
         """Start a top-k sparse allreduce of buf (float32/16, in place) under

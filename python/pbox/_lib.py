@@ -35,7 +35,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -232,6 +232,18 @@ def _declare(lib):
     lib.pbox_topk.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
                               ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
     lib.pbox_topk.restype = ctypes.c_int
+    # collectives (0.7.0)
+    lib.pbox_ibroadcast.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                    ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                                    ctypes.POINTER(c_req_p)]
+    lib.pbox_ibroadcast.restype = ctypes.c_int
+    for name in ("pbox_iallgather", "pbox_ireduce_scatter"):
+        fn = getattr(lib, name)
+        fn.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(c_req_p)]
+        fn.restype = ctypes.c_int
+    lib.pbox_barrier.argtypes = [c_client_p, ctypes.c_uint32]
+    lib.pbox_barrier.restype = ctypes.c_int
     return lib
 
 

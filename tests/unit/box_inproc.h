@@ -170,7 +170,10 @@ static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *o
 	const struct engine_worker *w = &out->job->workers[rank];
 	struct wire_msg h = out->hdr;
 	uint8_t hdr[WIRE_HDR_LEN];
-	size_t plen = out->payload ? out->plen : 0;
+	/* a scatter key's SEND_ALL: the payload for out->only, a header-only
+	 * acknowledgement for the others (lcore.c's send_all) */
+	bool ack = out->only != ENGINE_ONLY_NONE && rank != out->only;
+	size_t plen = out->payload && !ack ? out->plen : 0;
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(w->port),
 				  .sin_addr.s_addr = htonl(w->ip) };
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)out->payload, plen } };
@@ -180,6 +183,8 @@ static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *o
 	if (h.type == WIRE_RESULT && bi_lose(lc, &lc->results_out, every))
 		return;
 	h.rank = rank;
+	if (ack)
+		h.count = 0;
 	wire_encode(hdr, &h);
 	if (sendmsg(b->fd[ep], &mh, MSG_DONTWAIT) < 0)
 		st->drops[DROP_TX_FULL]++;
