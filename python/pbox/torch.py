@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""pbox.torch - PyTorch on a pbox: DDP communication hooks that sum
-gradients on the box, and BoxOptimizer, an optimizer that runs on the box
-(PS mode; its own section below).
+"""pbox.torch - PyTorch on a pbox: the torch.distributed backend "pbox"
+(registered by importing this module: dist.init_process_group("pbox");
+pbox/backend.py), DDP communication hooks that sum gradients on the box
+beside another backend, and BoxOptimizer, an optimizer that runs on the
+box (PS mode; its own section below).
 
     import pbox, pbox.torch
     state = pbox.torch.State(pbox.Client())
@@ -48,7 +50,7 @@ from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "BoxOptimizer", "ps_key_for", "TopkState", "topk_hook", "topk_allreduce",
-           "sparse_allreduce"]
+           "sparse_allreduce", "ProcessGroupPBox", "set_backend_options"]
 
 _KEY_MASK = 0x7FFFFFFF
 _DTYPE_NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -946,3 +948,9 @@ class BoxOptimizer(torch.optim.Optimizer):
     def __repr__(self):
         return (f"BoxOptimizer({self.kind}, {len(self._buckets)} keys, overlap={self.overlap}, "
                 f"{super().__repr__()})")
+
+
+# ---- the torch.distributed backend "pbox" ------------------------------------
+# Importing pbox.torch registers it: dist.init_process_group("pbox") then
+# runs DDP (no hook needed) and the collectives on the box (pbox/backend.py).
+from .backend import ProcessGroupPBox, set_options as set_backend_options  # noqa: E402

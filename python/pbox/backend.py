@@ -1,0 +1,347 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""pbox.backend - torch.distributed's "pbox" backend: a process group whose
+collectives run on the box.
+
+    import torch.distributed as dist
+    import pbox.torch                    # registers the backend
+    dist.init_process_group("pbox")      # under torchrun; PBOX_CONTROL names the box
+    model = torch.nn.parallel.DistributedDataParallel(model)   # no hook needed
+
+What runs where (docs/pytorch.md "The pbox backend"):
+  on the box, exact and loss-tolerant: allreduce and reduce (SUM, AVG),
+  broadcast, allgather (all_gather, all_gather_into_tensor), reduce_scatter
+  (reduce_scatter, reduce_scatter_tensor; SUM, AVG) and barrier, for dense
+  CPU tensors of float32, float16 and bfloat16;
+  on an inner Gloo group built from the same store: everything else (other
+  reduce ops, integer and bool tensors, gather, scatter, all_to_all,
+  point-to-point, coalesced calls, monitored_barrier).
+
+The job: rank 0 makes a job name and a join secret (random) and writes them
+to the group's c10d store; every rank reads them there and joins the box
+with them, so no environment variable names the job and no other program
+can join it. The box's control address comes from set_options(control=...)
+or $PBOX_CONTROL.
+
+Keys: every collective uses a key per (operation, shape, dtype) and lane:
+a call takes lane seq % LANES of its signature, seq counting the calls of
+that signature, and first waits for the call that used the same lane
+before. All ranks issue collectives in the same order (torch.distributed's
+rule), so all pick the same key for a call without talking to each other.
+
+Each collective is one span "pbox::<op>" in torch.profiler, from its start
+until its result is in.
+"""
+import hashlib
+import os
+import queue
+import secrets
+import threading
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
+                                        ProcessGroupGloo, ReduceOp, _create_work_from_future)
+
+from . import Client, Error, EINVAL
+
+__all__ = ["ProcessGroupPBox", "set_options", "LANES"]
+
+LANES = 4                      # keys per signature: calls of one shape in flight at once
+_KEY_MASK = 0x7FFFFFFF
+_BOX_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_options = {}
+_STORE_JOB = "pbox/job"
+_STORE_SECRET = "pbox/secret"
+
+
+def set_options(**kw):
+    """Client options for the process groups created from now on: control
+    ("host:port", default $PBOX_CONTROL), job_bytes (job memory the first
+    rank reserves; default $PBOX_JOB_BYTES, then the box's --job-bytes),
+    transport, timeout_ms, rto_ms, window, mtu, busy_poll (pbox.Client's)."""
+    known = {"control", "job_bytes", "transport", "timeout_ms", "rto_ms", "window", "mtu",
+             "busy_poll"}
+    bad = set(kw) - known
+    if bad:
+        raise Error(EINVAL, f"unknown pbox backend options {sorted(bad)}; known: {sorted(known)}")
+    _options.update(kw)
+
+
+def _unwrap(fut):
+    return fut.value()
+
+
+def _boxable(t):
+    return (isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype in _BOX_DTYPES
+            and t.layout == torch.strided and t.numel() > 0)
+
+
+def _box_op(opts):
+    """'sum', 'avg' or None (another op: Gloo's)."""
+    op = opts.reduceOp
+    if op == ReduceOp.SUM:
+        return "sum"
+    if op == ReduceOp.AVG:
+        return "avg"
+    return None
+
+
+class ProcessGroupPBox(ProcessGroup):
+    """A torch.distributed process group on a pbox (module docstring)."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._gloo = ProcessGroupGloo(PrefixStore("pbox-gloo/", store), rank, size, timeout)
+        if rank == 0:
+            job, secret = "pg-" + secrets.token_hex(8), secrets.token_hex(24)
+            store.set(_STORE_SECRET, secret)
+            store.set(_STORE_JOB, job)
+        else:
+            job = store.get(_STORE_JOB).decode()
+            secret = store.get(_STORE_SECRET).decode()
+        kw = {k: v for k, v in _options.items() if k != "control"}
+        if "timeout_ms" not in kw:
+            kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31))
+        self.client = Client(_options.get("control"), job, rank, size, join_secret=secret, **kw)
+        self.job = job
+        self._keys = {}          # (signature, lane) -> key
+        self._owner = {}         # key -> (signature, lane)
+        self._seq = {}           # signature -> calls so far
+        self._busy = {}          # key -> threading.Event set when its call ended
+        self._q = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="pbox-pg-waiter", daemon=True)
+        self._thread.start()
+        self.calls = {"box": 0, "gloo": 0}
+
+    def getBackendName(self):
+        return "pbox"
+
+    def __repr__(self):
+        return f"ProcessGroupPBox(job={self.job!r}, rank={self.rank()}, size={self.size()})"
+
+    # -- keys and completion ------------------------------------------------
+    def _key(self, sig):
+        """The key of the next call of signature sig (the same on every
+        rank), once the last call that used it has ended."""
+        seq = self._seq.get(sig, 0)
+        self._seq[sig] = seq + 1
+        slot = (sig, seq % LANES)
+        k = self._keys.get(slot)
+        if k is None:
+            h = hashlib.blake2b(repr(slot).encode(), digest_size=8)
+            k = int.from_bytes(h.digest(), "little") & _KEY_MASK
+            while k in self._owner:          # a collision: the next free key
+                k = (k + 1) & _KEY_MASK
+            self._owner[k] = slot
+            self._keys[slot] = k
+        ev = self._busy.get(k)
+        if ev is not None:
+            ev.wait()
+        return k
+
+    def _run(self):
+        while True:
+            reqs, finish, fut, ev = self._q.get()
+            try:
+                for r in reqs:
+                    r.wait()
+                res = finish()
+            except BaseException as e:  # hand every failure to the caller's future
+                ev.set()
+                fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+                continue
+            ev.set()
+            fut.set_result(res)
+
+    def _box(self, name, sig, start, finish):
+        """Run start(key) -> pbox Requests now, then finish() on the waiter
+        thread once they are done; return the Work."""
+        fut = torch.futures.Future()
+        out = fut.then(_unwrap)   # a failure becomes a real error for C++ callers
+        with torch.autograd.profiler.record_function(f"pbox::{name}") as rf:
+            key = self._key(sig)
+            reqs = start(key)
+            ev = threading.Event()
+            self._busy[key] = ev
+            out = rf._call_end_callbacks_on_future(out)
+        self.calls["box"] += 1
+        self._q.put((reqs, finish, fut, ev))
+        return _create_work_from_future(out)
+
+    def _gloo_call(self, name, *args):
+        self.calls["gloo"] += 1
+        return getattr(self._gloo, name)(*args)
+
+    # -- collectives on the box -----------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        opts = opts if opts is not None else AllreduceOptions()
+        op = _box_op(opts)
+        if len(tensors) != 1 or op is None or not _boxable(tensors[0]):
+            return self._gloo_call("allreduce", tensors, opts)
+        t = tensors[0]
+        buf = t if t.is_contiguous() else t.contiguous()
+        world = self.size()
+
+        def finish():
+            if op == "avg":
+                buf.div_(world)
+            if buf is not t:
+                t.copy_(buf)
+            return tensors
+
+        return self._box("allreduce", ("allreduce", t.numel(), t.dtype),
+                         lambda k: [self.client.iallreduce(buf, k)], finish)
+
+    def reduce(self, tensors, opts):
+        op = _box_op(opts)
+        if len(tensors) != 1 or op is None or not _boxable(tensors[0]) or opts.rootTensor:
+            return self._gloo_call("reduce", tensors, opts)
+        t = tensors[0]
+        root = opts.rootRank == self.rank()
+        buf = t if root and t.is_contiguous() else t.contiguous().clone()
+        world = self.size()
+
+        def finish():   # only the root's tensor changes
+            if root:
+                if op == "avg":
+                    buf.div_(world)
+                if buf is not t:
+                    t.copy_(buf)
+            return tensors
+
+        return self._box("reduce", ("allreduce", t.numel(), t.dtype),
+                         lambda k: [self.client.iallreduce(buf, k)], finish)
+
+    def broadcast(self, tensors, opts):
+        if len(tensors) != 1 or opts.rootTensor or not _boxable(tensors[0]):
+            return self._gloo_call("broadcast", tensors, opts)
+        t = tensors[0]
+        root = opts.rootRank
+        buf = t if t.is_contiguous() else t.contiguous()
+
+        def finish():
+            if buf is not t:
+                t.copy_(buf)
+            return tensors
+
+        return self._box("broadcast", ("broadcast", t.numel(), t.dtype, root),
+                         lambda k: [self.client.ibroadcast(buf, k, root)], finish)
+
+    def _allgather_flat(self, name, out, inp, finish):
+        """Gather inp from every rank into the flat out (world * n)."""
+        src = inp if inp.is_contiguous() else inp.contiguous()
+        return self._box(name, ("allgather", src.numel(), src.dtype),
+                         lambda k: [self.client.iallgather(src, out, k)], finish)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        outs = output_tensors[0] if len(output_tensors) == 1 else None
+        inp = input_tensors[0] if len(input_tensors) == 1 else None
+        if (outs is None or inp is None or not _boxable(inp) or len(outs) != self.size() or
+                any(o.dtype != inp.dtype or o.numel() != inp.numel() for o in outs)):
+            return self._gloo_call("allgather", output_tensors, input_tensors, *(
+                [opts] if opts is not None else []))
+        flat = torch.empty(self.size() * inp.numel(), dtype=inp.dtype)
+
+        def finish():
+            for i, o in enumerate(outs):
+                o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
+            return output_tensors
+
+        return self._allgather_flat("allgather", flat, inp, finish)
+
+    def _allgather_base(self, output, input, opts=None):
+        if (not _boxable(input) or output.dtype != input.dtype or not output.is_contiguous() or
+                output.numel() != self.size() * input.numel()):
+            return self._gloo_call("_allgather_base", output, input, *(
+                [opts] if opts is not None else []))
+        flat = output.view(-1)
+        return self._allgather_flat("all_gather_into_tensor", flat, input, lambda: [output])
+
+    def _reduce_scatter_flat(self, name, out, inp, op, finish):
+        world = self.size()
+
+        def done():
+            if op == "avg":
+                out.div_(world)
+            return finish()
+
+        return self._box(name, ("reduce_scatter", out.numel(), out.dtype),
+                         lambda k: [self.client.ireduce_scatter(inp, out, k)], done)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts):
+        op = _box_op(opts)
+        out = output_tensors[0] if len(output_tensors) == 1 else None
+        ins = input_tensors[0] if len(input_tensors) == 1 else None
+        if (op is None or out is None or ins is None or not _boxable(out) or
+                len(ins) != self.size() or
+                any(i.dtype != out.dtype or i.numel() != out.numel() for i in ins)):
+            return self._gloo_call("reduce_scatter", output_tensors, input_tensors, opts)
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+
+        def finish():
+            if res is not out:
+                out.copy_(res)
+            return output_tensors
+
+        return self._reduce_scatter_flat("reduce_scatter", res.view(-1), flat, op, finish)
+
+    def _reduce_scatter_base(self, output, input, opts):
+        op = _box_op(opts)
+        if (op is None or not _boxable(output) or input.dtype != output.dtype or
+                not output.is_contiguous() or input.numel() != self.size() * output.numel()):
+            return self._gloo_call("_reduce_scatter_base", output, input, opts)
+        inp = input if input.is_contiguous() else input.contiguous()
+        return self._reduce_scatter_flat("reduce_scatter_tensor", output.view(-1), inp.view(-1),
+                                         op, lambda: [output])
+
+    def barrier(self, opts=None):
+        one = torch.ones(1)
+        return self._box("barrier", ("barrier",),
+                         lambda k: [self.client.iallreduce(one, k)], lambda: [one])
+
+    # -- the rest: Gloo ---------------------------------------------------------
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self._gloo_call("allreduce_coalesced", tensors, *([opts] if opts else []))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self._gloo_call("allgather_coalesced", output_lists, input_list,
+                               *([opts] if opts else []))
+
+    def gather(self, output_tensors, input_tensors, opts):
+        return self._gloo_call("gather", output_tensors, input_tensors, opts)
+
+    def scatter(self, output_tensors, input_tensors, opts):
+        return self._gloo_call("scatter", output_tensors, input_tensors, opts)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        return self._gloo_call("alltoall", output_tensors, input_tensors,
+                               *([opts] if opts else []))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self._gloo_call("alltoall_base", output, input, output_split_sizes,
+                               input_split_sizes, *([opts] if opts else []))
+
+    def send(self, tensors, dst, tag=0):
+        return self._gloo_call("send", tensors, dst, tag)
+
+    def recv(self, tensors, src, tag=0):
+        return self._gloo_call("recv", tensors, src, tag)
+
+    def recv_anysource(self, tensors, tag=0):
+        return self._gloo_call("recv_anysource", tensors, tag)
+
+    def monitored_barrier(self, *args, **kw):
+        return self._gloo.monitored_barrier(*args, **kw)
+
+    def shutdown(self):
+        """Close the box client (pending calls end first)."""
+        self.client.close()
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupPBox(store, rank, size, timeout)
+
+
+if "PBOX" not in dist.Backend._plugins:     # importing twice registers once
+    dist.Backend.register_backend("pbox", _create)
