@@ -38,6 +38,15 @@
  * w += -lr * sum applied (rank 0's lr; small integer payloads keep the
  * fp32 arithmetic exact), whatever duplicates and retransmissions come.
  *
+ * Keys 0x60 and 0x61 are collective keys (docs/protocol.md "Collective
+ * keys"), f32, 4 slices of 70 elements (8 segments of 64 and 6, 2 per
+ * chunk, chunk 2 on lcore 1): 0x60 an allgather key (a gather key: the
+ * segment's owner sends its data, the others count 0; every rank gets
+ * the owner's bytes exactly), 0x61 a reduce_scatter key (all send; the
+ * sum goes to the owner, a header with count 0 to the others, also when
+ * answered from the shadow copy). PUSH records reach them through the PS
+ * selector and two bits of the count byte.
+ *
  * Recovery (docs/protocol.md "Recovery"): a duplicate of an open round
  * from a rank that says NOTICE must be a WAIT naming exactly the missing
  * ranks; a completed round is marked CE only while congested; every NACK a tick emits names an open round,
@@ -67,10 +76,14 @@
 #define WORLD 4
 #define SEG_BYTES 256
 #define NSLOTS 8
-#define KEY_CAP 8
+#define KEY_CAP 16
 #define TOKEN 0x1122334455667788ull
-#define NKEYS 3
+#define NKEYS 5
 #define PSK 2          /* kdefs[PSK] is a PS key */
+#define GATK 3         /* kdefs[GATK]: an allgather key */
+#define SCAK 4         /* kdefs[SCAK]: a reduce_scatter key */
+#define SLICES 4
+#define SLICE 70
 #define MAXSEGS 16
 #define IP(r) (0x0A000001u + (r))
 #define PORT(r) ((uint16_t)(5000 + (r)))
@@ -89,6 +102,8 @@ static const struct kdef kdefs[NKEYS] = {
 	{ 7, WIRE_F32, 300, 2, { 0, 1, 0 } },
 	{ 0x80000001u, WIRE_F16, 1153, 2, { 0, 0, 0, 0, 0 } },
 	{ 0x70, WIRE_F32, 100, 1, { 0, 0 } },   /* PS: plain SGD on the sum */
+	{ 0x60, WIRE_F32, SLICES * SLICE, 2, { 0, 0, 1, 0 } },  /* allgather */
+	{ 0x61, WIRE_F32, SLICES * SLICE, 2, { 0, 0, 1, 0 } },  /* reduce_scatter */
 };
 static const struct optim_params ps_opt = { .kind = OPTIM_SGD };
 
@@ -163,8 +178,15 @@ static void *xalloc(size_t n)
 	return p;
 }
 
+static int is_coll(int k)
+{
+	return k == GATK || k == SCAK;
+}
+
 static uint32_t nsegs_of(int k)
 {
+	if (is_coll(k))
+		return engine_coll_nsegs(kdefs[k].count, kdefs[k].dtype, SEG_BYTES, SLICES);
 	return engine_key_nsegs(kdefs[k].count, kdefs[k].dtype, SEG_BYTES);
 }
 
@@ -175,9 +197,17 @@ static uint32_t seg_elems_of(int k)
 
 static uint16_t seg_count(int k, uint32_t seg)
 {
-	uint64_t first = (uint64_t)seg * seg_elems_of(k);
-	uint64_t left = kdefs[k].count - first;
+	uint32_t per = (SLICE + seg_elems_of(k) - 1) / seg_elems_of(k);
+	uint64_t first = is_coll(k) ? (uint64_t)(seg % per) * seg_elems_of(k)
+				    : (uint64_t)seg * seg_elems_of(k);
+	uint64_t left = (is_coll(k) ? SLICE : kdefs[k].count) - first;
 	return (uint16_t)(left < seg_elems_of(k) ? left : seg_elems_of(k));
+}
+
+/* The rank owning segment seg of a collective key (its slice's). */
+static unsigned seg_owner(int k, uint32_t seg)
+{
+	return seg / ((SLICE + seg_elems_of(k) - 1) / seg_elems_of(k));
 }
 
 /* Install job M.id with fresh memory, register ranks, install keys. */
@@ -203,8 +233,14 @@ static void install(void)
 	for (int k = 0; k < NKEYS; k++) {
 		const struct kdef *d = &kdefs[k];
 		memset(key_mem[k], 0, key_mem_len[k]);
-		keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
-					  d->segs_per_chunk, d->owner);
+		if (is_coll(k))
+			keys[k] = engine_coll_key_init(key_mem[k], d->key, d->count, d->dtype,
+						       SEG_BYTES, d->segs_per_chunk, d->owner,
+						       k == GATK ? ENGINE_COLL_GATHER
+								 : ENGINE_COLL_SCATTER, 0, SLICES);
+		else
+			keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
+						  d->segs_per_chunk, d->owner);
 		if (k == PSK)
 			engine_ps_init((uint8_t *)key_mem[k] + engine_key_mem_bytes(d->count,
 					d->dtype, SEG_BYTES, d->segs_per_chunk),
@@ -281,7 +317,7 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 			return -DROP_BAD_COUNT;
 		if (!init && !(lr >= 0 && lr <= 3.4028234663852886e38f))
 			return -DROP_BAD_ARG;
-	} else if (m->count != *cnt) {
+	} else if (m->count != (kidx == GATK && seg_owner(kidx, m->seg) != m->rank ? 0 : *cnt)) {
 		return -DROP_BAD_COUNT;
 	} else if (m->arg || (m->flags & WIRE_FLAG_INIT)) {
 		return -DROP_BAD_FLAGS;
@@ -346,7 +382,8 @@ static void op_push(struct in *in)
 	switch (b2 & 3) {
 	case 0:
 	case 1:
-		kidx = (b2 & 0x40) ? PSK : b2 & 1;
+		kidx = !(b2 & 0x40) ? b2 & 1 : (b5 & 0x60) == 0x20 ? GATK
+		       : (b5 & 0x60) == 0x40 ? SCAK : PSK;
 		m.key = kdefs[kidx].key;
 		m.dtype = (uint8_t)kdefs[kidx].dtype;
 		break;
@@ -392,6 +429,8 @@ static void op_push(struct in *in)
 	uint16_t right = (kidx >= 0 && m.seg < nsegs) ? seg_count(kidx, m.seg) : 1;
 	if (kidx == PSK && (m.flags & WIRE_FLAG_INIT) && m.rank != 0)
 		right = 0;  /* an init round: only rank 0 carries the weights */
+	if (kidx == GATK && m.seg < nsegs && seg_owner(kidx, m.seg) != m.rank)
+		right = 0;  /* a gather key: only the owner carries data */
 	switch (b5 & 7) {
 	case 5: m.count = (uint16_t)(right + 1); break;
 	case 6: m.count = (uint16_t)(right - 1); break;
@@ -458,9 +497,12 @@ static void op_push(struct in *in)
 	CHECK(eng.c.retx == retx0 + ((m.flags & WIRE_FLAG_RETX) ? 1 : 0));
 
 	struct mseg *s = &M.seg[kidx][m.seg];
+	/* a scatter key's sum goes to its owner; the others get a count of 0 */
+	int ack = kidx == SCAK && seg_owner(kidx, m.seg) != m.rank;
 	if (rc == ENGINE_SEND_ONE) {
 		CHECK(eng.c.dup_done == dup_done0 + 1);
-		check_out_result(&out, &m, kidx, cnt);
+		check_out_result(&out, &m, kidx, ack ? 0 : cnt);
+		CHECK(out.plen == (ack ? 0 : cnt * wire_dtype_size(kdefs[kidx].dtype)));
 		CHECK(out.rank == m.rank);
 		free(mp);
 		return;
@@ -498,6 +540,7 @@ static void op_push(struct in *in)
 
 	/* SEND_ALL: the round completed */
 	check_out_result(&out, &m, kidx, cnt);
+	CHECK(out.only == (kidx == SCAK ? seg_owner(kidx, m.seg) : ENGINE_ONLY_NONE));
 	/* marked only while congested (whether a job is at its share may lag
 	 * a rate period behind a reinstall) */
 	CHECK(!(out.hdr.flags & WIRE_FLAG_CE) || M.congested);
@@ -520,6 +563,8 @@ static void op_push(struct in *in)
 		}
 		(void)updates0;
 		CHECK(memcmp(w, out.payload, (size_t)cnt * sizeof(float)) == 0);
+	} else if (kidx == GATK) { /* the owner's bytes, as sent */
+		CHECK(memcmp(s->data[seg_owner(kidx, m.seg)], out.payload, (size_t)cnt * 4) == 0);
 	} else {
 		CHECK(memcmp(want_sum, out.payload,
 			     (size_t)cnt * wire_dtype_size(kdefs[kidx].dtype)) == 0);
@@ -671,9 +716,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	job_mem = xalloc(job_mem_len);
 	for (int k = 0; k < NKEYS; k++) {
 		const struct kdef *d = &kdefs[k];
-		CHECK(engine_key_nsegs(d->count, d->dtype, SEG_BYTES) <= MAXSEGS);
+		CHECK(nsegs_of(k) <= MAXSEGS);
 		CHECK(engine_key_nchunks(d->count, d->dtype, SEG_BYTES, d->segs_per_chunk) <= 8);
-		key_mem_len[k] = engine_key_mem_bytes(d->count, d->dtype, SEG_BYTES,
+		key_mem_len[k] = is_coll(k) ? engine_coll_mem_bytes(d->count, d->dtype, SEG_BYTES,
+								    d->segs_per_chunk, SLICES) :
+				 engine_key_mem_bytes(d->count, d->dtype, SEG_BYTES,
 						      d->segs_per_chunk) +
 				 (k == PSK ? engine_ps_mem_bytes(d->count, SEG_BYTES,
 								 optim_planes(&ps_opt), WIRE_F32) : 0);

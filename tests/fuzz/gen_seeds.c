@@ -174,6 +174,30 @@ static void engine(void)
 	n += push(b + n, 0, 0, 0, 6);
 	n += push(b + n, 0, 0, 0, 5);
 	put("engine", "faults", b, n);
+
+	/* collective keys (fuzz_engine.c): an allgather round of slice 0's two
+	 * segments (owner rank 0 sends, the others query), a duplicate; then
+	 * a reduce_scatter round of segment 3 (owner rank 1), answered again
+	 * from the shadow copy to its owner and to another rank */
+	n = 0;
+	for (unsigned s = 0; s < 2; s++)
+		for (unsigned r = 0; r < 4; r++) {
+			n += push(b + n, r, 0x40, s, 0);
+			b[n - 2] = 0x20;
+		}
+	n += push(b + n, 2, 0x40, 1, 4);
+	b[n - 2] = 0x20;
+	put("engine", "allgather_round", b, n);
+	n = 0;
+	for (unsigned r = 0; r < 4; r++) {
+		n += push(b + n, r, 0x40, 3, 0);
+		b[n - 2] = 0x40;
+	}
+	for (unsigned r = 1; r < 3; r++) {
+		n += push(b + n, r, 0x40, 3, 4);
+		b[n - 2] = 0x40;
+	}
+	put("engine", "reduce_scatter_round", b, n);
 }
 
 /* ---- fuzz_rpc: request lines ---- */
@@ -212,6 +236,14 @@ static void rpc(void)
 	     "!close 1\n"
 	     "!tick\n"
 	     RQ(9, "job_list", "{}"));
+	rpc1("flow_collectives",
+	     RQ(1, "job_join", "{\"job\":\"c\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":5000}") "\n"
+	     RQ(2, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":1,\"count\":100,\"dtype\":\"f32\",\"collective\":\"allgather\"}") "\n"
+	     RQ(3, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":2,\"count\":9,\"dtype\":\"f16\",\"collective\":\"broadcast\",\"root\":1}") "\n"
+	     RQ(4, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":3,\"count\":7,\"dtype\":\"f32\",\"collective\":\"reduce_scatter\"}") "\n"
+	     RQ(5, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":1,\"count\":100,\"dtype\":\"f32\",\"collective\":\"reduce_scatter\"}") "\n"
+	     RQ(6, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":4,\"count\":8,\"dtype\":\"f32\",\"collective\":\"broadcast\",\"root\":2}") "\n"
+	     RQ(7, "job_status", "{\"job\":\"c\"}"));
 	rpc1("flow_abort_secret", /* session 1 is remote: needs fuzz_rpc's secret */
 	     RQ(1, "job_join", "{\"job\":\"y\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":1}") "\n"
 	     RQ(2, "job_abort", "{\"job\":\"y\"}") "\n"
