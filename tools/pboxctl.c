@@ -400,12 +400,12 @@ static void print_ranks(const json_t *ranks)
 static void print_keys(const json_t *keys)
 {
 	static const char *const h[] = { "KEY", "COUNT", "DTYPE", "SEGMENTS", "CHUNKS", "DECLARED",
-					 "OPTIMIZER", "SPARSE" };
+					 "OPTIMIZER", "SPARSE", "COLLECTIVE" };
 	struct table t;
 	size_t i;
 	json_t *k;
 
-	table_init(&t, 8, h);
+	table_init(&t, 9, h);
 	json_array_foreach(keys, i, k) {
 		table_cell(&t, "%lld", jint(k, "key"));
 		table_cell(&t, "%lld", jint(k, "count"));
@@ -416,6 +416,8 @@ static void print_keys(const json_t *keys)
 		table_cell(&t, "%s", json_is_string(json_object_get(k, "optimizer")) ?
 			   jstr(k, "optimizer") : "-");
 		table_cell(&t, "%s", json_is_true(json_object_get(k, "sparse")) ? "yes" : "no");
+		table_cell(&t, "%s", json_is_string(json_object_get(k, "collective")) ?
+			   jstr(k, "collective") : "allreduce");
 	}
 	table_print(&t);
 }
