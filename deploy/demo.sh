@@ -4,9 +4,9 @@
 # hugepages) in its own network namespace, 4 worker processes in another,
 # allreduce rounds with progress, throughput, and whether every sum was
 # exact. Then, if /usr/bin/python3 has torch (Debian's python3-torch), a
-# second part: `torchrun --nproc_per_node 4 examples/train_ddp.py --pbox`,
-# PyTorch DDP with the pbox hook through the same box (DEMO_TORCH=0 skips
-# it); then a third: `torchrun ... examples/train_box_optimizer.py`, training
+# second part: `torchrun --nproc_per_node 4 examples/train_ddp.py --backend
+# pbox`, PyTorch DDP on torch.distributed's "pbox" backend through the same
+# box (DEMO_TORCH=0 skips it); then a third: `torchrun ... examples/train_box_optimizer.py`, training
 # with the optimizer on the box (PS mode, Adam). Stops everything it
 # started and removes what it created.
 set -u
@@ -62,9 +62,10 @@ torch_part() {
 }
 if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import torch, numpy' 2>/dev/null; then
 	echo
-	echo "pbox demo, part 2: PyTorch DDP, 4 ranks (torchrun), gradients averaged by the pbox hook"
-	echo "  torchrun --nproc_per_node 4 examples/train_ddp.py --pbox --steps 20"
-	torch_part ddp 29500 "DDP training through pbox" examples/train_ddp.py --pbox --seed 7 --steps 20
+	echo "pbox demo, part 2: PyTorch DDP, 4 ranks (torchrun), on the backend \"pbox\" (no hook)"
+	echo "  torchrun --nproc_per_node 4 examples/train_ddp.py --backend pbox --steps 20"
+	torch_part ddp 29500 "DDP training on the pbox backend" examples/train_ddp.py --backend pbox \
+		--seed 7 --steps 20
 	echo
 	echo "pbox demo, part 3: PS mode, the optimizer on the box (pbox.torch.BoxOptimizer, Adam), 4 ranks"
 	echo "  torchrun --nproc_per_node 4 examples/train_box_optimizer.py --optimizer adam --steps 20"

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """train_ddp.py - a small MLP trained with PyTorch DDP; gradients summed by
-pbox (--pbox) or by Gloo's allreduce (default).
+pbox (--backend pbox, or the hook: --pbox) or by Gloo's allreduce (default).
 
-    torchrun --nproc_per_node 4 examples/train_ddp.py --pbox      # PBOX_CONTROL set
-    torchrun --nproc_per_node 4 examples/train_ddp.py             # plain Gloo
+    torchrun --nproc_per_node 4 examples/train_ddp.py --backend pbox  # PBOX_CONTROL set
+    torchrun --nproc_per_node 4 examples/train_ddp.py --pbox          # + PBOX_JOB
+    torchrun --nproc_per_node 4 examples/train_ddp.py                 # plain Gloo
 
-The Gloo process group is always created: DDP uses it to broadcast the
-initial parameters and to sync bucket order. With --pbox only the gradient
-buckets go through the box, via the two lines marked below.
+--backend pbox: torch.distributed's "pbox" backend (import pbox.torch;
+init_process_group("pbox")): DDP needs no hook, everything it does goes
+to the box, and the job name comes from the c10d store. --pbox: a Gloo
+process group does DDP's set-up work and only the gradient buckets go
+through the box, via the two lines marked below.
 
 Synthetic data: a fixed random linear teacher labels Gaussian inputs into
 10 classes; every (step, micro-batch, rank) draws its own batch from a
@@ -71,7 +74,9 @@ def main():
     # a rank that hangs says where when torchrun stops it (SIGTERM)
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box")
+    ap.add_argument("--backend", choices=["gloo", "pbox"], default="gloo",
+                    help="torch.distributed backend (pbox: everything on the box, no hook)")
+    ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box (hook)")
     ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",
                     help="pbox hook: full precision or half-width on the wire")
     ap.add_argument("--steps", type=int, default=30)
@@ -91,7 +96,9 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    if args.backend == "pbox":
+        import pbox.torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(args.seed)            # same init everywhere; DDP broadcasts rank 0's anyway
@@ -141,12 +148,17 @@ def main():
         keys = {f"{i}/{n}/{d}": k for (i, n, d), k in state.keys.items()}
         state.close()
         state.client.close()
+    if args.backend == "pbox":   # the calls the backend ran on the box and on Gloo
+        calls = dist.distributed_c10d._get_default_group().calls
+        via = f"backend pbox: {calls['box']} calls on the box, {calls['gloo']} on Gloo"
+    else:
+        via = f"pbox keys: {len(keys)}"
     if rank == 0:
         print(f"done: {args.steps} steps in {elapsed:.2f}s, ranks identical: {identical}, "
-              f"pbox keys: {len(keys)}", flush=True)
+              f"{via}", flush=True)
         if args.out:
             out = {
-                "mode": f"pbox-{args.hook}" if args.pbox else "gloo",
+                "mode": f"pbox-{args.hook}" if args.pbox else args.backend,
                 "world": world, "steps": args.steps, "seed": args.seed,
                 "losses": losses,
                 "params": {n: p.detach().flatten().tolist() for n, p in model.named_parameters()},
