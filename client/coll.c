@@ -44,13 +44,9 @@ static int coll_submit(pbox_client *c, uint32_t key, pbox_dtype dtype,
 	if (!cc->src)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: in is NULL",
 				    c->job, c->rank, key);
-	struct pbox_req *r = calloc(1, sizeof(*r));
+	struct pbox_req *r = req_new(c, key, REQ_COLL);
 	if (!r)
-		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
-				    c->job, c->rank, key);
-	r->c = c;
-	r->key = key;
-	r->kind = REQ_COLL;
+		return PBOX_ENOMEM;
 	r->coll = (uint8_t)cc->coll;
 	r->root = cc->root;
 	r->src = cc->src;

@@ -472,6 +472,9 @@ int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 /* Queue r (filled by the caller) for the progress thread and wake it; r is
  * freed on failure. 0, or PBOX_EBUSY / the client's fatal code. */
 int req_submit(pbox_client *c, struct pbox_req *r);
+/* A zeroed request of kind for key, or NULL with PBOX_ENOMEM's message
+ * set on c. */
+struct pbox_req *req_new(pbox_client *c, uint32_t key, uint8_t kind);
 /* Whether a call on key is submitted and not finished (under c->lock). */
 bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 /* Free a request and what it owns. */

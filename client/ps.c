@@ -93,21 +93,6 @@ int pbox_set_lr(pbox_client *c, uint32_t key, double lr)
 
 /* ---- requests ---- */
 
-static struct pbox_req *req_new(pbox_client *c, uint32_t key, uint8_t kind)
-{
-	struct pbox_req *r = calloc(1, sizeof(*r));
-
-	if (!r) {
-		client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
-			     c->job, c->rank, key);
-		return NULL;
-	}
-	r->c = c;
-	r->key = key;
-	r->kind = kind;
-	return r;
-}
-
 static int run(pbox_client *c, struct pbox_req *r)
 {
 	int rc = req_submit(c, r);

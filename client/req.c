@@ -42,6 +42,21 @@ int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 	return 0;
 }
 
+struct pbox_req *req_new(pbox_client *c, uint32_t key, uint8_t kind)
+{
+	struct pbox_req *r = calloc(1, sizeof(*r));
+
+	if (!r) {
+		client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
+			     c->job, c->rank, key);
+		return NULL;
+	}
+	r->c = c;
+	r->key = key;
+	r->kind = kind;
+	return r;
+}
+
 bool req_key_busy_locked(const pbox_client *c, uint32_t key)
 {
 	for (const struct pbox_req *r = c->live; r; r = r->live_next)
@@ -85,13 +100,9 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 	int rc = req_check(c, key, buf, count, dtype, (unsigned)dtype);
 	if (rc < 0)
 		return rc;
-	struct pbox_req *r = calloc(1, sizeof(*r));
+	struct pbox_req *r = req_new(c, key, REQ_ALLREDUCE);
 	if (!r)
-		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
-				    c->job, c->rank, key);
-	r->c = c;
-	r->key = key;
-	r->kind = REQ_ALLREDUCE;
+		return PBOX_ENOMEM;
 	r->src = buf;
 	r->buf = buf;
 	r->count = count;

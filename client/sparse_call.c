@@ -39,16 +39,12 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
 		  pbox_req **req)
 {
-	struct pbox_req *r = calloc(1, sizeof(*r));
+	struct pbox_req *r = req_new(c, key, REQ_SPARSE);
 	size_t esz = wire_dtype_size((unsigned)dtype);
 	int rc = PBOX_ENOMEM;
 
 	if (!r)
-		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
-				    c->job, c->rank, key);
-	r->c = c;
-	r->key = key;
-	r->kind = REQ_SPARSE;
+		return PBOX_ENOMEM;
 	r->buf = out;
 	r->src = out;
 	r->count = count;

@@ -233,6 +233,18 @@ box_stop() {
 
 ctl() { "$BUILD/pboxctl" --socket "$PBOX_SOCKET" "$@"; }
 
+# no_bad_drops: fail unless the box dropped only the kernel's chatter on the
+# veth (not_ip, not_mine, not_udp: IPv6, IGMP) since it started.
+no_bad_drops() {
+	ctl --json stats > "$WORKDIR/stats.json" || die "pboxctl --json stats failed"
+	python3 - "$WORKDIR/stats.json" <<'PY' || die "unexpected drops"
+import json, sys
+s = json.load(open(sys.argv[1]))
+bad = {k: v for k, v in s["drops"].items() if v and k not in {"not_ip", "not_mine", "not_udp"}}
+assert not bad, f"well-formed traffic dropped: {bad}"
+PY
+}
+
 # need_torch [MODULE...]: PY is the interpreter with torch (and the modules
 # named); the test is skipped (77) with what to install if it has not.
 need_torch() {
