@@ -147,11 +147,14 @@ class State:
         # .then() turns it into a real error of the returned future, so
         # backward() raises the pbox.Error's message.
         out = fut.then(_unwrap)
-        try:
-            req = self._request(buf, key)
-        except Exception as e:
-            fut.set_exception(e)
-            return out
+        # one torch.profiler span per bucket, from its start until its sum is in
+        with torch.autograd.profiler.record_function("pbox::bucket") as rf:
+            try:
+                req = self._request(buf, key)
+            except Exception as e:
+                fut.set_exception(e)
+                return out
+            out = rf._call_end_callbacks_on_future(out)
         self.calls += 1
         self._start()
         self._q.put((req, finish, fut))

@@ -189,6 +189,26 @@ def hook_keys():
         pbox.torch.key_for("ddp", 3, 12345, torch.float32)
 
 
+def hook_profiler_span():
+    """A hooked bucket is one pbox::bucket span in torch.profiler, and the
+    collectives of the binding check their buffers before any I/O."""
+    s = pbox.torch.State(c, name="prof")
+    buf = torch.ones(1000)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fut = s.submit(buf, s.key(0, 1000, torch.float32), lambda: buf)
+        fut.wait()
+    s.close()
+    assert any(e.name == "pbox::bucket" for e in prof.events()), "no pbox::bucket span"
+    raises(pbox.EINVAL, lambda: c.broadcast(torch.ones(3), 77, root=1), "root")
+    raises(pbox.EINVAL, lambda: c.allgather(torch.ones(3), torch.ones(4), 78), "world")
+    raises(pbox.EINVAL, lambda: c.reduce_scatter(torch.ones(3), torch.ones(3, dtype=torch.float16), 79),
+           "f32", "f16")
+    out = torch.zeros(3)
+    c.allgather(torch.tensor([1.0, -0.0, 3.0]), out, 80)   # world 1: a copy, bit for bit
+    assert out.tolist() == [1.0, -0.0, 3.0] and str(out[1].item()) == "-0.0"
+    c.barrier(81)
+
+
 def closed():
     c2 = pbox.Client(CONTROL, job="pyargs2", rank=0, world=1)
     with c2:
@@ -202,7 +222,9 @@ for name, fn in [("world-1 round trip, all buffer types", roundtrip),
                  ("wrong dtype", wrong_dtype), ("empty, read-only, bad key", other_bad_buffers),
                  ("size mismatch on a key", size_mismatch),
                  ("iallreduce from threads", async_and_threads), ("busy key", busy_key),
-                 ("hook key derivation", hook_keys), ("closed client", closed)]:
+                 ("hook key derivation", hook_keys),
+                 ("profiler span, collectives' checks", hook_profiler_span),
+                 ("closed client", closed)]:
     check(name, fn)
 c.close()
 
