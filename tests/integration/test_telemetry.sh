@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # test_telemetry.sh - pboxd's DPDK telemetry commands (docs/operations.md
 # "Telemetry"): on the EAL's telemetry socket of the box's --file-prefix,
-# /pbox/info names the version, port and lcore; during a job /pbox/jobs
+# /pbox/info names the version, port and lcore (also through DPDK's
+# dpdk-telemetry.py where installed); during a job /pbox/jobs
 # and /pbox/stats show its counters rising between two queries (rounds,
 # bytes reduced, completes), under the documented names, and agree with
 # job_list; a job is found by name too; parts of an answer
@@ -44,6 +45,16 @@ version=$(sed -n 's/^#define PBOX_VERSION_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/
 [ "$(get "$WORKDIR/info.json" 0 /pbox/info/version)" = "$version" ] || die "/pbox/info: version is not $version"
 [ "$(get "$WORKDIR/info.json" 0 /pbox/info/ports/0/ip)" = "$BOX_IP/24" ] || die "/pbox/info: port 0's ip"
 [ "$(get "$WORKDIR/info.json" 0 /pbox/info/lcores/0/udp_port)" != MISSING ] || die "/pbox/info: no lcore 0"
+
+# DPDK's own client (dpdk-telemetry.py, package dpdk-dev) finds it by prefix
+if command -v dpdk-telemetry.py > /dev/null; then
+	echo /pbox/info | dpdk-telemetry.py -f "pbox$TAG" > "$WORKDIR/dt.txt" 2>&1 ||
+		{ cat "$WORKDIR/dt.txt"; die "dpdk-telemetry.py -f pbox$TAG failed"; }
+	grep -q "\"version\": \"$version\"" "$WORKDIR/dt.txt" ||
+		{ cat "$WORKDIR/dt.txt"; die "dpdk-telemetry.py: no version in /pbox/info"; }
+else
+	log "dpdk-telemetry.py not installed (package dpdk-dev): tel_query.py alone"
+fi
 
 workers 4 teljob "$WORKDIR/w" --minbytes 1M --maxbytes 1M --iters 400 --check
 for _ in $(seq 100); do ctl --json jobs | grep -q '"active"' && break; sleep 0.1; done
