@@ -9,8 +9,9 @@
  * DPDK's telemetry thread cannot reach the control thread's job registry
  * (its callbacks take no context, and the registry is single-threaded),
  * so the control thread builds a snapshot every TELEMETRY_MS and
- * publishes it through box->dp.tel_publish (dataplane/dp.h); a query
- * sees counters at most that old.
+ * publishes it through box->dp.tel_publish (dataplane/dp.h), from
+ * rpc_server_poll: a query sees counters up to TELEMETRY_MS plus one turn
+ * of that loop old.
  */
 #ifndef PBOX_TELEMETRY_H
 #define PBOX_TELEMETRY_H
