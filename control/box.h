@@ -110,6 +110,10 @@ struct box {
 		uint64_t missed;      /* imissed summed over the data ports then */
 		int seen, on;         /* a first look was taken; marking on misses */
 	} miss_watch;
+	struct {                      /* box_telemetry_tick (control/telemetry.c) */
+		double at;            /* last snapshot published (CLOCK_MONOTONIC s) */
+		int failed;           /* the last build failed (logged once) */
+	} tel_watch;
 	struct box_log_sink log;      /* see ctl_log */
 	/* Per-peer log budget: lines logged while log_peer != 0 are written
 	 * only if allow(ctx, log_peer) (the RPC server's; NULL = all). */

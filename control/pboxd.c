@@ -227,6 +227,9 @@ int main(int argc, char **argv)
 	if (metrics)
 		ctl_log(&box, CTL_LOG_INFO, "metrics: http://%s/metrics (port %u)", box.cfg.metrics,
 			metrics_port);
+	if (box.layout.telemetry[0])
+		ctl_log(&box, CTL_LOG_INFO, "telemetry: /pbox/stats, /pbox/jobs, /pbox/info on %s",
+			box.layout.telemetry);
 	dp_launch(dp);
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
 	sdnotify_open(&sd);

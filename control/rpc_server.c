@@ -39,6 +39,7 @@
 #include "control/log.h"
 #include "control/rpc.h"
 #include "control/rpc_listen.h"
+#include "control/telemetry.h"
 
 #define MAX_EVENTS   64
 #define READS_PER_EVENT 16
@@ -617,6 +618,7 @@ int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 	free_dead(s);
 	jobs_tick(s->box->jobs);
 	box_ports_watch(s->box);
+	box_telemetry_tick(s->box);
 	return n;
 }
 

@@ -3,7 +3,7 @@
  * dp.c - the data plane's life cycle in pboxd: the EAL, one lcore context
  * per EAL worker lcore, every data port started and placed (NUMA), rx
  * queues and endpoints handed out, and the operations the control plane
- * uses (dataplane/dp.h).
+ * uses (dataplane/dp.h), telemetry's among them (dp_telemetry.c).
  */
 #include "dataplane/dp.h"
 
@@ -23,6 +23,7 @@
 
 #include "common/sum.h"
 #include "dataplane/dp_log.h"
+#include "dataplane/dp_telemetry.h"
 #include "dataplane/lcore.h"
 #include "nic/numa.h"
 #include "nic/port.h"
@@ -364,6 +365,14 @@ int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout
 		.port_stats = dp_port_stats, .job_progress = dp_job_progress,
 		.rank_lateness = dp_rank_lateness, .set_rx_missing = dp_set_rx_missing,
 	};
+	/* telemetry is a window on the counters: without it the box still runs */
+	char terr[256];
+	if (dp_telemetry_open(layout->telemetry, sizeof(layout->telemetry), terr,
+			      sizeof(terr)) == 0)
+		ops->tel_publish = dp_telemetry_publish;
+	else
+		DP_LOG(NOTICE, "telemetry: %s; /pbox/stats, /pbox/jobs and /pbox/info are not served",
+		       terr);
 	*out = d;
 	return 0;
 }
@@ -388,6 +397,7 @@ void dp_close(struct dp *d)
 	if (!d)
 		return;
 	dp_wait(d);
+	dp_telemetry_close();
 	for (uint16_t p = 0; p < BOX_MAX_PORTS; p++)
 		if (d->ports_started[p])
 			port_stop(p);

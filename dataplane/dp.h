@@ -57,6 +57,49 @@ struct lcore_stats {
 	uint64_t drops[DROP_COUNT];
 };
 
+/*
+ * DPDK telemetry (docs/operations.md "Telemetry"): pboxd's counters as the
+ * telemetry socket's commands /pbox/stats, /pbox/jobs and /pbox/info. The
+ * control plane owns the counters' meaning and names: every 200 ms it
+ * builds one answer per command (control/telemetry.c) and publishes them
+ * through box_dp.tel_publish; DPDK's telemetry thread answers from the
+ * last snapshot published (dataplane/dp_telemetry.c). Neither side ever
+ * waits on the lcores.
+ *
+ * An answer is a tree of dicts whose leaves are u64 or strings, laid out in
+ * pre-order: nodes[0] is the top dict; a dict's nkids members follow it,
+ * each followed by its own subtree (span nodes, itself included).
+ */
+#define DP_TEL_NAME_MAX 32  /* bytes of a key, NUL included: [A-Za-z0-9_/] */
+#define DP_TEL_STR_MAX  128 /* bytes of a string value, NUL included (DPDK's) */
+
+enum dp_tel_cmd { DP_TEL_STATS, DP_TEL_JOBS, DP_TEL_INFO, DP_TEL_NCMDS };
+enum dp_tel_kind { DP_TEL_U64, DP_TEL_STR, DP_TEL_DICT };
+
+struct dp_tel_node {
+	char name[DP_TEL_NAME_MAX]; /* key in its dict; "" for the top */
+	uint8_t kind;               /* enum dp_tel_kind */
+	uint32_t nkids;             /* DICT: members */
+	uint32_t span;              /* nodes of the subtree, itself included */
+	uint64_t val;               /* U64: the value; STR: offset in strs;
+				       DICT: 1 + offset of its alias in strs
+				       (another name a query may use, a job's
+				       name), 0 = none */
+};
+
+struct dp_tel_answer {
+	struct dp_tel_node *nodes;  /* n nodes, malloc'ed */
+	unsigned n;
+	char *strs;                 /* NUL-terminated strings, malloc'ed */
+	size_t strs_len;
+};
+
+/* What tel_publish takes over: every pointer malloc'ed (the data plane
+ * frees them with free()). */
+struct dp_tel_snapshot {
+	struct dp_tel_answer answer[DP_TEL_NCMDS];
+};
+
 /* The data plane's operations for the control plane. */
 struct box_dp {
 	void *ctx;
@@ -85,6 +128,10 @@ struct box_dp {
 	 * -ENOENT. May be NULL: none reported. */
 	int (*rank_lateness)(void *ctx, unsigned lcore, uint32_t job_id, uint16_t rank,
 			     struct engine_lateness *out);
+	/* Replace the telemetry snapshot with s (taken over, even NULL).
+	 * NULL op: telemetry is off (the EAL's --no-telemetry, or its
+	 * commands could not be registered). Control thread only. */
+	void (*tel_publish)(void *ctx, struct dp_tel_snapshot *s);
 };
 
 /* What the data plane is: its ports, lcores and endpoints. */
@@ -97,6 +144,8 @@ struct dp_layout {
 	struct box_endpoint eps[BOX_MAX_EPS];
 	uint32_t mtu;                 /* smallest data-port MTU */
 	const char *kernel;           /* sum kernel variant in use */
+	char telemetry[108];          /* DPDK telemetry socket serving /pbox/...,
+					 "" = telemetry off */
 };
 
 /* What dp_open needs to know (from pboxd's options). */
