@@ -651,7 +651,10 @@ static uint32_t key_seg_len(const void *ctx, uint32_t seg)
 
 	if (seg >= k->nsegs)
 		return 0;
-	uint64_t left = k->slice - (uint64_t)(seg % k->slice_segs) * k->seg_elems;
+	/* (no division on the hot path of one-slice keys: every key but an
+	 * allgather's or reduce_scatter's) */
+	uint32_t in = k->slice_segs == k->nsegs ? seg : seg % k->slice_segs;
+	uint64_t left = k->slice - (uint64_t)in * k->seg_elems;
 	return left < k->seg_elems ? (uint32_t)left : k->seg_elems;
 }
 
@@ -843,8 +846,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 			 (size_t)m->count * wire_dtype_size(m->dtype), ref, lr, out);
 	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL) {
 		/* a scatter key's sum goes to the owner, the others get an ack */
-		uint16_t owner = engine_seg_owner(k, m->seg);
 		bool scatter = k->coll == ENGINE_COLL_SCATTER;
+		uint16_t owner = scatter ? engine_seg_owner(k, m->seg) : 0;
 		fill_out(out, j, k, m, scatter && v == ENGINE_SEND_ONE && m->rank != owner
 				       ? 0 : count);
 		if (scatter)
