@@ -10,7 +10,9 @@ usage: rpc_attacker.py SRC_IP HOST:PORT MODE [ARGS]
   amplify NAME CONNS REQS SECONDS
                              CONNS connections each pipeline REQS job_status
                              requests for NAME and never read
-  idle CONNS SECONDS         open CONNS connections and send nothing
+  idle CONNS SECONDS [SETTLE] open CONNS connections and send nothing; the
+                             last count waits SECONDS from the start and at
+                             least SETTLE after the last connection opened
   flood SECONDS              connect, job_join, close, as fast as it can
   hijack JOB                 read JOB's id, declare rank 0's key 0 with
                              another size; job_create; job_abort
@@ -102,7 +104,7 @@ def amplify(src, host, port, name, nconns, nreqs, seconds):
         s.close()
 
 
-def idle(src, host, port, nconns, seconds):
+def idle(src, host, port, nconns, seconds, settle=0.0):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, nconns + 64), hard))
     socks, failed = [], 0
@@ -114,6 +116,7 @@ def idle(src, host, port, nconns, seconds):
             failed += 1
         if time.time() > end:
             break
+    last_open = time.time()
     for s in socks:
         s.setblocking(False)
 
@@ -140,7 +143,9 @@ def idle(src, host, port, nconns, seconds):
             closed = now_closed
             break
         closed = now_closed
-    time.sleep(max(0.0, end - time.time()))
+    # a connection opened late (opening 2000 takes seconds on a loaded box)
+    # has been idle long enough only SETTLE after it opened
+    time.sleep(max(0.0, end - time.time(), last_open + settle - time.time()))
     later = count_closed()   # now also those the idle timeout closed
     for s in socks:
         s.close()
@@ -212,7 +217,7 @@ def main():
     elif mode == "amplify":
         amplify(src, host, port, a[0], int(a[1]), int(a[2]), float(a[3]))
     elif mode == "idle":
-        idle(src, host, port, int(a[0]), float(a[1]))
+        idle(src, host, port, int(a[0]), float(a[1]), float(a[2]) if len(a) > 2 else 0.0)
     elif mode == "flood":
         flood(src, host, port, float(a[0]))
     elif mode == "hijack":

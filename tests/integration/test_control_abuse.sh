@@ -130,7 +130,9 @@ box_stop || die "pboxd exited non-zero"
 
 # -- no per-peer cap: the Unix socket keeps its slots; idle ones time out
 box_start af_packet --max-conns-per-peer 0 --conn-rate-per-peer 0 --idle-timeout-ms 8000
-attacker $ATK_IDLE idle 2100 14 > "$WORKDIR/atk.idle2" 2>&1 & PIDS+=($!); ap=$!
+# (counted at 14 s, and at least 11 s after the last connection opened:
+# the 8 s timeout, the once-a-second sweep and 2 s to spare)
+attacker $ATK_IDLE idle 2100 14 11 > "$WORKDIR/atk.idle2" 2>&1 & PIDS+=($!); ap=$!
 held=0
 for _ in $(seq 80); do   # until the TCP slots are full (2048 - 16 for the Unix socket)
 	held=$(ip netns exec "$NS_BOX" ss -Htn state established '( sport = :7470 )' | wc -l)
