@@ -58,6 +58,7 @@
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
 #define ABORT_GRACE_MS      300    /* wait for job_aborted's reason after ERROR */
+#define REDECLARE_MS        2      /* a key being released: declare again after */
 #define UDP_SOCKBUF_BYTES   (8 << 20)
 
 /* ---- errors.c ---------------------------------------------------------- */
@@ -177,6 +178,7 @@ enum req_kind {
 	REQ_PS_WRITE,      /* key_write pieces from src, or only steps */
 	REQ_SPARSE,        /* sparse key: records in enc, buf gets the dense sum */
 	REQ_COLL,          /* broadcast, allgather, reduce_scatter: coll.c */
+	REQ_RELEASE,       /* key_release of rel_keys[0..count): release.c */
 };
 
 /* What a key's rounds do (docs/protocol.md "Collective keys"); the
@@ -217,7 +219,8 @@ enum req_state {
 	REQ_QUEUED = 0,  /* submitted, not yet seen by the thread */
 	REQ_DECLARING,   /* waiting for its key's key_declare answer */
 	REQ_STREAMING,   /* segments being sent and results collected */
-	REQ_RPC,         /* PS read/write: a key_read/key_write awaits its answer */
+	REQ_RPC,         /* PS read/write: a key_read/key_write awaits its
+			    answer; a key_release its one */
 };
 
 struct pbox_req {
@@ -247,6 +250,7 @@ struct pbox_req {
 	const uint8_t *sp_val;
 	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
 	void *sp_own;                         /* the request's copy of idx and val */
+	uint32_t *rel_keys;                   /* REQ_RELEASE: the keys (count) */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -262,6 +266,10 @@ struct pbox_req {
 	uint32_t ndone;                       /* segments with their result */
 	uint32_t epoch;                       /* bumped on progress: resets RTO */
 	uint64_t progress_ns;                 /* last new result (or start) */
+	uint64_t redeclare_ns;                /* declare again then: the box said
+						 the key is still being released
+						 (0 = not waiting) */
+	bool held_elsewhere;                  /* ... which it said at least once */
 };
 
 /* ---- xfer.c: the send/receive/retransmit engine ------------------------ */
@@ -285,12 +293,14 @@ struct rpc_pending {
 	struct pbox_req *req;        /* ... or the PS read/write it serves
 				        (NULL once that request finished) */
 	size_t elems;                /* elements this piece carries */
+	bool release;                /* a key_release of req */
 	struct rpc_pending *next;
 };
 
 /* Everything the progress thread owns besides the sockets. */
 struct xfer {
 	struct xslot *slots;         /* opts.window */
+	uint64_t redeclare_ns;       /* earliest req redeclare_ns, 0 = none */
 	struct seg_window win;
 	struct pbox_req *act_head, *act_tail;
 	struct keytab keys;
@@ -341,6 +351,8 @@ void xfer_fatal(pbox_client *c, int rc, const char *msg);
 /* Fail the client with a socket error recorded during I/O, if any. */
 void xfer_apply_pending(pbox_client *c);
 /* Poll timeout in ms until the next timer. */
+/* Declare r's key again in REDECLARE_MS (the box is still removing it). */
+void xfer_redeclare_later(pbox_client *c, struct pbox_req *r, uint64_t now);
 int xfer_poll_ms(const pbox_client *c, uint64_t now);
 /* Hand the queued datagrams to the transport as one burst. */
 void xfer_flush(pbox_client *c);
@@ -398,6 +410,13 @@ int pmtu_confirm(int fd, const struct sockaddr_in *eps, unsigned neps, uint32_t 
 			     holds 64 KiB) */
 /* Send r's next key_read/key_write piece (r's key READY and PS). */
 void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now);
+
+/* ---- release.c: key_release on the progress thread ---------------------- */
+
+/* Send r's key_release (r->kind REQ_RELEASE). */
+void release_start(pbox_client *c, struct pbox_req *r, uint64_t now);
+/* Its answer (p->req may be NULL: the request timed out). */
+void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg);
 /* The answer (result or error) to piece p of a PS read/write. */
 void ps_rpc_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg, uint64_t now);
 
@@ -407,6 +426,8 @@ void *progress_main(void *arg);
 /* Finish r with rc and a formatted message. */
 void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Send r's key_declare (its key's first use, or again after EBUSY). */
+void progress_declare(pbox_client *c, struct pbox_req *r);
 /* Handle a request the thread has just taken from the submission queue. */
 void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now);
 

@@ -119,7 +119,7 @@ static json_t *optimizer_json(const pbox_optim *o)
 			 "weights_dtype", wire_dtype_name(o->weights_dtype));
 }
 
-static void send_declare(pbox_client *c, struct pbox_req *r)
+void progress_declare(pbox_client *c, struct pbox_req *r)
 {
 	struct key_state *ks = r->ks;
 	struct rpc_pending *p = calloc(1, sizeof(*p));
@@ -176,6 +176,10 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 		xfer_finish(c, r, fatal, msg);
 		return;
 	}
+	if (r->kind == REQ_RELEASE) {
+		release_start(c, r, now);
+		return;
+	}
 	ks = keytab_get(&c->x.keys, r->key);
 	if (!ks) {
 		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for the key",
@@ -190,7 +194,7 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 		start_checked(c, r, now);
 	else if (ks->phase == KEY_NEW && (r->kind == REQ_ALLREDUCE || r->kind == REQ_DECLARE ||
 					  r->kind == REQ_SPARSE || r->kind == REQ_COLL))
-		send_declare(c, r);
+		progress_declare(c, r);
 	else if (ks->phase == KEY_NEW)
 		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
 			   "with pbox_declare_optimizer first", c->job, c->rank, r->key);
@@ -287,6 +291,11 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 	if (!(p = *pp))
 		return; /* not ours (anymore) */
 	*pp = p->next;
+	if (p->release) {
+		release_answer(c, p, msg);
+		free(p);
+		return;
+	}
 	if (!p->ks) { /* a PS read/write piece */
 		ps_rpc_answer(c, p, msg, now);
 		free(p);
@@ -299,6 +308,12 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 		char err[CLIENT_MSG_LEN];
 		int rc = ctrl_error(e, "key_declare", err, sizeof(err));
 		ks->phase = KEY_NEW;
+		/* released by this rank, not yet by all: declare again shortly
+		 * (docs/rpc.md "key_release"), within the request's timeout */
+		if (ks->req && json_integer_value(json_object_get(e, "code")) == -EBUSY) {
+			xfer_redeclare_later(c, ks->req, now);
+			return;
+		}
 		if (ks->req)
 			progress_finish(c, ks->req, rc, "job '%s' rank %d key %u: %s", c->job,
 				   c->rank, ks->key, err);

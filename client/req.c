@@ -59,9 +59,15 @@ struct pbox_req *req_new(pbox_client *c, uint32_t key, uint8_t kind)
 
 bool req_key_busy_locked(const pbox_client *c, uint32_t key)
 {
-	for (const struct pbox_req *r = c->live; r; r = r->live_next)
-		if (r->key == key && !r->finished)
+	for (const struct pbox_req *r = c->live; r; r = r->live_next) {
+		if (r->finished)
+			continue;
+		if (r->key == key)
 			return true;
+		for (size_t i = 0; r->kind == REQ_RELEASE && i < r->count; i++)
+			if (r->rel_keys[i] == key)
+				return true;
+	}
 	return false;
 }
 
@@ -159,6 +165,7 @@ void req_free(struct pbox_req *r)
 		return;
 	free(r->sp_first);
 	free(r->sp_own);
+	free(r->rel_keys);
 	free(r);
 }
 

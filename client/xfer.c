@@ -652,13 +652,47 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 			 "%u of %u segments missing, the first is %u",
 			 c->job, c->rank, r->key, r->round, c->opts.timeout_ms,
 			 nsegs - r->ndone, nsegs, seg_bitmap_first_clear(r->ks->got, nsegs));
+	} else if (r->held_elsewhere) {
+		snprintf(msg, sizeof(msg),
+			 "job '%s' rank %d key %u: this rank released the key and the others "
+			 "still hold it after %u ms (every rank must pbox_release_keys it "
+			 "before it can be declared again)", c->job, c->rank, r->key,
+			 c->opts.timeout_ms);
 	} else {
 		snprintf(msg, sizeof(msg),
 			 "job '%s' rank %d key %u: no answer to %s within %u ms",
 			 c->job, c->rank, r->key, r->state == REQ_RPC ? (r->kind == REQ_PS_READ ?
-			 "key_read" : "key_write") : "key_declare", c->opts.timeout_ms);
+			 "key_read" : r->kind == REQ_RELEASE ? "key_release" : "key_write") :
+			 "key_declare", c->opts.timeout_ms);
 	}
 	xfer_finish(c, r, PBOX_ETIMEDOUT, msg);
+}
+
+void xfer_redeclare_later(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	r->redeclare_ns = now + REDECLARE_MS * NS_PER_MS;
+	r->held_elsewhere = true;
+	if (!c->x.redeclare_ns || r->redeclare_ns < c->x.redeclare_ns)
+		c->x.redeclare_ns = r->redeclare_ns;
+}
+
+/* Send the declarations whose time came; the next one's time. */
+static void redeclare(pbox_client *c, uint64_t now)
+{
+	struct xfer *x = &c->x;
+
+	x->redeclare_ns = 0;
+	for (struct pbox_req *r = x->act_head, *next; r; r = next) {
+		next = r->act_next;
+		if (!r->redeclare_ns)
+			continue;
+		if (now >= r->redeclare_ns) {
+			r->redeclare_ns = 0;
+			progress_declare(c, r);
+		} else if (!x->redeclare_ns || r->redeclare_ns < x->redeclare_ns) {
+			x->redeclare_ns = r->redeclare_ns;
+		}
+	}
 }
 
 void xfer_timers(pbox_client *c, uint64_t now)
@@ -668,6 +702,8 @@ void xfer_timers(pbox_client *c, uint64_t now)
 
 	if (now >= x->next_retx_ns)
 		retransmit(c, now);
+	if (x->redeclare_ns && now >= x->redeclare_ns)
+		redeclare(c, now);
 	for (struct pbox_req *r = x->act_head, *next; r; r = next) {
 		next = r->act_next;
 		if (r->state != REQ_QUEUED && now - r->progress_ns >= limit)
@@ -693,5 +729,7 @@ int xfer_poll_ms(const pbox_client *c, uint64_t now)
 		wake = x->next_retx_ns;
 	if (x->abort_seen_ns && x->abort_seen_ns + ABORT_GRACE_MS * NS_PER_MS < wake)
 		wake = x->abort_seen_ns + ABORT_GRACE_MS * NS_PER_MS;
+	if (x->redeclare_ns && x->redeclare_ns < wake)
+		wake = x->redeclare_ns;
 	return wake <= now ? 0 : (int)((wake - now + NS_PER_MS - 1) / NS_PER_MS);
 }

@@ -45,7 +45,7 @@ RPC_HANDLER(rpc_job_save)
 	for (uint32_t i = 0; keys && i < j->nkeys; i++) {
 		const struct job_key *k = &j->keys[i];
 		uint64_t bytes = 0;
-		if (!k->is_ps)
+		if (!k->is_ps || k->remove_mark) /* a key being removed is gone */
 			continue;
 		rc = ps_ckpt_save(j, k, dir, &bytes, err, errlen);
 		if (rc < 0) {

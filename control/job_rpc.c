@@ -22,11 +22,12 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 	struct job_traffic t;
 
 	jobs_traffic(js, j, &t);
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
-			 "bytes_used", (json_int_t)j->used, "max_bytes", (json_int_t)j->max_bytes,
+			 "bytes_used", (json_int_t)j->mem.used, "max_bytes", (json_int_t)j->max_bytes,
+			 "bytes_free_block", (json_int_t)arena_largest(&j->mem),
 			 "weight", (int)j->weight, "rounds", (json_int_t)t.rounds,
 			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
 }
@@ -179,13 +180,15 @@ static json_t *keys_of(const struct job *j)
 
 	for (uint32_t i = 0; i < j->nkeys; i++) {
 		const struct job_key *k = &j->keys[i];
-		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:o, s:b, s:s}",
+		json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:I, s:I, s:i, s:o, s:b, s:s, "
+						   "s:s, s:i}",
 			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			"dtype", wire_dtype_name(k->dtype), "nsegs", (json_int_t)k->geom.nsegs,
 			"nchunks", (json_int_t)k->geom.nchunks,
 			"declared", __builtin_popcountll(k->declared), "optimizer",
 			k->is_ps ? json_string(optim_name(k->ps.opt.kind)) : json_null(),
-			"sparse", k->sparse, "collective", jobs_coll_name(k->coll)));
+			"sparse", k->sparse, "collective", jobs_coll_name(k->coll),
+			"state", job_key_state(k), "released", __builtin_popcountll(k->released)));
 	}
 	return a;
 }

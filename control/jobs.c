@@ -74,6 +74,7 @@ static void job_free(struct jobs *js, struct job *j)
 	unsigned idx = engine_job_index(j->id);
 
 	jobs_keys_release(js, j);
+	arena_fini(&j->mem);
 	if (j->arena)
 		js->box->dp.mem_free(js->box->dp.ctx, j->arena, j->max_bytes);
 	if (js->table[idx] == j)
@@ -199,6 +200,8 @@ void jobs_tick(struct jobs *js)
 	jobs_watch(js);
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
+		if (j && !j->removing && j->keys_removing)
+			jobs_keys_tick(js, j);
 		if (!j || !j->removing)
 			continue;
 		post_removes(js, j);
@@ -379,7 +382,7 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 					 "(message ring full)", j->name, failed);
 		}
 	}
-	j->used = js->box->layout.nlcores * per_lcore;
+	arena_init(&j->mem, j->max_bytes, js->box->layout.nlcores * per_lcore);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control/arena.h"
 #include "control/assign.h"
 #include "control/box.h"
 #include "dataplane/dp.h"
@@ -27,6 +28,7 @@
 #define JOB_NAME_MAX 63
 #define JOB_SECRET_MAX 256   /* join secret bytes (common/secret.h's bound) */
 #define JOB_RESTORE_MAX 1024 /* bytes of a checkpoint directory's path */
+#define KEY_RELEASE_MAX 1024 /* keys one key_release may name */
 
 /*
  * Job states. Order: FORMING -> ACTIVE -> ABORTED, or FORMING -> ABORTED.
@@ -70,6 +72,11 @@ struct job_key {
 	uint16_t *chunk_ep;        /* geom.nchunks endpoint indexes (box->eps) */
 	struct engine_key *ek;     /* in the job arena */
 	size_t bytes;              /* arena bytes it took */
+	uint64_t off;              /* ... at this offset */
+	uint64_t released;         /* bit r: rank r released it (key_release) */
+	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
+				      count incl. its KEY_REMOVE (0 = not
+				      posted there yet); NULL while live */
 };
 
 struct job {
@@ -81,12 +88,14 @@ struct job {
 	uint16_t njoined;          /* ranks joined and not left */
 	uint32_t seg_bytes;
 	uint64_t max_bytes;        /* arena size */
-	uint64_t used;             /* arena bytes carved so far */
+	struct arena mem;          /* the arena's blocks: engine memory, keys */
 	uint32_t weight;           /* byte-rate weight against other jobs */
 	uint8_t *arena;
 	struct job_rank ranks[ENGINE_MAX_WORLD];
-	struct job_key *keys;      /* nkeys, in declaration order */
+	struct job_key *keys;      /* nkeys, in declaration order (a removed
+				      key's place goes to the last one) */
 	uint32_t nkeys, keys_cap;
+	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE */
 	uint32_t *key_index;       /* open addressing: index+1, 0 = empty */
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */
@@ -216,6 +225,23 @@ const char *jobs_coll_name(unsigned coll);
  */
 int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 		 const struct job_key **out, char *err, size_t errlen);
+
+/*
+ * key_release: rank gives back keys[0..n) (docs/rpc.md). A key every rank
+ * has released leaves the lcores (KEY_REMOVE) and its memory returns to
+ * the job once they applied it (jobs_tick). *removed gets how many keys
+ * this call was the last to release (*nremoved, ids in removed[], room
+ * for n). 0, or -ENOENT (no job, no such key), -EINVAL (rank
+ * not joined, a key already released by the rank), -EACCES,
+ * -ECONNABORTED; on an error nothing was released.
+ */
+int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *session,
+		 const uint32_t *keys, uint32_t n, uint32_t *removed, uint32_t *nremoved,
+		 char *err, size_t errlen);
+
+/* "live", "releasing" (some ranks released it), "removing" (all did:
+ * waiting for the lcores). */
+const char *job_key_state(const struct job_key *k);
 
 /*
  * Abort job `name` with reason: the lcores answer its packets with ERROR,

@@ -36,6 +36,10 @@ void jobs_watch(struct jobs *js);
 /* Free a job's key bookkeeping and give its chunks' loads back. */
 void jobs_keys_release(struct jobs *js, struct job *j);
 
+/* Finish the removals of j's released keys whose lcores applied their
+ * KEY_REMOVE (memory back to the job), retry posts that found a full ring. */
+void jobs_keys_tick(struct jobs *js, struct job *j);
+
 /* Allocate key bookkeeping for a new job (index sized for max_keys). */
 int jobs_keys_init(struct jobs *js, struct job *j);
 

@@ -63,9 +63,13 @@ static void index_add(struct job *j, uint32_t pos)
 void jobs_keys_release(struct jobs *js, struct job *j)
 {
 	for (uint32_t i = 0; i < j->nkeys; i++) {
-		assign_release(&j->keys[i].geom, js->load, js->box->layout.neps, j->keys[i].chunk_ep);
+		if (!j->keys[i].remove_mark) /* a removing key gave its load back */
+			assign_release(&j->keys[i].geom, js->load, js->box->layout.neps,
+				       j->keys[i].chunk_ep);
 		free(j->keys[i].chunk_ep);
+		free(j->keys[i].remove_mark);
 	}
+	j->keys_removing = 0;
 	free(j->keys);
 	free(j->key_index);
 	j->keys = NULL;
@@ -115,6 +119,180 @@ int jobs_set_restore(struct jobs *js, const struct job *cj, const char *dir,
 		return errmsg(err, errlen, -EBUSY, "job %s: keys are declared already",
 			      j->name);
 	snprintf(j->restore, sizeof(j->restore), "%s", dir);
+	return 0;
+}
+
+/* ---- release (docs/rpc.md "key_release") ---- */
+
+const char *job_key_state(const struct job_key *k)
+{
+	return k->remove_mark ? "removing" : k->released ? "releasing" : "live";
+}
+
+static uint64_t world_bits(uint16_t world)
+{
+	return world >= 64 ? ~0ull : (1ull << world) - 1;
+}
+
+/* EBUSY for a declaration of a key its rank released: it names the ranks
+ * still holding it (or says the lcores are letting go). */
+static int busy_released(const struct job *j, const struct job_key *k, uint32_t key,
+			 char *err, size_t errlen)
+{
+	char ranks[128] = "";
+	size_t len = 0;
+	uint64_t hold = ~k->released & world_bits(j->world);
+
+	if (k->remove_mark)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being removed "
+			      "(every rank released it); declare it again in a moment",
+			      j->name, key);
+	for (unsigned r = 0; r < j->world && len + 8 < sizeof(ranks); r++)
+		if (hold >> r & 1)
+			len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%s%u",
+						len ? ", " : "", r);
+	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being released: "
+		      "rank%s %s still hold%s it", j->name, key,
+		      __builtin_popcountll(hold) > 1 ? "s" : "", ranks,
+		      __builtin_popcountll(hold) > 1 ? "" : "s");
+}
+
+/* Post KEY_REMOVE where it is not posted yet; 1 once every lcore owning a
+ * chunk has it. A full ring is retried by the next tick. */
+static int post_key_remove(struct jobs *js, struct job *j, struct job_key *k)
+{
+	const struct box *b = js->box;
+	struct engine_msg m = { .type = ENGINE_MSG_KEY_REMOVE, .job = j->id, .u.key = k->ek };
+	uint8_t owns[BOX_MAX_LCORES] = { 0 };
+	int all = 1;
+
+	for (uint32_t c = 0; c < k->geom.nchunks; c++)
+		owns[b->layout.eps[k->chunk_ep[c]].lcore] = 1;
+	for (unsigned l = 0; l < b->layout.nlcores; l++) {
+		if (k->remove_mark[l])
+			continue;
+		if (!owns[l]) { /* nothing to wait for there */
+			k->remove_mark[l] = js->posted[l];
+			continue;
+		}
+		if (b->dp.post(b->dp.ctx, l, &m) == 0)
+			k->remove_mark[l] = ++js->posted[l];
+		else
+			all = 0;
+	}
+	return all;
+}
+
+/* Every rank released k: the lcores drop it, its endpoints' load goes
+ * back now, its memory once they applied the REMOVE (jobs_keys_tick). */
+static int start_key_remove(struct jobs *js, struct job *j, struct job_key *k)
+{
+	k->remove_mark = calloc(js->box->layout.nlcores, sizeof(*k->remove_mark));
+	if (!k->remove_mark)
+		return -ENOMEM;
+	assign_release(&k->geom, js->load, js->box->layout.neps, k->chunk_ep);
+	j->keys_removing++;
+	post_key_remove(js, j, k);
+	return 0;
+}
+
+static int key_applied(const struct jobs *js, const struct job_key *k)
+{
+	const struct box_dp *dp = &js->box->dp;
+
+	for (unsigned l = 0; l < js->box->layout.nlcores; l++)
+		if (!k->remove_mark[l] || dp->applied(dp->ctx, l) < k->remove_mark[l])
+			return 0;
+	return 1;
+}
+
+/* The key index again from keys[] (after a key left the array). */
+static void index_rebuild(struct job *j)
+{
+	memset(j->key_index, 0, (size_t)j->key_index_cap * sizeof(*j->key_index));
+	for (uint32_t i = 0; i < j->nkeys; i++)
+		index_add(j, i);
+}
+
+void jobs_keys_tick(struct jobs *js, struct job *j)
+{
+	uint32_t done = 0;
+	uint64_t freed = 0;
+
+	for (uint32_t i = 0; i < j->nkeys;) {
+		struct job_key *k = &j->keys[i];
+		if (!k->remove_mark || !post_key_remove(js, j, k) || !key_applied(js, k)) {
+			i++;
+			continue;
+		}
+		/* no lcore refers to the key any more: its block reads as zeros
+		 * again and goes back to the job */
+		memset(j->arena + k->off, 0, k->bytes);
+		if (arena_free(&j->mem, k->off, k->bytes) < 0)
+			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
+				": out of memory for the free list; its %zu bytes stay taken",
+				j->name, k->key, k->bytes);
+		freed += k->bytes;
+		free(k->chunk_ep);
+		free(k->remove_mark);
+		j->keys[i] = j->keys[--j->nkeys];
+		j->keys_removing--;
+		done++;
+	}
+	if (!done)
+		return;
+	index_rebuild(j);
+	ctl_log_peer(js->box, j->log_peer, CTL_LOG_DEBUG, "job %s: %" PRIu32 " released key%s "
+		"removed, %" PRIu64 " bytes back (%" PRIu64 " of %" PRIu64 " in use)", j->name,
+		done, done > 1 ? "s" : "", freed, j->mem.used, j->max_bytes);
+}
+
+int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *session,
+		 const uint32_t *keys, uint32_t n, uint32_t *removed, uint32_t *nremoved,
+		 char *err, size_t errlen)
+{
+	struct job *j = (struct job *)jobs_find_id(js, job_id);
+
+	*nremoved = 0;
+	if (!j)
+		return errmsg(err, errlen, -ENOENT, "no job with id %" PRIu32, job_id);
+	if (j->state == JOB_ABORTED)
+		return errmsg(err, errlen, -ECONNABORTED, "job %s is aborted (%s)",
+			      j->name, j->reason);
+	if (rank >= j->world || !j->ranks[rank].joined)
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has not joined "
+			      "the job", j->name, rank);
+	if (session != j->ranks[rank].session)
+		return errmsg(err, errlen, -EACCES, "job %s: rank %" PRIu32 " belongs to "
+			      "another connection (release keys on the connection that "
+			      "joined)", j->name, rank);
+	/* check everything first: an error releases nothing */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct job_key *k = job_key_find(j, keys[i]);
+		if (!k)
+			return errmsg(err, errlen, -ENOENT, "job %s has no key %" PRIu32,
+				      j->name, keys[i]);
+		if (k->released >> rank & 1)
+			return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %"
+				      PRIu32 " released it already", j->name, keys[i], rank);
+		for (uint32_t o = 0; o < i; o++)
+			if (keys[o] == keys[i])
+				return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 " is "
+					      "named twice", j->name, keys[i]);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct job_key *k = (struct job_key *)job_key_find(j, keys[i]);
+		k->released |= 1ull << rank;
+		if (k->released != world_bits(j->world))
+			continue;
+		int rc = start_key_remove(js, j, k);
+		if (rc < 0) { /* keep it released by all; the next release retries */
+			k->released &= ~(1ull << rank);
+			return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": out of memory",
+				      j->name, keys[i]);
+		}
+		removed[(*nremoved)++] = keys[i];
+	}
 	return 0;
 }
 
@@ -287,26 +465,37 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 {
 	const struct box *b = js->box;
 	size_t need = key_bytes(j, k, a);
-	uint64_t left = j->max_bytes - j->used;
+	uint64_t left = j->max_bytes - j->mem.used, off;
+	int rc = arena_alloc(&j->mem, need, &off);
 
-	if (need > left)
+	if (rc == -ENOSPC && need <= left)
+		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
+				 "of job memory in one block%s, %" PRIu64 " of %" PRIu64 " are free "
+				 "but the largest free block is %" PRIu64 " bytes", j->name, a->key,
+				 need, a->ps ? " (weights, optimizer state and results)" : "", left,
+				 j->max_bytes, arena_largest(&j->mem));
+	if (rc == -ENOSPC)
 		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
 				 "of job memory%s, %" PRIu64 " of %" PRIu64 " left", j->name, a->key,
 				 need, a->ps ? " (weights, optimizer state and results)" : "",
 				 left, j->max_bytes);
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": out of memory",
+				 j->name, a->key);
 	k->chunk_ep = malloc((size_t)k->geom.nchunks * sizeof(*k->chunk_ep));
 	uint8_t *owner = malloc(k->geom.nchunks);
 	if (!k->chunk_ep || !owner) {
 		free(k->chunk_ep);
 		free(owner);
 		k->chunk_ep = NULL;
+		arena_free(&j->mem, off, need);
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
 				 j->name, a->key);
 	}
 	assign_chunks(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 	for (uint32_t c = 0; c < k->geom.nchunks; c++)
 		owner[c] = (uint8_t)b->layout.eps[k->chunk_ep[c]].lcore;
-	uint8_t *mem = j->arena + j->used;
+	uint8_t *mem = j->arena + off;
 	if (a->sparse)
 		k->ek = engine_sparse_key_init(mem, a->key, a->count, k->geom.dtype,
 					       j->seg_bytes, k->geom.segs_per_chunk, owner);
@@ -322,10 +511,11 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
-		int rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, err, errlen) : 0;
+		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, err, errlen) : 0;
 		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
 			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 			memset(mem, 0, need);
+			arena_free(&j->mem, off, need);
 			free(k->chunk_ep);
 			free(owner);
 			k->chunk_ep = NULL;
@@ -333,7 +523,7 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		}
 	}
 	k->bytes = need;
-	j->used += need;
+	k->off = off;
 	*owner_out = owner;
 	return 0;
 }
@@ -419,7 +609,9 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
 				 j->name, a->key, a->dtype);
 	k = (struct job_key *)job_key_find(j, a->key);
-	if (k) {
+	if (k && (k->remove_mark || (k->released >> a->rank & 1))) {
+		return busy_released(j, k, a->key, err, errlen);
+	} else if (k) {
 		rc = check_same(j, k, a, err, errlen);
 	} else {
 		rc = new_key(js, j, a, &k, err, errlen);

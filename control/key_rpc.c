@@ -184,3 +184,40 @@ RPC_HANDLER(rpc_key_declare)
 			    "collective", jobs_coll_name(k->coll), "root", (int)k->root);
 	return 0;
 }
+
+/* key_release (docs/rpc.md): {"job_id", "rank", "keys": [...]} ->
+ * {"removed": [...]}. */
+RPC_HANDLER(rpc_key_release)
+{
+	static const char *const known[] = { "job_id", "rank", "keys", NULL };
+	uint32_t job_id, rank, keys[KEY_RELEASE_MAX], removed[KEY_RELEASE_MAX], nremoved;
+	json_t *a, *v;
+	size_t i;
+	int rc;
+
+	if ((rc = rpc_params_known(params, known, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "job_id", 1, 0, UINT32_MAX, &job_id, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "rank", 1, 0, 65535, &rank, err, errlen)))
+		return rc;
+	a = json_object_get(params, "keys");
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > KEY_RELEASE_MAX)
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.keys must be an array "
+			      "of 1 to %d keys", KEY_RELEASE_MAX);
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > UINT32_MAX)
+			return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.keys[%zu] must "
+				      "be a key (an integer in [0, 4294967295])", i);
+		keys[i] = (uint32_t)json_integer_value(v);
+	}
+	rc = jobs_release(ctx->box->jobs, job_id, rank, ctx->session, keys,
+			  (uint32_t)json_array_size(a), removed, &nremoved, err, errlen);
+	if (rc < 0)
+		return rc;
+	json_t *out = json_array();
+	for (uint32_t k = 0; out && k < nremoved; k++)
+		json_array_append_new(out, json_integer(removed[k]));
+	*result = json_pack("{s:o}", "removed", out ? out : json_array());
+	return *result ? 0 : errmsg(err, errlen, -ENOMEM, "out of memory for the reply");
+}

@@ -30,6 +30,7 @@ const struct rpc_method rpc_methods[] = {
 	{ "job_abort", rpc_job_abort, RPC_ROLE_OP_WRITE },
 	{ "job_save", rpc_job_save, RPC_ROLE_OP_WRITE },
 	{ "key_declare", rpc_key_declare, RPC_ROLE_WORKER },
+	{ "key_release", rpc_key_release, RPC_ROLE_WORKER },
 	{ "key_read", rpc_key_read, RPC_ROLE_WORKER },
 	{ "key_write", rpc_key_write, RPC_ROLE_WORKER },
 	{ NULL, NULL, 0 },

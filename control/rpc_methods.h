@@ -20,6 +20,7 @@ RPC_HANDLER(rpc_job_status);
 RPC_HANDLER(rpc_job_abort);
 RPC_HANDLER(rpc_job_save);
 RPC_HANDLER(rpc_key_declare);
+RPC_HANDLER(rpc_key_release);
 RPC_HANDLER(rpc_key_read);
 RPC_HANDLER(rpc_key_write);
 RPC_HANDLER(rpc_box_endpoints);

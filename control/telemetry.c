@@ -135,7 +135,7 @@ static void jobs(struct tel_tree *t, const struct box *b)
 		tel_u64(t, "world", j->world);
 		tel_u64(t, "joined", j->njoined);
 		tel_u64(t, "keys", j->nkeys);
-		tel_u64(t, "bytes_used", j->used);
+		tel_u64(t, "bytes_used", j->mem.used);
 		tel_u64(t, "max_bytes", j->max_bytes);
 		tel_u64(t, "weight", j->weight);
 		tel_u64(t, "rounds", tr.rounds);

@@ -327,6 +327,40 @@ static inline struct engine_key *key_find(const struct engine_job *j, uint32_t k
 	}
 }
 
+/* Forget k: release its open rounds' slots, then take it out of the
+ * table and put back the rest of its probe cluster (linear probing has no
+ * holes inside a cluster). */
+static int key_remove(struct engine *e, struct engine_job *j, const struct engine_key *k)
+{
+	uint32_t mask = j->key_cap - 1, h;
+
+	if (!k)
+		return -EINVAL;
+	for (h = key_hash(k->key, j->key_cap); j->keys[h] != k; h = (h + 1) & mask)
+		if (!j->keys[h])
+			return -ENOENT;
+	for (uint32_t s = 0; s < j->nslots; s++) {
+		struct engine_slot *sl = &j->slots[s];
+		if (sl->key != k)
+			continue;
+		slot_release(e, sl, j->world);
+		sl->key = NULL;
+		j->free_slots[j->nfree++] = (uint16_t)s;
+	}
+	for (unsigned r = 0; r < j->world; r++)
+		if (j->ranks[r].last_key == k->key)
+			j->ranks[r].last_round = 0;
+	j->keys[h] = NULL;
+	j->nkeys--;
+	for (h = (h + 1) & mask; j->keys[h]; h = (h + 1) & mask) {
+		struct engine_key *o = j->keys[h];
+		j->keys[h] = NULL;
+		j->nkeys--;
+		key_install(j, o);
+	}
+	return 0;
+}
+
 int engine_apply(struct engine *e, const struct engine_msg *m)
 {
 	struct engine_job *j;
@@ -346,6 +380,8 @@ int engine_apply(struct engine *e, const struct engine_msg *m)
 		return 0;
 	case ENGINE_MSG_KEY_INSTALL:
 		return key_install(j, m->u.key);
+	case ENGINE_MSG_KEY_REMOVE:
+		return key_remove(e, j, m->u.key);
 	case ENGINE_MSG_JOB_ABORT:
 		job_release(e, j);
 		j->state = ENGINE_JOB_ABORTED;

@@ -320,6 +320,8 @@ enum engine_msg_type {
 	ENGINE_MSG_KEY_INSTALL,     /* key */
 	ENGINE_MSG_JOB_ABORT,       /* stop aggregating, answer ERROR */
 	ENGINE_MSG_JOB_REMOVE,      /* forget the job; acked so memory can go */
+	ENGINE_MSG_KEY_REMOVE,      /* key (installed here): forget it and any
+				       open round of it; acked so its memory can go */
 };
 
 struct engine_msg {
@@ -415,8 +417,8 @@ static inline void engine_set_congested(struct engine *e, int on)
 void engine_set_hold(struct engine *e, engine_release_fn release, void *ctx);
 
 /* Apply one control message. Returns 0, or -EEXIST (install over a live
- * job), -ENOENT (no such job), -EINVAL (bad argument), -ENOSPC (key table
- * full). */
+ * job), -ENOENT (no such job, or KEY_REMOVE of a key not installed here),
+ * -EINVAL (bad argument), -ENOSPC (key table full). */
 int engine_apply(struct engine *e, const struct engine_msg *m);
 
 enum engine_verdict {

@@ -52,7 +52,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 7
+#define PBOX_VERSION_MINOR 8
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -272,6 +272,21 @@ int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out
  * key, which then serves barriers only). Codes of pbox_allreduce.
  */
 int pbox_barrier(pbox_client *c, uint32_t key);
+
+/*
+ * Give back keys[0..n) (1 <= n <= 1024) this rank will not use again, so
+ * the box can free their memory (docs/rpc.md "key_release"). Collective,
+ * like a key's first use: a key is removed once every rank has released
+ * it, and a rank may release a key it never used, so all ranks can run
+ * the same code. Blocks until the box has recorded this rank's release
+ * (one round trip, bounded by the timeout). PBOX_EBUSY if a call on one
+ * of the keys is in flight (wait for it first); PBOX_EREJECTED naming the
+ * key if the job has no such key or this rank released it already.
+ * Afterwards a key's next call declares it afresh, with any size or
+ * collective, once every rank has released it (until then the call waits,
+ * within its timeout).
+ */
+int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n);
 
 /* Wait for req, free it and return its result (codes of pbox_allreduce). */
 int pbox_wait(pbox_req *req);

@@ -490,6 +490,18 @@ class Client:
         _check_key(key)
         self._blocking(self._L.pbox_barrier, key)
 
+    def release(self, keys):
+        """Give back keys (an int or an iterable of 1 to 1024 ints) this rank
+        will not use again, so the box can free their memory. Collective:
+        a key goes once every rank has released it; a key's next use
+        declares it afresh. Raises Error (EBUSY while a call on one of them
+        is in flight)."""
+        ks = [keys] if isinstance(keys, int) else [int(k) for k in keys]
+        for k in ks:
+            _check_key(k)
+        arr = (ctypes.c_uint32 * len(ks))(*ks)
+        self._blocking(self._L.pbox_release_keys, arr, len(ks))
+
     # -- sparse keys (include/pbox.h "Sparse keys") -------------------------
     def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0):
         """Start a top-k sparse allreduce of buf (float32/16, in place) under

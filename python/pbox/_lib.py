@@ -35,7 +35,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -244,6 +244,10 @@ def _declare(lib):
         fn.restype = ctypes.c_int
     lib.pbox_barrier.argtypes = [c_client_p, ctypes.c_uint32]
     lib.pbox_barrier.restype = ctypes.c_int
+    # key release (0.8.0)
+    lib.pbox_release_keys.argtypes = [c_client_p, ctypes.POINTER(ctypes.c_uint32),
+                                      ctypes.c_size_t]
+    lib.pbox_release_keys.restype = ctypes.c_int
     return lib
 
 

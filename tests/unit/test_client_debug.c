@@ -77,7 +77,7 @@ static void debug__info_join_and_close_warn_quiet(void **state)
 	setenv("PBOX_DEBUG", "INFO", 1);
 	run_job(b, "dbg");
 	const char *t = slurp(path);
-	assert_non_null(strstr(t, "pbox: libpbox 0.7.0: job 'dbg'"));
+	assert_non_null(strstr(t, "pbox: libpbox " PBOX_VERSION_STRING ": job 'dbg'"));
 	assert_non_null(strstr(t, "rank 1/2, control 127.0.0.1:"));
 	assert_non_null(strstr(t, "box endpoint 0: 127.0.0.1:"));
 	assert_non_null(strstr(t, "segments of 1408 bytes"));

@@ -410,6 +410,56 @@ static void hold__remove_releases_and_null_ref_copies(void **state)
 	engine_set_hold(&f->e, NULL, NULL);
 }
 
+/* KEY_REMOVE: the key's open round gives back its slot and held packets,
+ * the keys after it in its probe cluster stay reachable, and the key can
+ * be installed afresh (docs/rpc.md "key_release"). */
+static void apply__key_remove_keeps_cluster_and_frees_slots(void **state)
+{
+	struct fx *f = *state;
+	struct pkt a = { 0 };
+	struct engine_out out;
+	uint32_t ks[3], n = 0;
+	int calls = 0;
+	float v[4] = { 1, 2, 3, 4 };
+
+	/* three keys whose probes start at the same table entry (key_cap 16) */
+	for (uint32_t k = 1; n < 3; k++)
+		if (((k * 2654435761u) & 15) == ((1u * 2654435761u) & 15))
+			ks[n++] = k;
+	struct engine_key *kb = NULL;
+	for (int i = 0; i < 3; i++) {
+		struct engine_key *k = install_key(f, i, ks[i], 1, WIRE_F32, -1);
+		if (i == 1)
+			kb = k;
+	}
+	engine_set_hold(&f->e, release_pkt, &calls);
+	struct engine_job *j = &f->e.jobs[engine_job_index(f->job)];
+	uint32_t nfree = j->nfree;
+	assert_int_equal(push_ref(f, push_hdr(f, 0, ks[1], 0, 1, 1), &a, &out), ENGINE_ABSORBED);
+	assert_int_equal(j->nfree, nfree - 1);
+	struct engine_msg rm = { .type = ENGINE_MSG_KEY_REMOVE, .job = f->job, .u.key = kb };
+	assert_int_equal(engine_apply(&f->e, &rm), 0);
+	assert_int_equal(calls, 1);             /* the held contribution went back */
+	assert_int_equal(a.released, 1);
+	assert_int_equal(j->nfree, nfree);
+	assert_int_equal(j->nkeys, 2);
+	assert_int_equal(engine_apply(&f->e, &rm), -ENOENT);
+	engine_set_hold(&f->e, NULL, NULL);
+	/* the others still complete; the removed one is unknown */
+	for (int i = 0; i < 3; i += 2)
+		for (int r = 0; r < 4; r++)
+			assert_int_equal(push(f, push_hdr(f, (uint16_t)r, ks[i], 0, 1, 1), &v[r], &out),
+					 r < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+	assert_int_equal(push(f, push_hdr(f, 0, ks[1], 0, 1, 1), &v[0], &out), -DROP_NO_KEY);
+	/* installed again with another size, its rounds start over */
+	install_key(f, 3, ks[1], 3, WIRE_F32, -1);
+	float w[3] = { 1, 1, 1 };
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(push(f, push_hdr(f, (uint16_t)r, ks[1], 0, 1, 3), w, &out),
+				 r < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+	assert_int_equal(out.hdr.count, 3);
+}
+
 /* ---- recovery: WAIT, NACK, lateness, marks (docs/protocol.md) ---- */
 
 #define SEG_F32 (SEG_BYTES / 4)
@@ -608,6 +658,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(hold__sum_exact_and_each_packet_released_once_at_completion, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__duplicate_not_held_and_abort_releases, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__remove_releases_and_null_ref_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply__key_remove_keeps_cluster_and_frees_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__wait_answers_duplicate_of_open_round, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__nack_rank_seen_past_segment_then_blind, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__nacks_limited_per_rank, setup, teardown),

@@ -246,14 +246,14 @@ static void declare__creates_key_on_owners(void **state)
 	const struct job_key *k;
 
 	assert_int_equal(join(t, "k", 0, 2, NULL, &j), 0);
-	uint64_t used0 = j->used;
+	uint64_t used0 = j->mem.used;
 	assert_int_equal(declare(t, j->id, 0, 7, 1000000, WIRE_F32, &k), 0);
 	assert_int_equal(k->geom.seg_elems, 352);
 	assert_int_equal(k->geom.nsegs, 2841);
 	assert_int_equal(k->geom.segs_per_chunk, 23);
 	assert_int_equal(k->geom.nchunks, 124);
 	assert_int_equal(k->bytes, engine_key_mem_bytes(1000000, WIRE_F32, 1408, 23));
-	assert_int_equal(j->used, used0 + k->bytes);
+	assert_int_equal(j->mem.used, used0 + k->bytes);
 	assert_int_equal(j->nkeys, 1);
 	/* every lcore owns chunks of a 124-chunk key over 8 endpoints */
 	for (unsigned l = 0; l < 4; l++)
@@ -325,7 +325,7 @@ static void declare__memory_exhausted_is_enospc(void **state)
 	assert_int_equal(jobs_create(t->js, "tight", 1, 16 << 20, 0, 0, &j, t->err,
 				     sizeof(t->err)), 0);
 	assert_int_equal(join(t, "tight", 0, 1, NULL, NULL), 0);
-	uint64_t left = j->max_bytes - j->used;
+	uint64_t left = j->max_bytes - j->mem.used;
 	/* more than what is left but under max_bytes */
 	uint64_t count = left / 4 + 1000;
 	assert_int_equal(declare(t, j->id, 0, 3, count, WIRE_F32, NULL), -ENOSPC);

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * release.c - pbox_release_keys: give keys back to the box (docs/rpc.md
+ * "key_release"). The call is a request like the others, so it waits for
+ * nothing in flight (a key with a call in flight is EBUSY) and is bounded
+ * by the timeout; the progress thread sends one key_release and, when the
+ * box has recorded it, forgets the keys' layouts so their next use
+ * declares them afresh.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/internal.h"
+
+#define CTRL_SEND_MS 1000
+#define RELEASE_MAX  1024 /* keys per call (the box's KEY_RELEASE_MAX) */
+
+int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (!keys || n == 0 || n > RELEASE_MAX)
+		return client_error(c, PBOX_EINVAL, "pbox_release_keys: %s", !keys ? "keys is NULL"
+				    : "give 1 to 1024 keys per call");
+	if (!c->thread_started)
+		return client_error(c, PBOX_EINVAL, "pbox_release_keys: the client is not "
+				    "connected");
+	for (size_t i = 0; i < n; i++)
+		for (size_t o = 0; o < i; o++)
+			if (keys[o] == keys[i])
+				return client_error(c, PBOX_EINVAL, "pbox_release_keys: key %u "
+						    "is named twice", keys[i]);
+	struct pbox_req *r = req_new(c, keys[0], REQ_RELEASE);
+	if (!r)
+		return PBOX_ENOMEM;
+	r->rel_keys = malloc(n * sizeof(*r->rel_keys));
+	if (!r->rel_keys) {
+		req_free(r);
+		return client_error(c, PBOX_ENOMEM, "pbox_release_keys: out of memory");
+	}
+	memcpy(r->rel_keys, keys, n * sizeof(*keys));
+	r->count = n;
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < n; i++)
+		if (req_key_busy_locked(c, keys[i])) {
+			snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a "
+				 "call on this key is still in flight (wait for it before "
+				 "releasing the key)", c->job, c->rank, keys[i]);
+			pthread_mutex_unlock(&c->lock);
+			req_free(r);
+			return PBOX_EBUSY;
+		}
+	pthread_mutex_unlock(&c->lock);
+	int rc = req_submit(c, r);
+	return rc < 0 ? rc : pbox_wait(r);
+}
+
+void release_start(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	char err[CLIENT_MSG_LEN];
+
+	for (size_t i = 0; i < r->count; i++) {
+		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
+		if (ks && ks->phase == KEY_DECLARING) {
+			progress_finish(c, r, PBOX_EBUSY, "job '%s' rank %d key %u: its declaration "
+					"is still unanswered; release it once a call on it "
+					"completed", c->job, c->rank, r->rel_keys[i]);
+			return;
+		}
+	}
+	struct rpc_pending *p = calloc(1, sizeof(*p));
+	json_t *keys = json_array();
+	for (size_t i = 0; keys && i < r->count; i++)
+		if (json_array_append_new(keys, json_integer(r->rel_keys[i])) < 0) {
+			json_decref(keys);
+			keys = NULL;
+		}
+	json_t *params = p && keys ? json_pack("{s:I, s:i, s:o}", "job_id",
+					       (json_int_t)c->job_id, "rank", c->rank,
+					       "keys", keys) : NULL;
+	if (!params) {
+		if (!p || !keys)
+			json_decref(keys);
+		free(p);
+		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d: out of memory",
+				c->job, c->rank);
+		return;
+	}
+	int rc = ctrl_send(&c->ctrl, "key_release", params, CTRL_SEND_MS, &p->id, err,
+			   sizeof(err));
+	if (rc < 0) {
+		free(p);
+		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank,
+				r->key, err);
+		return;
+	}
+	p->req = r;
+	p->release = true;
+	p->next = c->x.rpcs;
+	c->x.rpcs = p;
+	r->state = REQ_RPC;
+	r->progress_ns = now;
+}
+
+/* The key's next use declares it again: layout, round and arrays go. */
+static void forget(struct key_state *ks)
+{
+	free(ks->lay.chunk_ep);
+	free(ks->slot_of);
+	free(ks->got);
+	uint32_t key = ks->key;
+	memset(ks, 0, sizeof(*ks));
+	ks->key = key;
+	ks->phase = KEY_NEW;
+}
+
+void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
+{
+	struct pbox_req *r = p->req;
+	json_t *e = json_object_get(msg, "error");
+	char err[CLIENT_MSG_LEN];
+
+	if (!r) /* timed out: what the box did is unknown, the keys stay */
+		return;
+	if (e) {
+		int rc = ctrl_error(e, "key_release", err, sizeof(err));
+		progress_finish(c, r, rc, "job '%s' rank %d: %s", c->job, c->rank, err);
+		return;
+	}
+	for (size_t i = 0; i < r->count; i++) {
+		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
+		if (ks)
+			forget(ks);
+	}
+	xfer_finish(c, r, 0, NULL);
+}

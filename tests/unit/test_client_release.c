@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_client_release.c - pbox_release_keys end to end (libpbox against the
+ * in-process box of pboxd's own control plane and engines, box_inproc.h;
+ * docs/rpc.md "key_release"): a job whose memory holds three keys runs a
+ * dozen keys of changing sizes through it, releasing each after use, with
+ * ranks releasing at different times (the fast ones' declarations wait
+ * for the slow ones); sums stay exact and the job's memory comes back to
+ * where it started. Misuse is refused by name: a key in flight, twice, an
+ * unknown key, a re-declaration the other ranks never release.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "include/pbox.h"
+#include "tests/unit/box_inproc.h"
+
+#define WORLD 3
+#define N     262144  /* f32: 1 MiB per key */
+#define ITERS 12
+
+/* ---- the box's view ---- */
+
+struct job_view {
+	const char *name;
+	int found;
+	uint64_t used;
+	uint32_t nkeys, removing, released_of_9;
+	const char *state_of_9;
+};
+
+static void view_fn(struct box_inproc *b, void *arg)
+{
+	struct job_view *v = arg;
+	const struct job *j = jobs_find(b->f->box.jobs, v->name);
+
+	v->found = j != NULL;
+	if (!j)
+		return;
+	v->used = j->mem.used;
+	v->nkeys = j->nkeys;
+	v->removing = j->keys_removing;
+	const struct job_key *k = job_key_find(j, 9);
+	v->state_of_9 = k ? job_key_state(k) : NULL;
+	v->released_of_9 = k ? (uint32_t)__builtin_popcountll(k->released) : 0;
+}
+
+static struct job_view view(struct box_inproc *b, const char *name)
+{
+	struct job_view v = { .name = name };
+
+	box_inproc_call(b, view_fn, &v);
+	return v;
+}
+
+/* Wait until the job holds no key (removals finish on the control tick). */
+static struct job_view view_no_keys(struct box_inproc *b, const char *name)
+{
+	for (int i = 0; i < 500; i++) {
+		struct job_view v = view(b, name);
+		if (v.nkeys == 0)
+			return v;
+		usleep(2000);
+	}
+	return view(b, name);
+}
+
+/* ---- many keys through a small job ---- */
+
+struct worker {
+	pbox_client *c;
+	int rank;
+	int rc;
+	char err[256];
+	float *buf;
+};
+
+static float value(int rank, int it, size_t i)
+{
+	return (float)((int)((i * 7 + (size_t)it * 3 + (size_t)rank * 11) % 257) - 128);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int rc = 0;
+
+	for (int it = 0; rc == 0 && it < ITERS; it++) {
+		uint32_t key = 100 + (uint32_t)(it % 2);       /* the same ids again ... */
+		size_t n = N - 64 * (size_t)it;                 /* ... with other sizes */
+		for (size_t i = 0; i < n; i++)
+			w->buf[i] = value(w->rank, it, i);
+		rc = pbox_allreduce(w->c, key, w->buf, n, PBOX_F32);
+		for (size_t i = 0; rc == 0 && i < n; i++) {
+			float want = (value(0, it, i) + value(1, it, i)) + value(2, it, i);
+			if (w->buf[i] != want) {
+				snprintf(w->err, sizeof(w->err), "iteration %d element %zu: %g, "
+					 "not %g", it, i, (double)w->buf[i], (double)want);
+				rc = -100;
+			}
+		}
+		if (rc == 0 && it % 2)
+			usleep((useconds_t)(w->rank * 4000)); /* rank 2 releases last */
+		if (rc == 0)
+			rc = pbox_release_keys(w->c, &key, 1);
+	}
+	w->rc = rc;
+	if (rc < 0 && rc != -100)
+		snprintf(w->err, sizeof(w->err), "%s", pbox_last_error(w->c));
+	return NULL;
+}
+
+/* Engine memory a job of WORLD ranks reserves on this box (a probe job). */
+static uint64_t reserved(struct box_inproc *b)
+{
+	pbox_opts o;
+	pbox_client *c[WORLD];
+
+	pbox_opts_init(&o);
+	o.mtu = 1500;
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(pbox_connect(b->addr, "probe", k, WORLD, &o, &c[k]), 0);
+	struct job_view v = view(b, "probe");
+	for (int k = 0; k < WORLD; k++)
+		pbox_close(c[k]);
+	assert_true(v.found);
+	return v.used;
+}
+
+static void release__keys_cycle_through_a_small_job(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(2);
+	box_inproc_start(b);
+	uint64_t base = reserved(b);
+	struct worker w[WORLD];
+	pthread_t th[WORLD];
+	pbox_opts o;
+
+	pbox_opts_init(&o);
+	o.mtu = 1500;
+	o.timeout_ms = 20000;
+	/* room for three 1 MiB keys (and their segment state), not four */
+	o.job_bytes = base + 3 * (uint64_t)N * 4 + (uint64_t)N;
+	for (int k = 0; k < WORLD; k++) {
+		w[k] = (struct worker){ .rank = k, .buf = malloc(N * sizeof(float)) };
+		assert_int_equal(pbox_connect(b->addr, "cycle", k, WORLD, &o, &w[k].c), 0);
+	}
+	for (int k = 0; k < WORLD; k++)
+		pthread_create(&th[k], NULL, worker_main, &w[k]);
+	for (int k = 0; k < WORLD; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < WORLD; k++)
+		if (w[k].rc)
+			print_error("rank %d: %d %s\n", k, w[k].rc, w[k].err);
+	for (int k = 0; k < WORLD; k++)
+		assert_int_equal(w[k].rc, 0);
+	struct job_view v = view_no_keys(b, "cycle");
+	assert_true(v.found);
+	assert_int_equal(v.nkeys, 0);
+	assert_int_equal(v.removing, 0);
+	assert_int_equal(v.used, base);     /* every key's memory came back */
+	/* without releases the third new key would not have fitted */
+	for (int k = 0; k < WORLD; k++) {
+		pbox_close(w[k].c);
+		free(w[k].buf);
+	}
+	assert_true(box_inproc_idle(b, 5000));
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+/* ---- misuse ---- */
+
+static void both(pbox_client *c[2], uint32_t key, float *x[2], size_t n, int expect)
+{
+	pbox_req *r[2];
+
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(pbox_iallreduce(c[k], key, x[k], n, PBOX_F32, &r[k]), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(pbox_wait(r[k]), expect);
+}
+
+static void release__misuse_named(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	box_inproc_start(b);
+	pbox_opts o;
+	pbox_client *c[2];
+	static float x0[1000], x1[1000];
+	float *x[2] = { x0, x1 };
+	uint32_t k9 = 9, k10 = 10, k555 = 555, dup[2] = { 9, 9 };
+
+	pbox_opts_init(&o);
+	o.mtu = 1500;
+	o.timeout_ms = 400;
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(pbox_connect(b->addr, "misuse", k, 2, &o, &c[k]), 0);
+	assert_int_equal(pbox_release_keys(c[0], NULL, 1), PBOX_EINVAL);
+	assert_int_equal(pbox_release_keys(c[0], &k9, 0), PBOX_EINVAL);
+	assert_int_equal(pbox_release_keys(c[0], dup, 2), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c[0]), "named twice"));
+	assert_int_equal(pbox_release_keys(c[0], &k555, 1), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(c[0]), "has no key 555"));
+
+	both(c, 9, x, 1000, 0);
+	assert_int_equal(pbox_release_keys(c[0], &k9, 1), 0);
+	assert_int_equal(pbox_release_keys(c[0], &k9, 1), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(c[0]), "released it already"));
+	struct job_view v = view(b, "misuse");
+	assert_string_equal(v.state_of_9, "releasing");
+	assert_int_equal(v.released_of_9, 1);
+
+	/* a call in flight: its key cannot be released */
+	pbox_req *r0, *r1;
+	assert_int_equal(pbox_iallreduce(c[0], 10, x0, 500, PBOX_F32, &r0), 0);
+	assert_int_equal(pbox_release_keys(c[0], &k10, 1), PBOX_EBUSY);
+	assert_non_null(strstr(pbox_last_error(c[0]), "in flight"));
+	assert_int_equal(pbox_iallreduce(c[1], 10, x1, 500, PBOX_F32, &r1), 0);
+	assert_int_equal(pbox_wait(r0), 0);
+	assert_int_equal(pbox_wait(r1), 0);
+
+	/* rank 0 released key 9, rank 1 never does: rank 0's next use waits
+	 * for it and times out saying so */
+	assert_int_equal(pbox_allreduce(c[0], 9, x0, 700, PBOX_F32), PBOX_ETIMEDOUT);
+	assert_non_null(strstr(pbox_last_error(c[0]), "others still hold it"));
+	/* rank 1 still uses the old key 9 alone: it has not released it */
+	/* ... and once it releases, key 9 comes back with another size */
+	assert_int_equal(pbox_release_keys(c[1], &k9, 1), 0);
+	v = view(b, "misuse");
+	for (int i = 0; i < 500 && v.state_of_9; i++) {
+		usleep(2000);
+		v = view(b, "misuse");
+	}
+	assert_null(v.state_of_9);            /* removed */
+	for (size_t i = 0; i < 700; i++) {
+		x0[i] = (float)i;
+		x1[i] = 2.0f * (float)i;
+	}
+	both(c, 9, x, 700, 0);
+	for (size_t i = 0; i < 700; i++) {
+		assert_true(x0[i] == 3.0f * (float)i);
+		assert_true(x1[i] == 3.0f * (float)i);
+	}
+	for (int k = 0; k < 2; k++)
+		pbox_close(c[k]);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(release__keys_cycle_through_a_small_job),
+		cmocka_unit_test(release__misuse_named),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
