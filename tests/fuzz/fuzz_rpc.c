@@ -212,6 +212,7 @@ struct ask {
 static int per_rank(const char *method)
 {
 	return !strcmp(method, "key_declare") || !strcmp(method, "job_leave") ||
+	       !strcmp(method, "key_release") ||
 	       !strcmp(method, "key_read") || !strcmp(method, "key_write");
 }
 

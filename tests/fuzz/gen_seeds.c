@@ -244,6 +244,19 @@ static void rpc(void)
 	     RQ(5, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":1,\"count\":100,\"dtype\":\"f32\",\"collective\":\"reduce_scatter\"}") "\n"
 	     RQ(6, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":4,\"count\":8,\"dtype\":\"f32\",\"collective\":\"broadcast\",\"root\":2}") "\n"
 	     RQ(7, "job_status", "{\"job\":\"c\"}"));
+	rpc1("flow_release",
+	     RQ(1, "job_join", "{\"job\":\"r\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":5000}") "\n"
+	     "!s 2\n"
+	     RQ(2, "job_join", "{\"job\":\"r\",\"rank\":1,\"world\":2,\"data_ip\":\"10.0.0.2\",\"data_port\":5000}") "\n"
+	     RQ(3, "key_declare", "{\"job_id\":64,\"rank\":1,\"key\":7,\"count\":1000,\"dtype\":\"f32\"}") "\n"
+	     RQ(4, "key_release", "{\"job_id\":64,\"rank\":1,\"keys\":[7]}") "\n"
+	     RQ(5, "key_declare", "{\"job_id\":64,\"rank\":1,\"key\":7,\"count\":500,\"dtype\":\"f32\"}") "\n"
+	     "!s 1\n"
+	     RQ(6, "key_release", "{\"job_id\":64,\"rank\":0,\"keys\":[7,7]}") "\n"
+	     RQ(7, "key_release", "{\"job_id\":64,\"rank\":0,\"keys\":[7]}") "\n"
+	     "!tick\n"
+	     RQ(8, "job_status", "{\"job\":\"r\"}") "\n"
+	     RQ(9, "key_declare", "{\"job_id\":64,\"rank\":0,\"key\":7,\"count\":500,\"dtype\":\"f32\"}"));
 	rpc1("flow_abort_secret", /* session 1 is remote: needs fuzz_rpc's secret */
 	     RQ(1, "job_join", "{\"job\":\"y\",\"rank\":0,\"world\":2,\"data_ip\":\"10.0.0.1\",\"data_port\":1}") "\n"
 	     RQ(2, "job_abort", "{\"job\":\"y\"}") "\n"
