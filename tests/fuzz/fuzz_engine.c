@@ -22,7 +22,9 @@
  * The input is a sequence of records. First byte: the operation (0-9
  * PUSH, 10 advance the clock and tick, 11 WORKER_SET, 12 JOB_ABORT, 13
  * JOB_REMOVE, 14 reinstall the job under a new generation id, 15 install
- * a duplicate key). A PUSH record has 6 more bytes: rank and faults (wrong
+ * a duplicate key, or, if the next byte is odd, KEY_REMOVE of key
+ * (byte >> 1) % NKEYS and install it again in fresh memory: its rounds
+ * start over). A PUSH record has 6 more bytes: rank and faults (wrong
  * source address/port, token, job id, type), key selector (key A, key B,
  * unknown key, wrong dtype), RETX and NOTICE, segment (or one past / far
  * past the end), round relative to the segment's last completed one,
@@ -211,6 +213,29 @@ static unsigned seg_owner(int k, uint32_t seg)
 }
 
 /* Install job M.id with fresh memory, register ranks, install keys. */
+/* Key k afresh in zeroed memory, installed on the engine. */
+static void install_key(int k)
+{
+	const struct kdef *d = &kdefs[k];
+
+	memset(key_mem[k], 0, key_mem_len[k]);
+	if (is_coll(k))
+		keys[k] = engine_coll_key_init(key_mem[k], d->key, d->count, d->dtype,
+					       SEG_BYTES, d->segs_per_chunk, d->owner,
+					       k == GATK ? ENGINE_COLL_GATHER
+							 : ENGINE_COLL_SCATTER, 0, SLICES);
+	else
+		keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
+					  d->segs_per_chunk, d->owner);
+	if (k == PSK)
+		engine_ps_init((uint8_t *)key_mem[k] + engine_key_mem_bytes(d->count,
+				d->dtype, SEG_BYTES, d->segs_per_chunk),
+			       keys[k], &ps_opt, WIRE_F32, WIRE_F32, 0);
+	struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
+	km.u.key = keys[k];
+	CHECK(engine_apply(&eng, &km) == 0);
+}
+
 static void install(void)
 {
 	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL };
@@ -230,25 +255,8 @@ static void install(void)
 		M.wip[r] = IP(r);
 		M.wport[r] = PORT(r);
 	}
-	for (int k = 0; k < NKEYS; k++) {
-		const struct kdef *d = &kdefs[k];
-		memset(key_mem[k], 0, key_mem_len[k]);
-		if (is_coll(k))
-			keys[k] = engine_coll_key_init(key_mem[k], d->key, d->count, d->dtype,
-						       SEG_BYTES, d->segs_per_chunk, d->owner,
-						       k == GATK ? ENGINE_COLL_GATHER
-								 : ENGINE_COLL_SCATTER, 0, SLICES);
-		else
-			keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
-						  d->segs_per_chunk, d->owner);
-		if (k == PSK)
-			engine_ps_init((uint8_t *)key_mem[k] + engine_key_mem_bytes(d->count,
-					d->dtype, SEG_BYTES, d->segs_per_chunk),
-				       keys[k], &ps_opt, WIRE_F32, WIRE_F32, 0);
-		struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
-		km.u.key = keys[k];
-		CHECK(engine_apply(&eng, &km) == 0);
-	}
+	for (int k = 0; k < NKEYS; k++)
+		install_key(k);
 	M.state = ENGINE_JOB_ACTIVE;
 	memset(M.notice, 0, sizeof(M.notice));
 	M.open = 0;
@@ -667,6 +675,28 @@ static void op_reinstall(void)
 	install();
 }
 
+/* KEY_REMOVE of key k (docs/rpc.md "key_release"): its open rounds give
+ * back their slots and held payloads; installed again, it starts over. */
+static void op_key_remove(int k)
+{
+	struct engine_msg rm = { .type = ENGINE_MSG_KEY_REMOVE, .job = M.id };
+	rm.u.key = keys[k];
+	int rc = engine_apply(&eng, &rm);
+
+	if (M.state == ENGINE_JOB_FREE) {
+		CHECK(rc == -ENOENT);
+		return;
+	}
+	CHECK(rc == 0);
+	CHECK(engine_apply(&eng, &rm) == -ENOENT);
+	for (uint32_t s = 0; s < nsegs_of(k); s++)
+		M.open -= M.seg[k][s].open ? 1 : 0;
+	memset(M.seg[k], 0, sizeof(M.seg[k]));
+	if (k == PSK)
+		memset(M.w, 0, sizeof(M.w));
+	install_key(k);
+}
+
 static void op_dup_key(void)
 {
 	struct engine_msg km = { .type = ENGINE_MSG_KEY_INSTALL, .job = M.id };
@@ -756,8 +786,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			op_simple(ENGINE_MSG_JOB_REMOVE);
 		else if (op == 14)
 			op_reinstall();
-		else
-			op_dup_key();
+		else {
+			uint8_t b = get8(&in);
+			if (b & 1)
+				op_key_remove((b >> 1) % NKEYS);
+			else
+				op_dup_key();
+		}
 		check_invariants();
 	}
 	/* removing the job gives back every payload still held */

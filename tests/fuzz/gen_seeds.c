@@ -198,6 +198,22 @@ static void engine(void)
 		b[n - 2] = 0x40;
 	}
 	put("engine", "reduce_scatter_round", b, n);
+
+	/* KEY_REMOVE (op 15, odd byte): key A with a half-open round goes and
+	 * comes back; its round 1 runs again from the start, key B unharmed */
+	n = 0;
+	n += push(b + n, 0, 0, 0, 0);
+	n += push(b + n, 1, 0, 0, 0);
+	n += push(b + n, 0, 1, 3, 0);
+	b[n++] = 15;
+	b[n++] = 1;          /* remove key A (index 0) */
+	for (unsigned r = 0; r < 4; r++)
+		n += push(b + n, r, 0, 0, 0);
+	for (unsigned r = 1; r < 4; r++)
+		n += push(b + n, r, 1, 3, 0);
+	b[n++] = 15;
+	b[n++] = 5;          /* remove the PS key (index 2) */
+	put("engine", "key_remove_open_round", b, n);
 }
 
 /* ---- fuzz_rpc: request lines ---- */
