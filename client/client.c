@@ -233,6 +233,8 @@ static int open_data_and_join(pbox_client *c)
 	rc = parse_join(c, res);
 	stat_set(&c->stats.mtu, c->opts.mtu);
 	stat_set(&c->stats.seg_bytes, c->seg_bytes);
+	stat_set(&c->stats.job_bytes, (uint64_t)json_integer_value(json_object_get(res,
+									       "max_bytes")));
 	json_decref(res);
 	return rc;
 }

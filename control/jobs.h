@@ -96,6 +96,7 @@ struct job {
 				      key's place goes to the last one) */
 	uint32_t nkeys, keys_cap;
 	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE */
+	uint32_t keys_releasing;   /* keys some ranks (not all) released */
 	uint32_t *key_index;       /* open addressing: index+1, 0 = empty */
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */

@@ -69,7 +69,7 @@ void jobs_keys_release(struct jobs *js, struct job *j)
 		free(j->keys[i].chunk_ep);
 		free(j->keys[i].remove_mark);
 	}
-	j->keys_removing = 0;
+	j->keys_removing = j->keys_releasing = 0;
 	free(j->keys);
 	free(j->key_index);
 	j->keys = NULL;
@@ -282,15 +282,18 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct job_key *k = (struct job_key *)job_key_find(j, keys[i]);
+		if (!k->released)
+			j->keys_releasing++;
 		k->released |= 1ull << rank;
 		if (k->released != world_bits(j->world))
 			continue;
 		int rc = start_key_remove(js, j, k);
-		if (rc < 0) { /* keep it released by all; the next release retries */
+		if (rc < 0) { /* not released by this rank: it may try again */
 			k->released &= ~(1ull << rank);
 			return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": out of memory",
 				      j->name, keys[i]);
 		}
+		j->keys_releasing--;
 		removed[(*nremoved)++] = keys[i];
 	}
 	return 0;
@@ -468,6 +471,12 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	uint64_t left = j->max_bytes - j->mem.used, off;
 	int rc = arena_alloc(&j->mem, need, &off);
 
+	if (rc == -ENOSPC && (j->keys_releasing || j->keys_removing))
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": needs %zu bytes "
+				 "of job memory, %" PRIu64 " of %" PRIu64 " are free, and %" PRIu32
+				 " keys being released by the ranks will give back more: declare "
+				 "it again in a moment", j->name, a->key, need, left, j->max_bytes,
+				 j->keys_releasing + j->keys_removing);
 	if (rc == -ENOSPC && need <= left)
 		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": needs %zu bytes "
 				 "of job memory in one block%s, %" PRIu64 " of %" PRIu64 " are free "

@@ -575,6 +575,9 @@ typedef struct pbox_stats {
 				 * UDP, IP and Ethernet headers not counted) */
 	uint64_t bytes_recv;    /* pbox datagram bytes received and accepted */
 	uint64_t sparse_entries; /* entries sent by sparse calls (first copies) */
+	uint64_t job_bytes;     /* the job's memory on the box (what its first
+				 * rank reserved; keys take their size from it:
+				 * pbox_release_keys gives it back). (0.8.0) */
 } pbox_stats;
 
 /*

@@ -109,6 +109,7 @@ class Stats(ctypes.Structure):
         ("bytes_sent", ctypes.c_uint64),        # 0.6.0
         ("bytes_recv", ctypes.c_uint64),
         ("sparse_entries", ctypes.c_uint64),
+        ("job_bytes", ctypes.c_uint64),
     ]
 
 

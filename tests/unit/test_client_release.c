@@ -2,11 +2,11 @@
 /*
  * test_client_release.c - pbox_release_keys end to end (libpbox against the
  * in-process box of pboxd's own control plane and engines, box_inproc.h;
- * docs/rpc.md "key_release"): a job whose memory holds three keys runs a
- * dozen keys of changing sizes through it, releasing each after use, with
- * ranks releasing at different times (the fast ones' declarations wait
- * for the slow ones); sums stay exact and the job's memory comes back to
- * where it started. Misuse is refused by name: a key in flight, twice, an
+ * docs/rpc.md "key_release"): a job whose memory holds one key runs a
+ * dozen keys of changing sizes through it (the same ids again, then new
+ * ones), releasing each after use, with ranks releasing at different
+ * times (the fast ones' declarations wait for the slow ones); sums stay
+ * exact and the job's memory comes back to where it started. Misuse is refused by name: a key in flight, twice, an
  * unknown key, a re-declaration the other ranks never release.
  */
 #include <pthread.h>
@@ -93,8 +93,9 @@ static void *worker_main(void *arg)
 	int rc = 0;
 
 	for (int it = 0; rc == 0 && it < ITERS; it++) {
-		uint32_t key = 100 + (uint32_t)(it % 2);       /* the same ids again ... */
-		size_t n = N - 64 * (size_t)it;                 /* ... with other sizes */
+		/* the same ids again with other sizes, then new ids */
+		uint32_t key = it < ITERS / 2 ? 100 + (uint32_t)(it % 2) : 200 + (uint32_t)it;
+		size_t n = N - 64 * (size_t)it;
 		for (size_t i = 0; i < n; i++)
 			w->buf[i] = value(w->rank, it, i);
 		rc = pbox_allreduce(w->c, key, w->buf, n, PBOX_F32);
@@ -147,12 +148,17 @@ static void release__keys_cycle_through_a_small_job(void **state)
 	pbox_opts_init(&o);
 	o.mtu = 1500;
 	o.timeout_ms = 20000;
-	/* room for three 1 MiB keys (and their segment state), not four */
-	o.job_bytes = base + 3 * (uint64_t)N * 4 + (uint64_t)N;
+	/* room for one 1 MiB key (and its segment state), not two: a rank
+	 * that declares the next key before the others released the last
+	 * one waits for them (EBUSY, retried) */
+	o.job_bytes = base + (uint64_t)N * 4 + (uint64_t)N;
 	for (int k = 0; k < WORLD; k++) {
 		w[k] = (struct worker){ .rank = k, .buf = malloc(N * sizeof(float)) };
 		assert_int_equal(pbox_connect(b->addr, "cycle", k, WORLD, &o, &w[k].c), 0);
 	}
+	pbox_stats st;
+	assert_int_equal(pbox_get_stats(w[2].c, &st), 0);
+	assert_int_equal(st.job_bytes, o.job_bytes);   /* what rank 0 reserved */
 	for (int k = 0; k < WORLD; k++)
 		pthread_create(&th[k], NULL, worker_main, &w[k]);
 	for (int k = 0; k < WORLD; k++)
@@ -167,7 +173,6 @@ static void release__keys_cycle_through_a_small_job(void **state)
 	assert_int_equal(v.nkeys, 0);
 	assert_int_equal(v.removing, 0);
 	assert_int_equal(v.used, base);     /* every key's memory came back */
-	/* without releases the third new key would not have fitted */
 	for (int k = 0; k < WORLD; k++) {
 		pbox_close(w[k].c);
 		free(w[k].buf);
