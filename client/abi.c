@@ -155,6 +155,8 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 		c->opts.busy_poll = o.busy_poll;
 	if (o.job_bytes)
 		c->opts.job_bytes = o.job_bytes;
+	if (o.key_bytes)
+		c->opts.key_bytes = o.key_bytes;
 	if (o.transport && !transport_name((pbox_transport)o.transport))
 		return client_error(c, PBOX_EINVAL, "pbox_opts.transport is %u: use a "
 				    "pbox_transport (PBOX_TRANSPORT_AUTO, _UDP, _XDP, _VERBS)",

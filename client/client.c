@@ -224,6 +224,8 @@ static int open_data_and_join(pbox_client *c)
 		json_object_set_new(params, "join_secret", json_string(secret));
 	if (params && c->opts.job_bytes)
 		json_object_set_new(params, "max_bytes", json_integer((json_int_t)c->opts.job_bytes));
+	else if (params && c->opts.key_bytes)
+		json_object_set_new(params, "key_bytes", json_integer((json_int_t)c->opts.key_bytes));
 	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));
@@ -233,8 +235,8 @@ static int open_data_and_join(pbox_client *c)
 	rc = parse_join(c, res);
 	stat_set(&c->stats.mtu, c->opts.mtu);
 	stat_set(&c->stats.seg_bytes, c->seg_bytes);
-	stat_set(&c->stats.job_bytes, (uint64_t)json_integer_value(json_object_get(res,
-									       "max_bytes")));
+	stat_set(&c->stats.key_bytes, (uint64_t)json_integer_value(json_object_get(res,
+									       "key_bytes")));
 	json_decref(res);
 	return rc;
 }

@@ -14,7 +14,7 @@ void arena_init(struct arena *a, uint64_t size, uint64_t reserved)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = size;
-	a->top = a->used = reserved < size ? reserved : size;
+	a->reserved = a->top = a->used = reserved < size ? reserved : size;
 }
 
 void arena_fini(struct arena *a)

@@ -17,6 +17,7 @@ struct arena_block {
 
 struct arena {
 	uint64_t size;             /* bytes under management */
+	uint64_t reserved;         /* the first ones, taken for good */
 	uint64_t top;              /* [top, size) was never handed out or came back */
 	uint64_t used;             /* bytes in blocks handed out */
 	struct arena_block *free;  /* below top, sorted by offset, never adjacent */

@@ -68,7 +68,7 @@ RPC_HANDLER(rpc_job_create)
 RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
-					     "mtu", "join_secret", "max_bytes", NULL };
+					     "mtu", "join_secret", "max_bytes", "key_bytes", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -83,18 +83,21 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_u32(params, "data_port", 1, 0, U16_MAX, &port, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "mtu", 0, 0, U16_MAX, &a.mtu, err, errlen)) ||
 	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)) ||
-	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &a.max_bytes, err, errlen)))
+	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &a.max_bytes, err, errlen)) ||
+	    (rc = rpc_param_u64(params, "key_bytes", 0, 0, INT64_MAX / 2, &a.key_bytes, err,
+				errlen)))
 		return rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);
 	if (rc < 0)
 		return rc;
 	snprintf(token, sizeof(token), "%016" PRIx64, j->token);
-	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
+	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
 			    "token", token, "world", (int)j->world,
 			    "seg_bytes", (json_int_t)j->seg_bytes,
 			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
 			    "max_bytes", (json_int_t)j->max_bytes,
+			    "key_bytes", (json_int_t)(j->mem.size - j->mem.reserved),
 			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore);
 	return 0;
 }

@@ -455,6 +455,19 @@ static uint32_t effective_mtu(const struct jobs *js, uint32_t mtu)
 	return box_mtu && box_mtu < mtu ? box_mtu : mtu;
 }
 
+/* Engine memory of a job of world ranks at mtu on every lcore (what
+ * new_job reserves at the arena's start). */
+static uint64_t engine_bytes(const struct jobs *js, uint32_t world, uint32_t mtu)
+{
+	const struct box_config *cfg = &js->box->cfg;
+	uint32_t seg = wire_seg_bytes(effective_mtu(js, mtu));
+
+	if (seg == 0 || world == 0 || world > ENGINE_MAX_WORLD)
+		return 0; /* jobs_create names the error */
+	return ALIGN64(engine_job_mem_bytes((uint16_t)world, seg, key_cap_for(cfg->max_keys),
+					    cfg->slots_per_lcore)) * js->box->layout.nlcores;
+}
+
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
 		const struct job **out, char *err, size_t errlen)
@@ -606,7 +619,11 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		if (a->world >= 1 && a->rank >= a->world)
 			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
 					 "[0, %" PRIu32 ")", a->name, a->rank, a->world);
-		rc = jobs_create(js, a->name, a->world, a->max_bytes, a->mtu ? a->mtu : DEFAULT_MTU, 0,
+		uint32_t mtu = a->mtu ? a->mtu : DEFAULT_MTU;
+		uint64_t max_bytes = a->max_bytes;
+		if (!max_bytes && a->key_bytes) /* sized by what its keys need */
+			max_bytes = engine_bytes(js, a->world, mtu) + a->key_bytes;
+		rc = jobs_create(js, a->name, a->world, max_bytes, mtu, 0,
 				 (const struct job **)&j, err, errlen);
 		if (rc < 0)
 			return rc;

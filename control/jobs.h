@@ -158,6 +158,8 @@ struct jobs_join_args {
 	const char *join_secret; /* NULL = none given */
 	uint64_t max_bytes; /* job memory if this join creates the job; 0 = the
 			       box's default (--job-bytes) */
+	uint64_t key_bytes; /* max_bytes 0: the job's engine memory plus this
+			       (0 = not used) */
 };
 
 /*

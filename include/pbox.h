@@ -158,6 +158,12 @@ typedef struct pbox_opts {
 	 * (--job-bytes). A declaration beyond it fails with PBOX_EREJECTED
 	 * naming the bytes needed and left. (Added in 0.5.0.) */
 	uint64_t job_bytes;
+	/* Instead of job_bytes, when that is 0: ask for the box's engine
+	 * memory for a job of this world (its contribution slots) plus this
+	 * many bytes for keys, e.g. what a model's gradients need (Python:
+	 * pbox.torch.key_bytes_for(model)). Capped like job_bytes. 0 = not
+	 * used. (Added in 0.8.0.) */
+	uint64_t key_bytes;
 } pbox_opts;
 
 typedef struct pbox_client pbox_client;
@@ -575,9 +581,10 @@ typedef struct pbox_stats {
 				 * UDP, IP and Ethernet headers not counted) */
 	uint64_t bytes_recv;    /* pbox datagram bytes received and accepted */
 	uint64_t sparse_entries; /* entries sent by sparse calls (first copies) */
-	uint64_t job_bytes;     /* the job's memory on the box (what its first
-				 * rank reserved; keys take their size from it:
-				 * pbox_release_keys gives it back). (0.8.0) */
+	uint64_t key_bytes;     /* the job's memory on the box for keys (what
+				 * its first rank reserved, less the engine's
+				 * part): declarations take from it,
+				 * pbox_release_keys gives back. (0.8.0) */
 } pbox_stats;
 
 /*

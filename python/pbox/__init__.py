@@ -289,7 +289,7 @@ class Client:
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
            rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-           transport=None, busy_poll=0, job_bytes=0)
+           transport=None, busy_poll=0, job_bytes=0, key_bytes=0)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
@@ -300,12 +300,14 @@ class Client:
     transport ("auto", "udp", "xdp", "verbs") defaults to $PBOX_TRANSPORT,
     then auto (see .transport_info). job_bytes: the job memory to reserve on
     the box if this worker creates the job (default $PBOX_JOB_BYTES, then
-    the box's --job-bytes).
+    the box's --job-bytes). key_bytes (when job_bytes is not given): size
+    the job as the box's engine memory plus this many bytes for keys
+    (pbox.torch.key_bytes_for(model) estimates them).
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
                  rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-                 transport=None, busy_poll=0, job_bytes=0):
+                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -338,9 +340,10 @@ class Client:
             raise Error(rc, f"pbox_opts_init_sized refused {ctypes.sizeof(opts)} bytes")
         for name, v in (("timeout_ms", timeout_ms), ("rto_ms", rto_ms), ("window", window),
                         ("mtu", mtu), ("udp_offload", udp_offload),
-                        ("busy_poll", busy_poll), ("job_bytes", job_bytes)):
+                        ("busy_poll", busy_poll), ("job_bytes", job_bytes),
+                        ("key_bytes", key_bytes)):
             if v:
-                if not 0 < int(v) < (2 ** 63 if name == "job_bytes" else 2 ** 32):
+                if not 0 < int(v) < (2 ** 62 if name.endswith("_bytes") else 2 ** 32):
                     raise Error(EINVAL, f"{name}={v} is out of range")
                 setattr(opts, name, int(v))
         if transport is not None:

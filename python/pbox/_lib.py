@@ -76,6 +76,7 @@ class Opts(ctypes.Structure):
         ("transport", ctypes.c_uint32),
         ("busy_poll", ctypes.c_uint32),
         ("job_bytes", ctypes.c_uint64),   # 0.5.0
+        ("key_bytes", ctypes.c_uint64),   # 0.8.0
     ]
 
 
@@ -109,7 +110,7 @@ class Stats(ctypes.Structure):
         ("bytes_sent", ctypes.c_uint64),        # 0.6.0
         ("bytes_recv", ctypes.c_uint64),
         ("sparse_entries", ctypes.c_uint64),
-        ("job_bytes", ctypes.c_uint64),
+        ("key_bytes", ctypes.c_uint64),
     ]
 
 

@@ -118,16 +118,21 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Engine memory a job of WORLD ranks reserves on this box (a probe job). */
+/* Engine memory a job of WORLD ranks reserves on this box (a probe job,
+ * sized by pbox_opts.key_bytes: the engine's part plus that). */
 static uint64_t reserved(struct box_inproc *b)
 {
 	pbox_opts o;
 	pbox_client *c[WORLD];
+	pbox_stats st;
 
 	pbox_opts_init(&o);
 	o.mtu = 1500;
+	o.key_bytes = 5u << 20;
 	for (int k = 0; k < WORLD; k++)
 		assert_int_equal(pbox_connect(b->addr, "probe", k, WORLD, &o, &c[k]), 0);
+	assert_int_equal(pbox_get_stats(c[1], &st), 0);
+	assert_int_equal(st.key_bytes, 5u << 20);
 	struct job_view v = view(b, "probe");
 	for (int k = 0; k < WORLD; k++)
 		pbox_close(c[k]);
@@ -158,7 +163,7 @@ static void release__keys_cycle_through_a_small_job(void **state)
 	}
 	pbox_stats st;
 	assert_int_equal(pbox_get_stats(w[2].c, &st), 0);
-	assert_int_equal(st.job_bytes, o.job_bytes);   /* what rank 0 reserved */
+	assert_int_equal(st.key_bytes, o.job_bytes - base); /* what rank 0 reserved */
 	for (int k = 0; k < WORLD; k++)
 		pthread_create(&th[k], NULL, worker_main, &w[k]);
 	for (int k = 0; k < WORLD; k++)
