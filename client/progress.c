@@ -311,6 +311,9 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 		/* released by this rank, not yet by all: declare again shortly
 		 * (docs/rpc.md "key_release"), within the request's timeout */
 		if (ks->req && json_integer_value(json_object_get(e, "code")) == -EBUSY) {
+			/* kept for the timeout's message (r->msg is read only once
+			 * the request finished) */
+			snprintf(ks->req->msg, sizeof(ks->req->msg), "%s", err);
 			xfer_redeclare_later(c, ks->req, now);
 			return;
 		}

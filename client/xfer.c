@@ -654,10 +654,10 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 			 nsegs - r->ndone, nsegs, seg_bitmap_first_clear(r->ks->got, nsegs));
 	} else if (r->held_elsewhere) {
 		snprintf(msg, sizeof(msg),
-			 "job '%s' rank %d key %u: this rank released the key and the others "
-			 "still hold it after %u ms (every rank must pbox_release_keys it "
-			 "before it can be declared again)", c->job, c->rank, r->key,
-			 c->opts.timeout_ms);
+			 "job '%s' rank %d key %u: not declared within %u ms: keys released by "
+			 "some ranks are still held by others (every rank must "
+			 "pbox_release_keys them); the box said: %.200s", c->job, c->rank,
+			 r->key, c->opts.timeout_ms, r->msg);
 	} else {
 		snprintf(msg, sizeof(msg),
 			 "job '%s' rank %d key %u: no answer to %s within %u ms",

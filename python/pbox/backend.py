@@ -27,12 +27,21 @@ a call takes lane seq % LANES of its signature, seq counting the calls of
 that signature, and first waits for the call that used the same lane
 before. All ranks issue collectives in the same order (torch.distributed's
 rule), so all pick the same key for a call without talking to each other.
+The keys' box memory stays within half the job's (pbox_stats.key_bytes:
+a key takes one contiguous block, and the other half leaves room for new
+shapes among older blocks): before a new key would pass it, the least
+recently used keys are released
+(pbox_release_keys, after their calls ended); every rank makes the same
+choice from the same calls. set_options(key_bytes=key_bytes_for(model))
+sizes the job for a model (the first rank's option counts).
 
 Each collective is one span "pbox::<op>" in torch.profiler, from its start
 until its result is in.
 """
+import collections
 import hashlib
 import os
+import sys
 import queue
 import secrets
 import threading
@@ -42,7 +51,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, _create_work_from_future)
 
-from . import Client, Error, EINVAL
+from . import Client, Error, EINVAL, EABORTED
 
 __all__ = ["ProcessGroupPBox", "set_options", "LANES"]
 
@@ -57,10 +66,12 @@ _STORE_SECRET = "pbox/secret"
 def set_options(**kw):
     """Client options for the process groups created from now on: control
     ("host:port", default $PBOX_CONTROL), job_bytes (job memory the first
-    rank reserves; default $PBOX_JOB_BYTES, then the box's --job-bytes),
-    transport, timeout_ms, rto_ms, window, mtu, busy_poll (pbox.Client's)."""
-    known = {"control", "job_bytes", "transport", "timeout_ms", "rto_ms", "window", "mtu",
-             "busy_poll"}
+    rank reserves; default $PBOX_JOB_BYTES, then the box's --job-bytes) or
+    key_bytes (the box's engine memory plus this for keys:
+    pbox.torch.key_bytes_for(model)), transport, timeout_ms, rto_ms, window,
+    mtu, busy_poll (pbox.Client's)."""
+    known = {"control", "job_bytes", "key_bytes", "transport", "timeout_ms", "rto_ms",
+             "window", "mtu", "busy_poll"}
     bad = set(kw) - known
     if bad:
         raise Error(EINVAL, f"unknown pbox backend options {sorted(bad)}; known: {sorted(known)}")
@@ -108,6 +119,16 @@ class ProcessGroupPBox(ProcessGroup):
         self._owner = {}         # key -> (signature, lane)
         self._seq = {}           # signature -> calls so far
         self._busy = {}          # key -> threading.Event set when its call ended
+        self._lru = collections.OrderedDict()  # key -> its box bytes, least recent first
+        st = self.client.stats()
+        self._seg = max(int(st.get("seg_bytes", 0)), 64)
+        # live keys stay under half the job's key memory: a key's block
+        # is contiguous, and the free half leaves room for new shapes
+        # between the blocks of older ones (first fit)
+        self._budget = int(st.get("key_bytes", 0) * 0.5) or None
+        self._held = 0
+        self.released = 0        # keys given back to make room
+        self._failed = None      # the first failed call's message (fail-stop)
         self._q = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="pbox-pg-waiter", daemon=True)
         self._thread.start()
@@ -120,6 +141,31 @@ class ProcessGroupPBox(ProcessGroup):
         return f"ProcessGroupPBox(job={self.job!r}, rank={self.rank()}, size={self.size()})"
 
     # -- keys and completion ------------------------------------------------
+    def _box_bytes(self, sig):
+        """Box memory of a key of signature sig: whole segments of every
+        slice (allgather and reduce_scatter keys have world slices)."""
+        if sig[0] == "barrier":
+            return self._seg
+        slices = self.size() if sig[0] in ("allgather", "reduce_scatter") else 1
+        nbytes = sig[1] * torch.empty((), dtype=sig[2]).element_size()
+        return slices * -(-nbytes // self._seg) * self._seg
+
+    def _make_room(self, need):
+        """Release least recently used keys until need more bytes fit the
+        budget (the same keys on every rank: the same calls came first)."""
+        drop = []
+        while self._budget and self._lru and self._held + need > self._budget:
+            k, nb = self._lru.popitem(last=False)
+            ev = self._busy.pop(k, None)
+            if ev is not None:
+                ev.wait()                    # its last call has ended
+            del self._keys[self._owner.pop(k)]
+            self._held -= nb
+            drop.append(k)
+        for i in range(0, len(drop), 1024):
+            self.client.release(drop[i:i + 1024])
+        self.released += len(drop)
+
     def _key(self, sig):
         """The key of the next call of signature sig (the same on every
         rank), once the last call that used it has ended."""
@@ -128,12 +174,17 @@ class ProcessGroupPBox(ProcessGroup):
         slot = (sig, seq % LANES)
         k = self._keys.get(slot)
         if k is None:
+            nb = self._box_bytes(sig)
+            self._make_room(nb)
             h = hashlib.blake2b(repr(slot).encode(), digest_size=8)
             k = int.from_bytes(h.digest(), "little") & _KEY_MASK
             while k in self._owner:          # a collision: the next free key
                 k = (k + 1) & _KEY_MASK
             self._owner[k] = slot
             self._keys[slot] = k
+            self._lru[k] = nb
+            self._held += nb
+        self._lru.move_to_end(k)
         ev = self._busy.get(k)
         if ev is not None:
             ev.wait()
@@ -141,21 +192,38 @@ class ProcessGroupPBox(ProcessGroup):
 
     def _run(self):
         while True:
-            reqs, finish, fut, ev = self._q.get()
+            reqs, finish, fut, ev, outs = self._q.get()
             try:
                 for r in reqs:
                     r.wait()
                 res = finish()
             except BaseException as e:  # hand every failure to the caller's future
+                self._fail(e, outs)
                 ev.set()
                 fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
                 continue
             ev.set()
             fut.set_result(res)
 
-    def _box(self, name, sig, start, finish):
+    def _fail(self, e, outs):
+        """A collective failed. torch 1.13's Work.wait() cannot raise (it
+        returns True whatever its future holds), so a synchronous
+        dist.all_reduce would go on with an unreduced tensor: the call's
+        outputs become NaN, the error goes to stderr, and every later call
+        on this group raises it (fail-stop). Futures (DDP) raise at once."""
+        if self._failed is None:
+            self._failed = f"rank {self.rank()}: a pbox collective failed: {e}"
+            print(f"pbox backend: {self._failed}", file=sys.stderr, flush=True)
+        for t in outs:
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+
+    def _box(self, name, sig, start, finish, outs=()):
         """Run start(key) -> pbox Requests now, then finish() on the waiter
-        thread once they are done; return the Work."""
+        thread once they are done; return the Work. outs: the tensors the
+        call writes (NaN if it fails)."""
+        if self._failed is not None:
+            raise Error(EABORTED, f"{self._failed} (the group stops at its first error)")
         fut = torch.futures.Future()
         out = fut.then(_unwrap)   # a failure becomes a real error for C++ callers
         with torch.autograd.profiler.record_function(f"pbox::{name}") as rf:
@@ -165,7 +233,7 @@ class ProcessGroupPBox(ProcessGroup):
             self._busy[key] = ev
             out = rf._call_end_callbacks_on_future(out)
         self.calls["box"] += 1
-        self._q.put((reqs, finish, fut, ev))
+        self._q.put((reqs, finish, fut, ev, list(outs)))
         return _create_work_from_future(out)
 
     def _gloo_call(self, name, *args):
@@ -190,7 +258,7 @@ class ProcessGroupPBox(ProcessGroup):
             return tensors
 
         return self._box("allreduce", ("allreduce", t.numel(), t.dtype),
-                         lambda k: [self.client.iallreduce(buf, k)], finish)
+                         lambda k: [self.client.iallreduce(buf, k)], finish, [t])
 
     def reduce(self, tensors, opts):
         op = _box_op(opts)
@@ -210,7 +278,8 @@ class ProcessGroupPBox(ProcessGroup):
             return tensors
 
         return self._box("reduce", ("allreduce", t.numel(), t.dtype),
-                         lambda k: [self.client.iallreduce(buf, k)], finish)
+                         lambda k: [self.client.iallreduce(buf, k)], finish,
+                         [t] if root else [])
 
     def broadcast(self, tensors, opts):
         if len(tensors) != 1 or opts.rootTensor or not _boxable(tensors[0]):
@@ -225,13 +294,13 @@ class ProcessGroupPBox(ProcessGroup):
             return tensors
 
         return self._box("broadcast", ("broadcast", t.numel(), t.dtype, root),
-                         lambda k: [self.client.ibroadcast(buf, k, root)], finish)
+                         lambda k: [self.client.ibroadcast(buf, k, root)], finish, [t])
 
-    def _allgather_flat(self, name, out, inp, finish):
+    def _allgather_flat(self, name, out, inp, finish, outs):
         """Gather inp from every rank into the flat out (world * n)."""
         src = inp if inp.is_contiguous() else inp.contiguous()
         return self._box(name, ("allgather", src.numel(), src.dtype),
-                         lambda k: [self.client.iallgather(src, out, k)], finish)
+                         lambda k: [self.client.iallgather(src, out, k)], finish, outs)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         outs = output_tensors[0] if len(output_tensors) == 1 else None
@@ -247,7 +316,7 @@ class ProcessGroupPBox(ProcessGroup):
                 o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view_as(o))
             return output_tensors
 
-        return self._allgather_flat("allgather", flat, inp, finish)
+        return self._allgather_flat("allgather", flat, inp, finish, list(outs))
 
     def _allgather_base(self, output, input, opts=None):
         if (not _boxable(input) or output.dtype != input.dtype or not output.is_contiguous() or
@@ -255,9 +324,10 @@ class ProcessGroupPBox(ProcessGroup):
             return self._gloo_call("_allgather_base", output, input, *(
                 [opts] if opts is not None else []))
         flat = output.view(-1)
-        return self._allgather_flat("all_gather_into_tensor", flat, input, lambda: [output])
+        return self._allgather_flat("all_gather_into_tensor", flat, input, lambda: [output],
+                                    [output])
 
-    def _reduce_scatter_flat(self, name, out, inp, op, finish):
+    def _reduce_scatter_flat(self, name, out, inp, op, finish, outs):
         world = self.size()
 
         def done():
@@ -266,7 +336,7 @@ class ProcessGroupPBox(ProcessGroup):
             return finish()
 
         return self._box(name, ("reduce_scatter", out.numel(), out.dtype),
-                         lambda k: [self.client.ireduce_scatter(inp, out, k)], done)
+                         lambda k: [self.client.ireduce_scatter(inp, out, k)], done, outs)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts):
         op = _box_op(opts)
@@ -284,7 +354,8 @@ class ProcessGroupPBox(ProcessGroup):
                 out.copy_(res)
             return output_tensors
 
-        return self._reduce_scatter_flat("reduce_scatter", res.view(-1), flat, op, finish)
+        return self._reduce_scatter_flat("reduce_scatter", res.view(-1), flat, op, finish,
+                                         [out])
 
     def _reduce_scatter_base(self, output, input, opts):
         op = _box_op(opts)
@@ -293,7 +364,7 @@ class ProcessGroupPBox(ProcessGroup):
             return self._gloo_call("_reduce_scatter_base", output, input, opts)
         inp = input if input.is_contiguous() else input.contiguous()
         return self._reduce_scatter_flat("reduce_scatter_tensor", output.view(-1), inp.view(-1),
-                                         op, lambda: [output])
+                                         op, lambda: [output], [output])
 
     def barrier(self, opts=None):
         one = torch.ones(1)

@@ -26,7 +26,8 @@ rank, and every rank must use the same key. DDP numbers its buckets
 order, so the same index can then have another size. The hook's key is
 therefore a hash of (State name, bucket index, element count, wire dtype)
 truncated to 31 bits: identical on all ranks without any exchange, stable
-across iterations, and a new key after a rebuild. Hook keys lie in
+across iterations, and a new key after a rebuild (the first layout's keys
+are then released, so the box holds one layout: State.key). Hook keys lie in
 0..2**31-1; keys of your own should use 2**31 and above (BoxOptimizer's
 are hashes there too; a key of your own that collides with one of them
 is refused when the second declaration meets the first).
@@ -49,11 +50,28 @@ from torch.optim.optimizer import required as _torch_required
 from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
+           "key_bytes_for",
            "BoxOptimizer", "ps_key_for", "TopkState", "topk_hook", "topk_allreduce",
            "sparse_allreduce", "ProcessGroupPBox", "set_backend_options"]
 
 _KEY_MASK = 0x7FFFFFFF
 _DTYPE_NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def key_bytes_for(model, dtype=None, margin=1 / 32):
+    """Box memory a DDP job of `model` needs for its keys: its gradients
+    (every parameter that requires grad, as dtype: default the parameter's
+    own, torch.float16/bfloat16 for the compress hooks) or, if larger, its
+    parameters and buffers (what DDP broadcasts at start through the pbox
+    backend), plus `margin` for segment state and 1 MiB. Give it as
+    Client(key_bytes=...), State(key_bytes=...) or
+    set_backend_options(key_bytes=...): the first rank then sizes the job
+    as the box's engine memory plus this (docs/pytorch.md "Job memory")."""
+    def size(t, dt=None):
+        return t.numel() * torch.empty((), dtype=dt or t.dtype).element_size()
+    grads = sum(size(p, dtype) for p in model.parameters() if p.requires_grad)
+    states = sum(size(p) for p in model.parameters()) + sum(size(b) for b in model.buffers())
+    return int(max(grads, states) * (1 + margin)) + (1 << 20)
 
 
 def key_for(name, index, numel, dtype):
@@ -67,21 +85,27 @@ def key_for(name, index, numel, dtype):
 class State:
     """Per-model state of the pbox hooks.
 
-    State(client=None, name="ddp", world=None)
+    State(client=None, name="ddp", world=None, key_bytes=0)
       client: a pbox.Client (default: pbox.Client() from the environment);
               the State closes it at close() only if it made it.
       name:   separates the keys of several DDP models on one client
               (each model needs its own State with its own name).
       world:  divisor of the sum (default client.world).
+      key_bytes: for the Client it makes: size the job for keys of this
+              many bytes (key_bytes_for(model)), not the box's default.
     """
 
-    def __init__(self, client=None, name="ddp", world=None):
+    def __init__(self, client=None, name="ddp", world=None, key_bytes=0):
         self._own_client = client is None
-        self.client = client if client is not None else Client()
+        self.client = client if client is not None else Client(key_bytes=key_bytes)
         self.name = str(name)
         self.world = int(world if world is not None else self.client.world)
         self._keys = {}        # (index, numel, dtype name) -> key
         self._owner = {}       # key -> (index, numel, dtype name)
+        self._held = set()     # keys of completed iterations (live on the box)
+        self._cur = []         # keys of the iteration in progress
+        self._iters = 0        # iterations completed (a bucket said is_last)
+        self.released = 0      # keys given back after a bucket rebuild
         self._klock = threading.Lock()
         self._q = queue.SimpleQueue()
         self._thread = None
@@ -98,20 +122,50 @@ class State:
         with self._klock:
             return dict(self._keys)
 
-    def key(self, index, numel, dtype):
+    def key(self, index, numel, dtype, last=False):
+        """The key of bucket `index` (numel elements sent as dtype); last:
+        the bucket is the iteration's last (GradBucket.is_last()).
+
+        Key release: when a bucket needs a key that no completed iteration
+        used (DDP rebuilt its buckets, once, after the first iteration),
+        the keys of completed iterations not used so far in this one are
+        released first (pbox_release_keys), so the box needs memory for
+        one bucket layout, not two. Every rank sees the same buckets in the
+        same order, so all release the same keys; their calls ended with
+        the iteration DDP waited for."""
         t = (int(index), int(numel), _DTYPE_NAME.get(dtype, str(dtype)))
         with self._klock:
             k = self._keys.get(t)
-            if k is not None:
-                return k
-            k = key_for(self.name, index, numel, dtype)
-            other = self._owner.get(k)
-            if other is not None and other != t:
-                raise Error(EINVAL, f"DDP buckets {other} and {t} hash to the same pbox key "
-                                    f"{k}; give the State another name")
-            self._keys[t] = k
-            self._owner[k] = t
+            if k is None:
+                k = key_for(self.name, index, numel, dtype)
+                other = self._owner.get(k)
+                if other is not None and other != t:
+                    raise Error(EINVAL, f"DDP buckets {other} and {t} hash to the same pbox "
+                                        f"key {k}; give the State another name")
+                if self._iters:
+                    self._release(self._held - set(self._cur))
+                self._keys[t] = k
+                self._owner[k] = t
+            self._cur.append(k)
+            if last:
+                self._held |= set(self._cur)
+                self._cur = []
+                self._iters += 1
             return k
+
+    def _release(self, keys):
+        """Give keys back to the box and forget them (under _klock)."""
+        keys = sorted(keys)
+        for i in range(0, len(keys), 1024):
+            self.client.release(keys[i:i + 1024])
+        for k in keys:
+            self._keys.pop(self._owner.pop(k), None)
+            self._held.discard(k)
+            self._forget(k)
+        self.released += len(keys)
+
+    def _forget(self, key):
+        """What the State keeps per key besides the box's part (none)."""
 
     def _start(self):
         with self._tlock:
@@ -198,12 +252,17 @@ def _bucket_buffer(bucket):
     return buf
 
 
+def _is_last(bucket):
+    last = getattr(bucket, "is_last", None)
+    return bool(last()) if last is not None else False
+
+
 def allreduce_hook(state, bucket):
     """Average the bucket over all ranks through the box, in its own dtype
     (float32, float16 or bfloat16 gradients)."""
     buf = _bucket_buffer(bucket)
     try:
-        key = state.key(bucket.index(), buf.numel(), buf.dtype)
+        key = state.key(bucket.index(), buf.numel(), buf.dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
     world = state.world
@@ -217,7 +276,7 @@ def allreduce_hook(state, bucket):
 def _compress_hook(state, bucket, dtype):
     buf = _bucket_buffer(bucket)
     try:
-        key = state.key(bucket.index(), buf.numel(), dtype)
+        key = state.key(bucket.index(), buf.numel(), dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
     comp = buf.to(dtype)   # a new contiguous tensor, rounded once
@@ -267,8 +326,9 @@ class TopkState(State):
                       cleared where sent; then the optimizer runs without
                       momentum. 0 = off.
     A bucket's residual is kept under its key: when DDP rebuilds its
-    buckets after the first iteration, the first bucket layout's residuals
-    are left behind (once).
+    buckets after the first iteration, the first layout's keys are released
+    and their residuals dropped (they belong to buckets that no longer
+    exist).
     """
 
     def __init__(self, client=None, name="topk", world=None, density=0.01,
@@ -280,6 +340,9 @@ class TopkState(State):
             raise ValueError(f"momentum {momentum} is outside [0, 1)")
         super().__init__(client, "topk|" + str(name), world)
         self.density, self.error_feedback, self.momentum = density, bool(error_feedback), momentum
+
+    def _forget(self, key):
+        self.client.topk_reset(key)
 
     def _request(self, buf, key):
         return self.client.iallreduce_topk(buf, key, self.density,

@@ -36,8 +36,9 @@ trun() {
 		--master_port $PORT --redirects 1 --tee 1 --log_dir "$WORKDIR/tr-$name" \
 		tests/integration/torch_backend_check.py "$@" > "$WORKDIR/$name.log" 2>&1
 	local rc=$?
-	grep -E 'backend (coll|train):|FAIL|diff|retransmits' "$WORKDIR/$name.log" | sort -u | sed 's/^/    /' >&2
+	grep -E 'backend (coll|train):|FAIL|diff|retransmits|memory:' "$WORKDIR/$name.log" | sort -u | sed 's/^/    /' >&2
 	if [ $rc -ne 0 ] || ! grep -q 'backend [a-z]*: [0-9]* passed, 0 failed' "$WORKDIR/$name.log"; then
+		grep -E "^[A-Za-z_.]*(Error|Exception)" "$WORKDIR/$name.log" | sort | uniq -c | head
 		tail -40 "$WORKDIR/$name.log"
 		for f in $(find "$WORKDIR/tr-$name" -name 'std*.log' 2>/dev/null); do
 			echo "== $f"; tail -30 "$f"

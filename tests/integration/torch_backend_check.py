@@ -16,7 +16,9 @@ rank 0 prints one "backend: N passed, 0 failed" line.
   embedding, layernorm, an unused parameter, no_sync accumulation) against
   the same model under DDP on a Gloo group in the same processes; and a
   sharded (ZeRO-3 / FSDP-style) SGD that reduce-scatters the flat
-  gradient and all-gathers the flat parameters, against the same.
+  gradient and all-gathers the flat parameters, against the same. Then
+  job memory: a small job's group releasing its least recently used keys,
+  a failed call raising, a hook State releasing an old bucket layout.
 """
 import argparse
 import faulthandler
@@ -272,6 +274,67 @@ def part_train(steps):
     if dist.get_rank() == 0:
         print(f"sharded: pbox vs DDP on Gloo max |diff| {diff:.2e}", flush=True)
     print(f"rank {dist.get_rank()}: DDP and sharded runs agree", flush=True)
+    part_memory()
+
+
+def part_memory():
+    """Key release (docs/rpc.md "key_release"): a pbox group whose job holds
+    keys for about 300 kB runs allreduces of twelve shapes (~1 MB of keys in
+    all) exactly, releasing its least recently used keys on the way; a hook
+    State releases the first bucket layout's keys when the layout changes."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    want = float(world * (world + 1) // 2)
+    pbox.torch.set_backend_options(key_bytes=300_000)
+    g = dist.new_group(backend="pbox")
+    pbox.torch.set_backend_options(key_bytes=0)
+    check(g.client.stats()["key_bytes"] >= 300_000, "the job was sized by key_bytes")
+    for i in range(12):
+        t = torch.full((20000 + 1000 * i,), float(rank + 1))
+        dist.all_reduce(t, group=g)
+        check(torch.equal(t, torch.full_like(t, want)), f"allreduce {i} in a small job")
+    check(g.released > 0, f"least recently used keys released ({g.released})")
+    if rank == 0:
+        print(f"memory: {g.released} keys released by the small job's group", flush=True)
+    # a call the box refuses is never a silent success (no room for it):
+    # its future raises, its tensor is NaN (torch 1.13's Work.wait() cannot
+    # raise), and the group's next call raises the box's message
+    pbox.torch.set_backend_options(key_bytes=4096)
+    tiny = dist.new_group(backend="pbox")
+    pbox.torch.set_backend_options(key_bytes=0)
+    t = torch.ones(100000)
+    w = dist.all_reduce(t, group=tiny, async_op=True)
+    try:
+        w.get_future().wait()
+        check(False, "the future of an allreduce beyond the job's memory raises")
+    except Exception as e:   # noqa: BLE001 (the box's ENOSPC, as pbox.Error text)
+        check("job memory" in str(e), f"its future raises the box's reason ({e})")
+    check(bool(torch.isnan(t).all()), "the failed allreduce's tensor is NaN")
+    try:
+        dist.all_reduce(torch.ones(10), group=tiny)
+        check(False, "the next call on a failed group raises")
+    except Exception as e:   # noqa: BLE001
+        check("job memory" in str(e), f"the next call on the failed group raises ({e})")
+    # a hook State: bucket layout A for one iteration, then layout B
+    c = pbox.Client(os.environ["PBOX_CONTROL"], g.job + "-hook", rank, world,
+                    key_bytes=pbox.torch.key_bytes_for(nn.Linear(300, 100)))
+    st = pbox.torch.State(c, name="mem")
+    layouts = [[(0, 20000), (1, 10000)], [(0, 20000), (1, 10000)], [(0, 15000), (1, 15000)],
+               [(0, 15000), (1, 15000)]]
+    for it, layout in enumerate(layouts):
+        futs = []
+        for i, (idx, n) in enumerate(layout):
+            buf = torch.full((n,), float(rank + 1))
+            key = st.key(idx, n, buf.dtype, last=i == len(layout) - 1)
+            futs.append((buf, st.submit(buf, key, lambda b=buf: b)))
+        for buf, f in futs:
+            f.wait()
+            check(torch.equal(buf, torch.full_like(buf, want)), f"hook iteration {it}")
+    # layout B's first new bucket released layout A's two keys (bucket 0
+    # of A had another size, so nothing of A was in use then)
+    check(st.released == 2, f"the first layout's keys released ({st.released})")
+    check(len(st.keys) == 2, f"the State keeps one layout ({len(st.keys)} keys)")
+    st.close()
+    c.close()
 
 
 def main():

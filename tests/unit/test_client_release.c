@@ -242,7 +242,7 @@ static void release__misuse_named(void **state)
 	/* rank 0 released key 9, rank 1 never does: rank 0's next use waits
 	 * for it and times out saying so */
 	assert_int_equal(pbox_allreduce(c[0], 9, x0, 700, PBOX_F32), PBOX_ETIMEDOUT);
-	assert_non_null(strstr(pbox_last_error(c[0]), "others still hold it"));
+	assert_non_null(strstr(pbox_last_error(c[0]), "still held by others"));
 	/* rank 1 still uses the old key 9 alone: it has not released it */
 	/* ... and once it releases, key 9 comes back with another size */
 	assert_int_equal(pbox_release_keys(c[1], &k9, 1), 0);
