@@ -98,12 +98,12 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 			uint32_t v = b->lo + (uint32_t)(span * j / (TOPK_MAX_THRESH + 1));
 			if (v > b->lo && v < b->hi && (nt == 0 || v > tb[nt - 1])) {
 				tb[nt] = v;
-				tf[nt++] = sum_bits_f32(v);
+				tf[nt++] = elem_bits_f32(v);
 			}
 		}
 		if (nt == 0) { /* span 2..: the middle one */
 			tb[0] = b->lo + 1;
-			tf[0] = sum_bits_f32(tb[0]);
+			tf[0] = elem_bits_f32(tb[0]);
 			nt = 1;
 		}
 		kk->count(x, n, tf, nt, cnt);
@@ -131,7 +131,7 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 static size_t take_exactly(const float *x, size_t n, size_t k, const struct bracket *b,
 			   uint32_t *idx, float *val)
 {
-	float lo = sum_bits_f32(b->lo), hi = sum_bits_f32(b->hi);
+	float lo = elem_bits_f32(b->lo), hi = elem_bits_f32(b->hi);
 	size_t m = 0, band = k - b->chi;
 
 	for (size_t i = 0; i < n && m < k; i++) {
@@ -165,11 +165,11 @@ static double sample_thresholds(const struct topk_kernels *kk, const float *x, c
 	uint64_t c;
 
 	*t = search(kk, s, ns, w - w / 64, w + w / 64, &b, SAMPLE_PASSES, &tt, &c) ? tt
-	     : sum_bits_f32(b.lo);
+	     : elem_bits_f32(b.lo);
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.lo;
+	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? elem_f32_bits(tt) : b.lo;
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.hi;
+	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? elem_f32_bits(tt) : b.hi;
 	return want;
 }
 
@@ -188,7 +188,7 @@ static int probe(const struct topk_kernels *kk, const float *x, size_t n, uint32
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
-		tf[j] = sum_bits_f32(tb[j]);
+		tf[j] = elem_bits_f32(tb[j]);
 	}
 	kk->count(x, n, tf, TOPK_MAX_THRESH, cnt);
 	*b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
@@ -232,9 +232,9 @@ static size_t select_from(const struct topk_kernels *kk, float *x, const float *
 			if (m >= kmin && m <= kmax)
 				return m;
 			if (m > kmax)
-				b = (struct bracket){ .lo = sum_f32_bits(t), .hi = ABOVE_INF, .clo = m };
+				b = (struct bracket){ .lo = elem_f32_bits(t), .hi = ABOVE_INF, .clo = m };
 			else
-				b = (struct bracket){ .lo = 0, .hi = sum_f32_bits(t), .clo = n, .chi = m };
+				b = (struct bracket){ .lo = 0, .hi = elem_f32_bits(t), .clo = n, .chi = m };
 		} else {
 			if (g)
 				for (size_t i = 0; i < n; i++)
@@ -302,7 +302,7 @@ size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, s
  * lower index first among equal magnitudes. */
 static inline uint64_t exact_key(const float *x, size_t i)
 {
-	uint32_t a = sum_f32_bits(x[i]) & 0x7fffffffu;
+	uint32_t a = elem_f32_bits(x[i]) & 0x7fffffffu;
 	uint64_t mag = a > 0x7f800000u ? 0 : (uint64_t)a + 1;
 	return mag << 32 | (uint32_t)~(uint32_t)i;
 }
