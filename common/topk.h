@@ -33,7 +33,7 @@
  * The decisions (thresholds, bands, when to stop) are made by one piece
  * of C, topk_select_steps, which reaches the array only through the steps
  * of struct topk_steps: topk_select and topk_select_ef drive it with the
- * CPU kernels below, the GPU library (gpu/topk.c) with device kernels, so
+ * CPU kernels below, the GPU library (gpu/topk_ef.c) with device kernels, so
  * both select the same entries from the same input.
  */
 #ifndef PBOX_TOPK_H
