@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
-# into build/; `make check` runs the unit tests, the layering check, the
-# Python binding's check against pbox.h (`make pycheck`) and a brief fuzz
-# (no root, no network); `make test` is `make check` plus the
+# into build/, and the GPU library libpbox-gpu.so.1 when nvcc is found
+# (`make gpu` insists; gpu/Makefile.inc); `make check` runs the unit
+# tests, the layering check, the Python binding's check against pbox.h
+# (`make pycheck`), the GPU library's check (`make gpucheck`) and a brief
+# fuzz (no root, no network); `make test` is `make check` plus the
 # integration tests (root); `make demo` runs the demo; `make SAN=1 ...`
 # builds with ASan+UBSan into build-san/.
 #
@@ -70,7 +72,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps install check test unit layering integration demo clean fuzz soak
-all: $(BINS) $(LIBS) $(BENCHES)
+all: $(BINS) $(LIBS) $(BENCHES) $(GPU_BUILT)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -165,6 +167,9 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/pboxctl
 	install -d $(DESTDIR)$(PYDIR)/pbox
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PYDIR)/pbox/
+	if [ -f $(BUILD)/libpbox-gpu.so.1 ]; then \
+		install -m 755 $(BUILD)/libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/ && \
+		ln -sf libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/libpbox-gpu.so; fi
 
 unit: $(UNIT_TESTS)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
@@ -179,12 +184,14 @@ integration: all
 	@BUILD=$(BUILD) bash tests/integration/run.sh
 
 # No root, no network, no apt: unit tests under ASan+UBSan, the layering
-# check, the Python binding against pbox.h and the (non-ASan) library, and
+# check, the Python binding against pbox.h and the (non-ASan) library, the
+# GPU library's architectures and exports (skipped without nvcc), and
 # every fuzzer for 5 s.
 check:
 	$(MAKE) layering
 	$(MAKE) SAN=1 unit
 	$(MAKE) SAN=0 BUILD=build pycheck
+	$(MAKE) SAN=0 BUILD=build gpucheck
 	$(MAKE) fuzz-brief
 
 # make check, then the integration tests against the real pboxd (root).

@@ -150,8 +150,8 @@ int sparse_rec_check(const struct sparse_rec *r, uint32_t len, size_t esz)
 static inline float widen(const uint8_t *v, unsigned dtype)
 {
 	if (dtype == WIRE_F32)
-		return sum_bits_f32(ld32(v));
-	return dtype == WIRE_F16 ? sum_h2f(ld16(v)) : sum_b2f(ld16(v));
+		return elem_bits_f32(ld32(v));
+	return dtype == WIRE_F16 ? elem_h2f(ld16(v)) : elem_b2f(ld16(v));
 }
 
 void sparse_rec_add(float *acc, const struct sparse_rec *r, unsigned dtype, uint32_t len)

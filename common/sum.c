@@ -91,22 +91,22 @@ const struct sum_kernels *sum_best(void)
 
 float half_to_float(uint16_t h)
 {
-	return sum_h2f(h);
+	return elem_h2f(h);
 }
 
 uint16_t float_to_half(float f)
 {
-	return sum_f2h(f);
+	return elem_f2h(f);
 }
 
 float bf16_to_float(uint16_t b)
 {
-	return sum_b2f(b);
+	return elem_b2f(b);
 }
 
 uint16_t float_to_bf16(float f)
 {
-	return sum_f2b(f);
+	return elem_f2b(f);
 }
 
 void sum_widen(float *dst, const void *const *src, unsigned n, size_t count, unsigned dtype)
@@ -115,7 +115,7 @@ void sum_widen(float *dst, const void *const *src, unsigned n, size_t count, uns
 		float acc = 0;
 		for (unsigned k = 0; k < n; k++) {
 			uint16_t h = ((const uint16_t *)src[k])[i];
-			float x = dtype == WIRE_F16 ? sum_h2f(h) : sum_b2f(h);
+			float x = dtype == WIRE_F16 ? elem_h2f(h) : elem_b2f(h);
 			acc = k == 0 ? x : acc + x;
 		}
 		dst[i] = n >= 2 ? sum_canon(acc) : acc;
@@ -131,5 +131,5 @@ void sum_narrow(void *dst, const float *src, size_t count, unsigned dtype)
 		return;
 	}
 	for (size_t i = 0; i < count; i++)
-		d[i] = dtype == WIRE_F16 ? sum_f2h(src[i]) : sum_f2b(src[i]);
+		d[i] = dtype == WIRE_F16 ? elem_f2h(src[i]) : elem_f2b(src[i]);
 }

@@ -8,7 +8,7 @@
  * per-element code for the last < 16 elements. Same bits as sum_scalar.c:
  * the same additions in rank order, the same one rounding (vcvtps2ph with
  * round-to-nearest-even; bf16 with the integer round-to-nearest-even of
- * sum_f2b) and the same canonical NaN. No FMA, no FTZ/DAZ. Loads and
+ * elem_f2b) and the same canonical NaN. No FMA, no FTZ/DAZ. Loads and
  * stores are unaligned: sources are only element-aligned.
  */
 #include <immintrin.h>

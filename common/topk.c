@@ -9,22 +9,23 @@
  * order of the values, so the bisection is exact, handles infinities and
  * halves the range in every step whatever the scale of the gradient), with
  * TOPK_MAX_THRESH thresholds counted per pass: a pass narrows the range
- * ninefold. It runs first on a sample (SAMPLE_BLOCKS blocks spread over x,
- * in cache), whose threshold the one streaming pass then uses; only when
- * that pass keeps a count outside the band does it run over the whole
- * array.
+ * ninefold. It runs first on a sample (TOPK_SAMPLE_BLOCKS blocks spread
+ * over x, in cache), whose threshold the one streaming pass then uses;
+ * only when that pass keeps a count outside the band does it run over the
+ * whole array.
+ *
+ * The search reaches the array only through struct topk_steps
+ * (topk_select_steps): here the CPU kernels, in the GPU library device
+ * kernels. The search itself, on the sample, always runs here.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/elem.h"
 #include "common/sum.h"
-#include "common/sum_impl.h"
 #include "common/topk_impl.h"
 
-#define SAMPLE_BLOCKS 256
-#define SAMPLE_BLOCK  256                      /* floats */
-#define SAMPLE_MAX    (SAMPLE_BLOCKS * SAMPLE_BLOCK)
 #define FULL_PASSES   12                       /* whole-array bisection passes */
 #define SAMPLE_PASSES 16
 #define SAMPLE_PRECISE 600.0   /* of the k in the sample: 3 sigma within k/8: one pass */
@@ -74,6 +75,10 @@ const struct topk_kernels *topk_best(void)
 
 /* ---- the search ---- */
 
+/* Counts of |x[i]| >= t[j] over the array being searched: a step of
+ * struct topk_steps, or the CPU kernels over the sample (count_sample). */
+typedef int (*count_fn)(void *ctx, const float *t, unsigned nt, uint64_t *counts);
+
 /* Thresholds lo < hi (bit patterns): count(lo) > want_max or lo == 0,
  * count(hi) < want_min or hi == ABOVE_INF. */
 struct bracket {
@@ -82,11 +87,12 @@ struct bracket {
 };
 
 /*
- * Bisect b over x until a threshold's count falls in [kmin, kmax]: 1 and
- * *t, *c; or 0 once the bracket cannot be split or the passes ran out.
+ * Bisect b until a threshold's count falls in [kmin, kmax]: 1 and *t,
+ * *c; 0 once the bracket cannot be split or the passes ran out; a
+ * negative errno if a count failed.
  */
-static int search(const struct topk_kernels *kk, const float *x, size_t n, uint64_t kmin,
-		  uint64_t kmax, struct bracket *b, int passes, float *t, uint64_t *c)
+static int search(count_fn count, void *ctx, uint64_t kmin, uint64_t kmax, struct bracket *b,
+		  int passes, float *t, uint64_t *c)
 {
 	for (int p = 0; p < passes && b->hi - b->lo > 1; p++) {
 		uint32_t tb[TOPK_MAX_THRESH];
@@ -94,19 +100,21 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 		uint64_t cnt[TOPK_MAX_THRESH];
 		uint64_t span = b->hi - b->lo;
 		unsigned nt = 0;
+		int rc;
 		for (unsigned j = 1; j <= TOPK_MAX_THRESH; j++) {
 			uint32_t v = b->lo + (uint32_t)(span * j / (TOPK_MAX_THRESH + 1));
 			if (v > b->lo && v < b->hi && (nt == 0 || v > tb[nt - 1])) {
 				tb[nt] = v;
-				tf[nt++] = sum_bits_f32(v);
+				tf[nt++] = elem_bits_f32(v);
 			}
 		}
 		if (nt == 0) { /* span 2..: the middle one */
 			tb[0] = b->lo + 1;
-			tf[0] = sum_bits_f32(tb[0]);
+			tf[0] = elem_bits_f32(tb[0]);
 			nt = 1;
 		}
-		kk->count(x, n, tf, nt, cnt);
+		if ((rc = count(ctx, tf, nt, cnt)) < 0)
+			return rc;
 		for (unsigned j = 0; j < nt; j++) {
 			if (cnt[j] >= kmin && cnt[j] <= kmax) {
 				*t = tf[j];
@@ -126,71 +134,75 @@ static int search(const struct topk_kernels *kk, const float *x, size_t n, uint6
 	return 0;
 }
 
-/* Exactly k of x (count(lo) >= k > count(hi)): every magnitude >= hi,
- * then the first ones in [lo, hi) in index order. */
-static size_t take_exactly(const float *x, size_t n, size_t k, const struct bracket *b,
-			   uint32_t *idx, float *val)
-{
-	float lo = sum_bits_f32(b->lo), hi = sum_bits_f32(b->hi);
-	size_t m = 0, band = k - b->chi;
+/* The sample in host memory, counted by the CPU kernels. */
+struct sample {
+	const struct topk_kernels *kk;
+	const float *s;
+	size_t n;
+};
 
-	for (size_t i = 0; i < n && m < k; i++) {
-		float a = fabsf(x[i]);
-		if (a >= hi || (a >= lo && band && band--)) {
-			idx[m] = (uint32_t)i;
-			val[m++] = x[i];
-		}
-	}
-	return m;
+static int count_sample(void *ctx, const float *t, unsigned nt, uint64_t *counts)
+{
+	const struct sample *sm = ctx;
+
+	sm->kk->count(sm->s, sm->n, t, nt, counts);
+	return 0;
 }
 
-/* Thresholds from a sample of x (+ g), the blocks of SAMPLE_BLOCK floats
- * spread evenly over x, searched in cache: *t for about k of n, and *lo,
- * *hi (bit patterns) for three standard deviations of the sample's count
- * above and below. Returns the sample's expected count of the k. */
-static double sample_thresholds(const struct topk_kernels *kk, const float *x, const float *g,
-				size_t n, size_t k, float *s, float *t, uint32_t *lo, uint32_t *hi)
+/* Thresholds from the sample of x (+ g) (st->sample: TOPK_SAMPLE_BLOCKS
+ * blocks spread evenly over x), searched in cache: *t for about k of n,
+ * and *lo, *hi (bit patterns) for three standard deviations of the
+ * sample's count above and below; *want, the sample's expected count of
+ * the k. 0, or a negative errno from the sample step. */
+static int sample_thresholds(const struct topk_kernels *kk, const struct topk_steps *st,
+			     void *ctx, size_t n, size_t k, float *s, float *t, uint32_t *lo,
+			     uint32_t *hi, double *want)
 {
-	size_t ns = 0;
-	for (size_t blk = 0; blk < SAMPLE_BLOCKS; blk++) {
-		size_t off = (n - SAMPLE_BLOCK) / (SAMPLE_BLOCKS - 1) * blk;
-		for (size_t i = 0; i < SAMPLE_BLOCK; i++)
-			s[ns++] = g ? x[off + i] + g[off + i] : x[off + i];
-	}
-	double want = (double)k * (double)ns / (double)n, dev = 3 * sqrt(want) + 2;
-	uint64_t w = want < 1 ? 1 : (uint64_t)want;
-	uint64_t wlo = want > dev ? (uint64_t)(want - dev) : 1, whi = (uint64_t)(want + dev);
+	struct sample sm = { .kk = kk, .s = s, .n = TOPK_SAMPLE_MAX };
+	size_t ns = TOPK_SAMPLE_MAX;
+	int rc = st->sample(ctx, s);
+
+	if (rc < 0)
+		return rc;
+	*want = (double)k * (double)ns / (double)n;
+	double dev = 3 * sqrt(*want) + 2;
+	uint64_t w = *want < 1 ? 1 : (uint64_t)*want;
+	uint64_t wlo = *want > dev ? (uint64_t)(*want - dev) : 1, whi = (uint64_t)(*want + dev);
 	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
 	float tt;
 	uint64_t c;
 
-	*t = search(kk, s, ns, w - w / 64, w + w / 64, &b, SAMPLE_PASSES, &tt, &c) ? tt
-	     : sum_bits_f32(b.lo);
+	*t = search(count_sample, &sm, w - w / 64, w + w / 64, &b, SAMPLE_PASSES, &tt, &c) ? tt
+	     : elem_bits_f32(b.lo);
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*lo = search(kk, s, ns, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.lo;
+	*lo = search(count_sample, &sm, whi, whi + whi / 16, &b, SAMPLE_PASSES, &tt, &c)
+	      ? elem_f32_bits(tt) : b.lo;
 	b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = ns, .chi = 0 };
-	*hi = search(kk, s, ns, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c) ? sum_f32_bits(tt) : b.hi;
-	return want;
+	*hi = search(count_sample, &sm, wlo - wlo / 16, wlo, &b, SAMPLE_PASSES, &tt, &c)
+	      ? elem_f32_bits(tt) : b.hi;
+	return 0;
 }
 
 /* One count pass of TOPK_MAX_THRESH thresholds from lo to hi (bit
  * patterns, both included): 1 and *t, *c if one falls in [kmin, kmax];
- * else 0 with *b the bracket the counts show. */
-static int probe(const struct topk_kernels *kk, const float *x, size_t n, uint32_t lo,
-		 uint32_t hi, uint64_t kmin, uint64_t kmax, struct bracket *b, float *t,
-		 uint64_t *c)
+ * else 0 with *b the bracket the counts show; a negative errno if the
+ * count failed. */
+static int probe(count_fn count, void *ctx, size_t n, uint32_t lo, uint32_t hi, uint64_t kmin,
+		 uint64_t kmax, struct bracket *b, float *t, uint64_t *c)
 {
 	float tf[TOPK_MAX_THRESH];
 	uint32_t tb[TOPK_MAX_THRESH];
 	uint64_t cnt[TOPK_MAX_THRESH];
+	int rc;
 
 	if (hi <= lo)
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
-		tf[j] = sum_bits_f32(tb[j]);
+		tf[j] = elem_bits_f32(tb[j]);
 	}
-	kk->count(x, n, tf, TOPK_MAX_THRESH, cnt);
+	if ((rc = count(ctx, tf, TOPK_MAX_THRESH, cnt)) < 0)
+		return rc;
 	*b = (struct bracket){ .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		if (cnt[j] >= kmin && cnt[j] <= kmax) {
@@ -209,53 +221,147 @@ static int probe(const struct topk_kernels *kk, const float *x, size_t n, uint32
 	return 0;
 }
 
-/* The selection of topk_select / topk_select_ef: x is updated with g (if
- * any) by the first pass, never otherwise. A sample whose share of the k
- * is large enough (SAMPLE_PRECISE: its count is then within a few percent)
- * gives the threshold of the one pass; a smaller share gives a range,
- * which one count pass narrows before the selection. */
-static size_t select_from(const struct topk_kernels *kk, float *x, const float *g, size_t n,
-			  size_t k, uint32_t *idx, float *val)
+/* The selection of topk_select / topk_select_ef, over any array st
+ * reaches: x is updated with g (if any) by the first pass, never
+ * otherwise. A sample whose share of the k is large enough
+ * (SAMPLE_PRECISE: its count is then within a few percent) gives the
+ * threshold of the one pass; a smaller share gives a range, which one
+ * count pass narrows before the selection. */
+int topk_select_steps(const struct topk_kernels *kk, const struct topk_steps *st, void *ctx,
+		      size_t n, size_t k, int has_g, size_t *m)
 {
-	size_t kmin = k - k / 8, kmax = k + k / 8, m;
+	size_t kmin = k - k / 8, kmax = k + k / 8;
 	struct bracket b = { .lo = 0, .hi = ABOVE_INF, .clo = n, .chi = 0 };
 	float t = 0;
 	uint64_t c;
-	float *s = n > SAMPLE_MAX ? malloc(SAMPLE_MAX * sizeof(float)) : NULL;
+	int rc;
+	float *s = n > TOPK_SAMPLE_MAX ? malloc(TOPK_SAMPLE_MAX * sizeof(float)) : NULL;
 
+	if (!kk)
+		kk = topk_best();
 	if (s) {
 		uint32_t lo, hi;
-		double want = sample_thresholds(kk, x, g, n, k, s, &t, &lo, &hi);
+		double want;
+		rc = sample_thresholds(kk, st, ctx, n, k, s, &t, &lo, &hi, &want);
 		free(s);
+		if (rc < 0)
+			return rc;
 		if (want >= SAMPLE_PRECISE) {
-			m = kk->pass(x, g, n, t, idx, val, kmax, 0);
-			if (m >= kmin && m <= kmax)
-				return m;
-			if (m > kmax)
-				b = (struct bracket){ .lo = sum_f32_bits(t), .hi = ABOVE_INF, .clo = m };
+			if ((rc = st->pass(ctx, has_g, t, kmax, m)) < 0)
+				return rc;
+			if (*m >= kmin && *m <= kmax)
+				return 0;
+			if (*m > kmax)
+				b = (struct bracket){ .lo = elem_f32_bits(t), .hi = ABOVE_INF, .clo = *m };
 			else
-				b = (struct bracket){ .lo = 0, .hi = sum_f32_bits(t), .clo = n, .chi = m };
+				b = (struct bracket){ .lo = 0, .hi = elem_f32_bits(t), .clo = n, .chi = *m };
 		} else {
-			if (g)
-				for (size_t i = 0; i < n; i++)
-					x[i] += g[i];
-			if (probe(kk, x, n, lo, hi, kmin, kmax, &b, &t, &c))
-				return kk->pass(x, NULL, n, t, idx, val, kmax, 0);
+			if (has_g && (rc = st->add(ctx)) < 0)
+				return rc;
+			rc = probe(st->count, ctx, n, lo, hi, kmin, kmax, &b, &t, &c);
+			if (rc != 0)
+				return rc < 0 ? rc : st->pass(ctx, 0, t, kmax, m);
 		}
-	} else if (g) {
-		for (size_t i = 0; i < n; i++)
-			x[i] += g[i];
+	} else if (has_g && (rc = st->add(ctx)) < 0) {
+		return rc;
 	}
-	if (search(kk, x, n, kmin, kmax, &b, FULL_PASSES, &t, &c))
-		return kk->pass(x, NULL, n, t, idx, val, kmax, 0);
+	rc = search(st->count, ctx, kmin, kmax, &b, FULL_PASSES, &t, &c);
+	if (rc != 0)
+		return rc < 0 ? rc : st->pass(ctx, 0, t, kmax, m);
 	if (b.lo == 0) { /* fewer than kmin numbers (NaNs): all of them */
 		uint64_t all;
 		float zero = 0;
-		kk->count(x, n, &zero, 1, &all);
+		if ((rc = st->count(ctx, &zero, 1, &all)) < 0)
+			return rc;
 		if (all < kmin)
-			return kk->pass(x, NULL, n, 0, idx, val, kmax, 0);
+			return st->pass(ctx, 0, 0, kmax, m);
 	}
-	return take_exactly(x, n, k, &b, idx, val);
+	return st->take(ctx, elem_bits_f32(b.lo), elem_bits_f32(b.hi), k - b.chi, k, m);
+}
+
+/* ---- the steps on the CPU ---- */
+
+struct cpu_array {
+	const struct topk_kernels *kk;
+	float *x;
+	const float *g;
+	size_t n;
+	uint32_t *idx;
+	float *val;
+};
+
+static int cpu_sample(void *ctx, float *s)
+{
+	const struct cpu_array *a = ctx;
+	size_t stride = topk_sample_stride(a->n), ns = 0;
+
+	for (size_t blk = 0; blk < TOPK_SAMPLE_BLOCKS; blk++) {
+		size_t off = stride * blk;
+		for (size_t i = 0; i < TOPK_SAMPLE_BLOCK; i++)
+			s[ns++] = a->g ? a->x[off + i] + a->g[off + i] : a->x[off + i];
+	}
+	return 0;
+}
+
+static int cpu_add(void *ctx)
+{
+	const struct cpu_array *a = ctx;
+
+	for (size_t i = 0; i < a->n; i++)
+		a->x[i] += a->g[i];
+	return 0;
+}
+
+static int cpu_count(void *ctx, const float *t, unsigned nt, uint64_t *counts)
+{
+	const struct cpu_array *a = ctx;
+
+	a->kk->count(a->x, a->n, t, nt, counts);
+	return 0;
+}
+
+static int cpu_pass(void *ctx, int add_g, float t, size_t cap, size_t *m)
+{
+	const struct cpu_array *a = ctx;
+
+	*m = a->kk->pass(a->x, add_g ? a->g : NULL, a->n, t, a->idx, a->val, cap, 0);
+	return 0;
+}
+
+/* Exactly k: every magnitude >= hi, then the first band ones in
+ * [lo, hi) in index order. */
+static int cpu_take(void *ctx, float lo, float hi, size_t band, size_t k, size_t *m)
+{
+	const struct cpu_array *a = ctx;
+	size_t j = 0;
+
+	for (size_t i = 0; i < a->n && j < k; i++) {
+		int cls = elem_topk_class(a->x[i], lo, hi);
+		if (cls == 2 || (cls == 1 && band && band--)) {
+			a->idx[j] = (uint32_t)i;
+			a->val[j++] = a->x[i];
+		}
+	}
+	*m = j;
+	return 0;
+}
+
+static const struct topk_steps cpu_steps = {
+	.sample = cpu_sample,
+	.add = cpu_add,
+	.count = cpu_count,
+	.pass = cpu_pass,
+	.take = cpu_take,
+};
+
+static size_t select_from(const struct topk_kernels *kk, float *x, const float *g, size_t n,
+			  size_t k, uint32_t *idx, float *val)
+{
+	struct cpu_array a = { .kk = kk, .x = x, .g = g, .n = n, .idx = idx, .val = val };
+	size_t m = 0;
+
+	topk_select_steps(kk, &cpu_steps, &a, n, k, g != NULL, &m); /* never fails */
+	return m;
 }
 
 size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size_t k,
@@ -302,7 +408,7 @@ size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, s
  * lower index first among equal magnitudes. */
 static inline uint64_t exact_key(const float *x, size_t i)
 {
-	uint32_t a = sum_f32_bits(x[i]) & 0x7fffffffu;
+	uint32_t a = elem_f32_bits(x[i]) & 0x7fffffffu;
 	uint64_t mag = a > 0x7f800000u ? 0 : (uint64_t)a + 1;
 	return mag << 32 | (uint32_t)~(uint32_t)i;
 }

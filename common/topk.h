@@ -29,6 +29,12 @@
  * variant returns the same entries as the scalar one.
  * The search bisects the magnitudes' bit patterns (topk.c). One
  * allocation per call (the 256 KiB sample); thread-safe (no state).
+ *
+ * The decisions (thresholds, bands, when to stop) are made by one piece
+ * of C, topk_select_steps, which reaches the array only through the steps
+ * of struct topk_steps: topk_select and topk_select_ef drive it with the
+ * CPU kernels below, the GPU library (gpu/topk_ef.c) with device kernels, so
+ * both select the same entries from the same input.
  */
 #ifndef PBOX_TOPK_H
 #define PBOX_TOPK_H
@@ -56,6 +62,18 @@ struct topk_kernels {
 
 #define TOPK_MAX_THRESH 8
 
+/* The sample of step 1 (arrays of more than TOPK_SAMPLE_MAX floats):
+ * TOPK_SAMPLE_BLOCKS blocks of TOPK_SAMPLE_BLOCK floats, block b starting
+ * at x[b * topk_sample_stride(n)]. */
+#define TOPK_SAMPLE_BLOCKS 256
+#define TOPK_SAMPLE_BLOCK  256
+#define TOPK_SAMPLE_MAX    (TOPK_SAMPLE_BLOCKS * TOPK_SAMPLE_BLOCK)
+
+static inline size_t topk_sample_stride(size_t n)
+{
+	return (n - TOPK_SAMPLE_BLOCK) / (TOPK_SAMPLE_BLOCKS - 1);
+}
+
 /* The fastest variant this CPU supports (PBOX_KERNEL=scalar|avx2|avx512
  * forces one, as for the sum kernels). */
 const struct topk_kernels *topk_best(void);
@@ -77,6 +95,43 @@ size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size
  */
 size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
 		      size_t k, uint32_t *idx, float *val);
+
+/*
+ * The steps of a selection over an array x of n entries (and a gradient g
+ * to add to it, if any) that topk_select_steps cannot read itself, e.g.
+ * device memory. The per-element rules are common/elem.h's
+ * (elem_topk_keep, elem_topk_class). Each returns 0 or a negative errno,
+ * which ends the selection with that code.
+ */
+struct topk_steps {
+	/* s[b * TOPK_SAMPLE_BLOCK + i] = x[o + i] (+ g[o + i] with g), with
+	 * o = b * topk_sample_stride(n), for b < TOPK_SAMPLE_BLOCKS and
+	 * i < TOPK_SAMPLE_BLOCK: the sample (n > TOPK_SAMPLE_MAX); x unchanged. */
+	int (*sample)(void *ctx, float *s);
+	/* x[i] += g[i] for every i (stored). */
+	int (*add)(void *ctx);
+	/* counts[j] = how many i have |x[i]| >= t[j], for j < nt <= TOPK_MAX_THRESH. */
+	int (*count)(void *ctx, const float *t, unsigned nt, uint64_t *counts);
+	/* With add_g, x[i] += g[i] (stored) first; then every i with
+	 * |x[i]| >= t is kept: idx[j] = i, val[j] = x[i] for the first cap
+	 * of them in index order; *m = how many passed (may exceed cap). */
+	int (*pass)(void *ctx, int add_g, float t, size_t cap, size_t *m);
+	/* Exactly k (count(hi) = k - band <= k <= count(lo)): every i with
+	 * |x[i]| >= hi, and the first band ones with lo <= |x[i]| < hi, in
+	 * index order into idx/val; *m = k. */
+	int (*take)(void *ctx, float lo, float hi, size_t band, size_t k, size_t *m);
+};
+
+/*
+ * topk_select_ef's selection from x (+ g when has_g: added and stored,
+ * as topk_select_ef does) of about k of n entries, 0 < k < n <=
+ * UINT32_MAX, through st: the same steps in the same order, so the same
+ * entries for the same input. kk counts the sample, which the search
+ * reads in host memory (NULL: topk_best()). The selected entries are not
+ * zeroed. Returns 0 with *m, or the first negative errno of a step.
+ */
+int topk_select_steps(const struct topk_kernels *kk, const struct topk_steps *st, void *ctx,
+		      size_t n, size_t k, int has_g, size_t *m);
 
 /*
  * The reference: exactly min(k, n) entries, the largest magnitudes (ties

@@ -4,8 +4,9 @@
  * per-element rule and the variant tables. Private to common/topk*.c.
  *
  * Magnitudes are compared as floats (|x| >= t with t a non-negative float
- * or +inf), so a NaN never passes and every variant agrees with the
- * scalar one on every input.
+ * or +inf: elem_topk_keep of common/elem.h, which the device kernels
+ * share), so a NaN never passes and every variant agrees with the scalar
+ * one on every input.
  */
 #ifndef PBOX_TOPK_IMPL_H
 #define PBOX_TOPK_IMPL_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/elem.h"
 #include "common/topk.h"
 
 extern const struct topk_kernels topk_kernels_scalar;
@@ -24,11 +26,9 @@ extern const struct topk_kernels topk_kernels_avx512;
 static inline void topk_count_tail(const float *x, size_t from, size_t n, const float *t,
 				   unsigned nt, uint64_t *counts)
 {
-	for (size_t i = from; i < n; i++) {
-		float a = fabsf(x[i]);
+	for (size_t i = from; i < n; i++)
 		for (unsigned j = 0; j < nt; j++)
-			counts[j] += a >= t[j];
-	}
+			counts[j] += elem_topk_keep(x[i], t[j]);
 }
 
 /* The scalar tail of every variant's pass: elements [from, n), m entries
@@ -40,7 +40,7 @@ static inline size_t topk_pass_tail(float *x, const float *g, size_t from, size_
 		float v = g ? x[i] + g[i] : x[i];
 		if (g)
 			x[i] = v;
-		if (fabsf(v) >= t) {
+		if (elem_topk_keep(v, t)) {
 			if (m < cap) {
 				idx[m] = (uint32_t)i;
 				val[m] = v;

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # layering.sh - check the floors of the tree (docs/architecture.md): every
 # #include "..." in a product folder names a header of a floor that folder
-# may use, and DPDK headers appear only in nic/ and dataplane/.
+# may use (C and CUDA sources alike), and DPDK headers appear only in nic/
+# and dataplane/.
 #
 #   bash tests/layering.sh [ROOT]      (ROOT: the tree to check, default .)
 #
@@ -54,7 +55,7 @@ for floor in common nic dataplane control client gpu tools include; do
 				bad=$((bad + 1))
 			fi ;;
 		esac
-	done < <(find "$floor" -name '*.[ch]' | sort)
+	done < <(find "$floor" -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' | sort)
 done
 if [ $bad -gt 0 ]; then
 	echo "layering: $bad include(s) cross the floors (docs/architecture.md)"

@@ -5,8 +5,13 @@
  * indices increase and values are x[idx]; nothing left out is larger than
  * anything kept except inside the final band (against topk_exact, itself
  * checked against a sort); error feedback leaves exactly what was not
- * sent; every variant returns the scalar one's entries.
+ * sent; every variant returns the scalar one's entries; the search driven
+ * through struct topk_steps by a model of the GPU library's kernels
+ * (tile-wise counts, a prefix sum and an in-tile compaction, in any tile
+ * order) selects what topk_select_ef selects, and a failing step ends it
+ * with its error.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "common/elem.h"
 #include "common/topk.h"
 
 #define BIG (300 * 1000) /* above the 64 Ki sample: the sampled path */
@@ -232,6 +238,210 @@ static void variants__same_entries_as_scalar(void **state)
 	}
 }
 
+/* ---- the steps as the GPU library takes them (gpu/topk.cu) ---- */
+
+#define TILE 2048 /* a thread block's elements */
+
+/* The array "on the device", and a step that fails when calls reaches
+ * fail_at (0: none). */
+struct model {
+	float *x;
+	const float *g;
+	size_t n;
+	uint32_t *idx;
+	float *val;
+	unsigned calls, fail_at;
+	unsigned *seen; /* per path taken (enum path), or NULL */
+};
+
+/* The paths of topk_select_steps, as the steps see them. */
+enum path { P_SAMPLE, P_ADD, P_FUSED_PASS, P_TAKE, P_ALL_NUMBERS, NPATHS };
+
+static void model_saw(struct model *md, enum path p)
+{
+	if (md->seen)
+		md->seen[p]++;
+}
+
+static int model_call(struct model *md)
+{
+	return ++md->calls == md->fail_at ? -EIO : 0;
+}
+
+static int model_sample(void *ctx, float *s)
+{
+	struct model *md = ctx;
+	size_t stride = topk_sample_stride(md->n);
+
+	for (size_t b = 0; b < TOPK_SAMPLE_BLOCKS; b++)
+		for (size_t i = 0; i < TOPK_SAMPLE_BLOCK; i++) {
+			size_t o = b * stride + i;
+			s[b * TOPK_SAMPLE_BLOCK + i] = md->g ? md->x[o] + md->g[o] : md->x[o];
+		}
+	model_saw(md, P_SAMPLE);
+	return model_call(md);
+}
+
+static int model_add(void *ctx)
+{
+	struct model *md = ctx;
+
+	for (size_t i = 0; i < md->n; i++)
+		md->x[i] += md->g[i];
+	model_saw(md, P_ADD);
+	return model_call(md);
+}
+
+/* Counts per tile, summed in reverse tile order (atomics: any order). */
+static int model_count(void *ctx, const float *t, unsigned nt, uint64_t *counts)
+{
+	struct model *md = ctx;
+	size_t ntiles = (md->n + TILE - 1) / TILE;
+
+	memset(counts, 0, nt * sizeof(*counts));
+	if (nt == 1 && t[0] == 0)
+		model_saw(md, P_ALL_NUMBERS);
+	for (size_t b = ntiles; b-- > 0;)
+		for (size_t i = b * TILE; i < md->n && i < (b + 1) * TILE; i++)
+			for (unsigned j = 0; j < nt; j++)
+				counts[j] += elem_topk_keep(md->x[i], t[j]);
+	return model_call(md);
+}
+
+/* The compaction: per tile, how many are above hi and how many in the
+ * band; exclusive prefix sums over the tiles; then each tile (in reverse
+ * order here) places its selected entries from its offsets alone. */
+static int model_select(struct model *md, float lo, float hi, size_t band, size_t cap, size_t *m)
+{
+	size_t ntiles = (md->n + TILE - 1) / TILE;
+	uint64_t *above = calloc(ntiles + 1, sizeof(*above));
+	uint64_t *inband = calloc(ntiles + 1, sizeof(*inband));
+
+	assert_non_null(above);
+	assert_non_null(inband);
+	for (size_t b = 0; b < ntiles; b++)
+		for (size_t i = b * TILE; i < md->n && i < (b + 1) * TILE; i++) {
+			int cls = elem_topk_class(md->x[i], lo, hi);
+			above[b] += cls == 2;
+			inband[b] += cls == 1;
+		}
+	uint64_t sa = 0, sb = 0;
+	for (size_t b = 0; b <= ntiles; b++) {
+		uint64_t a = above[b], c = inband[b];
+		above[b] = sa;
+		inband[b] = sb;
+		sa += a;
+		sb += c;
+	}
+	for (size_t b = ntiles; b-- > 0;) {
+		uint64_t lband = 0, lsel = 0;
+		uint64_t base = above[b] + (inband[b] < band ? inband[b] : band);
+		for (size_t i = b * TILE; i < md->n && i < (b + 1) * TILE; i++) {
+			int cls = elem_topk_class(md->x[i], lo, hi);
+			int sel = cls == 2 || (cls == 1 && inband[b] + lband < band);
+			lband += cls == 1;
+			if (sel && base + lsel < cap) {
+				md->idx[base + lsel] = (uint32_t)i;
+				md->val[base + lsel] = md->x[i];
+			}
+			lsel += sel;
+		}
+	}
+	*m = above[ntiles] + (inband[ntiles] < band ? inband[ntiles] : band);
+	free(above);
+	free(inband);
+	return model_call(md);
+}
+
+static int model_pass(void *ctx, int add_g, float t, size_t cap, size_t *m)
+{
+	struct model *md = ctx;
+
+	if (add_g) {
+		for (size_t i = 0; i < md->n; i++)
+			md->x[i] += md->g[i];
+		model_saw(md, P_FUSED_PASS);
+	}
+	return model_select(md, t, t, 0, cap, m);
+}
+
+static int model_take(void *ctx, float lo, float hi, size_t band, size_t k, size_t *m)
+{
+	model_saw(ctx, P_TAKE);
+	return model_select(ctx, lo, hi, band, k, m);
+}
+
+static const struct topk_steps model_steps = {
+	.sample = model_sample,
+	.add = model_add,
+	.count = model_count,
+	.pass = model_pass,
+	.take = model_take,
+};
+
+/* Every path of the search: the sample's one pass (k of 1% and 10% of
+ * 300 k), the sample's range and a probe (0.1%), the whole-array
+ * bisection (70 k, 1000), the exact take (ties), every number (NaNs);
+ * with and without g. m, idx, val and the residual, bit for bit. */
+static void steps__model_of_the_device_selects_what_select_ef_does(void **state)
+{
+	static float x[BIG], g[BIG], e0[BIG], e1[BIG], v0[TOPK_MAX(BIG)], v1[TOPK_MAX(BIG)];
+	static uint32_t i0[TOPK_MAX(BIG)], i1[TOPK_MAX(BIG)];
+	static const size_t ns[] = { 1000, 70000, BIG };
+	static const double ds[] = { 0.001, 0.01, 0.1, 0.9 };
+	unsigned runs = 0, seen[NPATHS] = { 0 };
+	(void)state;
+
+	for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++)
+		for (int s = 0; s < NSHAPES; s++) {
+			size_t n = ns[a];
+			make(x, n, (enum shape)s);
+			make(g, n, (enum shape)((s + 1) % NSHAPES));
+			for (size_t d = 0; d < sizeof(ds) / sizeof(ds[0]); d++)
+				for (int with_g = 0; with_g < 2; with_g++) {
+					size_t k = (size_t)(ds[d] * (double)n) + 1, m1 = 0;
+					memcpy(e0, x, n * sizeof(float));
+					memcpy(e1, x, n * sizeof(float));
+					size_t m0 = topk_select_ef(NULL, e0, with_g ? g : NULL, n, k, i0, v0);
+					struct model md = { .x = e1, .g = with_g ? g : NULL, .n = n,
+							    .idx = i1, .val = v1, .seen = seen };
+					assert_int_equal(topk_select_steps(NULL, &model_steps, &md, n, k,
+									   with_g, &m1), 0);
+					for (size_t j = 0; j < m1; j++)
+						e1[i1[j]] = 0;
+					assert_int_equal(m1, m0);
+					assert_memory_equal(i1, i0, m0 * sizeof(uint32_t));
+					assert_memory_equal(v1, v0, m0 * sizeof(float));
+					assert_memory_equal(e1, e0, n * sizeof(float));
+					runs++;
+				}
+		}
+	assert_int_equal(runs, 3 * NSHAPES * 4 * 2);
+	for (int p = 0; p < NPATHS; p++)
+		if (!seen[p])
+			fail_msg("path %d never taken", p);
+}
+
+/* A step that fails ends the search with its error, whichever it is. */
+static void steps__a_failing_step_ends_the_search(void **state)
+{
+	static float x[BIG], g[BIG], val[TOPK_MAX(BIG / 100)];
+	static uint32_t idx[TOPK_MAX(BIG / 100)];
+	(void)state;
+
+	make(g, BIG, LAYERED);
+	for (unsigned at = 1; at <= 4; at++) {
+		make(x, BIG, HEAVY);
+		struct model md = { .x = x, .g = g, .n = BIG, .idx = idx, .val = val, .fail_at = at };
+		size_t m = 0;
+		int rc = topk_select_steps(NULL, &model_steps, &md, BIG, BIG / 1000, 1, &m);
+		if (md.calls >= at)
+			assert_int_equal(rc, -EIO);
+		else
+			assert_int_equal(rc, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,6 +450,8 @@ int main(void)
 		cmocka_unit_test(exact__matches_a_sort),
 		cmocka_unit_test(ef__residual_keeps_what_was_not_sent),
 		cmocka_unit_test(variants__same_entries_as_scalar),
+		cmocka_unit_test(steps__model_of_the_device_selects_what_select_ef_does),
+		cmocka_unit_test(steps__a_failing_step_ends_the_search),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
