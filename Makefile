@@ -138,6 +138,14 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)
 
+# Benchmarks that run libpbox against the in-process box of the unit tests
+# (tests/unit/box_inproc.h) link the client library too.
+BENCH_CLIENT = $(BUILD)/bench/client_inproc
+$(BENCH_CLIENT): $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+		$(shell pkg-config --libs hwloc) $(LIBS_CLIENT)
+
 # Benchmarks that build mbufs need DPDK.
 $(BUILD)/bench/fanout_bench: bench/fanout_bench.c $(call obj,dataplane/lcore_fanout.c) $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
