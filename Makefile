@@ -38,7 +38,7 @@ BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
 	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
-LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -libverbs -lpthread -lm
+LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -libverbs -lpthread -lm -ldl
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
 # The folders' Makefile.inc files may define rules (python's pycheck):
@@ -70,7 +70,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps install check test unit layering integration demo clean fuzz soak
-all: $(BINS) $(LIBS) $(BENCHES)
+all: $(BINS) $(LIBS) $(BENCHES) $(GPU_FAKE)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -119,6 +119,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
 
+# The fake GPU library the device-call tests and bench/gpu_stage load
+# through PBOX_GPU_LIB (tests/unit/fake_gpu.h): common/gpu_ops.h on host
+# memory, built with common/'s conversions, exporting only its symbols.
+GPU_FAKE = $(BUILD)/tests/libpbox-gpu-fake.so
+$(GPU_FAKE): tests/unit/fake_gpu.c tests/unit/fake_gpu.map $(BUILD)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -shared -MMD -MP -Wl,--version-script=tests/unit/fake_gpu.map \
+		-o $@ $< $(BUILD)/libcommon.a -lpthread -lm
+$(BUILD)/tests/test_client_gpu: | $(GPU_FAKE)
+
 # test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
 # libpbox calls (and its path lookup and port reservation) are wrapped at
 # link time; verbs that rdma-core inlines reach the fake through its context.
@@ -158,7 +168,7 @@ deps:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 include/pbox.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/pbox.h include/pbox_cuda.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libpbox.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SO_NAME)
@@ -174,7 +184,7 @@ install: all
 	install -d $(DESTDIR)$(PYDIR)/pbox
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PYDIR)/pbox/
 
-unit: $(UNIT_TESTS)
+unit: $(UNIT_TESTS) $(GPU_FAKE)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
 
 # Fails when a file includes a header of a floor it must not know; the

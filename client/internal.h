@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/jsonl.h"
 #include "include/pbox.h"
+#include "client/gpu.h"
 #include "client/recovery.h"
 #include "client/segment.h"
 #include "common/wire.h"
@@ -247,6 +248,8 @@ struct pbox_req {
 	const uint8_t *sp_val;
 	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
 	void *sp_own;                         /* the request's copy of idx and val */
+	struct gpu_key *gk;                   /* a device call: its key's staging
+						 state (gpu.h); NULL for host calls */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -259,6 +262,9 @@ struct pbox_req {
 	struct key_state *ks;
 	uint32_t round;
 	uint32_t next_seg;                    /* first segment never sent */
+	uint32_t ready_seg;                   /* segments below it may be sent: all
+						 (nsegs), or a device call's that are
+						 on the host (gpu_stage.c) */
 	uint32_t ndone;                       /* segments with their result */
 	uint32_t epoch;                       /* bumped on progress: resets RTO */
 	uint64_t progress_ns;                 /* last new result (or start) */
@@ -306,6 +312,8 @@ struct xfer {
 	struct rack rack;
 	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;
+	uint32_t gpu_staging;        /* active device calls with chunks not yet
+				        on the host: the loop polls their events */
 	uint16_t *sp_open;           /* per endpoint: txq index + 1 of the sparse
 				        packet still taking records, 0 none
 				        (until the next flush) */
@@ -448,6 +456,8 @@ struct pbox_client {
 	uint32_t nlrs, lrs_cap;
 	struct topk_state *topk;     /* pbox_allreduce_topk's residuals, by key
 					(topk_call.c) */
+	struct client_gpu *gpu;      /* the device calls' state, from the first
+					one on (gpu.h; set under lock) */
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
 };
