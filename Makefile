@@ -150,7 +150,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 
 # Benchmarks that run libpbox against the in-process box of the unit tests
 # (tests/unit/box_inproc.h) link the client library too.
-BENCH_CLIENT = $(BUILD)/bench/client_inproc
+BENCH_CLIENT = $(BUILD)/bench/client_inproc $(BUILD)/bench/gpu_stage
 $(BENCH_CLIENT): $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
@@ -187,6 +187,15 @@ install: all
 unit: $(UNIT_TESTS) $(GPU_FAKE)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
 
+# bench/gpu_stage on the fake GPU library, a few calls: the benchmark of
+# the staging pipeline keeps working where there is no GPU (make check).
+.PHONY: bench-smoke
+bench-smoke: $(BUILD)/bench/gpu_stage $(GPU_FAKE)
+	PBOX_GPU_LIB=$(abspath $(GPU_FAKE)) $(BUILD)/bench/gpu_stage --iters 2 --reps 1 \
+		--chunk 64K 256K 1M > $(BUILD)/gpu_stage.out || { cat $(BUILD)/gpu_stage.out; exit 1; }
+	@grep -q "FAKE device.*NOT GPU figures" $(BUILD)/gpu_stage.out && \
+		echo "bench-smoke: gpu_stage ran on the fake GPU library"
+
 # Fails when a file includes a header of a floor it must not know; the
 # second script shows that the check breaks when a floor reaches up.
 layering:
@@ -202,6 +211,7 @@ integration: all
 check:
 	$(MAKE) layering
 	$(MAKE) SAN=1 unit
+	$(MAKE) SAN=1 bench-smoke
 	$(MAKE) SAN=0 BUILD=build pycheck
 	$(MAKE) fuzz-brief
 
