@@ -7,7 +7,8 @@ pbox (--backend pbox, or the hook: --pbox) or by Gloo's allreduce (default).
     torchrun --nproc_per_node 4 examples/train_ddp.py --pbox          # + PBOX_JOB
     torchrun --nproc_per_node 4 examples/train_ddp.py                 # plain Gloo
 
---device cuda: the model and data on GPU LOCAL_RANK; the buckets are CUDA
+--device cuda: the model and data on GPU LOCAL_RANK (modulo the GPUs there
+are: NCCL needs one per rank, Gloo and pbox do not); the buckets are CUDA
 tensors, summed through the box by libpbox's GPU staging (docs/gpu.md) with
 --pbox or --backend pbox, or by --backend nccl / gloo. Without a CUDA
 device, or (with pbox) without libpbox's GPU library, it stops at once and
@@ -83,7 +84,8 @@ def main():
     ap.add_argument("--backend", choices=["gloo", "pbox", "nccl"], default="gloo",
                     help="torch.distributed backend (pbox: everything on the box, no hook)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="where the model and its gradients live (cuda: GPU LOCAL_RANK)")
+                    help="where the model and its gradients live (cuda: GPU LOCAL_RANK "
+                         "modulo the GPUs)")
     ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box (hook)")
     ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",
                     help="pbox hook: full precision or half-width on the wire")
@@ -112,7 +114,9 @@ def main():
                   f"{torch.version.cuda or 'no'}; nvidia-smi -L lists the GPUs)",
                   file=sys.stderr, flush=True)
             return 2
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        # more ranks than GPUs (a one-GPU host) share them round-robin
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) %
+                              torch.cuda.device_count())
         torch.cuda.set_device(device)
     elif args.backend == "nccl":
         print("train_ddp.py: --backend nccl needs --device cuda", file=sys.stderr)
