@@ -14,6 +14,9 @@
  *     under c->lock as the last thing it does with a request.
  *   - Counters (c->stats) are written by the progress thread with relaxed
  *     atomics and read the same way by client_stats (pbox_get_stats).
+ *   - Device calls (gpu.h): the caller's threads use the caller's stream
+ *     (an event at submission, a wait in pbox_wait/pbox_test); the progress
+ *     thread alone enqueues on libpbox's two internal streams.
  * Lock order: c->lock is the only lock; nothing blocks while holding it.
  */
 #ifndef PBOX_CLIENT_INTERNAL_H
