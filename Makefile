@@ -40,7 +40,7 @@ BASEFLAGS = -std=gnu11 -fPIC $(WARN) $(SANFLAGS) -I. -D_GNU_SOURCE \
 	    -DPBOX_VERSION_STRING='"$(VERSION)"'
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk 2>/dev/null)
-LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -libverbs -lpthread -lm
+LIBS_CLIENT = $(shell pkg-config --libs jansson libxdp libbpf 2>/dev/null) -libverbs -lpthread -lm -ldl
 LIBS_BOX    = $(DPDK_LIBS) $(shell pkg-config --libs jansson hwloc 2>/dev/null) -lpthread -lm
 
 # The folders' Makefile.inc files may define rules (python's pycheck):
@@ -72,7 +72,7 @@ UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/te
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps install check test unit layering integration demo clean fuzz soak
-all: $(BINS) $(LIBS) $(BENCHES) $(GPU_BUILT)
+all: $(BINS) $(LIBS) $(BENCHES) $(GPU_BUILT) $(GPU_FAKE)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -121,6 +121,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
 
+# The fake GPU library the device-call tests and bench/gpu_stage load
+# through PBOX_GPU_LIB (tests/unit/fake_gpu.h): common/gpu_ops.h on host
+# memory, built with common/'s conversions, exporting only its symbols.
+GPU_FAKE = $(BUILD)/tests/libpbox-gpu-fake.so
+$(GPU_FAKE): tests/unit/fake_gpu.c tests/unit/fake_gpu.map $(BUILD)/libcommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -shared -MMD -MP -Wl,--version-script=tests/unit/fake_gpu.map \
+		-o $@ $< $(BUILD)/libcommon.a -lpthread -lm
+$(BUILD)/tests/test_client_gpu: | $(GPU_FAKE)
+
 # test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
 # libpbox calls (and its path lookup and port reservation) are wrapped at
 # link time; verbs that rdma-core inlines reach the fake through its context.
@@ -140,6 +150,14 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)
 
+# Benchmarks that run libpbox against the in-process box of the unit tests
+# (tests/unit/box_inproc.h) link the client library too.
+BENCH_CLIENT = $(BUILD)/bench/client_inproc $(BUILD)/bench/gpu_stage
+$(BENCH_CLIENT): $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+		$(shell pkg-config --libs hwloc) $(LIBS_CLIENT)
+
 # Benchmarks that build mbufs need DPDK.
 $(BUILD)/bench/fanout_bench: bench/fanout_bench.c $(call obj,dataplane/lcore_fanout.c) $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
@@ -152,7 +170,7 @@ deps:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 include/pbox.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/pbox.h include/pbox_cuda.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libpbox.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SO_NAME)
@@ -171,8 +189,17 @@ install: all
 		install -m 755 $(BUILD)/libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/ && \
 		ln -sf libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/libpbox-gpu.so; fi
 
-unit: $(UNIT_TESTS)
+unit: $(UNIT_TESTS) $(GPU_FAKE)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
+
+# bench/gpu_stage on the fake GPU library, a few calls: the benchmark of
+# the staging pipeline keeps working where there is no GPU (make check).
+.PHONY: bench-smoke
+bench-smoke: $(BUILD)/bench/gpu_stage $(GPU_FAKE)
+	PBOX_GPU_LIB=$(abspath $(GPU_FAKE)) $(BUILD)/bench/gpu_stage --iters 2 --reps 1 \
+		--chunk 64K 256K 1M > $(BUILD)/gpu_stage.out || { cat $(BUILD)/gpu_stage.out; exit 1; }
+	@grep -q "FAKE device.*NOT GPU figures" $(BUILD)/gpu_stage.out && \
+		echo "bench-smoke: gpu_stage ran on the fake GPU library"
 
 # Fails when a file includes a header of a floor it must not know; the
 # second script shows that the check breaks when a floor reaches up.
@@ -190,6 +217,7 @@ integration: all
 check:
 	$(MAKE) layering
 	$(MAKE) SAN=1 unit
+	$(MAKE) SAN=1 bench-smoke
 	$(MAKE) SAN=0 BUILD=build pycheck
 	$(MAKE) SAN=0 BUILD=build gpucheck
 	$(MAKE) fuzz-brief

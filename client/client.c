@@ -330,6 +330,7 @@ void pbox_close(pbox_client *c)
 		c->live = r->live_next;
 		req_free(r);
 	}
+	gpu_close(c);
 	xfer_free(&c->x);
 	ctrl_close(&c->ctrl);
 	transport_close(&c->tp);

@@ -22,7 +22,7 @@ const char *pbox_strerror(int rc)
 	case PBOX_EBUSY:     return "this key already has a call in flight";
 	case PBOX_ECLOSED:   return "the connection to the box was lost";
 	case PBOX_ESYS:      return "a system call failed";
-	case PBOX_ENOTSUP:   return "the transport cannot work here";
+	case PBOX_ENOTSUP:   return "not supported here (device, driver or library missing)";
 	case PBOX_EPERM:     return "missing privileges";
 	default:             return "unknown pbox error code";
 	}

@@ -14,6 +14,9 @@
  *     under c->lock as the last thing it does with a request.
  *   - Counters (c->stats) are written by the progress thread with relaxed
  *     atomics and read the same way by client_stats (pbox_get_stats).
+ *   - Device calls (gpu.h): the caller's threads use the caller's stream
+ *     (an event at submission, a wait in pbox_wait/pbox_test); the progress
+ *     thread alone enqueues on libpbox's two internal streams.
  * Lock order: c->lock is the only lock; nothing blocks while holding it.
  */
 #ifndef PBOX_CLIENT_INTERNAL_H
@@ -30,6 +33,7 @@
 #include "common/clock.h"
 #include "common/jsonl.h"
 #include "include/pbox.h"
+#include "client/gpu.h"
 #include "client/recovery.h"
 #include "client/segment.h"
 #include "common/wire.h"
@@ -251,6 +255,8 @@ struct pbox_req {
 	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
 	void *sp_own;                         /* the request's copy of idx and val */
 	uint32_t *rel_keys;                   /* REQ_RELEASE: the keys (count) */
+	struct gpu_key *gk;                   /* a device call: its key's staging
+						 state (gpu.h); NULL for host calls */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -263,6 +269,9 @@ struct pbox_req {
 	struct key_state *ks;
 	uint32_t round;
 	uint32_t next_seg;                    /* first segment never sent */
+	uint32_t ready_seg;                   /* segments below it may be sent: all
+						 (nsegs), or a device call's that are
+						 on the host (gpu_stage.c) */
 	uint32_t ndone;                       /* segments with their result */
 	uint32_t epoch;                       /* bumped on progress: resets RTO */
 	uint64_t progress_ns;                 /* last new result (or start) */
@@ -316,6 +325,8 @@ struct xfer {
 	struct rack rack;
 	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;
+	uint32_t gpu_staging;        /* active device calls with chunks not yet
+				        on the host: the loop polls their events */
 	uint16_t *sp_open;           /* per endpoint: txq index + 1 of the sparse
 				        packet still taking records, 0 none
 				        (until the next flush) */
@@ -469,6 +480,8 @@ struct pbox_client {
 	uint32_t nlrs, lrs_cap;
 	struct topk_state *topk;     /* pbox_allreduce_topk's residuals, by key
 					(topk_call.c) */
+	struct client_gpu *gpu;      /* the device calls' state, from the first
+					one on (gpu.h; set under lock) */
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
 };

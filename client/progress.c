@@ -3,7 +3,9 @@
  * progress.c - the progress thread of a libpbox client: one poll() loop
  * over the eventfd (new requests, stop), the control connection (answers to
  * key_declare, the job_aborted notification, end of stream) and the
- * transport's descriptors (RESULT and ERROR packets), then the window fill and the timers.
+ * transport's descriptors (RESULT and ERROR packets), then the device calls'
+ * chunks that reached the host (gpu_stage.c), the window fill and the
+ * timers.
  *
  * Request life: QUEUED (in c->sub_*) -> admitted here -> DECLARING (first
  * use of its key: key_declare sent, answer awaited without blocking) ->
@@ -401,7 +403,12 @@ void *progress_main(void *arg)
 			p[i] = (struct pollfd){ .fd = fds[i - 2], .events = POLLIN };
 		/* busy_poll: spin while calls are active instead of sleeping */
 		int wait_ms = c->opts.busy_poll && c->x.act_head ? 0 : xfer_poll_ms(c, clock_ns());
-		if (poll(p, nfds, wait_ms) < 0 && errno != EINTR) {
+		/* device chunks on their way to the host: their events have no
+		 * fd, so look again soon (gpu_stage.c) */
+		static const struct timespec gpu_nap = { 0, GPU_POLL_NS };
+		int n = c->x.gpu_staging && wait_ms ? ppoll(p, nfds, &gpu_nap, NULL)
+						    : poll(p, nfds, wait_ms);
+		if (n < 0 && errno != EINTR) {
 			snprintf(c->x.pend_msg, sizeof(c->x.pend_msg), "poll: %s", strerror(errno));
 			xfer_fatal(c, PBOX_ESYS, c->x.pend_msg);
 		}
@@ -421,6 +428,8 @@ void *progress_main(void *arg)
 		if (readable)
 			xfer_recv(c, now);
 		xfer_apply_pending(c);
+		if (c->x.gpu_staging)
+			gpu_poll(c, now);
 		xfer_fill(c, now);
 		xfer_timers(c, clock_ns());
 		xfer_apply_pending(c);

@@ -4,7 +4,9 @@
  * queues it for the progress thread; pbox_wait blocks on the client's
  * condition variable until the thread finishes it (every request is
  * bounded by opts.timeout_ms there, so no wait is unbounded);
- * pbox_allreduce is the two together.
+ * pbox_allreduce is the two together. A device call's request
+ * (gpu_call.c) completes here too: pbox_wait and pbox_test order the
+ * caller's stream after its copies before they report it finished.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +147,11 @@ int pbox_wait(pbox_req *r)
 	pthread_mutex_lock(&c->lock);
 	while (!r->finished)
 		pthread_cond_wait(&c->done_cond, &c->lock);
+	if (r->gk) {   /* a device call: order the caller's stream (gpu_call.c) */
+		pthread_mutex_unlock(&c->lock);
+		gpu_complete(r);
+		pthread_mutex_lock(&c->lock);
+	}
 	int rc = r->rc;
 	if (rc < 0)
 		memcpy(c->last_err, r->msg, sizeof(c->last_err));
@@ -163,6 +170,8 @@ void req_free(struct pbox_req *r)
 {
 	if (!r)
 		return;
+	if (r->gk)
+		gpu_release(r);
 	free(r->sp_first);
 	free(r->sp_own);
 	free(r->rel_keys);
@@ -176,6 +185,8 @@ int pbox_test(pbox_req *r)
 	pthread_mutex_lock(&r->c->lock);
 	int done = r->finished;
 	pthread_mutex_unlock(&r->c->lock);
+	if (done && r->gk)   /* a device call: finished means ordered on its stream */
+		gpu_complete(r);
 	return done;
 }
 

@@ -219,11 +219,13 @@ void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->round = ks->round;
 	memset(ks->got, 0, seg_bitmap_words(ks->lay.nsegs) * sizeof(*ks->got));
 	r->next_seg = 0;
+	r->ready_seg = ks->lay.nsegs;
 	r->ndone = 0;
 	r->epoch = 0;
 	r->progress_ns = now;
 	r->state = REQ_STREAMING;
-	(void)c;
+	if (r->gk)   /* a device call: its segments wait for their chunks */
+		gpu_start(c, r);
 }
 
 /* Send r's unsent segments while slots are free; false if none is left. */
@@ -233,7 +235,7 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 	struct key_state *ks = r->ks;
 	uint64_t deadline = now + x->rtt.rto_us * NS_PER_US;
 
-	while (r->next_seg < ks->lay.nsegs) {
+	while (r->next_seg < r->ready_seg) {
 		uint32_t s = r->next_seg, i;
 		if (seg_bit(ks->got, s)) { /* result already in: nothing to send */
 			r->next_seg++;
@@ -279,6 +281,8 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 {
 	struct xfer *x = &c->x;
 
+	if (r->gk)   /* a device call: mark the end of its copies (gpu_stage.c) */
+		rc = gpu_finish(c, r, rc, &msg);
 	act_unlink(x, r);
 	if (r->state == REQ_STREAMING && r->ndone < r->ks->lay.nsegs)
 		for (uint32_t i = 0; i < x->win.cap; i++)
@@ -458,6 +462,8 @@ void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;
+	if (r->gk && !gpu_seg_done(c, r, seg))   /* (failed: r is finished) */
+		return;
 	if (r->ndone == ks->lay.nsegs)
 		xfer_finish(c, r, 0, NULL);
 }
@@ -652,6 +658,12 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 			 "%u of %u segments missing, the first is %u",
 			 c->job, c->rank, r->key, r->round, c->opts.timeout_ms,
 			 nsegs - r->ndone, nsegs, seg_bitmap_first_clear(r->ks->got, nsegs));
+		if (r->gk && r->gk->staged < r->gk->nchunks) {
+			size_t len = strlen(msg);
+			snprintf(msg + len, sizeof(msg) - len, "; %u of %u chunks copied from the "
+				 "device (they wait for the work enqueued on the stream before "
+				 "the call)", r->gk->staged, r->gk->nchunks);
+		}
 	} else if (r->held_elsewhere) {
 		snprintf(msg, sizeof(msg),
 			 "job '%s' rank %d key %u: not declared within %u ms: keys released by "

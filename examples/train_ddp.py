@@ -7,6 +7,13 @@ pbox (--backend pbox, or the hook: --pbox) or by Gloo's allreduce (default).
     torchrun --nproc_per_node 4 examples/train_ddp.py --pbox          # + PBOX_JOB
     torchrun --nproc_per_node 4 examples/train_ddp.py                 # plain Gloo
 
+--device cuda: the model and data on GPU LOCAL_RANK (modulo the GPUs there
+are: NCCL needs one per rank, Gloo and pbox do not); the buckets are CUDA
+tensors, summed through the box by libpbox's GPU staging (docs/gpu.md) with
+--pbox or --backend pbox, or by --backend nccl / gloo. Without a CUDA
+device, or (with pbox) without libpbox's GPU library, it stops at once and
+says which is missing.
+
 --backend pbox: torch.distributed's "pbox" backend (import pbox.torch;
 init_process_group("pbox")): DDP needs no hook, everything it does goes
 to the box, and the job name comes from the c10d store. --pbox: a Gloo
@@ -66,7 +73,7 @@ def batch(seed, step, micro, rank, n):
 def params_digest(model):
     h = hashlib.sha256()
     for p in model.parameters():
-        h.update(p.detach().contiguous().numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
@@ -74,8 +81,11 @@ def main():
     # a rank that hangs says where when torchrun stops it (SIGTERM)
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=["gloo", "pbox"], default="gloo",
+    ap.add_argument("--backend", choices=["gloo", "pbox", "nccl"], default="gloo",
                     help="torch.distributed backend (pbox: everything on the box, no hook)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where the model and its gradients live (cuda: GPU LOCAL_RANK "
+                         "modulo the GPUs)")
     ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box (hook)")
     ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",
                     help="pbox hook: full precision or half-width on the wire")
@@ -96,17 +106,33 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(1)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print(f"train_ddp.py: --device cuda: torch sees no CUDA device "
+                  f"(torch {torch.__version__}, built with CUDA "
+                  f"{torch.version.cuda or 'no'}; nvidia-smi -L lists the GPUs)",
+                  file=sys.stderr, flush=True)
+            return 2
+        # more ranks than GPUs (a one-GPU host) share them round-robin
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) %
+                              torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    elif args.backend == "nccl":
+        print("train_ddp.py: --backend nccl needs --device cuda", file=sys.stderr)
+        return 2
     if args.backend == "pbox":
         import pbox.torch  # noqa: F401  (registers the backend)
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(args.seed)            # same init everywhere; DDP broadcasts rank 0's anyway
-    model = MLP(unused=args.unused)
+    model = MLP(unused=args.unused).to(device)
     # Small buckets, so that this tiny model spans several of them and DDP's
     # rebuild after step 0 (one bucket -> several) changes bucket sizes.
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_kb * 1024)
-    ddp = DDP(model, bucket_cap_mb=args.bucket_kb / 1024, find_unused_parameters=args.unused)
+    ddp = DDP(model, bucket_cap_mb=args.bucket_kb / 1024, find_unused_parameters=args.unused,
+              device_ids=[device.index] if device.type == "cuda" else None)
 
     state = None
     if args.pbox:
@@ -115,6 +141,8 @@ def main():
         # --- the two lines ---
         state = pbox.torch.State(pbox.Client(job=args.job))
         ddp.register_comm_hook(state, pbox.torch.HOOKS[args.hook])
+        if device.type == "cuda":
+            state.client.gpu_init()   # a missing GPU library is named now, not in backward
 
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     losses = []
@@ -123,7 +151,8 @@ def main():
         opt.zero_grad(set_to_none=False)
         tot = 0.0
         for m in range(args.accum):
-            x, y = batch(args.seed, step, m, rank, args.batch)
+            x, y = batch(args.seed, step, m, rank, args.batch)   # the same on every device
+            x, y = x.to(device), y.to(device)
             if m < args.accum - 1:
                 with ddp.no_sync():
                     loss = F.cross_entropy(ddp(x), y) / args.accum
@@ -159,9 +188,11 @@ def main():
         if args.out:
             out = {
                 "mode": f"pbox-{args.hook}" if args.pbox else args.backend,
+                "device": args.device,
                 "world": world, "steps": args.steps, "seed": args.seed,
                 "losses": losses,
-                "params": {n: p.detach().flatten().tolist() for n, p in model.named_parameters()},
+                "params": {n: p.detach().cpu().flatten().tolist()
+                           for n, p in model.named_parameters()},
                 "ranks_identical": identical,
                 "pbox_keys": keys,
                 "seconds": elapsed,

@@ -17,7 +17,8 @@
  * PBOX_E* codes below. pbox_strerror() names a code; pbox_last_error() gives
  * the detailed message of the client's last failure (which job, rank, key).
  * A client may be used from several threads; calls on one key must not
- * overlap.
+ * overlap. Buffers here are host memory; sums of GPU device buffers are
+ * declared in pbox_cuda.h (same library, no CUDA needed to build).
  *
  * ABI rules (what lets the library grow without breaking its callers):
  *  - pbox_opts and pbox_stats only grow at their end; a field, once
@@ -76,9 +77,11 @@ enum {
 	PBOX_EABORTED  = -7,  /* the job was aborted (a worker lost, operator) */
 	PBOX_EBUSY     = -8,  /* this key already has a call in flight */
 	PBOX_ECLOSED   = -9,  /* the connection to the box was lost */
-	PBOX_ESYS      = -10, /* a system call failed (errno in the message) */
-	PBOX_ENOTSUP   = -11, /* the transport asked for cannot work here (no such
-			       * device, driver or kernel support) */
+	PBOX_ESYS      = -10, /* a system call failed (errno in the message), or
+			       * the GPU library did (its reason in the message) */
+	PBOX_ENOTSUP   = -11, /* the transport asked for, or the GPU path
+			       * (pbox_cuda.h), cannot work here (no such device,
+			       * driver, library or kernel support) */
 	PBOX_EPERM     = -12, /* missing privileges (the xdp transport needs
 			       * CAP_NET_RAW and CAP_BPF, or root) */
 };

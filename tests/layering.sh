@@ -24,7 +24,9 @@ allowed() {
 	client)    echo "client/ common/ include/" ;;
 	gpu)       echo "gpu/ common/ include/" ;;
 	tools)     echo "tools/ common/ include/" ;;
-	include)   echo "" ;;
+	# the public headers are installed side by side: one names another
+	# by its bare name (pbox_cuda.h includes "pbox.h"), nothing else
+	include)   echo "pbox.h" ;;
 	esac
 }
 # Floors whose files may include DPDK's <rte_*.h>.

@@ -10,6 +10,13 @@ C-contiguous writeable numpy arrays (float32, float16; a numpy dtype named
 'bfloat16', e.g. from ml_dtypes, maps to PBOX_BF16). Every failure raises
 pbox.Error with the library's message (which job, rank, key) and its code.
 
+CUDA tensors (allreduce only; include/pbox_cuda.h, docs/gpu.md): staged
+through pinned host memory by libpbox's GPU library, ordered after the
+tensor's current stream; wait() returns once the sum is ordered on that
+stream (no host-side synchronisation):
+
+    c.allreduce(grad_on_gpu, key=1, scale=1 / c.world)    # the mean
+
 PS mode (the optimizer runs on the box; include/pbox.h "PS mode"):
 
     c.declare_optimizer(key, n, "f32", "sgd", lr=0.1, momentum=0.9)
@@ -118,8 +125,9 @@ def _buffer_info(buf, writable=True):
             raise Error(EINVAL, f"tensor dtype {buf.dtype} is not supported "
                                 "(use torch.float32, torch.float16 or torch.bfloat16)")
         if buf.device.type != "cpu":
-            raise Error(EINVAL, f"tensor is on {buf.device}; pbox sums CPU tensors only "
-                                "(copy to a CPU staging tensor first)")
+            raise Error(EINVAL, f"tensor is on {buf.device}; this call takes CPU tensors "
+                                "(Client.allreduce/iallreduce also take CUDA tensors; the "
+                                "other calls need a CPU copy)")
         if buf.is_sparse or buf.layout != torch.strided:
             raise Error(EINVAL, f"tensor layout {buf.layout} is not supported here (dense "
                                 "only): sum a sparse COO tensor with "
@@ -147,6 +155,30 @@ def _buffer_info(buf, writable=True):
         return buf.ctypes.data, buf.size, dt, "array"
     raise Error(EINVAL, f"cannot use a {type(buf).__module__}.{type(buf).__name__} as a "
                         "buffer: pass a torch tensor or a numpy array")
+
+
+def _cuda_stream(tensor):
+    """torch.cuda.current_stream(tensor.device), or Error(ENOTSUP) saying
+    why torch cannot give it (e.g. torch built without CUDA)."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch.cuda.current_stream(tensor.device)
+    except (AssertionError, RuntimeError) as e:
+        raise Error(ENOTSUP, f"tensor on {tensor.device}: torch cannot give its current CUDA "
+                             f"stream ({e})") from None
+
+
+def _stream_handle(tensor, stream):
+    """The cudaStream_t (an int, 0: the legacy default stream) of stream:
+    an int, an object with .cuda_stream (torch.cuda.Stream), or None for
+    torch.cuda.current_stream(tensor.device)."""
+    if stream is None:
+        stream = _cuda_stream(tensor)
+    handle = getattr(stream, "cuda_stream", stream)
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle < 0:
+        raise Error(EINVAL, f"stream {stream!r} is not a torch.cuda.Stream or a cudaStream_t "
+                            "handle (int)")
+    return handle
 
 
 def _uint32_indices(indices, count):
@@ -399,11 +431,20 @@ class Client:
             raise Error(rc, msg or strerror(rc))
 
     # -- API --------------------------------------------------------------
-    def iallreduce(self, buf, key):
+    def iallreduce(self, buf, key, *, scale=None, wire_dtype=None, stream=None):
         """Start an in-place sum of buf over all ranks under `key`; return a
         Request. Every rank must use the same key with the same size and
-        dtype; calls on one key must not overlap."""
+        dtype; calls on one key must not overlap. A CUDA tensor goes to
+        iallreduce_cuda (with scale, wire_dtype and stream); for host
+        buffers those must be left out."""
         _check_key(key)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(buf, torch.Tensor) and buf.device.type == "cuda":
+            return self.iallreduce_cuda(buf, key, scale=1.0 if scale is None else scale,
+                                        wire_dtype=wire_dtype, stream=stream)
+        if scale is not None or wire_dtype is not None or stream is not None:
+            raise Error(EINVAL, f"key {key}: scale, wire_dtype and stream apply to CUDA "
+                                "tensors only (this buffer is in host memory)")
         ptr, count, dt, _ = _buffer_info(buf)
         req = ctypes.c_void_p()
         with self._lock:
@@ -415,9 +456,78 @@ class Client:
             self._reqs.add(r)
         return r
 
-    def allreduce(self, buf, key):
-        """Sum buf over all ranks in place under `key`; return buf."""
-        return self.iallreduce(buf, key).wait()
+    def allreduce(self, buf, key, **kw):
+        """Sum buf over all ranks in place under `key`; return buf. For a
+        CUDA tensor, wait() returns once the sum is ordered on its stream
+        (iallreduce_cuda)."""
+        return self.iallreduce(buf, key, **kw).wait()
+
+    # -- CUDA tensors (include/pbox_cuda.h, docs/gpu.md) --------------------
+    def gpu_init(self):
+        """Load and initialise libpbox's GPU library now ($PBOX_GPU_LIB, else
+        libpbox-gpu.so.1); the first CUDA call does otherwise. Raises
+        Error(ENOTSUP) naming what is missing (the library, a CUDA driver,
+        a device)."""
+        with self._lock:
+            rc = self._L.pbox_gpu_init(self._live())
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+
+    def iallreduce_cuda(self, tensor, key, *, scale=1.0, wire_dtype=None, stream=None):
+        """Start the in-place sum of a CUDA tensor over all ranks under `key`
+        (pbox_iallreduce_dev); return a Request whose wait() returns the
+        tensor once the sum is ordered on `stream`: work enqueued there
+        afterwards sees it, the host after synchronising it.
+
+        scale:      the sum times scale lands in the tensor (1 / world: the
+                    mean), fused into the copy back.
+        wire_dtype: dtype on the wire and on the box ("f32", "f16", "bf16"
+                    or a torch dtype; default the tensor's), cast on the
+                    device-to-host copy.
+        stream:     a torch.cuda.Stream or a cudaStream_t as an int; default
+                    torch.cuda.current_stream(tensor.device). The call
+                    waits, on the GPU, for the work enqueued on it before.
+        """
+        _check_key(key)
+        ptr, count, dt = self._cuda_tensor(tensor)
+        self.gpu_init()
+        wdt = -1 if wire_dtype is None else _dtype_code(wire_dtype, "wire_dtype")
+        s = _stream_handle(tensor, stream)
+        o = _lib.DevOpts()
+        rc = self._L.pbox_dev_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
+        if rc < 0:
+            raise Error(rc, f"pbox_dev_opts_init_sized refused {ctypes.sizeof(o)} bytes")
+        o.wire_dtype, o.scale = wdt, _num("scale", scale)
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_iallreduce_dev(h, key, ptr, count, dt, s, ctypes.byref(o),
+                                             ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, tensor, key)
+            self._reqs.add(r)
+        return r
+
+    @staticmethod
+    def _cuda_tensor(t):
+        """(address, count, pbox dtype) of a dense contiguous CUDA tensor of
+        a supported dtype, or Error(EINVAL) saying what is wrong."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(t, torch.Tensor) or t.device.type != "cuda":
+            raise Error(EINVAL, f"iallreduce_cuda takes a CUDA torch tensor, not "
+                                f"{getattr(t, 'device', type(t).__name__)}")
+        dt = {torch.float32: PBOX_F32, torch.float16: PBOX_F16,
+              torch.bfloat16: PBOX_BF16}.get(t.dtype)
+        if dt is None:
+            raise Error(EINVAL, f"tensor dtype {t.dtype} is not supported "
+                                "(use torch.float32, torch.float16 or torch.bfloat16)")
+        if t.layout != torch.strided or not t.is_contiguous():
+            raise Error(EINVAL, "CUDA tensor is not dense and contiguous (pass "
+                                "t.contiguous() and copy the result back)")
+        if t.numel() == 0:
+            raise Error(EINVAL, "tensor is empty")
+        return t.data_ptr(), t.numel(), dt
 
     # -- collectives (include/pbox.h; docs/protocol.md "Collective keys") ---
     def _start(self, buf, key, fn, *args, keep=None):

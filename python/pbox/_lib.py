@@ -25,9 +25,10 @@ its size through pbox_optim_init_sized, which fills at most its own struct
 and writes the size it used into the size field; load() checks that it
 takes ours whole (check_optim).
 
-Everything typed here by hand from include/pbox.h (the version, dtypes,
-error codes in __init__.py, the structs' fields) is compared with the header
-by tests/python/test_abi.py (make pycheck).
+Everything typed here by hand from include/pbox.h and include/pbox_cuda.h
+(the version, dtypes, error codes in __init__.py, the structs' fields, the
+functions' parameters) is compared with the headers by
+tests/python/test_abi.py (make pycheck).
 """
 import ctypes
 import os
@@ -142,6 +143,17 @@ class TopkOpts(ctypes.Structure):
     ]
 
 
+class DevOpts(ctypes.Structure):
+    """pbox_dev_opts (include/pbox_cuda.h). Fill with
+    pbox_dev_opts_init_sized(byref(o), sizeof(DevOpts))."""
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("wire_dtype", ctypes.c_int32),
+        ("scale", ctypes.c_double),
+        ("chunk_bytes", ctypes.c_uint64),
+    ]
+
+
 def _candidates():
     env = os.environ.get("PBOX_LIB")
     if env:
@@ -250,6 +262,19 @@ def _declare(lib):
     lib.pbox_release_keys.argtypes = [c_client_p, ctypes.POINTER(ctypes.c_uint32),
                                       ctypes.c_size_t]
     lib.pbox_release_keys.restype = ctypes.c_int
+    # device buffers (0.8.0, include/pbox_cuda.h); a stream is a void *
+    lib.pbox_dev_opts_init_sized.argtypes = [ctypes.POINTER(DevOpts), ctypes.c_size_t]
+    lib.pbox_dev_opts_init_sized.restype = ctypes.c_int
+    lib.pbox_gpu_init.argtypes = [c_client_p]
+    lib.pbox_gpu_init.restype = ctypes.c_int
+    lib.pbox_iallreduce_dev.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.POINTER(DevOpts), ctypes.POINTER(c_req_p)]
+    lib.pbox_iallreduce_dev.restype = ctypes.c_int
+    lib.pbox_allreduce_dev.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                       ctypes.POINTER(DevOpts)]
+    lib.pbox_allreduce_dev.restype = ctypes.c_int
     return lib
 
 

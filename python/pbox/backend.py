@@ -11,7 +11,12 @@ What runs where (docs/pytorch.md "The pbox backend"):
   on the box, exact and loss-tolerant: allreduce and reduce (SUM, AVG),
   broadcast, allgather (all_gather, all_gather_into_tensor), reduce_scatter
   (reduce_scatter, reduce_scatter_tensor; SUM, AVG) and barrier, for dense
-  CPU tensors of float32, float16 and bfloat16;
+  CPU tensors of float32, float16 and bfloat16; allreduce and reduce (SUM,
+  AVG) of such CUDA tensors too, staged through pinned host memory by
+  libpbox's GPU library (docs/gpu.md): the call is ordered after the
+  tensor's current stream, AVG's division is fused into the copy back, and
+  the Work completes on that stream (nothing waits for the device on the
+  host); without a GPU library or device the Work fails naming it;
   on an inner Gloo group built from the same store: everything else (other
   reduce ops, integer and bool tensors, gather, scatter, all_to_all,
   point-to-point, coalesced calls, monitored_barrier).
@@ -51,7 +56,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, _create_work_from_future)
 
-from . import Client, Error, EINVAL, EABORTED
+from . import Client, Error, EINVAL, EABORTED, _cuda_stream
 
 __all__ = ["ProcessGroupPBox", "set_options", "LANES"]
 
@@ -82,9 +87,25 @@ def _unwrap(fut):
     return fut.value()
 
 
-def _boxable(t):
-    return (isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype in _BOX_DTYPES
+def _boxable(t, cuda=False):
+    """A tensor the box takes: dense, non-empty, of a box dtype, on the CPU
+    (or on a CUDA device, where cuda is set: allreduce and reduce)."""
+    devs = ("cpu", "cuda") if cuda else ("cpu",)
+    return (isinstance(t, torch.Tensor) and t.device.type in devs and t.dtype in _BOX_DTYPES
             and t.layout == torch.strided and t.numel() > 0)
+
+
+class _NoStream:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _on_stream(stream):
+    """torch.cuda.stream(stream), or nothing for CPU work (stream None)."""
+    return _NoStream() if stream is None else torch.cuda.stream(stream)
 
 
 def _box_op(opts):
@@ -192,18 +213,19 @@ class ProcessGroupPBox(ProcessGroup):
 
     def _run(self):
         while True:
-            reqs, finish, fut, ev, outs = self._q.get()
+            reqs, finish, fut, ev, outs, stream = self._q.get()
             try:
                 for r in reqs:
                     r.wait()
-                res = finish()
+                with _on_stream(stream):   # CUDA: finish and complete on its stream
+                    res = finish()
+                    ev.set()
+                    fut.set_result(res)
             except BaseException as e:  # hand every failure to the caller's future
                 self._fail(e, outs)
                 ev.set()
-                fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
-                continue
-            ev.set()
-            fut.set_result(res)
+                if not fut.done():
+                    fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
 
     def _fail(self, e, outs):
         """A collective failed. torch 1.13's Work.wait() cannot raise (it
@@ -218,13 +240,15 @@ class ProcessGroupPBox(ProcessGroup):
             if t.is_floating_point():
                 t.fill_(float("nan"))
 
-    def _box(self, name, sig, start, finish, outs=()):
+    def _box(self, name, sig, start, finish, outs=(), stream=None):
         """Run start(key) -> pbox Requests now, then finish() on the waiter
         thread once they are done; return the Work. outs: the tensors the
-        call writes (NaN if it fails)."""
+        call writes (NaN if it fails). stream: a CUDA call's stream (its
+        Work is a CUDA-aware future completed there)."""
         if self._failed is not None:
             raise Error(EABORTED, f"{self._failed} (the group stops at its first error)")
-        fut = torch.futures.Future()
+        fut = (torch.futures.Future() if stream is None
+               else torch.futures.Future(devices=[stream.device]))
         out = fut.then(_unwrap)   # a failure becomes a real error for C++ callers
         with torch.autograd.profiler.record_function(f"pbox::{name}") as rf:
             key = self._key(sig)
@@ -233,8 +257,27 @@ class ProcessGroupPBox(ProcessGroup):
             self._busy[key] = ev
             out = rf._call_end_callbacks_on_future(out)
         self.calls["box"] += 1
-        self._q.put((reqs, finish, fut, ev, list(outs)))
+        self._q.put((reqs, finish, fut, ev, list(outs), stream))
         return _create_work_from_future(out)
+
+    def _cuda_sum(self, name, t, buf, op, finish):
+        """allreduce/reduce of CUDA tensor t through buf (t or a contiguous
+        copy): the sum, scaled for AVG, lands in buf on t's current stream;
+        finish() then runs there. Fails (as a Work) naming a missing GPU
+        library or device."""
+        try:
+            self.client.gpu_init()       # names a missing GPU library or device
+            stream = _cuda_stream(t)
+        except Error as e:
+            fut = torch.futures.Future()
+            out = fut.then(_unwrap)
+            fut.set_exception(e)
+            return _create_work_from_future(out)
+        scale = 1.0 / self.size() if op == "avg" else 1.0
+        return self._box(name, ("allreduce", t.numel(), t.dtype, "cuda"),
+                         lambda k: [self.client.iallreduce_cuda(buf, k, scale=scale,
+                                                                stream=stream)],
+                         finish, [t] if name == "allreduce" else [], stream)
 
     def _gloo_call(self, name, *args):
         self.calls["gloo"] += 1
@@ -244,11 +287,17 @@ class ProcessGroupPBox(ProcessGroup):
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else AllreduceOptions()
         op = _box_op(opts)
-        if len(tensors) != 1 or op is None or not _boxable(tensors[0]):
+        if len(tensors) != 1 or op is None or not _boxable(tensors[0], cuda=True):
             return self._gloo_call("allreduce", tensors, opts)
         t = tensors[0]
         buf = t if t.is_contiguous() else t.contiguous()
         world = self.size()
+        if t.device.type == "cuda":
+            def finish_cuda():
+                if buf is not t:
+                    t.copy_(buf)
+                return tensors
+            return self._cuda_sum("allreduce", t, buf, op, finish_cuda)
 
         def finish():
             if op == "avg":
@@ -262,12 +311,19 @@ class ProcessGroupPBox(ProcessGroup):
 
     def reduce(self, tensors, opts):
         op = _box_op(opts)
-        if len(tensors) != 1 or op is None or not _boxable(tensors[0]) or opts.rootTensor:
+        if (len(tensors) != 1 or op is None or not _boxable(tensors[0], cuda=True) or
+                opts.rootTensor):
             return self._gloo_call("reduce", tensors, opts)
         t = tensors[0]
         root = opts.rootRank == self.rank()
         buf = t if root and t.is_contiguous() else t.contiguous().clone()
         world = self.size()
+        if t.device.type == "cuda":
+            def finish_cuda():   # only the root's tensor changes
+                if root and buf is not t:
+                    t.copy_(buf)
+                return tensors
+            return self._cuda_sum("reduce", t, buf, op, finish_cuda)
 
         def finish():   # only the root's tensor changes
             if root:

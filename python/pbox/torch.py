@@ -20,6 +20,15 @@ GIL), divides the sum by the world size and completes the future, so the
 communication of one bucket overlaps the backward pass of the next ones.
 DDP waits for every future at the end of backward.
 
+CUDA buckets (docs/gpu.md, docs/pytorch.md "CUDA buckets"): the hook starts
+pbox_iallreduce_dev on the bucket with the stream current at the hook (the
+one autograd computed the bucket on) and the mean's scale (and, for the
+fp16/bf16 hooks, the wire dtype) fused into the copies; the waiter completes
+a CUDA-aware future on that stream after pbox_wait has ordered the stream
+after the sum, so nothing waits for the device on the host. Without a GPU
+library or device the hook's future fails with the library's reason ("no
+GPU library: ...", "no CUDA device: ...").
+
 Keys: pbox needs a key per buffer with the same size and dtype on every
 rank, and every rank must use the same key. DDP numbers its buckets
 0..n-1, but after the first iteration it rebuilds them in gradient-arrival
@@ -47,7 +56,7 @@ import threading
 import torch
 from torch.optim.optimizer import required as _torch_required
 
-from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT
+from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
@@ -179,14 +188,15 @@ class State:
             item = self._q.get()
             if item is None:
                 return
-            req, finish, fut = item
+            req, finish, fut, stream = item
             try:
                 req.wait()
-                res = finish()
+                with _on_stream(stream):   # a CUDA bucket: complete on its stream
+                    res = finish()
+                    fut.set_result(res)
             except BaseException as e:  # hand every failure to DDP via the future
-                fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
-                continue
-            fut.set_result(res)
+                if not fut.done():
+                    fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
 
     def _request(self, buf, key):
         """Start the sum of buf under key (a dense allreduce)."""
@@ -211,7 +221,26 @@ class State:
             out = rf._call_end_callbacks_on_future(out)
         self.calls += 1
         self._start()
-        self._q.put((req, finish, fut))
+        self._q.put((req, finish, fut, None))
+        return out
+
+    def submit_cuda(self, buf, key, scale, wire_dtype=None):
+        """Start the sum of the CUDA tensor buf under key, scaled (and sent
+        as wire_dtype) on the device; return a CUDA-aware Future completed
+        with buf on buf's current stream once the sum is ordered there."""
+        with torch.autograd.profiler.record_function("pbox::bucket") as rf:
+            try:
+                self.client.gpu_init()           # names a missing GPU library or device
+                stream = _cuda_stream(buf)       # the one autograd computed the bucket on
+                req = self.client.iallreduce_cuda(buf, key, scale=scale, wire_dtype=wire_dtype,
+                                                  stream=stream)
+            except Exception as e:
+                return _failed(e)
+            fut = torch.futures.Future(devices=[buf.device])
+            out = rf._call_end_callbacks_on_future(fut.then(_unwrap))
+        self.calls += 1
+        self._start()
+        self._q.put((req, lambda: buf, fut, stream))
         return out
 
     def close(self):
@@ -237,6 +266,19 @@ def _unwrap(fut):
     return fut.value()
 
 
+class _NoStream:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _on_stream(stream):
+    """torch.cuda.stream(stream), or nothing for CPU work (stream None)."""
+    return _NoStream() if stream is None else torch.cuda.stream(stream)
+
+
 def _failed(e):
     fut = torch.futures.Future()
     out = fut.then(_unwrap)
@@ -246,9 +288,9 @@ def _failed(e):
 
 def _bucket_buffer(bucket):
     buf = bucket.buffer()
-    if buf.device.type != "cpu":
+    if buf.device.type not in ("cpu", "cuda"):
         raise Error(EINVAL, f"DDP bucket {bucket.index()} is on {buf.device}; the pbox hooks "
-                            "handle CPU tensors only for now")
+                            "take CPU and CUDA tensors")
     return buf
 
 
@@ -259,13 +301,19 @@ def _is_last(bucket):
 
 def allreduce_hook(state, bucket):
     """Average the bucket over all ranks through the box, in its own dtype
-    (float32, float16 or bfloat16 gradients)."""
-    buf = _bucket_buffer(bucket)
+    (float32, float16 or bfloat16 gradients; CPU or CUDA)."""
     try:
+        buf = _bucket_buffer(bucket)
         key = state.key(bucket.index(), buf.numel(), buf.dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
     world = state.world
+    if buf.device.type == "cuda":
+        if isinstance(state, TopkState):
+            return _failed(Error(EINVAL, "topk_hook takes CPU buckets (top-k selection of "
+                                         "CUDA buckets is not there yet): use allreduce_hook "
+                                         "or a compress hook"))
+        return state.submit_cuda(buf, key, 1.0 / world)
 
     def finish():
         return buf.div_(world)
@@ -274,11 +322,13 @@ def allreduce_hook(state, bucket):
 
 
 def _compress_hook(state, bucket, dtype):
-    buf = _bucket_buffer(bucket)
     try:
+        buf = _bucket_buffer(bucket)
         key = state.key(bucket.index(), buf.numel(), dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
+    if buf.device.type == "cuda":   # the cast, both ways, fused into the copies
+        return state.submit_cuda(buf, key, 1.0 / state.world, wire_dtype=dtype)
     comp = buf.to(dtype)   # a new contiguous tensor, rounded once
     world = state.world
 

@@ -4,10 +4,12 @@
  * installed pbox (pkg-config pbox): 4 ranks allreduce and check the sums.
  * It also uses the ABI the way outside programs do: the installed library's
  * version against the header's, options through pbox_opts_init, counters
- * through pbox_get_stats.
+ * through pbox_get_stats. The device-call header compiles on its own
+ * beside it (no CUDA needed), and its options' defaults are the library's.
  * usage: extprog CONTROL JOB RANK WORLD
  */
 #include <pbox.h>
+#include <pbox_cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,6 +24,11 @@ int main(int argc, char **argv)
 	pbox_opts o;
 	pbox_stats st;
 
+	pbox_dev_opts d;
+	if (pbox_dev_opts_init(&d) != 0 || d.wire_dtype != -1 || d.scale != 1.0) {
+		fprintf(stderr, "pbox_dev_opts_init: not the defaults of pbox_cuda.h\n");
+		return 1;
+	}
 	/* same MAJOR.MINOR: before 1.0 a MINOR may break the ABI (pbox.h) */
 	if (pbox_version() >> 8 != PBOX_VERSION >> 8) {
 		fprintf(stderr, "libpbox %s is loaded, this program was built for %d.%d\n",

@@ -9,7 +9,7 @@ set -u
 need_root "$0"
 PREFIX=$WORKDIR/prefix
 make -s install PREFIX="$PREFIX" BUILD="$BUILD" > "$WORKDIR/install.log" 2>&1 || { cat "$WORKDIR/install.log"; die "make install failed"; }
-for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h lib/libpbox.a lib/libpbox.so lib/pkgconfig/pbox.pc \
+for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h include/pbox_cuda.h lib/libpbox.a lib/libpbox.so lib/pkgconfig/pbox.pc \
 	 share/man/man8/pboxd.8 share/man/man8/pboxctl.8 share/man/man3/libpbox.3 \
 	 share/bash-completion/completions/pboxctl; do
 	[ -e "$PREFIX/$f" ] || die "make install did not install $f"

@@ -41,14 +41,15 @@ CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
 
 # ---- include/pbox.h, parsed -------------------------------------------------
 
-def _header():
-    with open(os.path.join(ROOT, "include", "pbox.h")) as f:
+def _header(name="pbox.h"):
+    with open(os.path.join(ROOT, "include", name)) as f:
         text = f.read()
     # comments out, so a name in a comment is never taken for a declaration
     return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
 
 
 H = _header()
+H_CUDA = _header("pbox_cuda.h")
 
 
 def h_version():
@@ -74,10 +75,10 @@ def h_dtypes():
     return {n: int(v) for n, v in re.findall(r"\b(PBOX_[A-Z0-9_]+)\s*=\s*(\d+)", m.group(1))}
 
 
-def h_struct(name):
+def h_struct(name, text=H):
     """[(field, C type), ...] of typedef struct name { ... } name; a
     declaration of several fields ("double beta1, beta2;") gives one each."""
-    m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), H, re.S)
+    m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
     assert m, f"pbox.h: no typedef struct {name}"
     fields = []
     for decl in m.group(1).split(";"):
@@ -132,8 +133,8 @@ def test_dtypes_match_header():
         assert getattr(_lib, name) == value
 
 
-def _check_struct(cname, cls):
-    want = h_struct(cname)
+def _check_struct(cname, cls, text=H):
+    want = h_struct(cname, text)
     got = [(n, t) for n, t in cls._fields_]
     assert [n for n, _ in got] == [n for n, _ in want], \
         f"{cls.__name__} fields {[n for n, _ in got]} != pbox.h {cname} {[n for n, _ in want]}"
@@ -164,6 +165,103 @@ def test_topk_opts_match_header_and_library():
     assert rc == 0, f"pbox_topk_opts_init_sized(sizeof(TopkOpts)) = {rc}"
     got = (o.size, o.error_feedback, o.density, o.momentum)
     assert got == (ctypes.sizeof(o), 1, 0.01, 0.0), got
+
+
+def test_dev_opts_match_header_and_library():
+    _check_struct("pbox_dev_opts", _lib.DevOpts, H_CUDA)
+    L = _lib.load()
+    o = _lib.DevOpts()
+    rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
+    assert rc == 0, f"pbox_dev_opts_init_sized(sizeof(DevOpts)) = {rc}"
+    got = (o.size, o.wire_dtype, o.scale, o.chunk_bytes)
+    assert got == (ctypes.sizeof(o), -1, 1.0, 0), got
+    assert ctypes.sizeof(o) == 24, f"sizeof(DevOpts) {ctypes.sizeof(o)} != 24 (first layout)"
+    rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), 16)
+    assert rc == pbox.EINVAL, f"pbox_dev_opts_init_sized(size 16) = {rc}"
+
+
+# C types of parameters and results -> what the ctypes declaration must be
+_SCALARS = {"int": ctypes.c_int, "unsigned": ctypes.c_uint, "uint32_t": ctypes.c_uint32,
+            "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t, "double": ctypes.c_double,
+            "float": ctypes.c_float}
+_ENUMS = {"pbox_dtype", "pbox_ps_part", "pbox_optim_kind", "pbox_transport"}
+_STRUCTS = {"pbox_opts": "Opts", "pbox_stats": "Stats", "pbox_optim": "Optim",
+            "pbox_topk_opts": "TopkOpts", "pbox_dev_opts": "DevOpts"}
+
+
+def h_functions(text):
+    """{name: (result C type, [parameter C types])} of the functions
+    declared (not defined inline) in a header."""
+    out = {}
+    text = re.sub(r"^\s*#.*$", ";", text, flags=re.M)   # a directive ends what precedes it
+    for m in re.finditer(r"(?:(?<=[;}])|\A)\s*((?:const\s+)?[A-Za-z_][A-Za-z0-9_]*\s*\**)\s*"
+                         r"\b(pbox_[a-z0-9_]+)\s*\(([^;{}]*?)\)\s*;", text, re.S):
+        ret, name, params = " ".join(m.group(1).split()), m.group(2), m.group(3)
+        types = []
+        for p in params.split(","):
+            p = " ".join(p.split())
+            if p in ("void", ""):
+                continue
+            pm = re.fullmatch(r"(.*?[\s*])([A-Za-z_][A-Za-z0-9_]*)", p)
+            assert pm, f"{name}: cannot parse the parameter '{p}' (extend this test)"
+            types.append(re.sub(r"\s*\*", " *", pm.group(1).strip()).replace("  ", " "))
+        out[name] = (ret.replace(" *", "*").replace("*", " *"), types)
+    return out
+
+
+def _ctype_ok(ctype, decl, where):
+    """Assert that the ctypes declaration decl fits the C type ctype."""
+    base = ctype.replace("const ", "").strip()
+    if base.endswith("*"):
+        stars = base.count("*")
+        pointee = base.rstrip("* ").strip()
+        if stars == 2:   # pbox_client **, pbox_req **: out-parameters of handles
+            ok = getattr(decl, "_type_", None) is ctypes.c_void_p
+        elif pointee in _STRUCTS:
+            ok = decl is ctypes.POINTER(getattr(_lib, _STRUCTS[pointee]))
+        elif pointee == "char":
+            ok = decl is ctypes.c_char_p
+        else:            # buffers and handles
+            ok = decl is ctypes.c_void_p or (
+                hasattr(decl, "_type_") and _SCALARS.get(pointee) is decl._type_)
+    elif base in _ENUMS:
+        ok = decl is ctypes.c_int
+    elif base == "void":
+        ok = decl is None
+    else:
+        assert base in _SCALARS, f"{where}: C type {ctype} (extend _SCALARS)"
+        ok = decl is _SCALARS[base]
+    assert ok, f"{where}: C type '{ctype}', ctypes declares {getattr(decl, '__name__', decl)}"
+
+
+def test_functions_match_headers():
+    """Every function the package declares has the parameters and result
+    pbox.h / pbox_cuda.h give it; every function of pbox_cuda.h is declared."""
+    L = _lib.load()
+    funcs = dict(h_functions(H))
+    cuda = h_functions(H_CUDA)
+    assert set(cuda) == {"pbox_dev_opts_init_sized", "pbox_gpu_init", "pbox_iallreduce_dev",
+                         "pbox_allreduce_dev"}, f"pbox_cuda.h parsed as {sorted(cuda)}"
+    funcs.update(cuda)
+    assert len(funcs) > 40, f"pbox.h parsed as {len(funcs)} functions: {sorted(funcs)}"
+    checked = 0
+    for name, (ret, params) in sorted(funcs.items()):
+        fn = getattr(L, name, None)
+        assert fn is not None, f"{_lib.path()} does not export {name}"
+        if name not in cuda and fn.argtypes is None:
+            continue        # not used by the package
+        assert fn.argtypes is not None, f"pbox._lib declares no argtypes for {name}"
+        assert len(fn.argtypes) == len(params), \
+            f"{name}: {len(params)} parameters in the header, {len(fn.argtypes)} declared"
+        for i, (ct, decl) in enumerate(zip(params, fn.argtypes)):
+            _ctype_ok(ct, decl, f"{name} parameter {i + 1}")
+        _ctype_ok(ret, fn.restype, f"{name} result")
+        checked += 1
+    declared = {n for n, v in vars(L).items()
+                if n.startswith("pbox_") and getattr(v, "argtypes", None) is not None}
+    assert declared <= set(funcs), \
+        f"pbox._lib declares {sorted(declared - set(funcs))}, which no header declares"
+    assert checked == len(declared), f"{checked} functions checked, {len(declared)} declared"
 
 
 def test_optim_kinds_and_ps_parts_match_header():

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gpu.h - libpbox's staging pipeline for device buffers (docs/gpu.md "The
+ * staging pipeline"): the GPU library loaded with dlopen (gpu_load.c), the
+ * device calls and their completion on the caller's side (gpu_call.c), and
+ * the pipeline the progress thread runs (gpu_stage.c).
+ *
+ * Ownership:
+ *   - struct client_gpu is made by the first device call of a client (on
+ *     the caller's thread, so the streams belong to the caller's current
+ *     device) and freed by pbox_close after the progress thread stopped.
+ *     Its key table and every gpu_key's `busy` flag are under its lock.
+ *   - A gpu_key (one per key used by device calls) is made by the key's
+ *     first device call: its pinned slab and its events, all reused by
+ *     every later call. A call owns it from submission until pbox_wait
+ *     (or pbox_test) has ordered the caller's stream (busy); in between,
+ *     the per-call fields are written by the caller before submission and
+ *     by the progress thread while the request is active.
+ *   - The two internal streams are used by the progress thread only; the
+ *     caller's stream by the caller's threads only (an event recorded at
+ *     submission, a wait at completion).
+ * Lock order: gpu->lock, then c->lock (client_error).
+ */
+#ifndef PBOX_CLIENT_GPU_H
+#define PBOX_CLIENT_GPU_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpu_ops.h"
+
+#define GPU_CHUNK_DEFAULT (1u << 20) /* staging chunk, wire bytes */
+#define GPU_POLL_NS       20000      /* progress loop's sleep while chunks are being
+					copied to the host (events have no fd) */
+
+struct pbox_client;
+struct pbox_req;
+
+struct gpu_key {
+	struct gpu_key *next;
+	uint32_t key;
+	bool busy;                 /* a call owns it (under gpu->lock) */
+	uint8_t wire_dt;           /* enum gpu_dtype: the slab's and the box's */
+	size_t count;
+	size_t chunk_bytes;        /* as asked by the first call (0: default) */
+	void *slab;                /* count wire elements, host_alloc'd */
+	uint32_t chunk_segs;       /* segments per staging chunk */
+	uint32_t chunk_elems;      /* chunk_segs x the job's segment elements */
+	uint32_t nchunks;
+	uint32_t *left;            /* per chunk: segments without their result */
+	void *ev_start;            /* on the caller's stream at submission */
+	void *ev_done;             /* on the h2d stream after the call's copies */
+	void **ev_chunk;           /* per chunk: after its device-to-host copy */
+	bool done_recorded;        /* ev_done was recorded (the next call waits for it) */
+	/* the call now owning the key */
+	void *dev;
+	uint8_t dev_dt;            /* enum gpu_dtype of dev */
+	float scale;
+	void *stream;              /* the caller's */
+	bool enqueued;             /* gpu_start ran: copies may be on the d2h stream */
+	bool staging;              /* counted in c->x.gpu_staging: chunks not yet on
+				      the host */
+	uint32_t staged;           /* chunks known to be on the host (in order) */
+	char msg[256];             /* a failure of the pipeline, for xfer_finish */
+};
+
+struct client_gpu {
+	const struct pbox_gpu_ops *ops;
+	void *d2h, *h2d;           /* internal streams (progress thread) */
+	pthread_mutex_t lock;
+	struct gpu_key *keys;
+};
+
+/* ---- gpu_load.c ----------------------------------------------------- */
+
+/* The GPU library's ops table: $PBOX_GPU_LIB or libpbox-gpu.so.1, opened,
+ * checked (symbol, ABI) and initialised once per process per file. 0 and
+ * *ops, or PBOX_ENOTSUP with the cause in err. */
+int gpu_load(const struct pbox_gpu_ops **ops, char *err, size_t errlen);
+
+/* ---- gpu_call.c: the caller's side ---------------------------------- */
+
+/* pbox_wait/pbox_test of a finished device request (r->gk set): order
+ * the caller's stream after the call's copies and release its key; r->gk
+ * is NULL afterwards. If the wait cannot be enqueued, r->rc becomes
+ * PBOX_ESYS with its message (unless r had failed already). */
+void gpu_complete(struct pbox_req *r);
+/* A device request freed without completion (a failed submission,
+ * pbox_close): release its key. */
+void gpu_release(struct pbox_req *r);
+/* pbox_close, after the progress thread stopped: wait for the copies in
+ * flight, free slabs, events, streams. */
+void gpu_close(struct pbox_client *c);
+
+/* ---- gpu_stage.c: the progress thread's side ------------------------ */
+
+/* r (a device call) starts its round: enqueue the copies to the host and
+ * gate its segments (r->ready_seg 0). False if r was finished (a GPU
+ * failure): do not touch r then. */
+bool gpu_start(struct pbox_client *c, struct pbox_req *r);
+/* Advance the ready watermark of every active device call whose chunks
+ * reached the host (c->x.gpu_staging > 0). */
+void gpu_poll(struct pbox_client *c, uint64_t now);
+/* Segment seg of r has its result: once its chunk is complete, enqueue
+ * the chunk's copy back to the device. False if r was finished (a GPU
+ * failure). */
+bool gpu_seg_done(struct pbox_client *c, struct pbox_req *r, uint32_t seg);
+/* r ends with rc (xfer_finish): record the done event after every copy
+ * it enqueued. Returns rc, or PBOX_ESYS with *msg set if that failed. */
+int gpu_finish(struct pbox_client *c, struct pbox_req *r, int rc, const char **msg);
+
+#endif

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gpu_call.c - the device calls of include/pbox_cuda.h on the caller's
+ * side: options, the client's GPU state (made by its first device call,
+ * on the caller's thread so the streams belong to the caller's device),
+ * the key's staging state (pinned slab and events, made by the key's
+ * first device call and reused), the submission of a REQ_ALLREDUCE whose
+ * buffer is the slab, and the completion that orders the caller's stream
+ * after the call's copies (pbox_wait, pbox_test). The pipeline itself
+ * runs in the progress thread (gpu_stage.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/internal.h"
+#include "include/pbox_cuda.h"
+
+#define DEV_OPTS_SIZE_V0 (offsetof(pbox_dev_opts, chunk_bytes) + sizeof(uint64_t))
+_Static_assert(DEV_OPTS_SIZE_V0 == 24, "pbox_dev_opts' first layout is 24 bytes");
+#define STRUCT_SIZE_MAX 4096
+
+int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size)
+{
+	pbox_dev_opts d = { .size = (uint32_t)size, .wire_dtype = -1, .scale = 1.0,
+			    .chunk_bytes = 0 };
+
+	if (!o || size < DEV_OPTS_SIZE_V0 || size > STRUCT_SIZE_MAX)
+		return PBOX_EINVAL;
+	memset(o, 0, size);
+	memcpy(o, &d, size < sizeof(d) ? size : sizeof(d));
+	return 0;
+}
+
+/* The caller's options as this library knows them (the bytes it has;
+ * beyond ours they must be 0). 0 or PBOX_EINVAL with c's message. */
+static int dev_opts_read(pbox_client *c, uint32_t key, const pbox_dev_opts *in,
+			 pbox_dev_opts *o)
+{
+	pbox_dev_opts_init(o);
+	if (!in)
+		return 0;
+	if (in->size < DEV_OPTS_SIZE_V0 || in->size > STRUCT_SIZE_MAX)
+		return client_error(c, PBOX_EINVAL, "key %u: pbox_dev_opts.size is %u: fill "
+				    "the options with pbox_dev_opts_init", key, in->size);
+	memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));
+	for (size_t i = sizeof(*o); i < in->size; i++)
+		if (((const unsigned char *)in)[i])
+			return client_error(c, PBOX_EINVAL, "key %u: pbox_dev_opts uses an option "
+					    "of a newer libpbox (byte %zu is set; this one knows "
+					    "%zu)", key, i, sizeof(*o));
+	o->size = sizeof(*o);
+	return 0;
+}
+
+/* Free a key's staging state (its copies done or never enqueued). */
+static void key_free(const struct pbox_gpu_ops *ops, struct gpu_key *k)
+{
+	if (k->done_recorded)
+		ops->event_sync(k->ev_done);   /* no copy may still use the slab */
+	for (uint32_t i = 0; k->ev_chunk && i < k->nchunks; i++)
+		if (k->ev_chunk[i])
+			ops->event_destroy(k->ev_chunk[i]);
+	if (k->ev_start)
+		ops->event_destroy(k->ev_start);
+	if (k->ev_done)
+		ops->event_destroy(k->ev_done);
+	if (k->slab)
+		ops->host_free(k->slab);
+	free(k->ev_chunk);
+	free(k->left);
+	free(k);
+}
+
+/* Destroy what g holds (its keys included). */
+static void gpu_free(struct client_gpu *g)
+{
+	while (g->keys) {
+		struct gpu_key *k = g->keys;
+		g->keys = k->next;
+		key_free(g->ops, k);
+	}
+	if (g->d2h)
+		g->ops->stream_destroy(g->d2h);
+	if (g->h2d)
+		g->ops->stream_destroy(g->h2d);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+/* c's GPU state, made on first use: the library loaded, two streams. */
+static int gpu_get(pbox_client *c, struct client_gpu **out)
+{
+	char err[CLIENT_MSG_LEN];
+	const struct pbox_gpu_ops *ops;
+
+	pthread_mutex_lock(&c->lock);
+	*out = c->gpu;
+	pthread_mutex_unlock(&c->lock);
+	if (*out)
+		return 0;
+	int rc = gpu_load(&ops, err, sizeof(err));
+	if (rc < 0)
+		return client_error(c, rc, "%s", err);
+	struct client_gpu *g = calloc(1, sizeof(*g));
+	if (!g)
+		return client_error(c, PBOX_ENOMEM, "out of memory for the GPU state");
+	g->ops = ops;
+	pthread_mutex_init(&g->lock, NULL);
+	if (ops->stream_create(&g->d2h) < 0 || ops->stream_create(&g->h2d) < 0) {
+		rc = client_error(c, PBOX_ESYS, "GPU (%s): cannot create a stream: %s", ops->name,
+				  ops->last_error());
+		gpu_free(g);
+		return rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!c->gpu)
+		c->gpu = g;
+	*out = c->gpu;
+	pthread_mutex_unlock(&c->lock);
+	if (*out != g)         /* another thread of the caller was first */
+		gpu_free(g);
+	return 0;
+}
+
+int pbox_gpu_init(pbox_client *c)
+{
+	struct client_gpu *g;
+
+	return c ? gpu_get(c, &g) : PBOX_EINVAL;
+}
+
+/* A new key's staging state: slab, events, chunks (under g->lock). */
+static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
+		    unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out)
+{
+	const struct pbox_gpu_ops *ops = g->ops;
+	size_t wsz = wire_dtype_size(wire_dt);
+	uint32_t seg_elems = c->seg_bytes / (uint32_t)wsz;
+	uint64_t nsegs = seg_nsegs(count, seg_elems);
+	size_t want = chunk_bytes ? chunk_bytes : GPU_CHUNK_DEFAULT;
+	struct gpu_key *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return client_error(c, PBOX_ENOMEM, "key %u: out of memory", key);
+	k->key = key;
+	k->count = count;
+	k->wire_dt = (uint8_t)wire_dt;
+	k->chunk_bytes = chunk_bytes;
+	k->chunk_segs = want / c->seg_bytes ? (uint32_t)(want / c->seg_bytes) : 1;
+	if (k->chunk_segs > nsegs)
+		k->chunk_segs = (uint32_t)nsegs;
+	k->chunk_elems = k->chunk_segs * seg_elems;
+	k->nchunks = (uint32_t)seg_nchunks(nsegs, k->chunk_segs);
+	k->left = calloc(k->nchunks, sizeof(*k->left));
+	k->ev_chunk = calloc(k->nchunks, sizeof(*k->ev_chunk));
+	int rc = 0;
+	if (!k->left || !k->ev_chunk) {
+		rc = client_error(c, PBOX_ENOMEM, "key %u: out of memory", key);
+	} else if (ops->host_alloc(&k->slab, count * wsz) < 0) {
+		k->slab = NULL;
+		rc = client_error(c, PBOX_ESYS, "key %u: GPU (%s): cannot allocate %zu bytes of "
+				  "pinned host memory: %s", key, ops->name, count * wsz,
+				  ops->last_error());
+	} else {
+		rc = ops->event_create(&k->ev_start);
+		if (rc == 0)
+			rc = ops->event_create(&k->ev_done);
+		for (uint32_t i = 0; rc == 0 && i < k->nchunks; i++)
+			rc = ops->event_create(&k->ev_chunk[i]);
+		if (rc < 0)
+			rc = client_error(c, PBOX_ESYS, "key %u: GPU (%s): cannot create an event: "
+					  "%s", key, ops->name, ops->last_error());
+	}
+	if (rc < 0) {
+		key_free(ops, k);
+		return rc;
+	}
+	k->next = g->keys;
+	g->keys = k;
+	*out = k;
+	return 0;
+}
+
+/* Find or make key's state and mark it busy (under g->lock). */
+static int key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
+		    unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out)
+{
+	struct gpu_key *k;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->lock);
+	k = g->keys;
+	while (k && k->key != key)
+		k = k->next;
+	if (!k)
+		rc = key_make(c, g, key, count, wire_dt, chunk_bytes, &k);
+	else if (k->busy)
+		rc = client_error(c, PBOX_EBUSY, "job '%s' rank %d key %u: a device call on this "
+				  "key is in flight (pbox_wait for it first)", c->job, c->rank, key);
+	else if (k->count != count || k->wire_dt != wire_dt)
+		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: its device calls have "
+				  "%zu %s elements on the wire, this one %zu %s (use another key "
+				  "for another size)", c->job, c->rank, key, k->count,
+				  wire_dtype_name(k->wire_dt), count, wire_dtype_name(wire_dt));
+	else if (chunk_bytes && chunk_bytes != k->chunk_bytes)
+		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: its staging chunk is "
+				  "%zu bytes (set by its first device call), this call asks %zu",
+				  c->job, c->rank, key, k->chunk_bytes, chunk_bytes);
+	if (rc == 0) {
+		k->busy = true;
+		*out = k;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return rc;
+}
+
+static void key_give(struct client_gpu *g, struct gpu_key *k)
+{
+	pthread_mutex_lock(&g->lock);
+	k->busy = false;
+	pthread_mutex_unlock(&g->lock);
+}
+
+int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
+			pbox_dtype dtype, void *stream, const pbox_dev_opts *opts,
+			pbox_req **req)
+{
+	pbox_dev_opts o;
+	struct client_gpu *g;
+	struct gpu_key *k = NULL;
+
+	if (!c)
+		return PBOX_EINVAL;
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_dev key %u: req is NULL", key);
+	*req = NULL;
+	int rc = dev_opts_read(c, key, opts, &o);
+	if (rc < 0)
+		return rc;
+	unsigned wire = o.wire_dtype < 0 ? (unsigned)dtype : (unsigned)o.wire_dtype;
+	if (wire_dtype_size((unsigned)dtype) == 0 || wire_dtype_size(wire) == 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: unknown dtype %d or "
+				    "wire_dtype %d (use PBOX_F32, PBOX_F16 or PBOX_BF16)", c->job,
+				    c->rank, key, (int)dtype, (int)o.wire_dtype);
+	if (!isfinite(o.scale) || !isfinite((float)o.scale))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: scale %g is not a "
+				    "finite binary32 number", c->job, c->rank, key, o.scale);
+	rc = req_check(c, key, dev, count, (pbox_dtype)wire, wire);
+	if (rc < 0)
+		return rc;
+	if ((rc = gpu_get(c, &g)) < 0)
+		return rc;
+	int isdev = g->ops->is_device(dev);
+	if (isdev != 1)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %p is %s (%s); "
+				    "pbox_iallreduce sums host buffers", c->job, c->rank, key, dev,
+				    isdev == 0 ? "host memory, not device memory"
+					       : "not known to the GPU library", g->ops->name);
+	if ((rc = key_take(c, g, key, count, wire, (size_t)o.chunk_bytes, &k)) < 0)
+		return rc;
+	if (g->ops->event_record(k->ev_start, stream) < 0) {
+		rc = client_error(c, PBOX_ESYS, "job '%s' rank %d key %u: GPU (%s): cannot record "
+				  "an event on the stream: %s", c->job, c->rank, key, g->ops->name,
+				  g->ops->last_error());
+		key_give(g, k);
+		return rc;
+	}
+	struct pbox_req *r = req_new(c, key, REQ_ALLREDUCE);
+	if (!r) {
+		key_give(g, k);
+		return PBOX_ENOMEM;
+	}
+	k->dev = dev;
+	k->dev_dt = (uint8_t)dtype;
+	k->scale = (float)o.scale;
+	k->stream = stream;
+	k->enqueued = false;
+	k->staged = 0;
+	r->gk = k;
+	r->src = k->slab;
+	r->buf = k->slab;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)wire;
+	rc = req_submit(c, r);   /* frees r on failure: gpu_release gives k back */
+	if (rc < 0)
+		return rc;
+	*req = r;
+	return 0;
+}
+
+int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
+		       pbox_dtype dtype, void *stream, const pbox_dev_opts *opts)
+{
+	pbox_req *r;
+	int rc = pbox_iallreduce_dev(c, key, dev, count, dtype, stream, opts, &r);
+
+	return rc < 0 ? rc : pbox_wait(r);
+}
+
+void gpu_complete(struct pbox_req *r)
+{
+	pbox_client *c = r->c;
+	struct client_gpu *g = c->gpu;
+	struct gpu_key *k = r->gk;
+
+	r->gk = NULL;
+	if (g->ops->stream_wait_event(k->stream, k->ev_done) < 0 && r->rc == 0) {
+		r->rc = PBOX_ESYS;
+		snprintf(r->msg, sizeof(r->msg), "job '%s' rank %d key %u: GPU (%s): cannot make "
+			 "the stream wait for the sum: %s", c->job, c->rank, r->key, g->ops->name,
+			 g->ops->last_error());
+	}
+	key_give(g, k);
+}
+
+void gpu_release(struct pbox_req *r)
+{
+	if (r->gk) {
+		key_give(r->c->gpu, r->gk);
+		r->gk = NULL;
+	}
+}
+
+void gpu_close(pbox_client *c)
+{
+	if (c->gpu)
+		gpu_free(c->gpu);
+	c->gpu = NULL;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fake_gpu.h - what the fake GPU library (tests/unit/fake_gpu.c, built as
+ * build/tests/libpbox-gpu-fake.so) exports beyond common/gpu_ops.h, for the
+ * tests and benchmarks that drive libpbox's device calls without a GPU.
+ * They reach these functions with dlsym on the same file libpbox loads
+ * (PBOX_GPU_LIB), so both share one fake device.
+ *
+ * The fake device: "device memory" is host memory that dev_alloc tracks
+ * (is_device answers from that registry); each stream is a worker thread
+ * running its enqueued operations in order, each after a random delay of
+ * up to PBOX_FAKE_GPU_DELAY_US (default 50) microseconds from a generator
+ * seeded by PBOX_FAKE_GPU_SEED (default 1) and the stream's number, so
+ * that work on different streams completes in an order that varies; an
+ * event completes when its stream reaches the point where it was
+ * recorded. Knobs read when the library is asked for its table or
+ * initialised: PBOX_FAKE_GPU_ABI (the ABI number it claims),
+ * PBOX_FAKE_GPU_INIT (a negative errno its init returns).
+ */
+#ifndef PBOX_TEST_FAKE_GPU_H
+#define PBOX_TEST_FAKE_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One copy as the fake ran it: order numbers from one counter shared by
+ * every stream (enqueue, start and end of the copy), so the trace says
+ * which copies overlapped which. */
+enum fake_gpu_kind { FAKE_D2H = 1, FAKE_H2D = 2 };
+
+struct fake_gpu_op {
+	int kind;             /* enum fake_gpu_kind */
+	unsigned stream;      /* the stream's number (creation order, from 1) */
+	const void *dev;      /* the device side of the copy */
+	size_t count;         /* elements */
+	uint64_t enq, start, end;
+};
+
+/* Calls of host_alloc so far, and host_alloc'd buffers not yet freed. */
+typedef unsigned long (*fake_gpu_host_allocs_fn)(void);
+typedef unsigned long (*fake_gpu_host_live_fn)(void);
+/* Enqueue fn(arg) on stream as a "kernel": it runs in stream order on the
+ * stream's worker (after the random delay) and may read and write device
+ * memory. 0 or -ENOMEM. */
+typedef int (*fake_gpu_launch_fn)(void *stream, void (*fn)(void *arg), void *arg);
+/* Copy up to max trace entries (oldest first) into out; returns how many
+ * there are (it keeps the first FAKE_GPU_TRACE_MAX). */
+typedef size_t (*fake_gpu_trace_fn)(struct fake_gpu_op *out, size_t max);
+typedef void (*fake_gpu_trace_reset_fn)(void);
+/* The largest random delay per operation, microseconds (0: none). */
+typedef void (*fake_gpu_set_delay_fn)(unsigned max_us);
+
+#define FAKE_GPU_TRACE_MAX 65536
+
+#endif

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_client_gpu.c - device calls (include/pbox_cuda.h) end to end on the
+ * fake GPU library (tests/unit/fake_gpu.h: streams are threads with random
+ * delays, device memory is tracked host memory) against the in-process box
+ * (box_inproc.h), several ranks:
+ *   - the sum is exact for f32, f16 and bf16 device buffers, with and
+ *     without a cast on the wire and the mean's scale, every rank the same
+ *     bits, over several calls on a key;
+ *   - it is ordered after the caller's stream (a slow "kernel" writing
+ *     the gradient is enqueued before the call: the sum includes it) and
+ *     work enqueued on the stream after pbox_wait (or pbox_test) sees it;
+ *   - the pinned slab of a key is allocated once (the fake counts
+ *     host_alloc) and freed at pbox_close;
+ *   - the chunks overlap: chunk i+1 goes to the host before chunk i has
+ *     come back (the fake's trace of its copies);
+ *   - failures are named: no library, not a GPU library, another ABI,
+ *     init finding no device, a host pointer, misuse.
+ * The error test runs first: a library that loaded is kept for the
+ * process, so the fake's failure knobs act only before that.
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/gpu_ops.h"
+#include "include/pbox.h"
+#include "include/pbox_cuda.h"
+#include "tests/unit/box_inproc.h"
+#include "tests/unit/dtype_io.h"
+#include "tests/unit/fake_gpu.h"
+
+#define MAXW   4
+#define STEPS  3
+#define CHUNK  8192      /* staging chunk: 5 segments of 1408 bytes at MTU 1500 */
+
+static char fake_path[PATH_MAX];
+static const struct pbox_gpu_ops *ops;
+static fake_gpu_host_allocs_fn host_allocs;
+static fake_gpu_host_live_fn host_live;
+static fake_gpu_launch_fn launch;
+static fake_gpu_trace_fn trace_get;
+static fake_gpu_trace_reset_fn trace_reset;
+static fake_gpu_set_delay_fn set_delay;
+
+/* The fake beside this program (build/tests/ or build-san/tests/). */
+static void find_fake(void)
+{
+	ssize_t n = readlink("/proc/self/exe", fake_path, sizeof(fake_path) - 32);
+	assert_true(n > 0);
+	fake_path[n] = '\0';
+	char *slash = strrchr(fake_path, '/');
+	assert_non_null(slash);
+	strcpy(slash + 1, "libpbox-gpu-fake.so");
+}
+
+/* The fake as libpbox sees it: the same file, so one device. */
+static void open_fake(void)
+{
+	void *h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		print_error("dlopen %s: %s\n", fake_path, dlerror());
+	assert_non_null(h);
+	pbox_gpu_ops_fn get = (pbox_gpu_ops_fn)dlsym(h, PBOX_GPU_SYMBOL);
+	host_allocs = (fake_gpu_host_allocs_fn)dlsym(h, "fake_gpu_host_allocs");
+	host_live = (fake_gpu_host_live_fn)dlsym(h, "fake_gpu_host_live");
+	launch = (fake_gpu_launch_fn)dlsym(h, "fake_gpu_launch");
+	trace_get = (fake_gpu_trace_fn)dlsym(h, "fake_gpu_trace");
+	trace_reset = (fake_gpu_trace_reset_fn)dlsym(h, "fake_gpu_trace_reset");
+	set_delay = (fake_gpu_set_delay_fn)dlsym(h, "fake_gpu_set_delay");
+	assert_true(get && host_allocs && host_live && launch && trace_get && trace_reset &&
+		    set_delay);
+	ops = get();
+	assert_int_equal(ops->init(), 0);
+}
+
+static size_t esize(pbox_dtype t)
+{
+	return t == PBOX_F32 ? 4 : 2;
+}
+
+/* Element i of rank r's gradient at a step: a mix of small and large
+ * magnitudes, so that f16/bf16 sums round. */
+static float grad(int rank, int step, size_t i)
+{
+	float v = (float)((int)((i * 7 + (size_t)rank * 13 + (size_t)step * 5) % 201) - 100) / 4;
+	return i % 5 == 0 ? v * 1000.0f + 0.3f : v;
+}
+
+/* ---- fake kernels on the caller's stream ---- */
+
+struct fill { void *dev; size_t n; pbox_dtype dt; int rank, step; unsigned sleep_us; };
+
+/* A slow kernel writing the gradient: if the call did not wait for it,
+ * the box would sum the poison left before. */
+static void fill_kernel(void *arg)
+{
+	struct fill *f = arg;
+	usleep(f->sleep_us);
+	for (size_t i = 0; i < f->n; i++)
+		put(f->dev, f->dt, i, grad(f->rank, f->step, i));
+}
+
+struct readback { const void *dev; void *out; size_t bytes; };
+
+static void read_kernel(void *arg)
+{
+	struct readback *r = arg;
+	memcpy(r->out, r->dev, r->bytes);
+}
+
+/* ---- a job of several ranks ---- */
+
+struct run {
+	const char *job;
+	int world;
+	size_t n;
+	pbox_dtype dt;       /* the device buffers' */
+	int wire;            /* pbox_dev_opts.wire_dtype (-1: dt) */
+	double scale;
+	size_t chunk;        /* pbox_dev_opts.chunk_bytes */
+	unsigned fill_us;    /* the fill kernel's sleep */
+	int steps;
+	int use_test;        /* rank 1 completes with pbox_test, not pbox_wait */
+	uint8_t *out[MAXW][STEPS]; /* results as read back on the stream */
+	void *dev[MAXW];
+	int rc[MAXW];
+	char err[MAXW][512];
+};
+
+struct worker {
+	struct run *run;
+	pbox_client *c;
+	int rank;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct run *r = wk->run;
+	size_t bytes = r->n * esize(r->dt);
+	void *dev, *stream, *ev;
+	pbox_dev_opts o;
+	int rc;
+
+	assert_int_equal(ops->dev_alloc(&dev, bytes), 0);
+	assert_int_equal(ops->stream_create(&stream), 0);
+	assert_int_equal(ops->event_create(&ev), 0);
+	r->dev[wk->rank] = dev;
+	memset(dev, 0xFF, bytes);   /* NaN poison */
+	pbox_dev_opts_init(&o);
+	o.wire_dtype = r->wire;
+	o.scale = r->scale;
+	o.chunk_bytes = r->chunk;
+	rc = 0;
+	for (int s = 0; rc == 0 && s < r->steps; s++) {
+		struct fill f = { dev, r->n, r->dt, wk->rank, s, r->fill_us };
+		struct readback rb = { dev, r->out[wk->rank][s], bytes };
+		pbox_req *req;
+		assert_int_equal(launch(stream, fill_kernel, &f), 0);
+		rc = pbox_iallreduce_dev(wk->c, 7, dev, r->n, r->dt, stream, &o, &req);
+		if (rc == 0 && r->use_test && wk->rank == 1) {
+			while (!pbox_test(req))
+				usleep(200);
+			rc = pbox_wait(req);      /* returns at once */
+		} else if (rc == 0) {
+			rc = pbox_wait(req);
+		}
+		/* ordered after the sum on the stream: no host-side sync before */
+		assert_int_equal(launch(stream, read_kernel, &rb), 0);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+	}
+	r->rc[wk->rank] = rc;
+	if (rc < 0)
+		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(wk->c));
+	ops->event_destroy(ev);
+	ops->stream_destroy(stream);
+	return NULL;
+}
+
+static void run_ranks(struct box_inproc *b, struct run *r)
+{
+	struct worker wk[MAXW];
+	pthread_t th[MAXW];
+	pbox_opts opts;
+
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 20000;
+	opts.mtu = 1500;
+	for (int k = 0; k < r->world; k++) {
+		for (int s = 0; s < r->steps; s++)
+			r->out[k][s] = calloc(r->n, esize(r->dt));
+		wk[k] = (struct worker){ .run = r, .rank = k };
+		assert_int_equal(pbox_connect(b->addr, r->job, k, r->world, &opts, &wk[k].c), 0);
+	}
+	for (int k = 0; k < r->world; k++)
+		pthread_create(&th[k], NULL, worker_main, &wk[k]);
+	for (int k = 0; k < r->world; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < r->world; k++) {
+		pbox_close(wk[k].c);
+		if (r->rc[k])
+			print_error("rank %d: %s (%s)\n", k, pbox_strerror(r->rc[k]), r->err[k]);
+	}
+	for (int k = 0; k < r->world; k++)
+		assert_int_equal(r->rc[k], 0);
+}
+
+static void free_run(struct run *r)
+{
+	for (int k = 0; k < r->world; k++) {
+		ops->dev_free(r->dev[k]);
+		for (int s = 0; s < r->steps; s++)
+			free(r->out[k][s]);
+	}
+}
+
+/* Every rank read back what the box's rank-ordered sum of the gradients
+ * as sent (cast to the wire dtype), scaled and cast back, gives. */
+static void check_sums(const struct run *r)
+{
+	pbox_dtype wire = r->wire < 0 ? r->dt : (pbox_dtype)r->wire;
+	size_t dsz = esize(r->dt);
+	uint8_t one[4], w[4], want[4];
+
+	for (int s = 0; s < r->steps; s++)
+		for (size_t i = 0; i < r->n; i++) {
+			float acc = 0;
+			for (int q = 0; q < r->world; q++) {
+				put(one, r->dt, 0, grad(q, s, i));     /* on the device */
+				put(w, wire, 0, get(one, r->dt, 0));   /* as sent */
+				acc = q ? acc + get(w, wire, 0) : get(w, wire, 0);
+			}
+			put(w, wire, 0, acc);                       /* the box's result */
+			if (r->scale == 1.0 && wire == r->dt)
+				memcpy(want, w, dsz);
+			else
+				put(want, r->dt, 0, r->scale == 1.0 ? get(w, wire, 0)
+						    : get(w, wire, 0) * (float)r->scale);
+			for (int k = 0; k < r->world; k++)
+				if (memcmp(r->out[k][s] + i * dsz, want, dsz) != 0) {
+					print_error("step %d element %zu rank %d: got %g, want %g\n",
+						    s, i, k, (double)get(r->out[k][s], r->dt, i),
+						    (double)get(want, r->dt, 0));
+					fail();
+				}
+		}
+}
+
+/* ---- tests ---- */
+
+static void gpu__errors_named(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_req *req = NULL;
+	char buf[64];
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.mtu = 1500;
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "gpuerr", 0, 1, &opts, &c), 0);
+
+	setenv("PBOX_GPU_LIB", "/nonexistent/libpbox-gpu.so.1", 1);
+	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "no GPU library: /nonexistent/libpbox-gpu.so.1: "
+					 "cannot open shared object file"));
+	assert_non_null(strstr(pbox_last_error(c), "make gpu"));
+	/* a device call says the same */
+	assert_int_equal(pbox_iallreduce_dev(c, 1, buf, 16, PBOX_F32, NULL, NULL, &req),
+			 PBOX_ENOTSUP);
+	assert_null(req);
+	assert_non_null(strstr(pbox_last_error(c), "no GPU library"));
+
+	setenv("PBOX_GPU_LIB", "libm.so.6", 1);
+	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "libm.so.6 is not a pbox GPU library: it has "
+					 "no pbox_gpu_ops_v1()"));
+
+	setenv("PBOX_GPU_LIB", fake_path, 1);
+	setenv("PBOX_FAKE_GPU_ABI", "2", 1);
+	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "speaks GPU ABI 2, this libpbox 1"));
+	unsetenv("PBOX_FAKE_GPU_ABI");
+
+	setenv("PBOX_FAKE_GPU_INIT", "-19", 1);   /* -ENODEV */
+	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "no CUDA device: fake GPU: no device"));
+	assert_int_equal(pbox_iallreduce_dev(c, 1, buf, 16, PBOX_F32, NULL, NULL, &req),
+			 PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "no CUDA device"));
+	unsetenv("PBOX_FAKE_GPU_INIT");
+
+	/* now it loads (and stays loaded for the process) */
+	assert_int_equal(pbox_gpu_init(c), 0);
+	open_fake();
+	void *stream, *dev;
+	assert_int_equal(ops->stream_create(&stream), 0);
+	assert_int_equal(ops->dev_alloc(&dev, 64 * 4), 0);
+
+	/* a host pointer */
+	assert_int_equal(pbox_iallreduce_dev(c, 1, buf, 16, PBOX_F32, stream, NULL, &req),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "host memory, not device memory"));
+	assert_non_null(strstr(pbox_last_error(c), "pbox_iallreduce sums host buffers"));
+	/* misuse */
+	pbox_dev_opts o;
+	assert_int_equal(pbox_dev_opts_init_sized(&o, 16), PBOX_EINVAL);
+	assert_int_equal(pbox_dev_opts_init(&o), 0);
+	assert_int_equal(o.size, sizeof(o));
+	assert_int_equal(o.wire_dtype, -1);
+	assert_true(o.scale == 1.0);
+	o.scale = NAN;
+	assert_int_equal(pbox_iallreduce_dev(c, 1, dev, 64, PBOX_F32, stream, &o, &req),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "scale"));
+	pbox_dev_opts_init(&o);
+	o.wire_dtype = 7;
+	assert_int_equal(pbox_iallreduce_dev(c, 1, dev, 64, PBOX_F32, stream, &o, &req),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "wire_dtype 7"));
+	pbox_dev_opts_init(&o);
+	o.size = 8;
+	assert_int_equal(pbox_iallreduce_dev(c, 1, dev, 64, PBOX_F32, stream, &o, &req),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "pbox_dev_opts.size is 8"));
+	assert_int_equal(pbox_iallreduce_dev(c, 1, dev, 64, PBOX_F32, stream, NULL, NULL),
+			 PBOX_EINVAL);
+	assert_int_equal(pbox_gpu_init(NULL), PBOX_EINVAL);
+
+	/* a key has one device call at a time, of one size */
+	assert_int_equal(pbox_iallreduce_dev(c, 2, dev, 64, PBOX_F32, stream, NULL, &req), 0);
+	pbox_req *r2 = NULL;
+	assert_int_equal(pbox_iallreduce_dev(c, 2, dev, 64, PBOX_F32, stream, NULL, &r2),
+			 PBOX_EBUSY);
+	assert_non_null(strstr(pbox_last_error(c), "device call on this key is in flight"));
+	assert_int_equal(pbox_wait(req), 0);
+	assert_int_equal(pbox_iallreduce_dev(c, 2, dev, 32, PBOX_F32, stream, NULL, &r2),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "use another key for another size"));
+	pbox_dev_opts_init(&o);
+	o.chunk_bytes = 4096;
+	assert_int_equal(pbox_iallreduce_dev(c, 2, dev, 64, PBOX_F32, stream, &o, &r2),
+			 PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "staging chunk"));
+	/* the blocking form, on the legacy default stream */
+	assert_int_equal(pbox_allreduce_dev(c, 2, dev, 64, PBOX_F32, NULL, NULL), 0);
+
+	pbox_close(c);
+	ops->dev_free(dev);
+	ops->stream_destroy(stream);
+	assert_int_equal(host_live(), 0);   /* the key's slab went with the client */
+	box_inproc_free(b);
+}
+
+static void exact_run(struct run *r)
+{
+	struct box_inproc *b = box_inproc_new(2);
+	unsigned long allocs = host_allocs(), live = host_live();
+
+	box_inproc_start(b);
+	run_ranks(b, r);
+	box_inproc_stop(b);
+	check_sums(r);
+	/* one slab per rank for its key, made by the first call, freed at close */
+	assert_int_equal(host_allocs() - allocs, (unsigned long)r->world);
+	assert_int_equal(host_live(), live);
+	free_run(r);
+	box_inproc_free(b);
+}
+
+static void gpu__exact_f32_ordered_after_stream(void **state)
+{
+	static struct run r = { .job = "gpu32", .world = 3, .n = 20011, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0, .chunk = CHUNK, .fill_us = 3000,
+				.steps = STEPS, .use_test = 1 };
+	(void)state;
+	exact_run(&r);
+}
+
+static void gpu__exact_f16_mean(void **state)
+{
+	static struct run r = { .job = "gpu16", .world = 3, .n = 9001, .dt = PBOX_F16,
+				.wire = -1, .scale = 1.0 / 3, .chunk = CHUNK, .fill_us = 1000,
+				.steps = STEPS };
+	(void)state;
+	exact_run(&r);
+}
+
+static void gpu__exact_bf16(void **state)
+{
+	static struct run r = { .job = "gpubf16", .world = 4, .n = 9001, .dt = PBOX_BF16,
+				.wire = -1, .scale = 1.0, .chunk = CHUNK, .fill_us = 1000,
+				.steps = STEPS };
+	(void)state;
+	exact_run(&r);
+}
+
+static void gpu__exact_f32_bf16_wire_mean(void **state)
+{
+	static struct run r = { .job = "gpucast", .world = 3, .n = 12345, .dt = PBOX_F32,
+				.wire = PBOX_BF16, .scale = 1.0 / 3, .chunk = 0, .fill_us = 1000,
+				.steps = STEPS };
+	(void)state;
+	exact_run(&r);
+}
+
+static int by_dev(const void *a, const void *b)
+{
+	const struct fake_gpu_op *x = a, *y = b;
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
+
+/* The trace of one call of a bucket of 57 chunks, per rank: each chunk
+ * copied once each way; every chunk's copy to the host was enqueued
+ * before the previous chunk's copy back, and (timing) started before it
+ * ended. */
+static void gpu__chunks_overlap(void **state)
+{
+	static struct run r = { .job = "gpuovl", .world = 2, .n = 100000, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0, .chunk = CHUNK, .fill_us = 0,
+				.steps = 1 };
+	static struct fake_gpu_op t[FAKE_GPU_TRACE_MAX], d2h[256], h2d[256];
+	(void)state;
+	struct box_inproc *b = box_inproc_new(2);
+
+	set_delay(200);   /* slower copies: the device side of the pipeline shows */
+	trace_reset();
+	box_inproc_start(b);
+	run_ranks(b, &r);
+	box_inproc_stop(b);
+	set_delay(50);
+	check_sums(&r);
+	size_t nt = trace_get(t, FAKE_GPU_TRACE_MAX);
+	for (int k = 0; k < r.world; k++) {
+		const uint8_t *lo = r.dev[k], *hi = lo + r.n * 4;
+		size_t nd = 0, nh = 0, elems = 0;
+		for (size_t i = 0; i < nt; i++) {
+			const uint8_t *p = t[i].dev;
+			if (p < lo || p >= hi)
+				continue;
+			if (t[i].kind == FAKE_D2H && nd < 256) {
+				d2h[nd++] = t[i];
+				elems += t[i].count;
+			} else if (t[i].kind == FAKE_H2D && nh < 256) {
+				h2d[nh++] = t[i];
+			}
+		}
+		assert_int_equal(nd, 57);   /* 100000 f32 in chunks of 5 x 352 */
+		assert_int_equal(nh, nd);
+		assert_int_equal(elems, r.n);
+		qsort(d2h, nd, sizeof(d2h[0]), by_dev);
+		qsort(h2d, nh, sizeof(h2d[0]), by_dev);
+		unsigned overlapped = 0, back_early = 0;
+		for (size_t i = 0; i < nd; i++) {
+			assert_ptr_equal(d2h[i].dev, h2d[i].dev);
+			assert_true(d2h[i].end < h2d[i].start);     /* a chunk goes, then comes back */
+			if (i + 1 < nd) {
+				assert_true(d2h[i + 1].enq < h2d[i].enq);
+				overlapped += d2h[i + 1].start < h2d[i].end;
+			}
+			back_early += h2d[i].start < d2h[nd - 1].end;
+		}
+		print_message("rank %d: %zu chunks; the next chunk's copy to the host started "
+			      "before this one's copy back ended for %u; %u came back before the "
+			      "last went\n", k, nd, overlapped, back_early);
+		assert_true(overlapped >= (nd - 1) / 2);
+	}
+	free_run(&r);
+	box_inproc_free(b);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	find_fake();
+	unsetenv("PBOX_FAKE_GPU_ABI");
+	unsetenv("PBOX_FAKE_GPU_INIT");
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(gpu__errors_named),   /* first: see the top */
+		cmocka_unit_test(gpu__exact_f32_ordered_after_stream),
+		cmocka_unit_test(gpu__exact_f16_mean),
+		cmocka_unit_test(gpu__exact_bf16),
+		cmocka_unit_test(gpu__exact_f32_bf16_wire_mean),
+		cmocka_unit_test(gpu__chunks_overlap),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
