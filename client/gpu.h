@@ -93,6 +93,9 @@ void gpu_release(struct pbox_req *r);
 /* pbox_close, after the progress thread stopped: wait for the copies in
  * flight, free slabs, events, streams. */
 void gpu_close(struct pbox_client *c);
+/* Free key's staging state, if it has any (pbox_release_keys: the key's
+ * next device call allocates afresh, for its new size). */
+void gpu_forget_key(struct pbox_client *c, uint32_t key);
 
 /* ---- gpu_stage.c: the progress thread's side ------------------------ */
 

@@ -329,3 +329,25 @@ void gpu_close(pbox_client *c)
 		gpu_free(c->gpu);
 	c->gpu = NULL;
 }
+
+void gpu_forget_key(pbox_client *c, uint32_t key)
+{
+	struct client_gpu *g;
+	struct gpu_key *k = NULL, **pp;
+
+	pthread_mutex_lock(&c->lock);
+	g = c->gpu;
+	pthread_mutex_unlock(&c->lock);
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	for (pp = &g->keys; *pp; pp = &(*pp)->next)
+		if ((*pp)->key == key && !(*pp)->busy) {
+			k = *pp;
+			*pp = k->next;
+			break;
+		}
+	pthread_mutex_unlock(&g->lock);
+	if (k)
+		key_free(g->ops, k);
+}

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/gpu.h"
 #include "client/internal.h"
 
 #define CTRL_SEND_MS 1000
@@ -133,6 +134,7 @@ void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
 		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
 		if (ks)
 			forget(ks);
+		gpu_forget_key(c, r->rel_keys[i]);
 	}
 	xfer_finish(c, r, 0, NULL);
 }
