@@ -38,11 +38,6 @@ static void fake_cast(void *dst, enum gpu_dtype ddt, const void *src, enum gpu_d
 {
 	cast_copy(dst, ddt, src, sdt, n, scale);
 }
-	for (size_t i = 0; i < n; i++) {
-		float v = elem_get(src, sdt, i);
-		elem_put(dst, ddt, i, scale == 1.0f ? v : v * scale);
-	}
-}
 
 /* ---- errors ---------------------------------------------------------- */
 
