@@ -43,6 +43,7 @@ sizes the job for a model (the first rank's option counts).
 Each collective is one span "pbox::<op>" in torch.profiler, from its start
 until its result is in.
 """
+import atexit
 import collections
 import hashlib
 import os
@@ -153,6 +154,10 @@ class ProcessGroupPBox(ProcessGroup):
         self._q = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="pbox-pg-waiter", daemon=True)
         self._thread.start()
+        # before the interpreter tears down: the waiter thread ends, the
+        # client closes (a thread left inside torch at finalization can
+        # abort the process)
+        atexit.register(self.shutdown)
         self.calls = {"box": 0, "gloo": 0}
 
     def getBackendName(self):
@@ -213,7 +218,10 @@ class ProcessGroupPBox(ProcessGroup):
 
     def _run(self):
         while True:
-            reqs, finish, fut, ev, outs, stream = self._q.get()
+            item = self._q.get()
+            if item is None:
+                return
+            reqs, finish, fut, ev, outs, stream = item
             try:
                 for r in reqs:
                     r.wait()
@@ -462,7 +470,13 @@ class ProcessGroupPBox(ProcessGroup):
         return self._gloo.monitored_barrier(*args, **kw)
 
     def shutdown(self):
-        """Close the box client (pending calls end first)."""
+        """End the waiter thread after the calls queued so far, then close
+        the box client. Called at exit too; a second call does nothing."""
+        t, self._thread = self._thread, None
+        if t is None:
+            return
+        self._q.put(None)
+        t.join()
         self.client.close()
 
 
