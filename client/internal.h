@@ -169,6 +169,9 @@ struct key_state *keytab_get(struct keytab *t, uint32_t key);
 /* Install a checked layout (takes lay.chunk_ep) and allocate the per-
  * segment arrays. 0 or -1 (out of memory). */
 int key_set_layout(struct key_state *ks, struct seg_layout *lay);
+/* Back to KEY_NEW, as never used (pbox_release_keys): its next call
+ * declares it afresh. */
+void key_reset(struct key_state *ks);
 
 /* ---- requests ---------------------------------------------------------- */
 
@@ -437,6 +440,11 @@ void *progress_main(void *arg);
 /* Finish r with rc and a formatted message. */
 void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Send method(params) for request r as pending p (its other fields set by
+ * the caller), which then waits in c->x.rpcs for its answer. 0, or the
+ * send's error: p freed and r finished with it. */
+int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
+		      json_t *params, struct rpc_pending *p);
 /* Send r's key_declare (its key's first use, or again after EBUSY). */
 void progress_declare(pbox_client *c, struct pbox_req *r);
 /* Handle a request the thread has just taken from the submission queue. */

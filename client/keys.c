@@ -24,6 +24,18 @@ static void key_free(struct key_state *ks)
 	free(ks);
 }
 
+void key_reset(struct key_state *ks)
+{
+	uint32_t key = ks->key;
+
+	free(ks->lay.chunk_ep);
+	free(ks->slot_of);
+	free(ks->got);
+	memset(ks, 0, sizeof(*ks));
+	ks->key = key;
+	ks->phase = KEY_NEW;
+}
+
 void keytab_free(struct keytab *t)
 {
 	for (uint32_t i = 0; i < t->cap; i++)

@@ -121,6 +121,24 @@ static json_t *optimizer_json(const pbox_optim *o)
 			 "weights_dtype", wire_dtype_name(o->weights_dtype));
 }
 
+int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
+		      json_t *params, struct rpc_pending *p)
+{
+	char err[CLIENT_MSG_LEN];
+	int rc = ctrl_send(&c->ctrl, method, params, CTRL_SEND_MS, &p->id, err, sizeof(err));
+
+	if (rc < 0) {
+		free(p);
+		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank,
+				r->key, err);
+		return rc;
+	}
+	p->req = r;
+	p->next = c->x.rpcs;
+	c->x.rpcs = p;
+	return 0;
+}
+
 void progress_declare(pbox_client *c, struct pbox_req *r)
 {
 	struct key_state *ks = r->ks;

@@ -13,7 +13,6 @@
 #include "common/b64.h"
 #include "client/internal.h"
 
-#define CTRL_SEND_MS 1000
 
 static const char *const part_names[] = { "weights", "state0", "state1" };
 
@@ -55,7 +54,6 @@ void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	size_t left = r->count - r->done_elems;
 	size_t n = r->set_steps ? 0 : left < PS_RPC_PIECE ? left : PS_RPC_PIECE;
-	char err[CLIENT_MSG_LEN];
 
 	(void)now;
 	struct rpc_pending *p = calloc(1, sizeof(*p));
@@ -66,18 +64,8 @@ void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now)
 				c->job, c->rank, r->key);
 		return;
 	}
-	int rc = ctrl_send(&c->ctrl, method_of(r), params, CTRL_SEND_MS, &p->id, err,
-			   sizeof(err));
-	if (rc < 0) {
-		free(p);
-		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank,
-				r->key, err);
-		return;
-	}
-	p->req = r;
 	p->elems = n;
-	p->next = c->x.rpcs;
-	c->x.rpcs = p;
+	progress_rpc_send(c, r, method_of(r), params, p);
 }
 
 /* A key_read piece's data into r's buffer: 0, or -1 if it does not fit. */

@@ -15,7 +15,6 @@
 #include "client/gpu.h"
 #include "client/internal.h"
 
-#define CTRL_SEND_MS 1000
 #define RELEASE_MAX  1024 /* keys per call (the box's KEY_RELEASE_MAX) */
 
 int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
@@ -60,7 +59,6 @@ int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
 
 void release_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
-	char err[CLIENT_MSG_LEN];
 
 	for (size_t i = 0; i < r->count; i++) {
 		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
@@ -89,32 +87,11 @@ void release_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 				c->job, c->rank);
 		return;
 	}
-	int rc = ctrl_send(&c->ctrl, "key_release", params, CTRL_SEND_MS, &p->id, err,
-			   sizeof(err));
-	if (rc < 0) {
-		free(p);
-		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank,
-				r->key, err);
-		return;
-	}
-	p->req = r;
 	p->release = true;
-	p->next = c->x.rpcs;
-	c->x.rpcs = p;
+	if (progress_rpc_send(c, r, "key_release", params, p) < 0)
+		return;
 	r->state = REQ_RPC;
 	r->progress_ns = now;
-}
-
-/* The key's next use declares it again: layout, round and arrays go. */
-static void forget(struct key_state *ks)
-{
-	free(ks->lay.chunk_ep);
-	free(ks->slot_of);
-	free(ks->got);
-	uint32_t key = ks->key;
-	memset(ks, 0, sizeof(*ks));
-	ks->key = key;
-	ks->phase = KEY_NEW;
 }
 
 void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
@@ -133,7 +110,7 @@ void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
 	for (size_t i = 0; i < r->count; i++) {
 		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
 		if (ks)
-			forget(ks);
+			key_reset(ks);
 		gpu_forget_key(c, r->rel_keys[i]);
 	}
 	xfer_finish(c, r, 0, NULL);

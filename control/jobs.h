@@ -232,9 +232,9 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 /*
  * key_release: rank gives back keys[0..n) (docs/rpc.md). A key every rank
  * has released leaves the lcores (KEY_REMOVE) and its memory returns to
- * the job once they applied it (jobs_tick). *removed gets how many keys
- * this call was the last to release (*nremoved, ids in removed[], room
- * for n). 0, or -ENOENT (no job, no such key), -EINVAL (rank
+ * the job once they applied it (jobs_tick). The keys this call was the
+ * last to release go into removed[] (room for n), their number into
+ * *nremoved. 0, or -ENOENT (no job, no such key), -EINVAL (rank
  * not joined, a key already released by the rank), -EACCES,
  * -ECONNABORTED; on an error nothing was released.
  */
