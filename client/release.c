@@ -59,7 +59,6 @@ int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
 
 void release_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
-
 	for (size_t i = 0; i < r->count; i++) {
 		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
 		if (ks && ks->phase == KEY_DECLARING) {
