@@ -129,7 +129,7 @@ $(GPU_FAKE): tests/unit/fake_gpu.c tests/unit/fake_gpu.map $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -shared -MMD -MP -Wl,--version-script=tests/unit/fake_gpu.map \
 		-o $@ $< $(BUILD)/libcommon.a -lpthread -lm
-$(BUILD)/tests/test_client_gpu: | $(GPU_FAKE)
+$(BUILD)/tests/test_client_gpu $(BUILD)/tests/test_tp_verbs: | $(GPU_FAKE)
 
 # test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
 # libpbox calls (and its path lookup and port reservation) are wrapped at
@@ -137,7 +137,7 @@ $(BUILD)/tests/test_client_gpu: | $(GPU_FAKE)
 VERBS_WRAP = ibv_get_device_list ibv_free_device_list ibv_get_device_name ibv_open_device \
 	     ibv_close_device ibv_query_device ibv_alloc_pd ibv_dealloc_pd \
 	     ibv_create_comp_channel ibv_destroy_comp_channel ibv_create_cq ibv_destroy_cq \
-	     ibv_create_qp ibv_modify_qp ibv_destroy_qp ibv_reg_mr ibv_dereg_mr \
+	     ibv_create_qp ibv_modify_qp ibv_destroy_qp ibv_reg_mr ibv_reg_dmabuf_mr ibv_dereg_mr \
 	     ibv_get_cq_event ibv_ack_cq_events netpath_resolve udp_reserve_port
 VERBS_WRAP_FLAGS = $(foreach f,$(VERBS_WRAP),-Wl,--wrap=$(f))
 

@@ -6,7 +6,8 @@
  * PBOX_DEBUG_FILE names, appended) when it joins: library version, job,
  * rank, control and data endpoints, MTU and segment size, transport,
  * window; at INFO also a failed join's reason and, at pbox_close, a
- * summary of its calls and round trips. WARN writes only what points to
+ * summary of its calls and round trips (and of its device calls: how
+ * many went GPUDirect, why others were staged). WARN writes only what points to
  * trouble: a failed join, retransmissions, timeouts. Nothing is written
  * per call or per packet.
  */
@@ -101,5 +102,12 @@ void client_debug_closing(const pbox_client *c)
 		(unsigned long long)s.nacks, (unsigned long long)s.waits,
 		(unsigned long long)s.ce_marks, (unsigned long long)s.dup_results,
 		(unsigned long long)s.bad_packets);
+	if (s.gpu_direct_calls || s.gpu_staged_calls) {
+		fprintf(f, "pbox:   device calls: %llu sent from GPU memory (GPUDirect), %llu "
+			"staged through host memory\n", (unsigned long long)s.gpu_direct_calls,
+			(unsigned long long)s.gpu_staged_calls);
+		if (c->gpu && c->gpu->why[0])   /* (the progress thread has stopped) */
+			fprintf(f, "pbox:   staged because %s\n", c->gpu->why);
+	}
 	done(f);
 }

@@ -3,7 +3,8 @@
  * gpu.h - libpbox's staging pipeline for device buffers (docs/gpu.md "The
  * staging pipeline"): the GPU library loaded with dlopen (gpu_load.c), the
  * device calls and their completion on the caller's side (gpu_call.c), and
- * the pipeline the progress thread runs (gpu_stage.c).
+ * the pipeline the progress thread runs (gpu_stage.c), and GPUDirect RDMA,
+ * where the NIC reads the buffer itself (gpu_direct.c).
  *
  * Ownership:
  *   - struct client_gpu is made by the first device call of a client (on
@@ -19,6 +20,11 @@
  *   - The two internal streams are used by the progress thread only; the
  *     caller's stream by the caller's threads only (an event recorded at
  *     submission, a wait at completion).
+ *   - A key's GPUDirect registration (its mr) is made at submission on the
+ *     caller's thread and kept for the key's later calls on the same
+ *     memory. One no longer used goes to gpu->retired, which the progress
+ *     thread deregisters (transport.h: only it knows when the NIC is done
+ *     reading) at its next device call, or pbox_close.
  * Lock order: gpu->lock, then c->lock (client_error).
  */
 #ifndef PBOX_CLIENT_GPU_H
@@ -29,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "client/transport.h"
 #include "common/gpu_ops.h"
 
 #define GPU_CHUNK_DEFAULT (1u << 20) /* staging chunk, wire bytes */
@@ -64,6 +71,19 @@ struct gpu_key {
 				      the host */
 	uint32_t staged;           /* chunks known to be on the host (in order) */
 	char msg[256];             /* a failure of the pipeline, for xfer_finish */
+	/* GPUDirect (gpu_direct.c) */
+	bool direct;               /* this call: the NIC reads dev (no copy to the host) */
+	struct tp_mem mr;          /* registration of [reg_base, +reg_size); mkey 0: none */
+	uintptr_t reg_base;
+	size_t reg_size;
+	uintptr_t fail_base;       /* a range that would not register: its later */
+	size_t fail_size;          /* calls stage without trying again */
+};
+
+/* A registration no longer used, waiting for the progress thread. */
+struct gpu_mr {
+	struct gpu_mr *next;
+	struct tp_mem mr;
 };
 
 struct client_gpu {
@@ -71,6 +91,10 @@ struct client_gpu {
 	void *d2h, *h2d;           /* internal streams (progress thread) */
 	pthread_mutex_t lock;
 	struct gpu_key *keys;
+	struct transport *tp;      /* the client's (GPUDirect registrations) */
+	struct gpu_mr *retired;    /* (under lock) */
+	char why[256];             /* why the last call that could not go direct
+				      staged (under lock; debug.c) */
 };
 
 /* ---- gpu_load.c ----------------------------------------------------- */
@@ -96,6 +120,25 @@ void gpu_close(struct pbox_client *c);
 /* Free key's staging state, if it has any (pbox_release_keys: the key's
  * next device call allocates afresh, for its new size). */
 void gpu_forget_key(struct pbox_client *c, uint32_t key);
+
+/* ---- gpu_direct.c: GPUDirect RDMA ----------------------------------- */
+
+/* The mode of a call: PBOX_GPUDIRECT_OFF/AUTO/ON from opt, or from
+ * $PBOX_GPUDIRECT for PBOX_GPUDIRECT_DEFAULT. PBOX_EINVAL with c's message
+ * for a value outside them. */
+int gpu_direct_mode(struct pbox_client *c, uint32_t key, int32_t opt);
+/* At submission (k busy, the caller's thread): set k->direct if this
+ * call can send from dev (count elements of dtype, wire dtype wire),
+ * registering its range if it is not yet. Mode AUTO stages otherwise
+ * (0, the reason in gpu->why); mode ON fails with PBOX_ENOTSUP naming
+ * it. */
+int gpu_direct_prepare(struct pbox_client *c, struct client_gpu *g, struct gpu_key *k,
+		       int mode, void *dev, size_t count, unsigned dtype, unsigned wire);
+/* Progress thread (or after it stopped): deregister retired ranges. */
+void gpu_direct_retire(struct client_gpu *g);
+/* Deregister k's range (the progress thread has stopped, or k's range
+ * goes to gpu->retired first: retire true). */
+void gpu_direct_drop(struct client_gpu *g, struct gpu_key *k, bool retire);
 
 /* ---- gpu_stage.c: the progress thread's side ------------------------ */
 

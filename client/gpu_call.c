@@ -4,7 +4,8 @@
  * side: options, the client's GPU state (made by its first device call,
  * on the caller's thread so the streams belong to the caller's device),
  * the key's staging state (pinned slab and events, made by the key's
- * first device call and reused), the submission of a REQ_ALLREDUCE whose
+ * first device call and reused; GPUDirect's registration in
+ * gpu_direct.c), the submission of a REQ_ALLREDUCE whose
  * buffer is the slab, and the completion that orders the caller's stream
  * after the call's copies (pbox_wait, pbox_test). The pipeline itself
  * runs in the progress thread (gpu_stage.c).
@@ -24,7 +25,7 @@ _Static_assert(DEV_OPTS_SIZE_V0 == 24, "pbox_dev_opts' first layout is 24 bytes"
 int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size)
 {
 	pbox_dev_opts d = { .size = (uint32_t)size, .wire_dtype = -1, .scale = 1.0,
-			    .chunk_bytes = 0 };
+			    .chunk_bytes = 0, .gpudirect = PBOX_GPUDIRECT_DEFAULT };
 
 	if (!o || size < DEV_OPTS_SIZE_V0 || size > STRUCT_SIZE_MAX)
 		return PBOX_EINVAL;
@@ -54,9 +55,14 @@ static int dev_opts_read(pbox_client *c, uint32_t key, const pbox_dev_opts *in,
 	return 0;
 }
 
-/* Free a key's staging state (its copies done or never enqueued). */
-static void key_free(const struct pbox_gpu_ops *ops, struct gpu_key *k)
+/* Free a key's staging state (its copies done or never enqueued); its
+ * GPUDirect registration is retired (the progress thread deregisters it)
+ * or, once that thread has stopped, deregistered at once. */
+static void key_free(struct client_gpu *g, struct gpu_key *k, bool retire)
 {
+	const struct pbox_gpu_ops *ops = g->ops;
+
+	gpu_direct_drop(g, k, retire);
 	if (k->done_recorded)
 		ops->event_sync(k->ev_done);   /* no copy may still use the slab */
 	for (uint32_t i = 0; k->ev_chunk && i < k->nchunks; i++)
@@ -79,8 +85,9 @@ static void gpu_free(struct client_gpu *g)
 	while (g->keys) {
 		struct gpu_key *k = g->keys;
 		g->keys = k->next;
-		key_free(g->ops, k);
+		key_free(g, k, false);
 	}
+	gpu_direct_retire(g);
 	if (g->d2h)
 		g->ops->stream_destroy(g->d2h);
 	if (g->h2d)
@@ -107,6 +114,7 @@ static int gpu_get(pbox_client *c, struct client_gpu **out)
 	if (!g)
 		return client_error(c, PBOX_ENOMEM, "out of memory for the GPU state");
 	g->ops = ops;
+	g->tp = &c->tp;
 	pthread_mutex_init(&g->lock, NULL);
 	if (ops->stream_create(&g->d2h) < 0 || ops->stream_create(&g->h2d) < 0) {
 		rc = client_error(c, PBOX_ESYS, "GPU (%s): cannot create a stream: %s", ops->name,
@@ -174,7 +182,7 @@ static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t c
 					  "%s", key, ops->name, ops->last_error());
 	}
 	if (rc < 0) {
-		key_free(ops, k);
+		key_free(g, k, false);
 		return rc;
 	}
 	k->next = g->keys;
@@ -250,6 +258,9 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 	rc = req_check(c, key, dev, count, (pbox_dtype)wire, wire);
 	if (rc < 0)
 		return rc;
+	int mode = gpu_direct_mode(c, key, o.gpudirect);
+	if (mode < 0)
+		return mode;
 	if ((rc = gpu_get(c, &g)) < 0)
 		return rc;
 	int isdev = g->ops->is_device(dev);
@@ -260,6 +271,10 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 					       : "not known to the GPU library", g->ops->name);
 	if ((rc = key_take(c, g, key, count, wire, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
+	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {
+		key_give(g, k);
+		return rc;
+	}
 	if (g->ops->event_record(k->ev_start, stream) < 0) {
 		rc = client_error(c, PBOX_ESYS, "job '%s' rank %d key %u: GPU (%s): cannot record "
 				  "an event on the stream: %s", c->job, c->rank, key, g->ops->name,
@@ -279,13 +294,16 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 	k->enqueued = false;
 	k->staged = 0;
 	r->gk = k;
-	r->src = k->slab;
+	r->src = k->direct ? dev : k->slab;   /* direct: the NIC reads the device buffer */
+	r->src_mkey = k->direct ? k->mr.mkey : 0;
 	r->buf = k->slab;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)wire;
+	bool direct = k->direct;
 	rc = req_submit(c, r);   /* frees r on failure: gpu_release gives k back */
 	if (rc < 0)
 		return rc;
+	stat_add(direct ? &c->stats.gpu_direct_calls : &c->stats.gpu_staged_calls, 1);
 	*req = r;
 	return 0;
 }
@@ -349,5 +367,5 @@ void gpu_forget_key(pbox_client *c, uint32_t key)
 		}
 	pthread_mutex_unlock(&g->lock);
 	if (k)
-		key_free(g->ops, k);
+		key_free(g, k, true);
 }

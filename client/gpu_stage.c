@@ -6,6 +6,9 @@
  * file moves the data between the device and the slab around the rounds
  * that xfer.c runs on it:
  *
+ *   direct  (GPUDirect, gpu_direct.c) the NIC reads the segments from the
+ *           device buffer: no copies to the host; one event after the
+ *           d2h stream's waits below gates all segments at once.
  *   start   the internal d2h stream waits for the caller's stream (the
  *           event recorded at submission) and for the key's last call's
  *           copies back (they read the slab); then every chunk's
@@ -55,6 +58,7 @@ bool gpu_start(pbox_client *c, struct pbox_req *r)
 	size_t dsz = wire_dtype_size(k->dev_dt), wsz = wire_dtype_size(k->wire_dt);
 	int rc;
 
+	gpu_direct_retire(g);   /* ranges no longer used: the NIC is done with them */
 	r->ready_seg = 0;
 	k->staged = 0;
 	k->enqueued = true;
@@ -65,10 +69,16 @@ bool gpu_start(pbox_client *c, struct pbox_req *r)
 		gpu_fail(c, r, "the copy stream cannot wait for the caller's stream");
 		return false;
 	}
+	if (k->direct && ops->event_record(k->ev_chunk[0], g->d2h) < 0) {
+		gpu_fail(c, r, "cannot record the gate of the direct sends");
+		return false;
+	}
 	for (uint32_t i = 0; i < k->nchunks; i++) {
 		uint64_t first = (uint64_t)i * k->chunk_elems;
 		uint32_t seg0 = i * k->chunk_segs;
 		k->left[i] = nsegs - seg0 < k->chunk_segs ? nsegs - seg0 : k->chunk_segs;
+		if (k->direct)
+			continue;
 		rc = ops->copy_d2h((uint8_t *)k->slab + first * wsz, (enum gpu_dtype)k->wire_dt,
 				   (const uint8_t *)k->dev + first * dsz,
 				   (enum gpu_dtype)k->dev_dt, chunk_len(k, i), g->d2h);
@@ -95,8 +105,10 @@ void gpu_poll(pbox_client *c, uint64_t now)
 			continue;
 		uint32_t was = k->staged;
 		int rc = 0;
-		while (k->staged < k->nchunks && (rc = ops->event_query(k->ev_chunk[k->staged])) == 0)
-			k->staged++;
+		/* (direct: one gate for every chunk) */
+		while (k->staged < k->nchunks &&
+		       (rc = ops->event_query(k->ev_chunk[k->direct ? 0 : k->staged])) == 0)
+			k->staged = k->direct ? k->nchunks : k->staged + 1;
 		if (rc < 0 && rc != -EAGAIN) {
 			gpu_fail(c, r, "the copy to the host failed");
 			continue;

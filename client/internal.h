@@ -239,6 +239,8 @@ struct pbox_req {
 	bool empty;                           /* PS init: send count 0 */
 	uint32_t arg;                         /* PUSH argument (learning rate bits) */
 	const void *src;                      /* what is pushed (allreduce: buf) */
+	uint32_t src_mkey;                    /* GPUDirect: src is GPU memory the NIC
+						 reads (transport.h tp_pkt.mkey); 0 */
 	void *buf;                            /* where results go */
 	size_t count;                         /* elements of the key */
 	uint8_t coll;                         /* REQ_COLL: enum key_coll */

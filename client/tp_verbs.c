@@ -21,10 +21,14 @@
  *            empty. While completions may be left (rx_burst stopped at
  *            max), poll_fds adds an always-readable eventfd.
  *
+ *   GPUDirect a datagram whose payload is in registered GPU memory (tp_pkt
+ *            mkey, verbs_mem.c) is sent as two pieces: the headers from
+ *            its ring buffer, the payload read by the NIC from the GPU.
+ *
  * The UDP port is reserved with a kernel socket (udp_reserve_port) so the
- * kernel gives it to nobody else. The buffers are host memory registered
- * with ibv_reg_mr; bufs_alloc is where device memory would come in.
- * Nothing is allocated after tp_verbs_open.
+ * kernel gives it to nobody else. The rings are host memory registered
+ * with ibv_reg_mr. Nothing is allocated after tp_verbs_open but the
+ * memory regions of mem_reg.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,6 +52,7 @@
 #define VERBS_POLL        32       /* completions taken from a CQ at once */
 #define VERBS_TX_WAIT_NS  1000000  /* ring full: wait this long for completions */
 #define VERBS_ARP_WAIT_MS 1000     /* for the next hop's MAC at open */
+#define VERBS_DEREG_WAIT_NS 1000000000 /* mem_dereg: for the NIC's last GPU read */
 
 struct verbs {
 	struct verbs_port vp;          /* device, port, offloads */
@@ -65,8 +70,10 @@ struct verbs {
 	uint64_t tx_head;              /* sends posted so far (wr_id = sequence) */
 	uint64_t tx_tail;              /* sends known complete: buffer seq % ntx is
 					* free for seq < tx_tail + ntx */
+	uint64_t dev_seq;              /* 1 + the last send that read GPU memory (each
+					* one is signaled); 0: none */
 	struct ibv_send_wr *swr;       /* ntx: one per send buffer */
-	struct ibv_sge *ssge;
+	struct ibv_sge *ssge;          /* 2 per send buffer: frame (or headers), payload */
 	struct ibv_recv_wr *rwr;       /* nrx: one per receive buffer, wr_id = index */
 	struct ibv_sge *rsge;
 	uint32_t *held;                /* receive buffers handed out by the last rx_burst */
@@ -181,11 +188,14 @@ static void udp_pseudo_csum(uint8_t *frame)
 	memcpy(udp + 6, &c, 2);
 }
 
-/* Write p's frame into f; its length. */
+/* Write p's frame into f; its length. A payload in GPU memory (mkey) is
+ * not copied: f gets the headers, and the caller sends the payload as a
+ * second piece (mem_reg made sure the NIC computes the checksums). */
 static size_t tx_build(const struct verbs *v, uint8_t *f, const struct tp_pkt *p)
 {
 	const struct netpath *np = &v->np[p->ep];
 	const struct sockaddr_in *to = &v->eps[p->ep];
+	size_t copied = p->mkey ? 0 : p->len;
 
 	if (!v->vp.csum_tx)
 		return rawframe_build(f, np, v->port, to, &p->hdr, p->payload, p->len);
@@ -194,9 +204,9 @@ static size_t tx_build(const struct verbs *v, uint8_t *f, const struct tp_pkt *p
 			  ntohl(to->sin_addr.s_addr), v->port, ntohs(to->sin_port),
 			  WIRE_HDR_LEN + (size_t)p->len);
 	wire_encode(f + RAWFRAME_HDRS, &p->hdr);
-	memcpy(f + RAWFRAME_HDRS + WIRE_HDR_LEN, p->payload, p->len);
+	memcpy(f + RAWFRAME_HDRS + WIRE_HDR_LEN, p->payload, copied);
 	udp_pseudo_csum(f);
-	return RAWFRAME_HDRS + WIRE_HDR_LEN + (size_t)p->len;
+	return RAWFRAME_HDRS + WIRE_HDR_LEN + copied;
 }
 
 static int verbs_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n, char *err,
@@ -235,9 +245,17 @@ static int verbs_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned 
 		struct ibv_send_wr *w = &v->swr[slot];
 		w->wr_id = seq;
 		w->next = NULL;
-		w->sg_list->length = (uint32_t)tx_build(v, v->tx_buf + (size_t)slot * v->buf_len, &p[i]);
+		w->sg_list[0].length = (uint32_t)tx_build(v, v->tx_buf + (size_t)slot * v->buf_len,
+							  &p[i]);
+		w->num_sge = p[i].mkey && p[i].len ? 2 : 1;
+		w->sg_list[1] = (struct ibv_sge){ .addr = (uintptr_t)p[i].payload,
+						  .length = p[i].len, .lkey = p[i].mkey };
+		/* a send reading GPU memory is signaled: mem_dereg waits for it */
+		if (w->num_sge == 2)
+			v->dev_seq = seq + 1;
 		w->send_flags = (v->vp.csum_tx ? IBV_SEND_IP_CSUM : 0) |
-				((seq + 1) % v->signal == 0 ? IBV_SEND_SIGNALED : 0);
+				((seq + 1) % v->signal == 0 || w->num_sge == 2
+				 ? IBV_SEND_SIGNALED : 0);
 		if (last)
 			last->next = w;
 		else
@@ -435,6 +453,43 @@ static void verbs_close_tp(struct transport *t)
 	verbs_free(t->priv);
 }
 
+static int verbs_mem_reg_tp(struct transport *t, const struct tp_mem_src *src, struct tp_mem *m,
+			    char *err, size_t errlen)
+{
+	struct verbs *v = t->priv;
+	struct ibv_mr *mr;
+	const char *how;
+	int rc = verbs_mem_reg(v->pd, &v->vp, src->base, src->size, src->dmabuf_fd, &mr, &how,
+			       err, errlen);
+
+	if (rc < 0)
+		return rc;
+	*m = (struct tp_mem){ .handle = mr, .mkey = mr->lkey ? mr->lkey : 0, .how = how };
+	if (!m->mkey) {   /* 0 means "host memory" in a tp_pkt */
+		ibv_dereg_mr(mr);
+		snprintf(err, errlen, "GPUDirect: %s gave the region local key 0, which pbox "
+			 "reserves", v->vp.dev);
+		return PBOX_ENOTSUP;
+	}
+	return 0;
+}
+
+/* Only once the NIC has read the region for the last time: every send
+ * that read GPU memory completed (a send queue completes in order). */
+static void verbs_mem_dereg_tp(struct transport *t, struct tp_mem *m)
+{
+	struct verbs *v = t->priv;
+	char err[8];
+	uint64_t end = clock_ns() + VERBS_DEREG_WAIT_NS;
+
+	while (v->tx_tail < v->dev_seq && clock_ns() < end && tx_reap(v, err, sizeof(err)) == 0)
+		;
+	if (m->handle)
+		ibv_dereg_mr(m->handle);
+	m->handle = NULL;
+	m->mkey = 0;
+}
+
 static const struct transport_ops verbs_ops = {
 	.name = "verbs",
 	.tx_burst = verbs_tx_burst,
@@ -442,6 +497,8 @@ static const struct transport_ops verbs_ops = {
 	.poll_fds = verbs_poll_fds,
 	.counters = verbs_counters,
 	.close = verbs_close_tp,
+	.mem_reg = verbs_mem_reg_tp,
+	.mem_dereg = verbs_mem_dereg_tp,
 };
 
 /* The path to every endpoint: one interface and source address for all. */
@@ -483,8 +540,7 @@ static uint32_t ring_size(uint32_t want, uint32_t limit)
 	return n;
 }
 
-/* Send and receive buffers: host memory registered with the device. (GPU
- * memory would be registered here instead, as a GPUDirect MR.) */
+/* Send and receive buffers: host memory registered with the device. */
 static int bufs_alloc(struct verbs *v, char *err, size_t errlen)
 {
 	void *tx = NULL, *rx = NULL;
@@ -510,9 +566,10 @@ static int bufs_alloc(struct verbs *v, char *err, size_t errlen)
 		return errno == ENOMEM ? PBOX_ENOMEM : PBOX_ESYS;
 	}
 	for (uint32_t i = 0; i < v->ntx; i++) {
-		v->ssge[i] = (struct ibv_sge){ .addr = (uintptr_t)(v->tx_buf + (size_t)i * v->buf_len),
-					       .lkey = v->tx_mr->lkey };
-		v->swr[i] = (struct ibv_send_wr){ .sg_list = &v->ssge[i], .num_sge = 1,
+		v->ssge[2 * i] = (struct ibv_sge){
+			.addr = (uintptr_t)(v->tx_buf + (size_t)i * v->buf_len),
+			.lkey = v->tx_mr->lkey };
+		v->swr[i] = (struct ibv_send_wr){ .sg_list = &v->ssge[2 * i], .num_sge = 1,
 						  .opcode = IBV_WR_SEND };
 	}
 	for (uint32_t i = 0; i < v->nrx; i++) {
@@ -553,7 +610,7 @@ static int qp_open(struct verbs *v, char *err, size_t errlen)
 	struct ibv_qp_init_attr qa = {
 		.send_cq = v->scq, .recv_cq = v->rcq,
 		.cap = { .max_send_wr = v->ntx, .max_recv_wr = v->nrx,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+			 .max_send_sge = v->vp.max_send_sge, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RAW_PACKET,
 		.sq_sig_all = 0,
 	};
@@ -685,7 +742,7 @@ static int verbs_setup(struct verbs *v, const struct tp_config *cfg, struct ibv_
 	}
 	v->signal = VERBS_TX_SIGNAL;
 	v->swr = calloc(v->ntx, sizeof(*v->swr));
-	v->ssge = calloc(v->ntx, sizeof(*v->ssge));
+	v->ssge = calloc(2 * (size_t)v->ntx, sizeof(*v->ssge));
 	v->rwr = calloc(v->nrx, sizeof(*v->rwr));
 	v->rsge = calloc(v->nrx, sizeof(*v->rsge));
 	v->held = calloc(v->nrx, sizeof(*v->held));

@@ -27,7 +27,14 @@
  *   - poll_fds names the descriptors that become readable when rx_burst
  *     has something; the progress thread poll()s them and tells the
  *     transport which were readable (polled) before calling rx_burst.
- *   - Nothing is allocated after open.
+ *   - Nothing is allocated after open (but by mem_reg).
+ *   - GPUDirect (verbs only; mem_reg NULL elsewhere): mem_reg registers a
+ *     range of device memory with the NIC and gives it an mkey. A tp_pkt
+ *     whose mkey is set has its payload in that range: the NIC reads it
+ *     itself, after tx_burst returned, until the send completes; the
+ *     caller keeps the range mapped until mem_dereg (bytes changed in the
+ *     meantime only make a retransmitted copy stale, which the box drops
+ *     for a round it has completed).
  * Errors: 0 or a negative PBOX_* code, with a message in err.
  */
 #ifndef PBOX_CLIENT_TRANSPORT_H
@@ -48,6 +55,8 @@ struct tp_pkt {
 	const void *payload;      /* hdr.count elements' bytes, read during tx_burst */
 	uint32_t len;             /* payload bytes */
 	uint16_t ep;              /* index into tp_config.eps */
+	uint32_t mkey;            /* 0: payload is host memory; else mem_reg's key of
+				   * the device memory holding it (GPUDirect) */
 };
 
 /* One received pbox datagram. */
@@ -94,6 +103,19 @@ struct tp_config {
 	int busy_poll;            /* xdp: SO_PREFER_BUSY_POLL (pbox_opts.busy_poll) */
 };
 
+/* Device memory registered with the NIC (GPUDirect RDMA). */
+struct tp_mem_src {
+	void *base;               /* device address, whole host pages */
+	size_t size;
+	int dmabuf_fd;            /* the GPU library's dma-buf of it, or -1 */
+};
+
+struct tp_mem {
+	void *handle;             /* the transport's (struct ibv_mr *) */
+	uint32_t mkey;            /* for tp_pkt.mkey; never 0 */
+	const char *how;          /* "dma-buf" or "nvidia-peermem" */
+};
+
 struct transport;
 
 struct transport_ops {
@@ -107,6 +129,17 @@ struct transport_ops {
 	void (*polled)(struct transport *t, const short *revents, unsigned n);
 	void (*counters)(const struct transport *t, struct tp_counters *out);
 	void (*close)(struct transport *t);
+	/*
+	 * GPUDirect: register src for the NIC to read: through its dma-buf
+	 * (ibv_reg_dmabuf_mr) when it has one, else by address (ibv_reg_mr,
+	 * which device memory passes only with nvidia-peermem). 0 with *m,
+	 * or PBOX_ENOTSUP with why (the NIC cannot checksum frames it does
+	 * not see, or neither way registers). Any thread; NULL where the road
+	 * cannot (udp, xdp: the CPU writes every frame).
+	 */
+	int (*mem_reg)(struct transport *t, const struct tp_mem_src *src, struct tp_mem *m,
+		       char *err, size_t errlen);
+	void (*mem_dereg)(struct transport *t, struct tp_mem *m);
 };
 
 struct transport {

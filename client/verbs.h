@@ -3,7 +3,7 @@
  * verbs.h - what the verbs transport's two files share: finding and
  * opening the RDMA device behind the network interface toward the box
  * (verbs_dev.c), for the raw-packet queue pair that carries pbox frames
- * (tp_verbs.c).
+ * (tp_verbs.c), and registering GPU memory with it (verbs_mem.c).
  *
  * The device is found through sysfs, as rdma-core's tools do: an RDMA
  * device's ibdev_path (/sys/class/infiniband/<dev>) has device/net/<ifname>
@@ -27,6 +27,7 @@ struct verbs_port {
 	int csum_tx;              /* the NIC fills IPv4/UDP checksums (IBV_SEND_IP_CSUM) */
 	uint32_t max_qp_wr;       /* device limit on a queue's work requests */
 	uint32_t max_cqe;         /* device limit on a CQ's entries */
+	uint32_t max_send_sge;    /* pieces a send gathers, as the QP was made (<= 2) */
 };
 
 /*
@@ -46,5 +47,15 @@ int verbs_dev_list(struct ibv_device ***list, char *err, size_t errlen);
 int verbs_dev_open(struct ibv_device **list, int n, const char *ifname,
 		   struct verbs_port *vp, char *err, size_t errlen);
 void verbs_dev_close(struct verbs_port *vp);
+
+/*
+ * GPUDirect: register [base, base + size) of GPU memory for the NIC to
+ * read (sends only), through its dma-buf (dmabuf_fd >= 0) or else by
+ * address (nvidia-peermem). 0 with *mr and *how ("dma-buf",
+ * "nvidia-peermem"), or PBOX_ENOTSUP/PBOX_ENOMEM with the reasons in err
+ * (no checksum offload, sends of one piece, neither way registers).
+ */
+int verbs_mem_reg(struct ibv_pd *pd, const struct verbs_port *vp, void *base, size_t size,
+		  int dmabuf_fd, struct ibv_mr **mr, const char **how, char *err, size_t errlen);
 
 #endif

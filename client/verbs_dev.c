@@ -164,6 +164,7 @@ static int check_port(struct verbs_port *vp, const char *ifname, char *err, size
 		      (ax.orig_attr.device_cap_flags & IBV_DEVICE_RAW_IP_CSUM);
 	vp->max_qp_wr = ax.orig_attr.max_qp_wr > 0 ? (uint32_t)ax.orig_attr.max_qp_wr : 0;
 	vp->max_cqe = ax.orig_attr.max_cqe > 0 ? (uint32_t)ax.orig_attr.max_cqe : 0;
+	vp->max_send_sge = ax.orig_attr.max_sge >= 2 ? 2 : 1;
 	return 0;
 }
 

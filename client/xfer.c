@@ -205,6 +205,7 @@ static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t fla
 			     : r->buf,
 		.len = n * esz,
 		.ep = seg_endpoint(l, s),
+		.mkey = r->src_mkey,
 	};
 	stat_add(&c->stats.pkts_sent, 1);
 	if (flags & WIRE_FLAG_RETX)

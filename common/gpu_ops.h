@@ -7,7 +7,7 @@
  * PBOX_GPU_LIB names another file, e.g. the fake device the tests use)
  * and calls its one exported symbol:
  *
- *     const struct pbox_gpu_ops *pbox_gpu_ops_v1(void);
+ *     const struct pbox_gpu_ops *pbox_gpu_ops_v2(void);
  *
  * Every function returns 0 or a negative errno and, on failure, leaves a
  * one-line reason for last_error(). Streams and events are opaque
@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PBOX_GPU_ABI 1
-#define PBOX_GPU_SYMBOL "pbox_gpu_ops_v1"
+#define PBOX_GPU_ABI 2
+#define PBOX_GPU_SYMBOL "pbox_gpu_ops_v2"
 
 /* Element types: the values of pbox_dtype (include/pbox.h). */
 enum gpu_dtype { GPU_F32 = 0, GPU_F16 = 1, GPU_BF16 = 2 };
@@ -89,6 +89,18 @@ struct pbox_gpu_ops {
 	 */
 	int (*topk_ef)(float *e, const float *g, size_t n, size_t k, uint32_t *idx,
 		       float *val, size_t *m_out, void *stream);
+
+	/*
+	 * GPUDirect RDMA (ABI 2): a dma-buf of device memory for a NIC driver
+	 * to map (ibv_reg_dmabuf_mr), so the NIC reads it without a copy to
+	 * the host. Covers [p, p + len) rounded out to whole host pages,
+	 * inside p's allocation: 0 with *fd (the caller closes it once the
+	 * NIC has it) and that range, [*base, *base + *size). -EOPNOTSUPP
+	 * when the device or driver cannot export dma-bufs (the reason in
+	 * last_error: the NVIDIA open kernel modules and CUDA >= 11.7 can),
+	 * -EINVAL when [p, p + len) is not inside one device allocation.
+	 */
+	int (*dmabuf_export)(const void *p, size_t len, int *fd, void **base, size_t *size);
 };
 
 typedef const struct pbox_gpu_ops *(*pbox_gpu_ops_fn)(void);

@@ -30,7 +30,7 @@ int gpu_errno(cudaError_t e);
  * text>" and gpu_errno(e). */
 int gpu_cuda(cudaError_t e, const char *what);
 
-/* ---- the ops of copy.c and topk_ef.c (common/gpu_ops.h has the contracts) ---- */
+/* ---- the ops of copy.c, topk_ef.c and dmabuf.c (common/gpu_ops.h has the contracts) ---- */
 
 int gpu_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev, enum gpu_dtype dev_dt,
 		 size_t count, void *stream);
@@ -38,6 +38,7 @@ int gpu_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host, enum gpu_dt
 		 size_t count, float scale, void *stream);
 int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, float *val,
 		size_t *m_out, void *stream);
+int gpu_dmabuf_export(const void *p, size_t len, int *fd, void **base, size_t *size);
 
 /* The current device's number of multiprocessors (grid sizes), or a
  * negative errno with the message set. */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lib.c - libpbox-gpu.so.1, the CUDA implementation of common/gpu_ops.h:
- * its one exported symbol pbox_gpu_ops_v1 (gpu/libpbox-gpu.map hides the
+ * its one exported symbol pbox_gpu_ops_v2 (gpu/libpbox-gpu.map hides the
  * rest), the set-up, memory, stream and event calls over the CUDA
  * runtime, and the per-thread error message. The copies are in copy.c,
- * top-k in topk_ef.c, the kernels in cast.cu and topk.cu (docs/gpu.md).
+ * top-k in topk_ef.c, the dma-buf export in dmabuf.c, the kernels in cast.cu and topk.cu (docs/gpu.md).
  *
  * The CUDA runtime is linked in statically (nvcc -cudart static), so the
  * only library needed at run time is the driver's libcuda.so.1, which the
@@ -259,11 +259,12 @@ static const struct pbox_gpu_ops cuda_ops = {
 	.copy_d2h = gpu_copy_d2h,
 	.copy_h2d = gpu_copy_h2d,
 	.topk_ef = gpu_topk_ef,
+	.dmabuf_export = gpu_dmabuf_export,
 };
 
-const struct pbox_gpu_ops *pbox_gpu_ops_v1(void);
+const struct pbox_gpu_ops *pbox_gpu_ops_v2(void);
 
-const struct pbox_gpu_ops *pbox_gpu_ops_v1(void)
+const struct pbox_gpu_ops *pbox_gpu_ops_v2(void)
 {
 	return &cuda_ops;
 }

@@ -53,7 +53,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 8
+#define PBOX_VERSION_MINOR 9
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -588,6 +588,11 @@ typedef struct pbox_stats {
 				 * its first rank reserved, less the engine's
 				 * part): declarations take from it,
 				 * pbox_release_keys gives back. (0.8.0) */
+	/* (Added in 0.9.0.) Device calls (pbox_cuda.h) whose segments the
+	 * NIC read from GPU memory (GPUDirect RDMA), and those staged
+	 * through pinned host memory. */
+	uint64_t gpu_direct_calls;
+	uint64_t gpu_staged_calls;
 } pbox_stats;
 
 /*

@@ -31,7 +31,9 @@
  * chunk is on the host; each chunk goes back (scaled, cast to the
  * buffer's dtype) as soon as all its results are in. So the copies in
  * both directions overlap the box's rounds, and neither the caller nor
- * libpbox waits for the device on the host.
+ * libpbox waits for the device on the host. With GPUDirect RDMA (the
+ * verbs transport, pbox_dev_opts.gpudirect) the NIC reads the segments
+ * from the device buffer itself and the copy to the host goes away.
  */
 #ifndef PBOX_CUDA_H
 #define PBOX_CUDA_H
@@ -69,7 +71,23 @@ typedef struct pbox_dev_opts {
 	 * least one): the unit that is copied, sent, and copied back. 0 =
 	 * default 1 MiB. Fixed by a key's first device call. */
 	uint64_t chunk_bytes;
+	/* (Added in 0.9.0.) GPUDirect RDMA (docs/gpu.md): the NIC reads the
+	 * buffer's segments from GPU memory, with no copy to the host (the
+	 * results still come back through the slab). Possible with the verbs
+	 * transport on a NIC that computes checksums, a GPU whose memory it
+	 * can register (dma-buf or nvidia-peermem), and wire_dtype the
+	 * buffer's own. PBOX_GPUDIRECT_DEFAULT (what pbox_dev_opts_init
+	 * sets): the environment's PBOX_GPUDIRECT (off, auto, on), else
+	 * auto. */
+	int32_t gpudirect;
 } pbox_dev_opts;
+
+enum {
+	PBOX_GPUDIRECT_DEFAULT = -1,
+	PBOX_GPUDIRECT_OFF = 0,    /* always stage through host memory */
+	PBOX_GPUDIRECT_AUTO = 1,   /* when possible, else stage (pbox_stats counts which) */
+	PBOX_GPUDIRECT_ON = 2,     /* required: the call fails with the reason otherwise */
+};
 
 /* Fill the first size bytes at o with the defaults (as
  * pbox_opts_init_sized): 0, or PBOX_EINVAL if o is NULL or size is below

@@ -431,20 +431,23 @@ class Client:
             raise Error(rc, msg or strerror(rc))
 
     # -- API --------------------------------------------------------------
-    def iallreduce(self, buf, key, *, scale=None, wire_dtype=None, stream=None):
+    def iallreduce(self, buf, key, *, scale=None, wire_dtype=None, stream=None,
+                   gpudirect=None):
         """Start an in-place sum of buf over all ranks under `key`; return a
         Request. Every rank must use the same key with the same size and
         dtype; calls on one key must not overlap. A CUDA tensor goes to
-        iallreduce_cuda (with scale, wire_dtype and stream); for host
-        buffers those must be left out."""
+        iallreduce_cuda (with scale, wire_dtype, stream and gpudirect); for
+        host buffers those must be left out."""
         _check_key(key)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(buf, torch.Tensor) and buf.device.type == "cuda":
             return self.iallreduce_cuda(buf, key, scale=1.0 if scale is None else scale,
-                                        wire_dtype=wire_dtype, stream=stream)
-        if scale is not None or wire_dtype is not None or stream is not None:
-            raise Error(EINVAL, f"key {key}: scale, wire_dtype and stream apply to CUDA "
-                                "tensors only (this buffer is in host memory)")
+                                        wire_dtype=wire_dtype, stream=stream,
+                                        gpudirect=gpudirect)
+        if (scale is not None or wire_dtype is not None or stream is not None or
+                gpudirect is not None):
+            raise Error(EINVAL, f"key {key}: scale, wire_dtype, stream and gpudirect apply "
+                                "to CUDA tensors only (this buffer is in host memory)")
         ptr, count, dt, _ = _buffer_info(buf)
         req = ctypes.c_void_p()
         with self._lock:
@@ -473,7 +476,8 @@ class Client:
             if rc < 0:
                 raise Error(rc, self._last_error() or strerror(rc))
 
-    def iallreduce_cuda(self, tensor, key, *, scale=1.0, wire_dtype=None, stream=None):
+    def iallreduce_cuda(self, tensor, key, *, scale=1.0, wire_dtype=None, stream=None,
+                        gpudirect=None):
         """Start the in-place sum of a CUDA tensor over all ranks under `key`
         (pbox_iallreduce_dev); return a Request whose wait() returns the
         tensor once the sum is ordered on `stream`: work enqueued there
@@ -487,8 +491,15 @@ class Client:
         stream:     a torch.cuda.Stream or a cudaStream_t as an int; default
                     torch.cuda.current_stream(tensor.device). The call
                     waits, on the GPU, for the work enqueued on it before.
+        gpudirect:  "off", "auto" or "on" (docs/gpu.md "GPUDirect RDMA"):
+                    whether the NIC reads the tensor itself (the verbs
+                    transport); default the environment's PBOX_GPUDIRECT,
+                    else "auto".
         """
         _check_key(key)
+        gd = {None: -1, "off": 0, "auto": 1, "on": 2}.get(gpudirect)
+        if gd is None:
+            raise Error(EINVAL, f"key {key}: gpudirect={gpudirect!r} (use 'off', 'auto' or 'on')")
         ptr, count, dt = self._cuda_tensor(tensor)
         self.gpu_init()
         wdt = -1 if wire_dtype is None else _dtype_code(wire_dtype, "wire_dtype")
@@ -497,7 +508,7 @@ class Client:
         rc = self._L.pbox_dev_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
         if rc < 0:
             raise Error(rc, f"pbox_dev_opts_init_sized refused {ctypes.sizeof(o)} bytes")
-        o.wire_dtype, o.scale = wdt, _num("scale", scale)
+        o.wire_dtype, o.scale, o.gpudirect = wdt, _num("scale", scale), gd
         req = ctypes.c_void_p()
         with self._lock:
             h = self._live()

@@ -36,7 +36,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -112,6 +112,8 @@ class Stats(ctypes.Structure):
         ("bytes_recv", ctypes.c_uint64),
         ("sparse_entries", ctypes.c_uint64),
         ("key_bytes", ctypes.c_uint64),
+        ("gpu_direct_calls", ctypes.c_uint64),  # 0.9.0
+        ("gpu_staged_calls", ctypes.c_uint64),
     ]
 
 
@@ -151,6 +153,7 @@ class DevOpts(ctypes.Structure):
         ("wire_dtype", ctypes.c_int32),
         ("scale", ctypes.c_double),
         ("chunk_bytes", ctypes.c_uint64),
+        ("gpudirect", ctypes.c_int32),          # 0.9.0
     ]
 
 

@@ -173,9 +173,13 @@ def test_dev_opts_match_header_and_library():
     o = _lib.DevOpts()
     rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
     assert rc == 0, f"pbox_dev_opts_init_sized(sizeof(DevOpts)) = {rc}"
-    got = (o.size, o.wire_dtype, o.scale, o.chunk_bytes)
-    assert got == (ctypes.sizeof(o), -1, 1.0, 0), got
-    assert ctypes.sizeof(o) == 24, f"sizeof(DevOpts) {ctypes.sizeof(o)} != 24 (first layout)"
+    got = (o.size, o.wire_dtype, o.scale, o.chunk_bytes, o.gpudirect)
+    assert got == (ctypes.sizeof(o), -1, 1.0, 0, -1), got
+    assert ctypes.sizeof(o) == 32, f"sizeof(DevOpts) {ctypes.sizeof(o)} != 32 (0.9.0)"
+    # a caller of the first layout (24 bytes) gets the defaults for the rest
+    o = _lib.DevOpts()
+    rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), 24)
+    assert rc == 0 and o.size == 24 and o.gpudirect == 0, (rc, o.size, o.gpudirect)
     rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), 16)
     assert rc == pbox.EINVAL, f"pbox_dev_opts_init_sized(size 16) = {rc}"
 

@@ -238,6 +238,10 @@ def test_cuda_tensor_reaches_libpbox_with_the_fake():
                      "is not a torch.cuda.Stream")
         expect_error(lambda: c.iallreduce(fake_cuda(), 3, stream=0, wire_dtype="f64"),
                      pbox.EINVAL, "wire_dtype 'f64' is not supported")
+        expect_error(lambda: c.iallreduce(fake_cuda(), 3, stream=0, gpudirect="sometimes"),
+                     pbox.EINVAL, "gpudirect='sometimes'")
+        expect_error(lambda: c.iallreduce(fake_cuda(), 3, stream=0, gpudirect="on"),
+                     pbox.EINVAL, "not connected")
     finally:
         restore_env(**old)
         c.close()

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,10 +78,13 @@ static int fake_is_device(const void *p)
 
 static int fake_dev_alloc(void **p, size_t bytes)
 {
-	void *m = calloc(1, bytes ? bytes : 1);
+	/* page aligned, as cudaMalloc's allocations are (dmabuf_export) */
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = bytes ? bytes : 1;
+	void *m = aligned_alloc(pg, (len + pg - 1) / pg * pg);
 
 	if (!m)
 		return fail(-ENOMEM, "dev_alloc: out of memory");
+	memset(m, 0, len);
 	pthread_mutex_lock(&mem_mu);
 	if (nblocks == capblocks) {
 		size_t ncap = capblocks ? capblocks * 2 : 64;
@@ -93,7 +97,7 @@ static int fake_dev_alloc(void **p, size_t bytes)
 		blocks = nb;
 		capblocks = ncap;
 	}
-	blocks[nblocks++] = (struct block){ (uintptr_t)m, (uintptr_t)m + (bytes ? bytes : 1) };
+	blocks[nblocks++] = (struct block){ (uintptr_t)m, (uintptr_t)m + len };
 	pthread_mutex_unlock(&mem_mu);
 	*p = m;
 	return 0;
@@ -471,13 +475,45 @@ static int fake_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *
 	return enqueue(stream, &o);
 }
 
-/* ---- the table and the knobs ------------------------------------------ */
+/* ---- GPUDirect: dma-bufs ------------------------------------------------ */
 
 static int env_int(const char *name, int dflt)
 {
 	const char *v = getenv(name);
 	return v && *v ? atoi(v) : dflt;
 }
+
+static unsigned long dmabuf_exports;
+
+/* A memfd stands for the dma-buf (the verbs fake maps nothing: the fake
+ * NIC reads the device memory by address). PBOX_FAKE_GPU_DMABUF=0 makes
+ * the device one without dma-buf export, as under the proprietary driver. */
+static int fake_dmabuf_export(const void *p, size_t len, int *fd, void **base, size_t *size)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, lo = 0, hi = 0;
+
+	if (!env_int("PBOX_FAKE_GPU_DMABUF", 1))
+		return fail(-EOPNOTSUPP, "dma-buf: no export on this device (PBOX_FAKE_GPU_DMABUF=0)");
+	pthread_mutex_lock(&mem_mu);
+	for (size_t i = 0; i < nblocks; i++)
+		if (a >= blocks[i].lo && a < blocks[i].hi) {
+			lo = blocks[i].lo;
+			hi = (blocks[i].hi + pg - 1) & ~(pg - 1);
+		}
+	pthread_mutex_unlock(&mem_mu);
+	if (!lo || len == 0 || a + len > hi)
+		return fail(-EINVAL, "dma-buf: the range is not inside one device allocation");
+	int f = memfd_create("fake-dmabuf", MFD_CLOEXEC);
+	if (f < 0)
+		return fail(-errno, "dma-buf: memfd_create failed");
+	__atomic_fetch_add(&dmabuf_exports, 1, __ATOMIC_RELAXED);
+	*fd = f;
+	*base = (void *)(a & ~(pg - 1));
+	*size = ((a + len + pg - 1) & ~(pg - 1)) - (a & ~(pg - 1));
+	return 0;
+}
+
+/* ---- the table and the knobs ------------------------------------------ */
 
 static int fake_init(void)
 {
@@ -513,9 +549,10 @@ static struct pbox_gpu_ops ops = {
 	.copy_d2h = fake_copy_d2h,
 	.copy_h2d = fake_copy_h2d,
 	.topk_ef = fake_topk_ef,
+	.dmabuf_export = fake_dmabuf_export,
 };
 
-EXPORT const struct pbox_gpu_ops *pbox_gpu_ops_v1(void)
+EXPORT const struct pbox_gpu_ops *pbox_gpu_ops_v2(void)
 {
 	ops.abi = (uint32_t)env_int("PBOX_FAKE_GPU_ABI", PBOX_GPU_ABI);
 	return &ops;
@@ -530,6 +567,11 @@ EXPORT unsigned long fake_gpu_host_live(void)
 {
 	return __atomic_load_n(&host_allocs, __ATOMIC_RELAXED) -
 	       __atomic_load_n(&host_frees, __ATOMIC_RELAXED);
+}
+
+EXPORT unsigned long fake_gpu_dmabuf_exports(void)
+{
+	return __atomic_load_n(&dmabuf_exports, __ATOMIC_RELAXED);
 }
 
 EXPORT int fake_gpu_launch(void *stream, void (*fn)(void *), void *arg)

@@ -15,7 +15,11 @@
  * event completes when its stream reaches the point where it was
  * recorded. Knobs read when the library is asked for its table or
  * initialised: PBOX_FAKE_GPU_ABI (the ABI number it claims),
- * PBOX_FAKE_GPU_INIT (a negative errno its init returns).
+ * PBOX_FAKE_GPU_INIT (a negative errno its init returns),
+ * PBOX_FAKE_GPU_DMABUF=0 (dmabuf_export refuses, as a device under the
+ * proprietary driver does). Device memory is page aligned; dmabuf_export
+ * hands out a memfd as the dma-buf: nothing maps it, the fake NIC of
+ * test_tp_verbs reads device memory by its address.
  */
 #ifndef PBOX_TEST_FAKE_GPU_H
 #define PBOX_TEST_FAKE_GPU_H
@@ -47,6 +51,8 @@ typedef int (*fake_gpu_launch_fn)(void *stream, void (*fn)(void *arg), void *arg
  * there are (it keeps the first FAKE_GPU_TRACE_MAX). */
 typedef size_t (*fake_gpu_trace_fn)(struct fake_gpu_op *out, size_t max);
 typedef void (*fake_gpu_trace_reset_fn)(void);
+/* dmabuf_export calls that succeeded so far. */
+typedef unsigned long (*fake_gpu_dmabuf_exports_fn)(void);
 /* The largest random delay per operation, microseconds (0: none). */
 typedef void (*fake_gpu_set_delay_fn)(unsigned max_us);
 

@@ -4,7 +4,7 @@
 # (SASS) for every architecture of GPU_ARCHS in each of its kernel files
 # and the PTX of GPU_PTX (cuobjdump --list-elf / --list-ptx; where the
 # toolkit has no cuobjdump, as CUDA 13's pip wheels, the fat binaries'
-# own headers through tests/unit/fatbin_list.py); pbox_gpu_ops_v1 its one
+# own headers through tests/unit/fatbin_list.py); pbox_gpu_ops_v2 its one
 # export; no CUDA library among its dependencies (the runtime is linked
 # in, the driver is loaded at run time); libpbox not linked to it; and it
 # loads and init() answers with a reason when there is no device
@@ -60,7 +60,7 @@ if [ "$n" -ge "$files" ]; then ok; else bad "$n PTX for compute_$ptx, want $file
 echo "gpu_archs: ELF:" $(grep -o 'sm_[0-9]*' <<<"$elf" | sort -u) "PTX:" $(grep -o 'sm_[0-9]*' <<<"$ptxs" | sort -u)
 
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
-if [ "$exports" = pbox_gpu_ops_v1 ]; then ok; else bad "exports" $exports", want pbox_gpu_ops_v1 alone"; fi
+if [ "$exports" = pbox_gpu_ops_v2 ]; then ok; else bad "exports" $exports", want pbox_gpu_ops_v2 alone"; fi
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 if grep -qi 'cuda' <<<"$needed"; then bad "needs" $needed "(CUDA must be linked statically)"; else ok; fi
 if [ -f "$build/libpbox.so" ]; then

@@ -287,12 +287,12 @@ static void gpu__errors_named(void **state)
 	setenv("PBOX_GPU_LIB", "libm.so.6", 1);
 	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
 	assert_non_null(strstr(pbox_last_error(c), "libm.so.6 is not a pbox GPU library: it has "
-					 "no pbox_gpu_ops_v1()"));
+					 "no pbox_gpu_ops_v2()"));
 
 	setenv("PBOX_GPU_LIB", fake_path, 1);
-	setenv("PBOX_FAKE_GPU_ABI", "2", 1);
+	setenv("PBOX_FAKE_GPU_ABI", "1", 1);
 	assert_int_equal(pbox_gpu_init(c), PBOX_ENOTSUP);
-	assert_non_null(strstr(pbox_last_error(c), "speaks GPU ABI 2, this libpbox 1"));
+	assert_non_null(strstr(pbox_last_error(c), "speaks GPU ABI 1, this libpbox 2"));
 	unsetenv("PBOX_FAKE_GPU_ABI");
 
 	setenv("PBOX_FAKE_GPU_INIT", "-19", 1);   /* -ENODEV */

@@ -22,6 +22,13 @@
  * datagrams from the transport's reserved port, datagrams arriving there
  * come back as frames, so a whole allreduce runs against the in-process
  * box (box_inproc.h) through the verbs code.
+ *
+ * GPUDirect: the fake keeps a table of the memory regions it handed out
+ * (ibv_reg_mr, and ibv_reg_dmabuf_mr, wrapped too) and checks every piece
+ * of every send against it, as a NIC's memory protection would. "Device
+ * memory" (a range the test names, or the fake GPU library's) registers
+ * by address only with F.peermem set, as nvidia-peermem allows; the
+ * device-to-host staging's absence is read from the fake GPU's trace.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,16 +44,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dlfcn.h>
 #include <infiniband/verbs.h>
 
 #include "client/internal.h"
 #include "client/rawframe.h"
 #include "client/transport.h"
 #include "common/frame.h"
+#include "common/gpu_ops.h"
+#include "include/pbox_cuda.h"
+#include "tests/unit/fake_gpu.h"
 #include "common/wire.h"
 #include "include/pbox.h"
 #include "tests/unit/box_inproc.h"
@@ -79,6 +91,17 @@ struct sent {
 	uint32_t len;
 	unsigned flags;
 	uint64_t wr_id;
+	int nsge;
+	uint32_t lkey[2];
+};
+
+#define MR_MAX 64
+
+/* A memory region the fake handed out. */
+struct fake_mr {
+	struct ibv_mr *mr;
+	uintptr_t lo, hi;
+	bool dmabuf;
 };
 
 static struct fake {
@@ -118,11 +141,22 @@ static struct fake {
 	unsigned nreposted;
 	/* wire mode: a NIC on loopback */
 	bool wire;
+	bool verbs_opening;       /* between ibv_get_device_list and the port's reservation */
 	int wire_fd;              /* the transport's reserved UDP socket */
 	uint16_t wire_port;
 	pthread_t nic;
 	volatile int nic_stop;
 	unsigned rx_no_buffer;
+	/* GPUDirect */
+	int max_sge;              /* device_attr.max_sge */
+	unsigned qp_send_sge;     /* what the QP was made with */
+	struct fake_mr mrs[MR_MAX];
+	uintptr_t dev_lo, dev_hi; /* "device memory" named by a test */
+	const struct pbox_gpu_ops *gpu; /* or the fake GPU library's */
+	bool peermem;             /* ibv_reg_mr takes device memory */
+	int dmabuf_errno;         /* ibv_reg_dmabuf_mr fails with it */
+	unsigned n_dmabuf_reg, n_dev_sends;
+	bool dereg_while_pending; /* an MR went while a signaled send had not completed */
 } F;
 
 static void lock(void) { pthread_mutex_lock(&F.mu); }
@@ -178,6 +212,34 @@ static void wire_send(const uint8_t *frame, uint32_t len)
 	}
 }
 
+/* A piece of a send: inside a region the fake handed out (under lock). */
+static void mr_check(uint32_t lkey, uint64_t addr, uint32_t len)
+{
+	for (unsigned i = 0; i < MR_MAX; i++)
+		if (F.mrs[i].mr && F.mrs[i].mr->lkey == lkey) {
+			assert_true(addr >= F.mrs[i].lo && addr + len <= F.mrs[i].hi);
+			return;
+		}
+	fail_msg("a send's piece has lkey %u, which no region has", lkey);
+}
+
+static void mr_add(struct ibv_mr *mr, uintptr_t lo, size_t len, bool dmabuf)
+{
+	for (unsigned i = 0; i < MR_MAX; i++)
+		if (!F.mrs[i].mr) {
+			F.mrs[i] = (struct fake_mr){ mr, lo, lo + len, dmabuf };
+			return;
+		}
+	fail_msg("more than %d memory regions", MR_MAX);
+}
+
+/* Device memory: the test's range or the fake GPU's. */
+static bool is_dev(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	return (a >= F.dev_lo && a < F.dev_hi) || (F.gpu && F.gpu->is_device(p) == 1);
+}
+
 static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	(void)qp;
@@ -185,10 +247,22 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 	lock();
 	F.n_post_send++;
 	for (; wr; wr = wr->next) {
-		assert_int_equal(wr->num_sge, 1);
+		static uint8_t f[4096];
+		uint32_t len = 0;
+		assert_true(wr->num_sge >= 1 && (unsigned)wr->num_sge <= F.qp_send_sge);
 		assert_int_equal(wr->opcode, IBV_WR_SEND);
-		const uint8_t *f = (const uint8_t *)(uintptr_t)wr->sg_list[0].addr;
-		uint32_t len = wr->sg_list[0].length;
+		for (int k = 0; k < wr->num_sge; k++) {   /* gather, as the NIC would */
+			const struct ibv_sge *g = &wr->sg_list[k];
+			mr_check(g->lkey, g->addr, g->length);
+			assert_true(len + g->length <= sizeof(f));
+			memcpy(f + len, (const void *)(uintptr_t)g->addr, g->length);
+			len += g->length;
+		}
+		if (wr->num_sge == 2) {
+			F.n_dev_sends++;
+			assert_true(wr->send_flags & IBV_SEND_SIGNALED);
+			assert_true(wr->send_flags & IBV_SEND_IP_CSUM);
+		}
 		if (F.nsent < LOG_MAX) {
 			struct sent *s = &F.log[F.nsent];
 			assert_true(len <= sizeof(s->frame));
@@ -196,6 +270,9 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 			s->len = len;
 			s->flags = wr->send_flags;
 			s->wr_id = wr->wr_id;
+			s->nsge = wr->num_sge;
+			s->lkey[0] = wr->sg_list[0].lkey;
+			s->lkey[1] = wr->num_sge > 1 ? wr->sg_list[1].lkey : 0;
 		}
 		F.nsent++;
 		if (F.wire)
@@ -256,6 +333,7 @@ static int fake_query_device_ex(struct ibv_context *ctx, const struct ibv_query_
 	a->orig_attr.max_qp_wr = 32768;
 	a->orig_attr.max_cqe = 65535;
 	a->orig_attr.device_cap_flags = (unsigned)F.cap_flags;
+	a->orig_attr.max_sge = F.max_sge;
 	a->raw_packet_caps = F.raw_caps;
 	return 0;
 }
@@ -324,6 +402,7 @@ struct ibv_device **__wrap_ibv_get_device_list(int *n)
 	struct ibv_device **l = calloc((size_t)F.ndev + 1, sizeof(*l));
 
 	assert_non_null(l);
+	F.verbs_opening = true;
 	for (int i = 0; i < F.ndev; i++)
 		l[i] = &F.dev[i];
 	*n = F.ndev;
@@ -461,6 +540,8 @@ struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	struct ibv_qp *qp = calloc(1, sizeof(*qp));
 	assert_non_null(qp);
 	F.qp_type = a->qp_type;
+	F.qp_send_sge = a->cap.max_send_sge;
+	assert_true(a->cap.max_send_sge >= 1 && (int)a->cap.max_send_sge <= F.max_sge);
 	assert_int_equal(a->sq_sig_all, 0);
 	assert_true(a->cap.max_send_wr >= 64 && a->cap.max_recv_wr >= 64);
 	qp->context = pd->context;
@@ -493,24 +574,69 @@ int __wrap_ibv_destroy_qp(struct ibv_qp *qp)
 	return 0;
 }
 
+static uint32_t next_key = 100;
+
 struct ibv_mr *__wrap_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-	static uint32_t key = 100;
-	struct ibv_mr *mr = calloc(1, sizeof(*mr));
-
 	(void)access;
+	if (is_dev(addr) && !F.peermem) {
+		errno = EFAULT;   /* the RDMA core cannot pin GPU memory by itself */
+		return NULL;
+	}
+	struct ibv_mr *mr = calloc(1, sizeof(*mr));
 	assert_non_null(mr);
 	mr->context = pd->context;
 	mr->pd = pd;
 	mr->addr = addr;
 	mr->length = len;
-	mr->lkey = mr->rkey = key++;
+	lock();
+	mr->lkey = mr->rkey = next_key++;
+	mr_add(mr, (uintptr_t)addr, len, false);
+	unlock();
+	F.n_mr++;
+	return mr;
+}
+
+struct ibv_mr *__wrap_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len,
+					uint64_t iova, int fd, int access);
+struct ibv_mr *__wrap_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len,
+					uint64_t iova, int fd, int access)
+{
+	(void)access;
+	assert_true(fcntl(fd, F_GETFD) >= 0);   /* a live descriptor, closed after */
+	assert_int_equal(offset, 0);
+	assert_int_equal(iova % 4096, 0);
+	assert_int_equal(len % 4096, 0);
+	if (F.dmabuf_errno) {
+		errno = F.dmabuf_errno;
+		return NULL;
+	}
+	struct ibv_mr *mr = calloc(1, sizeof(*mr));
+	assert_non_null(mr);
+	mr->context = pd->context;
+	mr->pd = pd;
+	mr->addr = (void *)(uintptr_t)iova;
+	mr->length = len;
+	lock();
+	mr->lkey = mr->rkey = next_key++;
+	mr_add(mr, (uintptr_t)iova, len, true);
+	F.n_dmabuf_reg++;
+	unlock();
 	F.n_mr++;
 	return mr;
 }
 
 int __wrap_ibv_dereg_mr(struct ibv_mr *mr)
 {
+	lock();
+	for (unsigned i = 0; i < MR_MAX; i++)
+		if (F.mrs[i].mr == mr) {
+			/* a GPU region goes only once its sends completed */
+			if (F.mrs[i].dmabuf || is_dev(mr->addr))
+				F.dereg_while_pending |= F.nsignaled > 0;
+			F.mrs[i].mr = NULL;
+		}
+	unlock();
 	free(mr);
 	F.n_mr--;
 	return 0;
@@ -567,8 +693,13 @@ int __wrap_udp_reserve_port(int *fd, uint16_t *port, char *err, size_t errlen)
 {
 	int rc = __real_udp_reserve_port(fd, port, err, errlen);
 
-	F.wire_fd = rc == 0 ? *fd : -1;
-	F.wire_port = rc == 0 ? *port : 0;
+	/* the verbs transport's (it listed the devices first), not another
+	 * client's udp transport in the same test */
+	if (F.verbs_opening) {
+		F.wire_fd = rc == 0 ? *fd : -1;
+		F.wire_port = rc == 0 ? *port : 0;
+		F.verbs_opening = false;
+	}
 	return rc;
 }
 
@@ -680,6 +811,7 @@ static int setup(void **state)
 	F.link_layer = IBV_LINK_LAYER_ETHERNET;
 	F.chan_wr = F.wire_fd = -1;
 	F.auto_complete = true;
+	F.max_sge = 30;
 	snprintf(F.ifname, sizeof(F.ifname), "pbxv0");
 	return 0;
 }
@@ -944,9 +1076,10 @@ static void open__qp_flow_and_receives_set_up(void **state)
 
 /* ---- send --------------------------------------------------------------------- */
 
-/* n datagrams alternating over the endpoints, payload i bytes of i. */
-static void send_burst(struct transport *t, unsigned neps, unsigned n, unsigned first_seg,
-		       uint8_t payloads[][1024], int expect)
+/* n datagrams alternating over the endpoints, payload i bytes of i; in
+ * registered GPU memory if mkey is set. */
+static void send_burst_mkey(struct transport *t, unsigned neps, unsigned n, unsigned first_seg,
+			    uint8_t payloads[][1024], int expect, uint32_t mkey)
 {
 	static struct tp_pkt p[1024];
 
@@ -956,13 +1089,19 @@ static void send_burst(struct transport *t, unsigned neps, unsigned n, unsigned 
 		p[i] = (struct tp_pkt){
 			.hdr = { .type = WIRE_PUSH, .dtype = 0, .rank = 1, .count = (uint16_t)(plen / 4),
 				 .job = 7, .token = 99, .key = 3, .seg = first_seg + i, .round = 2 },
-			.payload = payloads[i], .len = plen, .ep = (uint16_t)(i % neps),
+			.payload = payloads[i], .len = plen, .ep = (uint16_t)(i % neps), .mkey = mkey,
 		};
 	}
 	char err[256] = "";
 	int rc = t->ops->tx_burst(t, p, n, err, sizeof(err));
 	if (rc != expect)
 		fail_msg("tx_burst: %d, expected %d (%s)", rc, expect, err);
+}
+
+static void send_burst(struct transport *t, unsigned neps, unsigned n, unsigned first_seg,
+		       uint8_t payloads[][1024], int expect)
+{
+	send_burst_mkey(t, neps, n, first_seg, payloads, expect, 0);
 }
 
 /* Sent frame k is the datagram of segment seg to endpoint ep. */
@@ -1317,6 +1456,381 @@ static void allreduce__through_fake_nic_to_inproc_box(void **state)
 	box_inproc_free(b);
 }
 
+/* ---- GPUDirect ---------------------------------------------------------------- */
+
+/* "GPU memory" for the transport-level tests: 64 pages the fake treats as
+ * device memory (ibv_reg_mr refuses it without F.peermem). */
+static uint8_t DEVMEM[64][1024] __attribute__((aligned(4096)));
+
+static void devmem_on(void)
+{
+	F.dev_lo = (uintptr_t)DEVMEM;
+	F.dev_hi = (uintptr_t)DEVMEM + sizeof(DEVMEM);
+	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
+}
+
+static int mem_reg(struct transport *t, int fd, struct tp_mem *m, char *err, size_t errlen)
+{
+	struct tp_mem_src src = { .base = DEVMEM, .size = sizeof(DEVMEM), .dmabuf_fd = fd };
+	return t->ops->mem_reg(t, &src, m, err, errlen);
+}
+
+static void gpudirect__dmabuf_region_and_two_piece_sends(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[256] = "";
+	int fd = memfd_create("dmabuf", MFD_CLOEXEC);
+
+	(void)state;
+	devmem_on();
+	open_ok(&t, 2);
+	int mrs = F.n_mr;
+	assert_int_equal(F.qp_send_sge, 2);
+	if (mem_reg(&t, fd, &m, err, sizeof(err)) != 0)
+		fail_msg("mem_reg: %s", err);
+	close(fd);
+	assert_string_equal(m.how, "dma-buf");
+	assert_int_equal(F.n_dmabuf_reg, 1);
+	assert_int_equal(F.n_mr, mrs + 1);
+	assert_true(m.mkey != 0);
+	/* 8 datagrams from GPU memory, then 4 from the host */
+	send_burst_mkey(&t, 2, 8, 100, DEVMEM, 8, m.mkey);
+	send_burst(&t, 2, 4, 108, PAY, 4);
+	for (unsigned k = 0; k < 12; k++) {
+		check_frame(&t, &F.log[k], 100 + k, k % 2, true);   /* the NIC's checksums */
+		assert_int_equal(F.log[k].nsge, k < 8 ? 2 : 1);
+		if (k < 8) {
+			/* headers from the ring, the payload read from the GPU */
+			assert_int_equal(F.log[k].lkey[1], m.mkey);
+			assert_true(F.log[k].flags & IBV_SEND_SIGNALED);
+		}
+	}
+	assert_int_equal(F.n_dev_sends, 8);
+	t.ops->mem_dereg(&t, &m);
+	assert_int_equal(F.n_mr, mrs);
+	assert_false(F.dereg_while_pending);
+	transport_close(&t);
+}
+
+static void *complete_later(void *arg)
+{
+	(void)arg;
+	usleep(50000);
+	complete_sends();
+	return NULL;
+}
+
+static void gpudirect__dereg_waits_for_the_nics_last_read(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[256] = "";
+	pthread_t th;
+
+	(void)state;
+	devmem_on();
+	open_ok(&t, 1);
+	if (mem_reg(&t, memfd_create("dmabuf", MFD_CLOEXEC), &m, err, sizeof(err)) != 0)
+		fail_msg("mem_reg: %s", err);
+	F.auto_complete = false;
+	send_burst_mkey(&t, 1, 3, 7, DEVMEM, 3, m.mkey);
+	assert_int_equal(F.nsignaled, 3);            /* each GPU send asks for a completion */
+	pthread_create(&th, NULL, complete_later, NULL);
+	t.ops->mem_dereg(&t, &m);                    /* returns once they completed */
+	pthread_join(th, NULL);
+	assert_false(F.dereg_while_pending);
+	assert_int_equal(F.nsignaled, 0);
+	transport_close(&t);
+}
+
+static void gpudirect__peermem_when_dmabuf_refused(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[256] = "";
+
+	(void)state;
+	devmem_on();
+	F.dmabuf_errno = EOPNOTSUPP;
+	F.peermem = true;
+	open_ok(&t, 1);
+	if (mem_reg(&t, memfd_create("dmabuf", MFD_CLOEXEC), &m, err, sizeof(err)) != 0)
+		fail_msg("mem_reg: %s", err);
+	assert_string_equal(m.how, "nvidia-peermem");
+	assert_int_equal(F.n_dmabuf_reg, 0);
+	send_burst_mkey(&t, 1, 2, 0, DEVMEM, 2, m.mkey);
+	assert_int_equal(F.n_dev_sends, 2);
+	t.ops->mem_dereg(&t, &m);
+	transport_close(&t);
+}
+
+static void gpudirect__refused_without_checksum_offload(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[512] = "";
+
+	(void)state;
+	/* the CPU would have to sum GPU memory */
+	F.dev_lo = (uintptr_t)DEVMEM;
+	F.dev_hi = F.dev_lo + sizeof(DEVMEM);
+	open_ok(&t, 1);
+	assert_int_equal(mem_reg(&t, -1, &m, err, sizeof(err)), PBOX_ENOTSUP);
+	assert_non_null(strstr(err, "IBV_SEND_IP_CSUM"));
+	transport_close(&t);
+}
+
+static void gpudirect__refused_with_sends_of_one_piece(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[512] = "";
+
+	(void)state;
+	devmem_on();
+	F.max_sge = 1;
+	open_ok(&t, 1);
+	assert_int_equal(F.qp_send_sge, 1);
+	assert_int_equal(mem_reg(&t, -1, &m, err, sizeof(err)), PBOX_ENOTSUP);
+	assert_non_null(strstr(err, "gathers 1"));
+	transport_close(&t);
+}
+
+static void gpudirect__refused_without_dmabuf_or_peermem(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[512] = "";
+
+	(void)state;
+	devmem_on();
+	F.dmabuf_errno = EOPNOTSUPP;
+	open_ok(&t, 1);
+	int mrs = F.n_mr;
+	int fd = memfd_create("dmabuf", MFD_CLOEXEC);
+	assert_int_equal(mem_reg(&t, fd, &m, err, sizeof(err)), PBOX_ENOTSUP);
+	close(fd);
+	assert_non_null(strstr(err, "ibv_reg_dmabuf_mr: Operation not supported"));
+	assert_non_null(strstr(err, "is nvidia-peermem loaded?"));
+	assert_int_equal(F.n_mr, mrs);               /* nothing left registered */
+	transport_close(&t);
+}
+
+/* The fake GPU library beside this program, as libpbox will load it. */
+static const struct pbox_gpu_ops *fake_gpu(void **h)
+{
+	static char path[4096];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
+
+	assert_true(n > 0);
+	path[n] = '\0';
+	strcpy(strrchr(path, '/') + 1, "libpbox-gpu-fake.so");
+	setenv("PBOX_GPU_LIB", path, 1);
+	*h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!*h)
+		fail_msg("dlopen %s: %s", path, dlerror());
+	pbox_gpu_ops_fn get = (pbox_gpu_ops_fn)dlsym(*h, PBOX_GPU_SYMBOL);
+	assert_non_null(get);
+	const struct pbox_gpu_ops *ops = get();
+	assert_int_equal(ops->init(), 0);
+	return ops;
+}
+
+/* Wait for the legacy stream's work (the sum's copies back). */
+static void stream0_sync(const struct pbox_gpu_ops *ops)
+{
+	void *e;
+
+	assert_int_equal(ops->event_create(&e), 0);
+	assert_int_equal(ops->event_record(e, NULL), 0);
+	assert_int_equal(ops->event_sync(e), 0);
+	ops->event_destroy(e);
+}
+
+struct host_rank {
+	const char *addr;
+	float *x;
+	size_t count;
+	unsigned calls;
+	int rc;
+};
+
+/* Rank 1: host memory over the kernel's UDP, one allreduce per call. */
+static void *host_rank_main(void *arg)
+{
+	struct host_rank *h = arg;
+	pbox_opts o;
+	pbox_client *c;
+
+	pbox_opts_init(&o);
+	o.transport = PBOX_TRANSPORT_UDP;
+	h->rc = pbox_connect(h->addr, "gdr", 1, 2, &o, &c);
+	for (unsigned i = 0; h->rc == 0 && i < h->calls; i++) {
+		for (size_t k = 0; k < h->count; k++)
+			h->x[k] = (float)(k % 131) - 3.0f * (float)i;
+		h->rc = pbox_allreduce(c, 1, h->x, h->count, PBOX_F32);
+	}
+	if (h->rc)
+		fprintf(stderr, "host rank: %s\n", pbox_last_error(c));
+	pbox_close(c);
+	return NULL;
+}
+
+/* D2H copies in the fake GPU's trace. */
+static size_t d2h_copies(fake_gpu_trace_fn trace)
+{
+	static struct fake_gpu_op ops[4096];
+	size_t n = trace(ops, 4096), d = 0;
+
+	for (size_t i = 0; i < n && i < 4096; i++)
+		d += ops[i].kind == FAKE_D2H;
+	return d;
+}
+
+static void allreduce_dev__gpudirect_sends_from_gpu_memory(void **state)
+{
+	enum { N = 100000, CALLS = 3 };
+	static float hx[N], got[N];
+	struct box_inproc *b = box_inproc_new(2);
+	struct host_rank hr = { .x = hx, .count = N, .calls = CALLS };
+	pbox_dev_opts d;
+	pbox_stats st;
+	pbox_client *c;
+	pbox_opts o;
+	pthread_t th;
+	void *h, *dev[2];
+
+	(void)state;
+	const struct pbox_gpu_ops *ops = fake_gpu(&h);
+	fake_gpu_trace_fn trace = (fake_gpu_trace_fn)dlsym(h, "fake_gpu_trace");
+	fake_gpu_trace_reset_fn trace_reset = (fake_gpu_trace_reset_fn)dlsym(h, "fake_gpu_trace_reset");
+	assert_true(trace && trace_reset);
+	F.gpu = ops;
+	add_device("mlx5_0", "pbxv0");
+	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
+	F.wire = true;
+	box_inproc_start(b);
+	hr.addr = b->addr;
+	pthread_create(&th, NULL, host_rank_main, &hr);
+	pbox_opts_init(&o);
+	o.transport = PBOX_TRANSPORT_VERBS;
+	o.mtu = 1500;
+	if (pbox_connect(b->addr, "gdr", 0, 2, &o, &c) != 0)
+		fail_msg("pbox_connect: %s", pbox_last_error(c));
+	assert_int_equal(ops->dev_alloc(&dev[0], N * 4), 0);
+	assert_int_equal(ops->dev_alloc(&dev[1], N * 4), 0);
+	pbox_dev_opts_init(&d);
+	d.gpudirect = PBOX_GPUDIRECT_ON;
+	d.scale = 0.5;
+	int mrs = F.n_mr;
+	for (unsigned call = 0; call < CALLS; call++) {
+		static float x[N];
+		void *buf = dev[call == 2];   /* the third call: another buffer */
+		for (size_t i = 0; i < N; i++)
+			x[i] = (float)(i % 977) * 0.25f + (float)call;
+		assert_int_equal(ops->memcpy_sync(buf, x, sizeof(x)), 0);
+		trace_reset();
+		int rc = pbox_allreduce_dev(c, 1, buf, N, PBOX_F32, NULL, &d);
+		if (rc)
+			fail_msg("pbox_allreduce_dev: %s", pbox_last_error(c));
+		stream0_sync(ops);
+		assert_int_equal(ops->memcpy_sync(got, buf, sizeof(got)), 0);
+		for (size_t i = 0; i < N; i++)
+			if (got[i] != (x[i] + ((float)(i % 131) - 3.0f * (float)call)) * 0.5f)
+				fail_msg("call %u element %zu: %g", call, i, (double)got[i]);
+		assert_int_equal(d2h_copies(trace), 0);     /* nothing staged to the host */
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(hr.rc, 0);
+	pbox_get_stats(c, &st);
+	assert_int_equal(st.gpu_direct_calls, CALLS);
+	assert_int_equal(st.gpu_staged_calls, 0);
+	assert_true(F.n_dev_sends >= CALLS * (N * 4 / 1500));
+	assert_int_equal(F.n_dmabuf_reg, 2);            /* once per buffer, kept between calls */
+	assert_int_equal(F.n_mr, mrs + 1);              /* the first one deregistered */
+	assert_false(F.dereg_while_pending);
+	pbox_close(c);
+	ops->dev_free(dev[0]);
+	ops->dev_free(dev[1]);
+	F.gpu = NULL;
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+	dlclose(h);
+}
+
+/* AUTO stages what cannot go direct and says why; ON refuses it. */
+static void allreduce_dev__gpudirect_auto_stages_on_refuses(void **state)
+{
+	enum { N = 5000 };
+	static float x[N], got[N];
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_dev_opts d;
+	pbox_stats st;
+	pbox_client *c;
+	pbox_opts o;
+	void *h, *dev;
+
+	(void)state;
+	const struct pbox_gpu_ops *ops = fake_gpu(&h);
+	F.gpu = ops;
+	add_device("mlx5_0", "pbxv0");
+	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
+	F.wire = true;
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.transport = PBOX_TRANSPORT_VERBS;
+	o.mtu = 1500;
+	if (pbox_connect(b->addr, "gdr", 0, 1, &o, &c) != 0)
+		fail_msg("pbox_connect: %s", pbox_last_error(c));
+	assert_int_equal(ops->dev_alloc(&dev, N * 4), 0);
+	for (size_t i = 0; i < N; i++)
+		x[i] = (float)i;
+	assert_int_equal(ops->memcpy_sync(dev, x, sizeof(x)), 0);
+	pbox_dev_opts_init(&d);
+	/* a bf16 wire: the cast runs in the copy to the host */
+	d.wire_dtype = PBOX_BF16;
+	d.gpudirect = PBOX_GPUDIRECT_ON;
+	assert_int_equal(pbox_allreduce_dev(c, 1, dev, N, PBOX_F32, NULL, &d), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "the wire dtype (bf16) is not the buffer's"));
+	setenv("PBOX_GPUDIRECT", "auto", 1);
+	d.gpudirect = PBOX_GPUDIRECT_DEFAULT;
+	assert_int_equal(pbox_allreduce_dev(c, 1, dev, N, PBOX_F32, NULL, &d), 0);
+	/* no dma-buf and no nvidia-peermem: auto stages, on names both */
+	setenv("PBOX_FAKE_GPU_DMABUF", "0", 1);
+	d.wire_dtype = -1;
+	stream0_sync(ops);
+	assert_int_equal(ops->memcpy_sync(dev, x, sizeof(x)), 0);
+	assert_int_equal(pbox_allreduce_dev(c, 2, dev, N, PBOX_F32, NULL, &d), 0);
+	stream0_sync(ops);
+	assert_int_equal(ops->memcpy_sync(got, dev, sizeof(got)), 0);
+	assert_memory_equal(got, x, sizeof(x));       /* world 1, scale 1: the same bits */
+	setenv("PBOX_GPUDIRECT", "on", 1);
+	assert_int_equal(pbox_allreduce_dev(c, 3, dev, N, PBOX_F32, NULL, &d), PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "no export on this device"));
+	assert_non_null(strstr(pbox_last_error(c), "is nvidia-peermem loaded?"));
+	setenv("PBOX_GPUDIRECT", "sometimes", 1);
+	assert_int_equal(pbox_allreduce_dev(c, 3, dev, N, PBOX_F32, NULL, &d), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "PBOX_GPUDIRECT=sometimes"));
+	/* with nvidia-peermem it goes direct */
+	unsetenv("PBOX_GPUDIRECT");
+	F.peermem = true;
+	assert_int_equal(pbox_allreduce_dev(c, 4, dev, N, PBOX_F32, NULL, &d), 0);
+	pbox_get_stats(c, &st);
+	assert_int_equal(st.gpu_staged_calls, 2);
+	assert_int_equal(st.gpu_direct_calls, 1);
+	unsetenv("PBOX_FAKE_GPU_DMABUF");
+	pbox_close(c);
+	ops->dev_free(dev);
+	F.gpu = NULL;
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+	dlclose(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1338,6 +1852,18 @@ int main(void)
 		cmocka_unit_test_setup_teardown(tx__burst_becomes_one_chain_of_correct_frames, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(tx__nic_checksums_where_offered, setup, teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__dmabuf_region_and_two_piece_sends, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__dereg_waits_for_the_nics_last_read, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__peermem_when_dmabuf_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__refused_without_checksum_offload, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__refused_with_sends_of_one_piece, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__refused_without_dmabuf_or_peermem, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(tx__ring_full_drops_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(tx__failed_send_completion__esys, setup, teardown),
 		cmocka_unit_test_setup_teardown(tx__datagram_larger_than_mtu__einval, setup, teardown),
@@ -1350,6 +1876,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(close__releases_everything_after_traffic, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(allreduce__through_fake_nic_to_inproc_box, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(allreduce_dev__gpudirect_sends_from_gpu_memory, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(allreduce_dev__gpudirect_auto_stages_on_refuses, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
