@@ -3,8 +3,9 @@
  * gpu.h - libpbox's staging pipeline for device buffers (docs/gpu.md "The
  * staging pipeline"): the GPU library loaded with dlopen (gpu_load.c), the
  * device calls and their completion on the caller's side (gpu_call.c), and
- * the pipeline the progress thread runs (gpu_stage.c), and GPUDirect RDMA,
- * where the NIC reads the buffer itself (gpu_direct.c).
+ * the pipeline the progress thread runs (gpu_stage.c), GPUDirect RDMA,
+ * where the NIC reads the buffer itself (gpu_direct.c), and top-k
+ * selection on the device, whose entries go as a sparse call (gpu_topk.c).
  *
  * Ownership:
  *   - struct client_gpu is made by the first device call of a client (on
@@ -44,6 +45,7 @@
 
 struct pbox_client;
 struct pbox_req;
+struct pbox_dev_opts;
 
 struct gpu_key {
 	struct gpu_key *next;
@@ -67,6 +69,9 @@ struct gpu_key {
 	float scale;
 	void *stream;              /* the caller's */
 	bool enqueued;             /* gpu_start ran: copies may be on the d2h stream */
+	bool nocopy;               /* this call's data is not copied to the slab:
+				      GPUDirect, or a top-k selection already on
+				      the host; one gate event for all chunks */
 	bool staging;              /* counted in c->x.gpu_staging: chunks not yet on
 				      the host */
 	uint32_t staged;           /* chunks known to be on the host (in order) */
@@ -78,6 +83,15 @@ struct gpu_key {
 	size_t reg_size;
 	uintptr_t fail_base;       /* a range that would not register: its later */
 	size_t fail_size;          /* calls stage without trying again */
+	/* top-k on the device (gpu_topk.c), made by the key's first such call */
+	float *resid;              /* count floats of device memory: error feedback */
+	bool resid_reset;          /* zero resid before the next selection */
+	bool caller_keeps;         /* a failed submission leaves the key busy: the
+				      caller repairs the residual, then gives it */
+	uint32_t *sel_idx;         /* host_alloc: the selection, sel_cap entries */
+	float *sel_val;
+	size_t *sel_m;             /* host_alloc: its size */
+	size_t sel_cap;
 };
 
 /* A registration no longer used, waiting for the progress thread. */
@@ -106,6 +120,19 @@ int gpu_load(const struct pbox_gpu_ops **ops, char *err, size_t errlen);
 
 /* ---- gpu_call.c: the caller's side ---------------------------------- */
 
+/* c's GPU state, made by the first call (library loaded, streams made):
+ * 0, or PBOX_ENOTSUP/PBOX_ENOMEM/PBOX_ESYS with c's message. */
+int gpu_get(struct pbox_client *c, struct client_gpu **out);
+/* pbox_dev_opts as this library knows them: 0 or PBOX_EINVAL. */
+int gpu_dev_opts_read(struct pbox_client *c, uint32_t key, const struct pbox_dev_opts *in,
+		      struct pbox_dev_opts *o);
+/* Find or make key's state (count wire_dt elements on the wire) and mark
+ * it busy: 0, PBOX_EBUSY (a call owns it), PBOX_EINVAL (another size or
+ * chunk), PBOX_ENOMEM/PBOX_ESYS; give it back with gpu_key_give. */
+int gpu_key_take(struct pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
+		 unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out);
+void gpu_key_give(struct client_gpu *g, struct gpu_key *k);
+
 /* pbox_wait/pbox_test of a finished device request (r->gk set): order
  * the caller's stream after the call's copies and release its key; r->gk
  * is NULL afterwards. If the wait cannot be enqueued, r->rc becomes
@@ -120,6 +147,14 @@ void gpu_close(struct pbox_client *c);
 /* Free key's staging state, if it has any (pbox_release_keys: the key's
  * next device call allocates afresh, for its new size). */
 void gpu_forget_key(struct pbox_client *c, uint32_t key);
+
+/* ---- gpu_topk.c ------------------------------------------------------ */
+
+/* Free k's top-k state (its selection's copies are done). */
+void gpu_topk_free(const struct pbox_gpu_ops *ops, struct gpu_key *k);
+/* pbox_topk_reset of a key used by device top-k calls: 0, PBOX_EBUSY (a
+ * call owns it), or 1 if key has no such state. */
+int gpu_topk_reset(struct pbox_client *c, uint32_t key);
 
 /* ---- gpu_direct.c: GPUDirect RDMA ----------------------------------- */
 

@@ -36,8 +36,8 @@ int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size)
 
 /* The caller's options as this library knows them (the bytes it has;
  * beyond ours they must be 0). 0 or PBOX_EINVAL with c's message. */
-static int dev_opts_read(pbox_client *c, uint32_t key, const pbox_dev_opts *in,
-			 pbox_dev_opts *o)
+int gpu_dev_opts_read(pbox_client *c, uint32_t key, const pbox_dev_opts *in,
+		      pbox_dev_opts *o)
 {
 	pbox_dev_opts_init(o);
 	if (!in)
@@ -65,6 +65,7 @@ static void key_free(struct client_gpu *g, struct gpu_key *k, bool retire)
 	gpu_direct_drop(g, k, retire);
 	if (k->done_recorded)
 		ops->event_sync(k->ev_done);   /* no copy may still use the slab */
+	gpu_topk_free(ops, k);
 	for (uint32_t i = 0; k->ev_chunk && i < k->nchunks; i++)
 		if (k->ev_chunk[i])
 			ops->event_destroy(k->ev_chunk[i]);
@@ -97,7 +98,7 @@ static void gpu_free(struct client_gpu *g)
 }
 
 /* c's GPU state, made on first use: the library loaded, two streams. */
-static int gpu_get(pbox_client *c, struct client_gpu **out)
+int gpu_get(pbox_client *c, struct client_gpu **out)
 {
 	char err[CLIENT_MSG_LEN];
 	const struct pbox_gpu_ops *ops;
@@ -192,7 +193,7 @@ static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t c
 }
 
 /* Find or make key's state and mark it busy (under g->lock). */
-static int key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
+int gpu_key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
 		    unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out)
 {
 	struct gpu_key *k;
@@ -224,7 +225,7 @@ static int key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t c
 	return rc;
 }
 
-static void key_give(struct client_gpu *g, struct gpu_key *k)
+void gpu_key_give(struct client_gpu *g, struct gpu_key *k)
 {
 	pthread_mutex_lock(&g->lock);
 	k->busy = false;
@@ -244,7 +245,7 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_dev key %u: req is NULL", key);
 	*req = NULL;
-	int rc = dev_opts_read(c, key, opts, &o);
+	int rc = gpu_dev_opts_read(c, key, opts, &o);
 	if (rc < 0)
 		return rc;
 	unsigned wire = o.wire_dtype < 0 ? (unsigned)dtype : (unsigned)o.wire_dtype;
@@ -269,22 +270,22 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 				    "pbox_iallreduce sums host buffers", c->job, c->rank, key, dev,
 				    isdev == 0 ? "host memory, not device memory"
 					       : "not known to the GPU library", g->ops->name);
-	if ((rc = key_take(c, g, key, count, wire, (size_t)o.chunk_bytes, &k)) < 0)
+	if ((rc = gpu_key_take(c, g, key, count, wire, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {
-		key_give(g, k);
+		gpu_key_give(g, k);
 		return rc;
 	}
 	if (g->ops->event_record(k->ev_start, stream) < 0) {
 		rc = client_error(c, PBOX_ESYS, "job '%s' rank %d key %u: GPU (%s): cannot record "
 				  "an event on the stream: %s", c->job, c->rank, key, g->ops->name,
 				  g->ops->last_error());
-		key_give(g, k);
+		gpu_key_give(g, k);
 		return rc;
 	}
 	struct pbox_req *r = req_new(c, key, REQ_ALLREDUCE);
 	if (!r) {
-		key_give(g, k);
+		gpu_key_give(g, k);
 		return PBOX_ENOMEM;
 	}
 	k->dev = dev;
@@ -293,6 +294,7 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 	k->stream = stream;
 	k->enqueued = false;
 	k->staged = 0;
+	k->nocopy = k->direct;
 	r->gk = k;
 	r->src = k->direct ? dev : k->slab;   /* direct: the NIC reads the device buffer */
 	r->src_mkey = k->direct ? k->mr.mkey : 0;
@@ -330,15 +332,14 @@ void gpu_complete(struct pbox_req *r)
 			 "the stream wait for the sum: %s", c->job, c->rank, r->key, g->ops->name,
 			 g->ops->last_error());
 	}
-	key_give(g, k);
+	gpu_key_give(g, k);
 }
 
 void gpu_release(struct pbox_req *r)
 {
-	if (r->gk) {
-		key_give(r->c->gpu, r->gk);
-		r->gk = NULL;
-	}
+	if (r->gk && !r->gk->caller_keeps)
+		gpu_key_give(r->c->gpu, r->gk);
+	r->gk = NULL;
 }
 
 void gpu_close(pbox_client *c)

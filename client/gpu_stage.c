@@ -6,9 +6,11 @@
  * file moves the data between the device and the slab around the rounds
  * that xfer.c runs on it:
  *
- *   direct  (GPUDirect, gpu_direct.c) the NIC reads the segments from the
- *           device buffer: no copies to the host; one event after the
- *           d2h stream's waits below gates all segments at once.
+ *   nocopy  the segments' data is not copied to the slab: the NIC reads
+ *           them from the device buffer (GPUDirect, gpu_direct.c), or a
+ *           top-k selection put them on the host already (gpu_topk.c);
+ *           one event after the d2h stream's waits below gates all
+ *           segments at once.
  *   start   the internal d2h stream waits for the caller's stream (the
  *           event recorded at submission) and for the key's last call's
  *           copies back (they read the slab); then every chunk's
@@ -69,15 +71,15 @@ bool gpu_start(pbox_client *c, struct pbox_req *r)
 		gpu_fail(c, r, "the copy stream cannot wait for the caller's stream");
 		return false;
 	}
-	if (k->direct && ops->event_record(k->ev_chunk[0], g->d2h) < 0) {
-		gpu_fail(c, r, "cannot record the gate of the direct sends");
+	if (k->nocopy && ops->event_record(k->ev_chunk[0], g->d2h) < 0) {
+		gpu_fail(c, r, "cannot record the gate of the segments");
 		return false;
 	}
 	for (uint32_t i = 0; i < k->nchunks; i++) {
 		uint64_t first = (uint64_t)i * k->chunk_elems;
 		uint32_t seg0 = i * k->chunk_segs;
 		k->left[i] = nsegs - seg0 < k->chunk_segs ? nsegs - seg0 : k->chunk_segs;
-		if (k->direct)
+		if (k->nocopy)
 			continue;
 		rc = ops->copy_d2h((uint8_t *)k->slab + first * wsz, (enum gpu_dtype)k->wire_dt,
 				   (const uint8_t *)k->dev + first * dsz,
@@ -105,10 +107,10 @@ void gpu_poll(pbox_client *c, uint64_t now)
 			continue;
 		uint32_t was = k->staged;
 		int rc = 0;
-		/* (direct: one gate for every chunk) */
+		/* (nocopy: one gate for every chunk) */
 		while (k->staged < k->nchunks &&
-		       (rc = ops->event_query(k->ev_chunk[k->direct ? 0 : k->staged])) == 0)
-			k->staged = k->direct ? k->nchunks : k->staged + 1;
+		       (rc = ops->event_query(k->ev_chunk[k->nocopy ? 0 : k->staged])) == 0)
+			k->staged = k->nocopy ? k->nchunks : k->staged + 1;
 		if (rc < 0 && rc != -EAGAIN) {
 			gpu_fail(c, r, "the copy to the host failed");
 			continue;

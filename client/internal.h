@@ -384,13 +384,19 @@ void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
  * for records). 0 or PBOX_EINVAL with c's message. */
 int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 		 pbox_dtype dtype);
+/* pbox_topk_opts as this library knows them (in NULL: the defaults),
+ * checked, and k for count entries: 0 or PBOX_EINVAL. (topk_call.c) */
+int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_t count,
+		   pbox_topk_opts *o, size_t *k);
 /* Queue a REQ_SPARSE request for out (count of dtype) carrying the nnz
  * entries (checked: increasing, below count): copied when copy is set,
- * else borrowed until the request ends. 0 and *req, or an error with c's
- * message. */
+ * else borrowed until the request ends. gk: a device call's key state
+ * (out is its slab; given back if this fails, unless gk->caller_keeps),
+ * or NULL. 0 and *req, or
+ * an error with c's message. */
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
-		  pbox_req **req);
+		  struct gpu_key *gk, pbox_req **req);
 /* Payload bytes of segment s's record of r (REQ_SPARSE). */
 uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 

@@ -37,14 +37,18 @@ static int index_segments(pbox_client *c, struct pbox_req *r, size_t nnz)
 
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
-		  pbox_req **req)
+		  struct gpu_key *gk, pbox_req **req)
 {
 	struct pbox_req *r = req_new(c, key, REQ_SPARSE);
 	size_t esz = wire_dtype_size((unsigned)dtype);
 	int rc = PBOX_ENOMEM;
 
-	if (!r)
+	if (!r) {
+		if (gk && !gk->caller_keeps)
+			gpu_key_give(c->gpu, gk);
 		return PBOX_ENOMEM;
+	}
+	r->gk = gk;   /* (req_free gives it back: gpu_release) */
 	r->buf = out;
 	r->src = out;
 	r->count = count;
@@ -120,7 +124,7 @@ int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 					    "increase strictly: entry %zu is %u after %u", c->job,
 					    c->rank, key, j, idx[j], idx[j - 1]);
 	}
-	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, true, req);
+	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, true, NULL, req);
 }
 
 int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,

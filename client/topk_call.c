@@ -186,37 +186,44 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 	return m;
 }
 
+int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_t count,
+		   pbox_topk_opts *o, size_t *k)
+{
+	pbox_topk_opts_init(o);
+	if (in) {
+		if (in->size < offsetof(pbox_topk_opts, momentum) + sizeof(double) ||
+		    in->size > 4096)
+			return client_error(c, PBOX_EINVAL, "top-k key %u: options not set up by "
+					    "pbox_topk_opts_init", key);
+		memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));
+	}
+	if (!(o->density > 0 && o->density <= 1))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: density %g is "
+				    "outside (0, 1]", c->job, c->rank, key, o->density);
+	if (!(o->momentum >= 0 && o->momentum < 1))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: momentum %g is "
+				    "outside [0, 1)", c->job, c->rank, key, o->momentum);
+	*k = (size_t)ceil(o->density * (double)count);
+	if (*k > count)
+		*k = count;
+	return 0;
+}
+
 int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 			 pbox_dtype dtype, const pbox_topk_opts *opts, pbox_req **req)
 {
 	pbox_topk_opts o;
 	struct topk_state *t = NULL;
+	size_t k;
 
 	if (!c)
 		return PBOX_EINVAL;
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: req is NULL", key);
 	*req = NULL;
-	pbox_topk_opts_init(&o);
-	if (opts) {
-		if (opts->size < offsetof(pbox_topk_opts, momentum) + sizeof(double) ||
-		    opts->size > 4096)
-			return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: options "
-					    "not set up by pbox_topk_opts_init", key);
-		memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
-	}
 	int rc = sparse_check(c, key, buf, count, dtype);
-	if (rc < 0)
+	if (rc < 0 || (rc = topk_opts_read(c, key, opts, count, &o, &k)) < 0)
 		return rc;
-	if (!(o.density > 0 && o.density <= 1))
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: density %g is "
-				    "outside (0, 1]", c->job, c->rank, key, o.density);
-	if (!(o.momentum >= 0 && o.momentum < 1))
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: momentum %g is "
-				    "outside [0, 1)", c->job, c->rank, key, o.momentum);
-	size_t k = (size_t)ceil(o.density * (double)count);
-	if (k > count)
-		k = count;
 	if ((rc = topk_take(c, key, count, dtype, &t)) < 0)
 		return rc;
 	if (topk_buffers(t, k, &o) < 0) {
@@ -235,7 +242,7 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
 	/* the state's arrays are lent to the request: topk_take refuses the
 	 * key until it is waited for */
-	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, false, req);
+	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, false, NULL, req);
 	if (rc < 0 && o.error_feedback)
 		for (size_t j = 0; j < m; j++) /* nothing was sent: keep it all */
 			t->resid[t->idx[j]] = t->val[j];
@@ -273,9 +280,12 @@ int pbox_topk_reset(pbox_client *c, uint32_t key)
 			memset(t->mom, 0, t->count * sizeof(float));
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (rc == PBOX_EINVAL)
-		return client_error(c, rc, "job '%s' rank %d key %u: no pbox_allreduce_topk "
-				    "call has used this key", c->job, c->rank, key);
+	if (rc == PBOX_EINVAL && (rc = gpu_topk_reset(c, key)) <= 0)
+		return rc;   /* a device key's residual (0), or PBOX_EBUSY */
+	if (rc == 1)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: no "
+				    "pbox_allreduce_topk call has used this key", c->job, c->rank,
+				    key);
 	if (rc == PBOX_EBUSY)
 		return client_error(c, rc, "job '%s' rank %d key %u: a call is selecting on it",
 				    c->job, c->rank, key);

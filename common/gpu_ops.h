@@ -101,6 +101,9 @@ struct pbox_gpu_ops {
 	 * -EINVAL when [p, p + len) is not inside one device allocation.
 	 */
 	int (*dmabuf_export)(const void *p, size_t len, int *fd, void **base, size_t *size);
+	/* Enqueued on stream: bytes of device memory at p set to 0 (ABI 2;
+	 * a new top-k residual, pbox_topk_reset). */
+	int (*dev_zero)(void *p, size_t bytes, void *stream);
 };
 
 typedef const struct pbox_gpu_ops *(*pbox_gpu_ops_fn)(void);

@@ -235,6 +235,11 @@ static int stream_wait_event(void *stream, void *e)
 			"cudaStreamWaitEvent");
 }
 
+static int dev_zero(void *p, size_t bytes, void *stream)
+{
+	return gpu_cuda(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream), "dev_zero");
+}
+
 /* ---- the table ---- */
 
 static const struct pbox_gpu_ops cuda_ops = {
@@ -260,6 +265,7 @@ static const struct pbox_gpu_ops cuda_ops = {
 	.copy_h2d = gpu_copy_h2d,
 	.topk_ef = gpu_topk_ef,
 	.dmabuf_export = gpu_dmabuf_export,
+	.dev_zero = dev_zero,
 };
 
 const struct pbox_gpu_ops *pbox_gpu_ops_v2(void);

@@ -143,6 +143,32 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 		       pbox_dtype dtype, void *stream, const pbox_dev_opts *opts);
 
+/*
+ * Top-k sparse allreduce of a float32 device buffer (pbox_allreduce_topk's
+ * rules, docs/gpu.md "Top-k on the device"): the selection runs on the
+ * GPU, on stream after the work enqueued there: about topk->density *
+ * count entries of dev + the key's residual (error feedback, kept in
+ * device memory: count floats per key, made by its first call) by
+ * magnitude; those go to the box, and the dense sum over all ranks,
+ * times opts->scale, is written back into dev, ordered on stream as
+ * pbox_iallreduce_dev's. The calling thread waits for the selection on
+ * the host (the search reads its counts back between passes) before the
+ * call returns; the sum's copy back is not waited for.
+ *
+ * topk: density (error_feedback must be 1, momentum 0); opts: scale and
+ * chunk_bytes (wire_dtype default or PBOX_F32; gpudirect does not apply:
+ * the entries go from pinned host memory). pbox_topk_reset zeroes the
+ * residual before the key's next call. Returns 0, PBOX_EINVAL (those
+ * limits, dev not device memory, and pbox_allreduce_topk's), PBOX_EBUSY
+ * (a device call on the key is in flight), PBOX_ENOTSUP
+ * (pbox_gpu_init's causes), PBOX_ESYS (the GPU library failed).
+ */
+int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
+			     void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts,
+			     pbox_req **req);
+int pbox_allreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
+			    void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

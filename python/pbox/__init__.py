@@ -627,24 +627,40 @@ class Client:
         self._blocking(self._L.pbox_release_keys, arr, len(ks))
 
     # -- sparse keys (include/pbox.h "Sparse keys") -------------------------
-    def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0):
-        """Start a top-k sparse allreduce of buf (float32/16, in place) under
-        `key`: about density * numel entries of buf + the key's residual
-        are sent (the rest kept for the next call when error_feedback),
-        and buf gets the dense sum over all ranks. Return a Request.
-        momentum > 0: momentum correction (Deep Gradient Compression)."""
-        _check_key(key)
+    def _topk_opts(self, density, error_feedback, momentum):
         density, momentum = _num("density", density), _num("momentum", momentum)
         if not 0 < density <= 1:
             raise Error(EINVAL, f"density {density} is outside (0, 1]")
         if not 0 <= momentum < 1:
             raise Error(EINVAL, f"momentum {momentum} is outside [0, 1)")
-        ptr, count, dt, _ = _buffer_info(buf)
         o = _lib.TopkOpts()
         rc = self._L.pbox_topk_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
         if rc < 0:
             raise Error(rc, f"pbox_topk_opts_init_sized refused {ctypes.sizeof(o)} bytes")
         o.density, o.momentum, o.error_feedback = density, momentum, int(bool(error_feedback))
+        return o
+
+    def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0,
+                        scale=None, stream=None):
+        """Start a top-k sparse allreduce of buf (float32/16, in place) under
+        `key`: about density * numel entries of buf + the key's residual
+        are sent (the rest kept for the next call when error_feedback),
+        and buf gets the dense sum over all ranks. Return a Request.
+        momentum > 0: momentum correction (Deep Gradient Compression).
+        A CUDA tensor goes to iallreduce_topk_cuda (with scale and
+        stream); for host buffers those must be left out."""
+        _check_key(key)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(buf, torch.Tensor) and buf.device.type == "cuda":
+            return self.iallreduce_topk_cuda(buf, key, density, error_feedback=error_feedback,
+                                             momentum=momentum,
+                                             scale=1.0 if scale is None else scale,
+                                             stream=stream)
+        if scale is not None or stream is not None:
+            raise Error(EINVAL, f"key {key}: scale and stream apply to CUDA tensors only "
+                                "(this buffer is in host memory)")
+        o = self._topk_opts(density, error_feedback, momentum)
+        ptr, count, dt, _ = _buffer_info(buf)
         req = ctypes.c_void_p()
         with self._lock:
             h = self._live()
@@ -653,6 +669,39 @@ class Client:
             if rc < 0:
                 raise Error(rc, self._last_error() or strerror(rc))
             r = Request(self, req, buf, key)
+            self._reqs.add(r)
+        return r
+
+    def iallreduce_topk_cuda(self, tensor, key, density=0.01, *, error_feedback=True,
+                             momentum=0.0, scale=1.0, stream=None):
+        """Top-k sparse allreduce of a float32 CUDA tensor, in place
+        (pbox_iallreduce_topk_dev, docs/gpu.md "Top-k on the device"): the
+        selection (gradient + the key's residual, kept on the device) runs
+        on `stream` and this call returns once it is done; the dense sum
+        times `scale` comes back into the tensor, ordered on `stream` when
+        the Request's wait() returns. error_feedback must stay on and
+        momentum 0 on the device."""
+        _check_key(key)
+        o = self._topk_opts(density, error_feedback, momentum)
+        ptr, count, dt = self._cuda_tensor(tensor)
+        if dt != PBOX_F32:
+            raise Error(EINVAL, f"key {key}: top-k of CUDA tensors takes float32 (this one is "
+                                f"{tensor.dtype})")
+        self.gpu_init()
+        s = _stream_handle(tensor, stream)
+        d = _lib.DevOpts()
+        rc = self._L.pbox_dev_opts_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        if rc < 0:
+            raise Error(rc, f"pbox_dev_opts_init_sized refused {ctypes.sizeof(d)} bytes")
+        d.scale = _num("scale", scale)
+        req = ctypes.c_void_p()
+        with self._lock:
+            h = self._live()
+            rc = self._L.pbox_iallreduce_topk_dev(h, key, ptr, count, s, ctypes.byref(o),
+                                                  ctypes.byref(d), ctypes.byref(req))
+            if rc < 0:
+                raise Error(rc, self._last_error() or strerror(rc))
+            r = Request(self, req, tensor, key)
             self._reqs.add(r)
         return r
 

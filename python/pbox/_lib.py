@@ -278,6 +278,16 @@ def _declare(lib):
                                        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
                                        ctypes.POINTER(DevOpts)]
     lib.pbox_allreduce_dev.restype = ctypes.c_int
+    # top-k on the device (0.9.0)
+    lib.pbox_iallreduce_topk_dev.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                             ctypes.c_size_t, ctypes.c_void_p,
+                                             ctypes.POINTER(TopkOpts), ctypes.POINTER(DevOpts),
+                                             ctypes.POINTER(c_req_p)]
+    lib.pbox_iallreduce_topk_dev.restype = ctypes.c_int
+    lib.pbox_allreduce_topk_dev.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                            ctypes.c_size_t, ctypes.c_void_p,
+                                            ctypes.POINTER(TopkOpts), ctypes.POINTER(DevOpts)]
+    lib.pbox_allreduce_topk_dev.restype = ctypes.c_int
     return lib
 
 

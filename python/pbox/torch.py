@@ -224,6 +224,11 @@ class State:
         self._q.put((req, finish, fut, None))
         return out
 
+    def _request_cuda(self, buf, key, scale, wire_dtype, stream):
+        """Start the sum of the CUDA tensor buf under key on stream."""
+        return self.client.iallreduce_cuda(buf, key, scale=scale, wire_dtype=wire_dtype,
+                                           stream=stream)
+
     def submit_cuda(self, buf, key, scale, wire_dtype=None):
         """Start the sum of the CUDA tensor buf under key, scaled (and sent
         as wire_dtype) on the device; return a CUDA-aware Future completed
@@ -232,8 +237,7 @@ class State:
             try:
                 self.client.gpu_init()           # names a missing GPU library or device
                 stream = _cuda_stream(buf)       # the one autograd computed the bucket on
-                req = self.client.iallreduce_cuda(buf, key, scale=scale, wire_dtype=wire_dtype,
-                                                  stream=stream)
+                req = self._request_cuda(buf, key, scale, wire_dtype, stream)
             except Exception as e:
                 return _failed(e)
             fut = torch.futures.Future(devices=[buf.device])
@@ -308,11 +312,7 @@ def allreduce_hook(state, bucket):
     except Exception as e:
         return _failed(e)
     world = state.world
-    if buf.device.type == "cuda":
-        if isinstance(state, TopkState):
-            return _failed(Error(EINVAL, "topk_hook takes CPU buckets (top-k selection of "
-                                         "CUDA buckets is not there yet): use allreduce_hook "
-                                         "or a compress hook"))
+    if buf.device.type == "cuda":   # TopkState: selected on the device (float32)
         return state.submit_cuda(buf, key, 1.0 / world)
 
     def finish():
@@ -398,6 +398,13 @@ class TopkState(State):
         return self.client.iallreduce_topk(buf, key, self.density,
                                            error_feedback=self.error_feedback,
                                            momentum=self.momentum)
+
+    def _request_cuda(self, buf, key, scale, wire_dtype, stream):
+        # selected on the device; the mean's 1/world fused into the copy back
+        return self.client.iallreduce_topk_cuda(buf, key, self.density,
+                                                error_feedback=self.error_feedback,
+                                                momentum=self.momentum, scale=scale,
+                                                stream=stream)
 
 
 def topk_hook(state, bucket):

@@ -245,7 +245,8 @@ def test_functions_match_headers():
     funcs = dict(h_functions(H))
     cuda = h_functions(H_CUDA)
     assert set(cuda) == {"pbox_dev_opts_init_sized", "pbox_gpu_init", "pbox_iallreduce_dev",
-                         "pbox_allreduce_dev"}, f"pbox_cuda.h parsed as {sorted(cuda)}"
+                         "pbox_allreduce_dev", "pbox_iallreduce_topk_dev",
+                         "pbox_allreduce_topk_dev"}, f"pbox_cuda.h parsed as {sorted(cuda)}"
     funcs.update(cuda)
     assert len(funcs) > 40, f"pbox.h parsed as {len(funcs)} functions: {sorted(funcs)}"
     checked = 0

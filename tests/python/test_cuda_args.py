@@ -242,6 +242,13 @@ def test_cuda_tensor_reaches_libpbox_with_the_fake():
                      pbox.EINVAL, "gpudirect='sometimes'")
         expect_error(lambda: c.iallreduce(fake_cuda(), 3, stream=0, gpudirect="on"),
                      pbox.EINVAL, "not connected")
+        # top-k of a CUDA tensor: selected on the device, float32 only
+        expect_error(lambda: c.iallreduce_topk(fake_cuda(), 3, 0.1, stream=0, scale=0.5),
+                     pbox.EINVAL, "not connected")
+        expect_error(lambda: c.iallreduce_topk(fake_cuda(dtype=torch.float16), 3, stream=0),
+                     pbox.EINVAL, "takes float32")
+        expect_error(lambda: c.iallreduce_topk(torch.ones(4), 3, stream=0), pbox.EINVAL,
+                     "apply to CUDA tensors only")
     finally:
         restore_env(**old)
         c.close()
@@ -265,8 +272,8 @@ def test_hooks_fail_naming_the_missing_gpu():
         ts = pt.TopkState(c, name="cuda-topk")
         try:
             pt.topk_hook(ts, Bucket(fake_cuda())).wait()
-        except Exception as e:
-            assert "topk_hook takes CPU buckets" in str(e), str(e)
+        except Exception as e:   # selected on the device: needs the GPU library too
+            assert "no GPU library" in str(e) and "ENOTSUP" in str(e), str(e)
         else:
             raise AssertionError("topk_hook took a CUDA bucket")
         try:

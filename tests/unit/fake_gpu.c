@@ -204,7 +204,7 @@ static int fake_event_sync(void *e)
 
 /* ---- streams ---------------------------------------------------------- */
 
-enum op_kind { OP_D2H, OP_H2D, OP_RECORD, OP_WAIT, OP_FN, OP_TOPK };
+enum op_kind { OP_D2H, OP_H2D, OP_RECORD, OP_WAIT, OP_FN, OP_TOPK, OP_ZERO };
 
 struct op {
 	struct op *next;
@@ -291,6 +291,9 @@ static void run_op(struct fake_stream *s, struct op *o)
 		break;
 	case OP_TOPK:
 		*o->m_out = topk_select_ef(NULL, o->dst, o->src, o->count, o->k, o->idx, o->val);
+		break;
+	case OP_ZERO:
+		memset(o->dst, 0, o->count);
 		break;
 	}
 }
@@ -475,6 +478,14 @@ static int fake_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *
 	return enqueue(stream, &o);
 }
 
+static int fake_dev_zero(void *p, size_t bytes, void *stream)
+{
+	if (!fake_is_device(p) || (bytes && !fake_is_device((const uint8_t *)p + bytes - 1)))
+		return fail(-EINVAL, "dev_zero: not device memory");
+	struct op o = { .kind = OP_ZERO, .dst = p, .count = bytes };
+	return enqueue(stream, &o);
+}
+
 /* ---- GPUDirect: dma-bufs ------------------------------------------------ */
 
 static int env_int(const char *name, int dflt)
@@ -550,6 +561,7 @@ static struct pbox_gpu_ops ops = {
 	.copy_h2d = fake_copy_h2d,
 	.topk_ef = fake_topk_ef,
 	.dmabuf_export = fake_dmabuf_export,
+	.dev_zero = fake_dev_zero,
 };
 
 EXPORT const struct pbox_gpu_ops *pbox_gpu_ops_v2(void)

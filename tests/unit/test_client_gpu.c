@@ -15,7 +15,11 @@
  *   - the chunks overlap: chunk i+1 goes to the host before chunk i has
  *     come back (the fake's trace of its copies);
  *   - failures are named: no library, not a GPU library, another ABI,
- *     init finding no device, a host pointer, misuse.
+ *     init finding no device, a host pointer, misuse;
+ *   - top-k on the device (pbox_iallreduce_topk_dev): every rank gets
+ *     the rank-ordered sum of what a CPU model of each rank's selection
+ *     with error feedback (topk_select_ef) sends, scaled, over several
+ *     calls and across a pbox_topk_reset; its limits are named.
  * The error test runs first: a library that loaded is kept for the
  * process, so the fake's failure knobs act only before that.
  */
@@ -32,6 +36,7 @@
 #include <cmocka.h>
 
 #include "common/gpu_ops.h"
+#include "common/topk.h"
 #include "include/pbox.h"
 #include "include/pbox_cuda.h"
 #include "tests/unit/box_inproc.h"
@@ -130,6 +135,8 @@ struct run {
 	unsigned fill_us;    /* the fill kernel's sleep */
 	int steps;
 	int use_test;        /* rank 1 completes with pbox_test, not pbox_wait */
+	double density;      /* > 0: pbox_iallreduce_topk_dev (f32) */
+	int reset_at;        /* top-k: pbox_topk_reset before this step (0: never) */
 	uint8_t *out[MAXW][STEPS]; /* results as read back on the stream */
 	void *dev[MAXW];
 	int rc[MAXW];
@@ -166,7 +173,16 @@ static void *worker_main(void *arg)
 		struct readback rb = { dev, r->out[wk->rank][s], bytes };
 		pbox_req *req;
 		assert_int_equal(launch(stream, fill_kernel, &f), 0);
-		rc = pbox_iallreduce_dev(wk->c, 7, dev, r->n, r->dt, stream, &o, &req);
+		if (r->density > 0) {
+			pbox_topk_opts t;
+			pbox_topk_opts_init(&t);
+			t.density = r->density;
+			if (s && s == r->reset_at)
+				assert_int_equal(pbox_topk_reset(wk->c, 7), 0);
+			rc = pbox_iallreduce_topk_dev(wk->c, 7, dev, r->n, stream, &t, &o, &req);
+		} else {
+			rc = pbox_iallreduce_dev(wk->c, 7, dev, r->n, r->dt, stream, &o, &req);
+		}
 		if (rc == 0 && r->use_test && wk->rank == 1) {
 			while (!pbox_test(req))
 				usleep(200);
@@ -417,6 +433,121 @@ static void gpu__exact_f32_bf16_wire_mean(void **state)
 	exact_run(&r);
 }
 
+/* Every rank read back the rank-ordered sum of the entries each rank's
+ * selection sent (a CPU model: topk_select_ef on its own residual),
+ * absent entries zero, times the scale. */
+static void check_topk(const struct run *r)
+{
+	size_t k = (size_t)ceil(r->density * (double)r->n), cap = TOPK_MAX(k);
+	float *e = calloc(r->n * (size_t)r->world, sizeof(float));
+	float *g = malloc(r->n * sizeof(float)), *acc = malloc(r->n * sizeof(float));
+	float *val = malloc(cap * sizeof(float));
+	uint32_t *idx = malloc(cap * sizeof(uint32_t));
+
+	assert_true(e && g && acc && val && idx);
+	for (int s = 0; s < r->steps; s++) {
+		if (s && s == r->reset_at)
+			memset(e, 0, r->n * (size_t)r->world * sizeof(float));
+		for (size_t i = 0; i < r->n; i++)
+			acc[i] = 0;
+		size_t sent = 0;
+		for (int q = 0; q < r->world; q++) {
+			for (size_t i = 0; i < r->n; i++)
+				g[i] = grad(q, s, i);
+			size_t m = topk_select_ef(NULL, e + (size_t)q * r->n, g, r->n, k, idx, val);
+			assert_true(m >= k - k / 8 && m <= k + k / 8);
+			sent += m;
+			for (size_t j = 0; j < m; j++)
+				acc[idx[j]] = q ? acc[idx[j]] + val[j] : val[j];
+		}
+		assert_true(sent > 0);
+		for (size_t i = 0; i < r->n; i++) {
+			float want = r->scale == 1.0 ? acc[i] : acc[i] * (float)r->scale;
+			for (int q = 0; q < r->world; q++) {
+				float got;
+				memcpy(&got, r->out[q][s] + i * 4, 4);
+				if (memcmp(&got, &want, 4) != 0) {
+					print_error("top-k step %d element %zu rank %d: got %g, want %g\n",
+						    s, i, q, (double)got, (double)want);
+					fail();
+				}
+			}
+		}
+	}
+	free(e);
+	free(g);
+	free(acc);
+	free(val);
+	free(idx);
+}
+
+static void gpu__topk_exact_with_residual_and_reset(void **state)
+{
+	static struct run r = { .job = "gputopk", .world = 3, .n = 30011, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0 / 3, .chunk = CHUNK, .fill_us = 2000,
+				.steps = STEPS, .density = 0.02, .reset_at = 2 };
+	struct box_inproc *b = box_inproc_new(2);
+	unsigned long live = host_live();
+
+	(void)state;
+	box_inproc_start(b);
+	run_ranks(b, &r);
+	box_inproc_stop(b);
+	check_topk(&r);
+	assert_int_equal(host_live(), live);   /* slab and selection freed at close */
+	free_run(&r);
+	box_inproc_free(b);
+}
+
+/* What a device top-k call cannot take, and a host pointer. */
+static void gpu__topk_limits_named(void **state)
+{
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_topk_opts t;
+	pbox_dev_opts o;
+	pbox_req *req;
+	static float host[64];
+	void *dev;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	assert_int_equal(pbox_connect(b->addr, "gputopkerr", 0, 1, &opts, &c), 0);
+	assert_int_equal(ops->dev_alloc(&dev, sizeof(host)), 0);
+	pbox_dev_opts_init(&o);
+	pbox_topk_opts_init(&t);
+	t.error_feedback = 0;
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o, &req), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "does not take error_feedback 0"));
+	pbox_topk_opts_init(&t);
+	t.momentum = 0.9;
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o, &req), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "momentum correction"));
+	pbox_topk_opts_init(&t);
+	o.wire_dtype = PBOX_BF16;
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o, &req), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "wire_dtype other than f32"));
+	pbox_dev_opts_init(&o);
+	t.density = 2;
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o, &req), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "density 2 is outside (0, 1]"));
+	pbox_topk_opts_init(&t);
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 3, host, 64, NULL, &t, &o, &req), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "host memory, not device memory"));
+	assert_null(req);
+	/* one call goes through; reset on a key without top-k state is named */
+	assert_int_equal(pbox_allreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o), 0);
+	assert_int_equal(pbox_topk_reset(c, 3), 0);
+	assert_int_equal(pbox_topk_reset(c, 4), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "no pbox_allreduce_topk call has used"));
+	pbox_close(c);
+	ops->dev_free(dev);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 static int by_dev(const void *a, const void *b)
 {
 	const struct fake_gpu_op *x = a, *y = b;
@@ -500,6 +631,8 @@ int main(void)
 		cmocka_unit_test(gpu__exact_bf16),
 		cmocka_unit_test(gpu__exact_f32_bf16_wire_mean),
 		cmocka_unit_test(gpu__chunks_overlap),
+		cmocka_unit_test(gpu__topk_exact_with_residual_and_reset),
+		cmocka_unit_test(gpu__topk_limits_named),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
