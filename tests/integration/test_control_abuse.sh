@@ -134,10 +134,20 @@ box_start af_packet --max-conns-per-peer 0 --conn-rate-per-peer 0 --idle-timeout
 # the 8 s timeout, the once-a-second sweep and 2 s to spare)
 attacker $ATK_IDLE idle 2100 14 11 > "$WORKDIR/atk.idle2" 2>&1 & PIDS+=($!); ap=$!
 held=0
+count_held() { ip netns exec "$NS_BOX" ss -Htn state established '( sport = :7470 )' | wc -l; }
 for _ in $(seq 80); do   # until the TCP slots are full (2048 - 16 for the Unix socket)
-	held=$(ip netns exec "$NS_BOX" ss -Htn state established '( sport = :7470 )' | wc -l)
+	held=$(count_held)
 	[ "$held" -ge 2032 ] && break
 	sleep 0.1
+done
+# ss also counts connections the kernel completed that pboxd has not yet
+# accepted and refused (closed) over the cap: a reading above 2032 is
+# transient, so look again (briefly: the 8 s idle timeout starts closing
+# the first connections soon)
+for _ in $(seq 20); do
+	[ "$held" -gt 2032 ] || break
+	sleep 0.05
+	held=$(count_held)
 done
 [ "$held" -eq 2032 ] || die "the box holds $held TCP control connections, not 2048 - 16"
 timeout 5 "$BUILD/pboxctl" --socket "$PBOX_SOCKET" jobs > /dev/null 2>&1 ||
