@@ -1566,36 +1566,40 @@ static void gpudirect__peermem_when_dmabuf_refused(void **state)
 	transport_close(&t);
 }
 
+/* mem_reg refuses with want in its message; the transport is closed. */
+static void refused(struct transport *t, const char *want)
+{
+	struct tp_mem m;
+	char err[512] = "";
+
+	assert_int_equal(mem_reg(t, -1, &m, err, sizeof(err)), PBOX_ENOTSUP);
+	if (!strstr(err, want))
+		fail_msg("mem_reg said '%s', not '%s'", err, want);
+	transport_close(t);
+}
+
 static void gpudirect__refused_without_checksum_offload(void **state)
 {
 	struct transport t;
-	struct tp_mem m;
-	char err[512] = "";
 
 	(void)state;
 	/* the CPU would have to sum GPU memory */
 	F.dev_lo = (uintptr_t)DEVMEM;
 	F.dev_hi = F.dev_lo + sizeof(DEVMEM);
 	open_ok(&t, 1);
-	assert_int_equal(mem_reg(&t, -1, &m, err, sizeof(err)), PBOX_ENOTSUP);
-	assert_non_null(strstr(err, "IBV_SEND_IP_CSUM"));
-	transport_close(&t);
+	refused(&t, "IBV_SEND_IP_CSUM");
 }
 
 static void gpudirect__refused_with_sends_of_one_piece(void **state)
 {
 	struct transport t;
-	struct tp_mem m;
-	char err[512] = "";
 
 	(void)state;
 	devmem_on();
 	F.max_sge = 1;
 	open_ok(&t, 1);
 	assert_int_equal(F.qp_send_sge, 1);
-	assert_int_equal(mem_reg(&t, -1, &m, err, sizeof(err)), PBOX_ENOTSUP);
-	assert_non_null(strstr(err, "gathers 1"));
-	transport_close(&t);
+	refused(&t, "gathers 1");
 }
 
 static void gpudirect__refused_without_dmabuf_or_peermem(void **state)
@@ -1689,6 +1693,32 @@ static size_t d2h_copies(fake_gpu_trace_fn trace)
 	return d;
 }
 
+/* The fake NIC in wire mode with checksum offload, the fake GPU's memory
+ * as device memory, and the in-process box started. */
+static void gdr_start(struct box_inproc *b, const struct pbox_gpu_ops *ops)
+{
+	F.gpu = ops;
+	add_device("mlx5_0", "pbxv0");
+	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
+	F.wire = true;
+	box_inproc_start(b);
+}
+
+/* Rank 0 of job "gdr" on the verbs transport. */
+static pbox_client *gdr_rank0(struct box_inproc *b, int world)
+{
+	pbox_opts o;
+	pbox_client *c;
+
+	pbox_opts_init(&o);
+	o.transport = PBOX_TRANSPORT_VERBS;
+	o.mtu = 1500;
+	if (pbox_connect(b->addr, "gdr", 0, world, &o, &c) != 0)
+		fail_msg("pbox_connect: %s", pbox_last_error(c));
+	return c;
+}
+
 static void allreduce_dev__gpudirect_sends_from_gpu_memory(void **state)
 {
 	enum { N = 100000, CALLS = 3 };
@@ -1698,7 +1728,6 @@ static void allreduce_dev__gpudirect_sends_from_gpu_memory(void **state)
 	pbox_dev_opts d;
 	pbox_stats st;
 	pbox_client *c;
-	pbox_opts o;
 	pthread_t th;
 	void *h, *dev[2];
 
@@ -1707,19 +1736,10 @@ static void allreduce_dev__gpudirect_sends_from_gpu_memory(void **state)
 	fake_gpu_trace_fn trace = (fake_gpu_trace_fn)dlsym(h, "fake_gpu_trace");
 	fake_gpu_trace_reset_fn trace_reset = (fake_gpu_trace_reset_fn)dlsym(h, "fake_gpu_trace_reset");
 	assert_true(trace && trace_reset);
-	F.gpu = ops;
-	add_device("mlx5_0", "pbxv0");
-	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
-	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
-	F.wire = true;
-	box_inproc_start(b);
+	gdr_start(b, ops);
 	hr.addr = b->addr;
 	pthread_create(&th, NULL, host_rank_main, &hr);
-	pbox_opts_init(&o);
-	o.transport = PBOX_TRANSPORT_VERBS;
-	o.mtu = 1500;
-	if (pbox_connect(b->addr, "gdr", 0, 2, &o, &c) != 0)
-		fail_msg("pbox_connect: %s", pbox_last_error(c));
+	c = gdr_rank0(b, 2);
 	assert_int_equal(ops->dev_alloc(&dev[0], N * 4), 0);
 	assert_int_equal(ops->dev_alloc(&dev[1], N * 4), 0);
 	pbox_dev_opts_init(&d);
@@ -1770,22 +1790,12 @@ static void allreduce_dev__gpudirect_auto_stages_on_refuses(void **state)
 	pbox_dev_opts d;
 	pbox_stats st;
 	pbox_client *c;
-	pbox_opts o;
 	void *h, *dev;
 
 	(void)state;
 	const struct pbox_gpu_ops *ops = fake_gpu(&h);
-	F.gpu = ops;
-	add_device("mlx5_0", "pbxv0");
-	F.raw_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
-	F.cap_flags = IBV_DEVICE_RAW_IP_CSUM;
-	F.wire = true;
-	box_inproc_start(b);
-	pbox_opts_init(&o);
-	o.transport = PBOX_TRANSPORT_VERBS;
-	o.mtu = 1500;
-	if (pbox_connect(b->addr, "gdr", 0, 1, &o, &c) != 0)
-		fail_msg("pbox_connect: %s", pbox_last_error(c));
+	gdr_start(b, ops);
+	c = gdr_rank0(b, 1);
 	assert_int_equal(ops->dev_alloc(&dev, N * 4), 0);
 	for (size_t i = 0; i < N; i++)
 		x[i] = (float)i;
