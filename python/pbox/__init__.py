@@ -27,6 +27,7 @@ PS mode (the optimizer runs on the box; include/pbox.h "PS mode"):
 For PyTorch DDP, see pbox.torch (allreduce_hook, fp16/bf16_compress_hook);
 for PS mode in PyTorch, pbox.torch.BoxOptimizer.
 """
+import contextlib
 import ctypes
 import os
 import re
@@ -155,6 +156,13 @@ def _buffer_info(buf, writable=True):
         return buf.ctypes.data, buf.size, dt, "array"
     raise Error(EINVAL, f"cannot use a {type(buf).__module__}.{type(buf).__name__} as a "
                         "buffer: pass a torch tensor or a numpy array")
+
+
+def _on_stream(stream):
+    """torch.cuda.stream(stream), or nothing for CPU work (stream None)."""
+    if stream is None:
+        return contextlib.nullcontext()
+    return sys.modules["torch"].cuda.stream(stream)
 
 
 def _cuda_stream(tensor):

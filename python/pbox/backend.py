@@ -57,7 +57,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, _create_work_from_future)
 
-from . import Client, Error, EINVAL, EABORTED, _cuda_stream
+from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _on_stream
 
 __all__ = ["ProcessGroupPBox", "set_options", "LANES"]
 
@@ -94,19 +94,6 @@ def _boxable(t, cuda=False):
     devs = ("cpu", "cuda") if cuda else ("cpu",)
     return (isinstance(t, torch.Tensor) and t.device.type in devs and t.dtype in _BOX_DTYPES
             and t.layout == torch.strided and t.numel() > 0)
-
-
-class _NoStream:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _on_stream(stream):
-    """torch.cuda.stream(stream), or nothing for CPU work (stream None)."""
-    return _NoStream() if stream is None else torch.cuda.stream(stream)
 
 
 def _box_op(opts):

@@ -56,7 +56,7 @@ import threading
 import torch
 from torch.optim.optimizer import required as _torch_required
 
-from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream
+from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
@@ -268,19 +268,6 @@ class State:
 
 def _unwrap(fut):
     return fut.value()
-
-
-class _NoStream:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _on_stream(stream):
-    """torch.cuda.stream(stream), or nothing for CPU work (stream None)."""
-    return _NoStream() if stream is None else torch.cuda.stream(stream)
 
 
 def _failed(e):
