@@ -464,7 +464,7 @@ static int verbs_mem_reg_tp(struct transport *t, const struct tp_mem_src *src, s
 
 	if (rc < 0)
 		return rc;
-	*m = (struct tp_mem){ .handle = mr, .mkey = mr->lkey ? mr->lkey : 0, .how = how };
+	*m = (struct tp_mem){ .handle = mr, .mkey = mr->lkey, .how = how };
 	if (!m->mkey) {   /* 0 means "host memory" in a tp_pkt */
 		ibv_dereg_mr(mr);
 		snprintf(err, errlen, "GPUDirect: %s gave the region local key 0, which pbox "
