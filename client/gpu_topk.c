@@ -194,7 +194,7 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 	k->direct = false;
 	k->nocopy = true;   /* the entries are on the host already */
 	k->caller_keeps = true;
-	rc = sparse_submit(c, key, count, PBOX_F32, k->sel_idx, k->sel_val, m, k->slab, false, k,
+	rc = sparse_submit(c, key, count, PBOX_F32, k->sel_idx, k->sel_val, m, k->slab, 0, k,
 			   req);
 	k->caller_keeps = false;
 	if (rc < 0) {

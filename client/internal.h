@@ -259,6 +259,7 @@ struct pbox_req {
 	const uint8_t *sp_val;
 	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
 	void *sp_own;                         /* the request's copy of idx and val */
+	bool sp_out_zero;                     /* buf is all zero at submission */
 	uint32_t *rel_keys;                   /* REQ_RELEASE: the keys (count) */
 	struct gpu_key *gk;                   /* a device call: its key's staging
 						 state (gpu.h); NULL for host calls */
@@ -389,14 +390,17 @@ int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_t count,
 		   pbox_topk_opts *o, size_t *k);
 /* Queue a REQ_SPARSE request for out (count of dtype) carrying the nnz
- * entries (checked: increasing, below count): copied when copy is set,
- * else borrowed until the request ends. gk: a device call's key state
- * (out is its slab; given back if this fails, unless gk->caller_keeps),
- * or NULL. 0 and *req, or
- * an error with c's message. */
+ * entries (checked: increasing, below count): copied with
+ * SPARSE_SUBMIT_COPY, else borrowed until the request ends. With
+ * SPARSE_SUBMIT_OUT_ZERO, out is all zero already (the progress thread
+ * does not clear each segment before writing its result). gk: a device
+ * call's key state (out is its slab; given back if this fails, unless
+ * gk->caller_keeps), or NULL. 0 and *req, or an error with c's message. */
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
+		  const uint32_t *idx, const void *val, size_t nnz, void *out, unsigned flags,
 		  struct gpu_key *gk, pbox_req **req);
+#define SPARSE_SUBMIT_COPY     1u
+#define SPARSE_SUBMIT_OUT_ZERO 2u
 /* Payload bytes of segment s's record of r (REQ_SPARSE). */
 uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 

@@ -36,9 +36,10 @@ static int index_segments(pbox_client *c, struct pbox_req *r, size_t nnz)
 }
 
 int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-		  const uint32_t *idx, const void *val, size_t nnz, void *out, bool copy,
+		  const uint32_t *idx, const void *val, size_t nnz, void *out, unsigned flags,
 		  struct gpu_key *gk, pbox_req **req)
 {
+	bool copy = flags & SPARSE_SUBMIT_COPY;
 	struct pbox_req *r = req_new(c, key, REQ_SPARSE);
 	size_t esz = wire_dtype_size((unsigned)dtype);
 	int rc = PBOX_ENOMEM;
@@ -55,6 +56,7 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 	r->dtype = r->rdtype = (uint8_t)dtype;
 	r->sp_idx = idx;
 	r->sp_val = val;
+	r->sp_out_zero = flags & SPARSE_SUBMIT_OUT_ZERO;
 	if (copy && nnz) {
 		uint8_t *own = malloc(nnz * (sizeof(*idx) + esz));
 		if ((r->sp_own = own)) {
@@ -124,7 +126,8 @@ int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 					    "increase strictly: entry %zu is %u after %u", c->job,
 					    c->rank, key, j, idx[j], idx[j - 1]);
 	}
-	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, true, NULL, req);
+	return sparse_submit(c, key, count, dtype, idx, val, nnz, out, SPARSE_SUBMIT_COPY, NULL,
+			     req);
 }
 
 int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,

@@ -7,7 +7,9 @@
  * (sparse_call.c found where each segment's start) straight into the
  * packet, the first time and again for each retransmission; the first
  * time also zeroes the segment in the caller's buffer, whose absent
- * entries the result then leaves zero. xfer.c's window, RACK, NACK and
+ * entries the result then leaves zero (unless the caller's thread left
+ * the whole buffer zero already: top-k with error feedback, whose
+ * selection moves the gradient into the residual). xfer.c's window, RACK, NACK and
  * timeout logic stays per segment; only the packing differs: a segment's
  * record joins the open packet of its endpoint if that packet is of the
  * same key, round and flags, its last segment is lower (the box wants
@@ -22,8 +24,7 @@
  * Receiving: a SPARSE RESULT's records are all checked (segment inside
  * the key and increasing, the body by common/sparse.h) before any is
  * used; each new one's entries are written into the caller's buffer
- * (zeroed in the caller's thread at submission, so the progress thread's
- * work is in the entries, not the key's length) and counted as that
+ * (its segment zeroed when first sent, above) and counted as that
  * segment's result (xfer_seg_done).
  */
 #include <stdlib.h>
@@ -101,7 +102,7 @@ void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags)
 		stat_add(&c->stats.tx_dropped, 1);
 		return;
 	}
-	if (!(flags & WIRE_FLAG_RETX)) {
+	if (!(flags & WIRE_FLAG_RETX) && !r->sp_out_zero) {
 		size_t esz = wire_dtype_size(r->rdtype);
 		memset((uint8_t *)r->buf + seg_first(l, s) * esz, 0, (size_t)seg_len(l, s) * esz);
 	}
@@ -180,7 +181,7 @@ void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
 			continue;
 		}
 		seg_bit_set(ks->got, rec.seg);
-		/* the buffer was zeroed at submission: only the entries */
+		/* the segment is zero (sparse_send or the caller): only the entries */
 		sparse_rec_put((uint8_t *)r->buf + seg_first(l, rec.seg) * esz, &rec, esz,
 			       seg_len(l, rec.seg));
 		bool last = r->ndone + 1 == l->nsegs;

@@ -153,6 +153,9 @@ static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o)
  * t->g32) -> momentum (u = m u + g) -> error feedback (e += u) -> top k
  * -> sent entries cleared from e and u. f16/bf16 values are rounded to
  * the wire dtype here and their rounding error stays in e. Returns m.
+ * With error feedback the gradient ends up in e (and u), and g is left
+ * all zero by the sweep that moved it (g is the buffer the result is
+ * written into: no clearing of it later, see sparse_submit).
  */
 static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk_opts *o)
 {
@@ -162,11 +165,16 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 
 	if (o->momentum > 0) {
 		float mu = (float)o->momentum;
-		for (size_t i = 0; i < t->count; i++)
+		for (size_t i = 0; i < t->count; i++) {
 			t->mom[i] = mu * t->mom[i] + g[i];
+			if (o->error_feedback)
+				g[i] = 0;
+		}
 		src = t->mom;
 	}
-	if (o->error_feedback)
+	if (o->error_feedback && src == g)
+		m = topk_select_ef_move(kk, t->resid, g, t->count, k, t->idx, t->val);
+	else if (o->error_feedback)
 		m = topk_select_ef(kk, t->resid, src, t->count, k, t->idx, t->val);
 	else
 		m = topk_select(kk, src, t->count, k, t->idx, t->val);
@@ -233,16 +241,20 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 	}
 	float *g = buf;
 	if (t->dtype != WIRE_F32) {
-		const uint16_t *h = buf;
-		for (size_t i = 0; i < count; i++)
+		uint16_t *h = buf;
+		for (size_t i = 0; i < count; i++) {
 			t->g32[i] = t->dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+			if (o.error_feedback)
+				h[i] = 0;   /* as topk_run leaves an f32 buf */
+		}
 		g = t->g32;
 	}
 	size_t m = topk_run(t, g, k, &o);
 	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
 	/* the state's arrays are lent to the request: topk_take refuses the
 	 * key until it is waited for */
-	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf, false, NULL, req);
+	rc = sparse_submit(c, key, count, dtype, t->idx, vals, m, buf,
+			   o.error_feedback ? SPARSE_SUBMIT_OUT_ZERO : 0, NULL, req);
 	if (rc < 0 && o.error_feedback)
 		for (size_t j = 0; j < m; j++) /* nothing was sent: keep it all */
 			t->resid[t->idx[j]] = t->val[j];

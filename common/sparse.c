@@ -46,6 +46,16 @@ static inline size_t bitmap_words(uint32_t len)
 	return ((size_t)len + 31) / 32;
 }
 
+/* One element of esz (2 or 4) bytes: fixed-size copies the compiler
+ * inlines (a memcpy of a run-time size is a libc call per entry). */
+static inline void cp_elem(void *d, const void *s, size_t esz)
+{
+	if (esz == 4)
+		memcpy(d, s, 4);
+	else
+		memcpy(d, s, 2);
+}
+
 size_t sparse_body_bytes(unsigned form, uint32_t n, uint32_t len, size_t esz)
 {
 	switch (form) {
@@ -246,7 +256,7 @@ size_t sparse_sum(void *out, uint32_t seg, const uint8_t *const *recs, unsigned 
 			uint32_t bits = esz == 4 ? ld32(val) : ld16(val);
 			if (bits) {
 				n++;
-				memcpy(&acc[i], val, esz); /* the rounded bits, for below */
+				cp_elem(&acc[i], val, esz); /* the rounded bits, for below */
 			} else {
 				touched[w] &= ~(1ull << (i % 64));
 				acc[i] = 0;
@@ -267,7 +277,7 @@ size_t sparse_sum(void *out, uint32_t seg, const uint8_t *const *recs, unsigned 
 				st16(b + 2 * j, (uint16_t)i);
 			else if (form == SPARSE_BITMAP)
 				b[i / 8] |= (uint8_t)(1u << (i % 8));
-			memcpy(v + (form == SPARSE_DENSE ? i : j) * esz, &acc[i], esz);
+			cp_elem(v + (form == SPARSE_DENSE ? i : j) * esz, &acc[i], esz);
 			j++;
 		}
 		for (uint64_t m = touched[w]; m; m &= m - 1) /* leave acc zero */
@@ -296,13 +306,13 @@ void sparse_rec_put(void *dst, const struct sparse_rec *r, size_t esz, uint32_t 
 	if (r->form == SPARSE_IDX) {
 		const uint8_t *v = b + PAD4((size_t)r->n * 2);
 		for (uint32_t j = 0; j < r->n; j++)
-			memcpy(d + (size_t)ld16(b + 2 * j) * esz, v + j * esz, esz);
+			cp_elem(d + (size_t)ld16(b + 2 * j) * esz, v + j * esz, esz);
 		return;
 	}
 	const uint8_t *v = b + bitmap_words(len) * 4;
 	for (size_t w = 0; w < bitmap_words(len); w++)
 		for (uint32_t m = ld32(b + 4 * w); m; m &= m - 1, v += esz)
-			memcpy(d + (w * 32 + (unsigned)__builtin_ctz(m)) * esz, v, esz);
+			cp_elem(d + (w * 32 + (unsigned)__builtin_ctz(m)) * esz, v, esz);
 }
 
 static inline int nonzero(const uint8_t *v, size_t esz)
@@ -331,7 +341,7 @@ size_t sparse_encode_dense(void *out, uint32_t seg, const void *vals, uint32_t l
 		for (uint32_t i = 0; i < len; i++)
 			if (nonzero(v + i * esz, esz)) {
 				st16(b + 2 * j, (uint16_t)i);
-				memcpy(ov + (size_t)j++ * esz, v + i * esz, esz);
+				cp_elem(ov + (size_t)j++ * esz, v + i * esz, esz);
 			}
 	} else {
 		uint8_t *ov = b + bitmap_words(len) * 4;
@@ -339,7 +349,7 @@ size_t sparse_encode_dense(void *out, uint32_t seg, const void *vals, uint32_t l
 		for (uint32_t i = 0; i < len; i++)
 			if (nonzero(v + i * esz, esz)) {
 				b[i / 8] |= (uint8_t)(1u << (i % 8));
-				memcpy(ov + (size_t)j++ * esz, v + i * esz, esz);
+				cp_elem(ov + (size_t)j++ * esz, v + i * esz, esz);
 			}
 	}
 	return SPARSE_REC_HDR + body;
@@ -367,7 +377,7 @@ size_t sparse_encode_entries(void *out, uint32_t seg, const uint32_t *idx, uint3
 		memcpy(b + bitmap_words(len) * 4, v, (size_t)n * esz);
 	} else {
 		for (uint32_t j = 0; j < n; j++)
-			memcpy(b + (size_t)(idx[j] - base) * esz, v + (size_t)j * esz, esz);
+			cp_elem(b + (size_t)(idx[j] - base) * esz, v + (size_t)j * esz, esz);
 	}
 	return SPARSE_REC_HDR + body;
 }

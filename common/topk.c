@@ -41,10 +41,10 @@ static void count_scalar(const float *x, size_t n, const float *t, unsigned nt,
 	topk_count_tail(x, 0, n, t, nt, counts);
 }
 
-static size_t pass_scalar(float *x, const float *g, size_t n, float t, uint32_t *idx,
-			  float *val, size_t cap, int zero_kept)
+static size_t pass_scalar(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
+			  size_t cap, unsigned flags)
 {
-	return topk_pass_tail(x, g, 0, n, t, idx, val, cap, zero_kept, 0);
+	return topk_pass_tail(x, g, 0, n, t, idx, val, cap, flags, 0);
 }
 
 const struct topk_kernels topk_kernels_scalar = {
@@ -284,10 +284,13 @@ int topk_select_steps(const struct topk_kernels *kk, const struct topk_steps *st
 struct cpu_array {
 	const struct topk_kernels *kk;
 	float *x;
-	const float *g;
+	float *g;        /* only read unless flags has TOPK_CLEAR_G */
 	size_t n;
 	uint32_t *idx;
 	float *val;
+	unsigned flags;  /* TOPK_ZERO_KEPT (error feedback), TOPK_CLEAR_G */
+	size_t kmin;     /* a pass keeping fewer is not the last: undo its clearing */
+	int zeroed;      /* the entries returned are cleared in x already */
 };
 
 static int cpu_sample(void *ctx, float *s)
@@ -307,8 +310,11 @@ static int cpu_add(void *ctx)
 {
 	const struct cpu_array *a = ctx;
 
-	for (size_t i = 0; i < a->n; i++)
+	for (size_t i = 0; i < a->n; i++) {
 		a->x[i] += a->g[i];
+		if (a->flags & TOPK_CLEAR_G)
+			a->g[i] = 0;
+	}
 	return 0;
 }
 
@@ -320,11 +326,20 @@ static int cpu_count(void *ctx, const float *t, unsigned nt, uint64_t *counts)
 	return 0;
 }
 
+/* With TOPK_ZERO_KEPT the pass clears what it keeps, in the same sweep
+ * (a clearing afterwards is a cache miss per entry); a pass whose count
+ * falls outside [kmin, cap] is not the selection, so its clearing is
+ * undone from the values it stored. */
 static int cpu_pass(void *ctx, int add_g, float t, size_t cap, size_t *m)
 {
-	const struct cpu_array *a = ctx;
+	struct cpu_array *a = ctx;
+	int zero = (a->flags & TOPK_ZERO_KEPT) != 0;
 
-	*m = a->kk->pass(a->x, add_g ? a->g : NULL, a->n, t, a->idx, a->val, cap, 0);
+	*m = a->kk->pass(a->x, add_g ? a->g : NULL, a->n, t, a->idx, a->val, cap, a->flags);
+	a->zeroed = zero && *m >= a->kmin && *m <= cap;
+	if (zero && !a->zeroed)
+		for (size_t j = 0; j < (*m < cap ? *m : cap); j++)
+			a->x[a->idx[j]] = a->val[j];
 	return 0;
 }
 
@@ -332,7 +347,7 @@ static int cpu_pass(void *ctx, int add_g, float t, size_t cap, size_t *m)
  * [lo, hi) in index order. */
 static int cpu_take(void *ctx, float lo, float hi, size_t band, size_t k, size_t *m)
 {
-	const struct cpu_array *a = ctx;
+	struct cpu_array *a = ctx;
 	size_t j = 0;
 
 	for (size_t i = 0; i < a->n && j < k; i++) {
@@ -340,9 +355,12 @@ static int cpu_take(void *ctx, float lo, float hi, size_t band, size_t k, size_t
 		if (cls == 2 || (cls == 1 && band && band--)) {
 			a->idx[j] = (uint32_t)i;
 			a->val[j++] = a->x[i];
+			if (a->flags & TOPK_ZERO_KEPT)
+				a->x[i] = 0;
 		}
 	}
 	*m = j;
+	a->zeroed = (a->flags & TOPK_ZERO_KEPT) != 0;
 	return 0;
 }
 
@@ -354,13 +372,19 @@ static const struct topk_steps cpu_steps = {
 	.take = cpu_take,
 };
 
-static size_t select_from(const struct topk_kernels *kk, float *x, const float *g, size_t n,
-			  size_t k, uint32_t *idx, float *val)
+/* With TOPK_ZERO_KEPT, the m entries returned are 0 in x afterwards;
+ * with TOPK_CLEAR_G, g is all 0. */
+static size_t select_from(const struct topk_kernels *kk, float *x, float *g, size_t n,
+			  size_t k, uint32_t *idx, float *val, unsigned flags)
 {
-	struct cpu_array a = { .kk = kk, .x = x, .g = g, .n = n, .idx = idx, .val = val };
+	struct cpu_array a = { .kk = kk, .x = x, .g = g, .n = n, .idx = idx, .val = val,
+			       .flags = flags, .kmin = k - k / 8 };
 	size_t m = 0;
 
 	topk_select_steps(kk, &cpu_steps, &a, n, k, g != NULL, &m); /* never fails */
+	if ((flags & TOPK_ZERO_KEPT) && !a.zeroed)
+		for (size_t j = 0; j < m; j++)
+			x[idx[j]] = 0;
 	return m;
 }
 
@@ -379,27 +403,41 @@ size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size
 	if (k == 0)
 		return 0;
 	/* without g, x is only read */
-	return select_from(kk, (float *)x, NULL, n, k, idx, val);
+	return select_from(kk, (float *)x, NULL, n, k, idx, val, 0);
 }
 
-size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
-		      size_t k, uint32_t *idx, float *val)
+static size_t select_ef(const struct topk_kernels *kk, float *e, float *g, size_t n, size_t k,
+			uint32_t *idx, float *val, unsigned flags)
 {
 	size_t m;
 
 	if (!kk)
 		kk = topk_best();
-	if (k >= n || k == 0) {
-		if (g)
-			for (size_t i = 0; i < n; i++)
-				e[i] += g[i];
-		m = topk_select(kk, e, n, k, idx, val);
-	} else {
-		m = select_from(kk, e, g, n, k, idx, val);
-	}
+	if (k < n && k > 0)
+		return select_from(kk, e, g, n, k, idx, val, TOPK_ZERO_KEPT | flags);
+	if (g)
+		for (size_t i = 0; i < n; i++) {
+			e[i] += g[i];
+			if (flags & TOPK_CLEAR_G)
+				g[i] = 0;
+		}
+	m = topk_select(kk, e, n, k, idx, val);
 	for (size_t j = 0; j < m; j++)
 		e[idx[j]] = 0;
 	return m;
+}
+
+size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
+		      size_t k, uint32_t *idx, float *val)
+{
+	/* without TOPK_CLEAR_G, g is only read */
+	return select_ef(kk, e, (float *)g, n, k, idx, val, 0);
+}
+
+size_t topk_select_ef_move(const struct topk_kernels *kk, float *e, float *g, size_t n,
+			   size_t k, uint32_t *idx, float *val)
+{
+	return select_ef(kk, e, g, n, k, idx, val, g ? TOPK_CLEAR_G : 0);
 }
 
 /* ---- the exact reference ---- */

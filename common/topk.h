@@ -51,14 +51,18 @@ struct topk_kernels {
 	 * the entries of x with |x[i]| >= t[j] into counts[j]. */
 	void (*count)(const float *x, size_t n, const float *t, unsigned nt,
 		      uint64_t *counts);
-	/* The selection pass: if g is not NULL, first x[i] += g[i] (stored);
-	 * then every i with |x[i]| >= t is kept: idx[m] = i, val[m] = x[i]
-	 * while m < cap, and, if zero_kept, x[i] = 0 for the ones stored.
-	 * Returns how many entries passed the threshold (may exceed cap:
-	 * then only the first cap were stored and zeroed). */
-	size_t (*pass)(float *x, const float *g, size_t n, float t, uint32_t *idx,
-		       float *val, size_t cap, int zero_kept);
+	/* The selection pass: if g is not NULL, first x[i] += g[i] (stored;
+	 * with TOPK_CLEAR_G also g[i] = 0); then every i with |x[i]| >= t is
+	 * kept: idx[m] = i, val[m] = x[i] while m < cap, and, with
+	 * TOPK_ZERO_KEPT, x[i] = 0 for the ones stored. Returns how many
+	 * entries passed the threshold (may exceed cap: then only the first
+	 * cap were stored and zeroed). */
+	size_t (*pass)(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
+		       size_t cap, unsigned flags);
 };
+
+#define TOPK_ZERO_KEPT 1u   /* pass: clear the kept entries of x */
+#define TOPK_CLEAR_G   2u   /* pass: clear g as it is added into x */
 
 #define TOPK_MAX_THRESH 8
 
@@ -95,6 +99,15 @@ size_t topk_select(const struct topk_kernels *kk, const float *x, size_t n, size
  */
 size_t topk_select_ef(const struct topk_kernels *kk, float *e, const float *g, size_t n,
 		      size_t k, uint32_t *idx, float *val);
+
+/*
+ * topk_select_ef that also leaves g all zero, its values moved into e
+ * (cleared in the sweep that adds them, where g's lines are in cache):
+ * for a caller whose g is the buffer the result will overwrite, a pass
+ * fewer than clearing it afterwards.
+ */
+size_t topk_select_ef_move(const struct topk_kernels *kk, float *e, float *g, size_t n,
+			   size_t k, uint32_t *idx, float *val);
 
 /*
  * The steps of a selection over an array x of n entries (and a gradient g

@@ -29,8 +29,8 @@ static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 	topk_count_tail(x, i, n, t, nt, counts);
 }
 
-static size_t pass_avx2(float *x, const float *g, size_t n, float t, uint32_t *idx,
-			float *val, size_t cap, int zero_kept)
+static size_t pass_avx2(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
+			size_t cap, unsigned flags)
 {
 	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	const __m256 tv = _mm256_set1_ps(t);
@@ -41,6 +41,8 @@ static size_t pass_avx2(float *x, const float *g, size_t n, float t, uint32_t *i
 		if (g) {
 			v = _mm256_add_ps(v, _mm256_loadu_ps(g + i));
 			_mm256_storeu_ps(x + i, v);
+			if (flags & TOPK_CLEAR_G)
+				_mm256_storeu_ps(g + i, _mm256_setzero_ps());
 		}
 		unsigned k = (unsigned)_mm256_movemask_ps(
 			_mm256_cmp_ps(_mm256_and_ps(v, absmask), tv, _CMP_GE_OQ));
@@ -50,11 +52,11 @@ static size_t pass_avx2(float *x, const float *g, size_t n, float t, uint32_t *i
 			size_t j = i + (unsigned)__builtin_ctz(k);
 			idx[m] = (uint32_t)j;
 			val[m] = x[j];
-			if (zero_kept)
+			if (flags & TOPK_ZERO_KEPT)
 				x[j] = 0;
 		}
 	}
-	return topk_pass_tail(x, g, i, n, t, idx, val, cap, zero_kept, m);
+	return topk_pass_tail(x, g, i, n, t, idx, val, cap, flags, m);
 }
 
 const struct topk_kernels topk_kernels_avx2 = {

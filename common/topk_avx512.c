@@ -28,8 +28,8 @@ static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 	topk_count_tail(x, i, n, t, nt, counts);
 }
 
-static size_t pass_avx512(float *x, const float *g, size_t n, float t, uint32_t *idx,
-			  float *val, size_t cap, int zero_kept)
+static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
+			  size_t cap, unsigned flags)
 {
 	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 	const __m512 tv = _mm512_set1_ps(t);
@@ -43,6 +43,8 @@ static size_t pass_avx512(float *x, const float *g, size_t n, float t, uint32_t 
 		if (g) {
 			v = _mm512_add_ps(v, _mm512_loadu_ps(g + i));
 			_mm512_storeu_ps(x + i, v);
+			if (flags & TOPK_CLEAR_G)
+				_mm512_storeu_ps(g + i, _mm512_setzero_ps());
 		}
 		__mmask16 k = _mm512_cmp_ps_mask(_mm512_and_ps(v, absmask), tv, _CMP_GE_OQ);
 		if (!k)
@@ -51,21 +53,21 @@ static size_t pass_avx512(float *x, const float *g, size_t n, float t, uint32_t 
 		if (m + c <= cap) {
 			_mm512_mask_compressstoreu_epi32(idx + m, k, iv);
 			_mm512_mask_compressstoreu_ps(val + m, k, v);
-			if (zero_kept)
+			if (flags & TOPK_ZERO_KEPT)
 				_mm512_mask_storeu_ps(x + i, k, _mm512_setzero_ps());
 		} else if (m < cap) { /* the last ones that fit, in index order */
 			for (unsigned b = 0; b < 16 && m < cap; b++)
 				if (k >> b & 1) {
 					idx[m] = (uint32_t)(i + b);
 					val[m++] = x[i + b];
-					if (zero_kept)
+					if (flags & TOPK_ZERO_KEPT)
 						x[i + b] = 0;
 					c--;
 				}
 		}
 		m += c;
 	}
-	return topk_pass_tail(x, g, i, n, t, idx, val, cap, zero_kept, m);
+	return topk_pass_tail(x, g, i, n, t, idx, val, cap, flags, m);
 }
 
 const struct topk_kernels topk_kernels_avx512 = {

@@ -33,18 +33,21 @@ static inline void topk_count_tail(const float *x, size_t from, size_t n, const 
 
 /* The scalar tail of every variant's pass: elements [from, n), m entries
  * passed so far; returns the new m. */
-static inline size_t topk_pass_tail(float *x, const float *g, size_t from, size_t n, float t,
-				    uint32_t *idx, float *val, size_t cap, int zero_kept, size_t m)
+static inline size_t topk_pass_tail(float *x, float *g, size_t from, size_t n, float t,
+				    uint32_t *idx, float *val, size_t cap, unsigned flags, size_t m)
 {
 	for (size_t i = from; i < n; i++) {
 		float v = g ? x[i] + g[i] : x[i];
-		if (g)
+		if (g) {
 			x[i] = v;
+			if (flags & TOPK_CLEAR_G)
+				g[i] = 0;
+		}
 		if (elem_topk_keep(v, t)) {
 			if (m < cap) {
 				idx[m] = (uint32_t)i;
 				val[m] = v;
-				if (zero_kept)
+				if (flags & TOPK_ZERO_KEPT)
 					x[i] = 0;
 			}
 			m++;

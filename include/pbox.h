@@ -484,7 +484,11 @@ static inline int pbox_topk_opts_init(pbox_topk_opts *o)
  * and their rounding error stays in the residual. Returns 0, PBOX_EINVAL
  * (density not in (0, 1], momentum not in [0, 1), count above
  * UINT32_MAX, the key declared dense or of another size or dtype), or
- * the codes of pbox_allreduce.
+ * the codes of pbox_allreduce. With error feedback the selection moves
+ * the gradient out of buf into the residual (buf is zero until the
+ * result arrives), so a submission that fails after it (out of memory, a
+ * failed client: nothing was sent) leaves buf zero and all of the
+ * gradient in the residual, where the next call on the key finds it.
  */
 int pbox_allreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 			pbox_dtype dtype, const pbox_topk_opts *o);

@@ -6,8 +6,8 @@
  * (none, a few, most, all) and get the dense sum bit for bit equal to a
  * reference summed in rank order from +0, with and without lost pushes
  * and results; pbox_allreduce_topk with error feedback sends exactly what
- * the selection (common/topk.h) takes from gradient + residual, so the
- * reference replays it; and the bad input is refused with named errors.
+ * the selection (common/topk.h) takes from gradient + residual (and
+ * momentum), so the reference replays it; and the bad input is refused with named errors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +32,7 @@ struct run {
 	pbox_dtype dt;
 	int topk;                    /* pbox_allreduce_topk instead of _sparse */
 	double density;
+	double momentum;             /* top-k's momentum correction (0: none) */
 	float res[WORLD][STEPS][COUNT];
 	int rc[WORLD];
 	char err[WORLD][256];
@@ -68,6 +69,7 @@ static void *worker_main(void *arg)
 
 	pbox_topk_opts_init(&o);
 	o.density = r->density;
+	o.momentum = r->momentum;
 	for (int s = 0; rc == 0 && s < STEPS; s++) {
 		if (r->topk) {
 			for (size_t i = 0; i < COUNT; i++)
@@ -167,36 +169,57 @@ static void sparse__exact_under_loss(void **state)
 	box_inproc_free(b);
 }
 
-/* The reference of the top-k run: every rank's selection replayed on its
- * own residual, the sent entries summed in rank order from +0. */
-static void topk__error_feedback_sends_what_the_selection_takes(void **state)
+/* The reference of a top-k run: every rank's selection replayed on its
+ * own residual (and momentum), the sent entries summed in rank order
+ * from +0. */
+static void topk_run_and_replay(struct run *r)
 {
-	static struct run r = { .job = "topk", .dt = PBOX_F32, .topk = 1, .density = 0.01 };
-	static float e[WORLD][COUNT], sum[COUNT], g[COUNT], val[TOPK_MAX(COUNT)];
+	static float e[WORLD][COUNT], u[WORLD][COUNT], sum[COUNT], g[COUNT], val[TOPK_MAX(COUNT)];
 	static uint32_t idx[TOPK_MAX(COUNT)];
-	(void)state;
 	struct box_inproc *b = box_inproc_new(1);
 	box_inproc_start(b);
-	run_ranks(b, &r);
+	run_ranks(b, r);
+	memset(e, 0, sizeof(e));
+	memset(u, 0, sizeof(u));
 	size_t k = (size_t)(0.01 * COUNT + 0.999);
 	for (int s = 0; s < STEPS; s++) {
 		memset(sum, 0, sizeof(sum));
 		for (int rk = 0; rk < WORLD; rk++) {
-			for (size_t i = 0; i < COUNT; i++)
+			for (size_t i = 0; i < COUNT; i++) {
 				g[i] = (float)((int)((i * 7 + (size_t)rk * 13 + (size_t)s * 5) % 101) - 50) / 8.0f;
+				if (r->momentum > 0)
+					g[i] = u[rk][i] = (float)r->momentum * u[rk][i] + g[i];
+			}
 			size_t m = topk_select_ef(topk_best(), e[rk], g, COUNT, k, idx, val);
+			for (size_t j = 0; r->momentum > 0 && j < m; j++)
+				u[rk][idx[j]] = 0;
 			assert_true(m >= k - k / 8 && m <= k + k / 8);
 			for (size_t j = 0; j < m; j++)
 				sum[idx[j]] += val[j];
 		}
 		for (int rk = 0; rk < WORLD; rk++)
-			assert_memory_equal(r.res[rk][s], sum, sizeof(sum));
+			assert_memory_equal(r->res[rk][s], sum, sizeof(sum));
 	}
 	/* about 1% of the entries (and 60 record headers) went out per call */
-	assert_true(r.st[0].sparse_entries >= STEPS * (k - k / 8) &&
-		    r.st[0].sparse_entries <= STEPS * (k + k / 8));
+	assert_true(r->st[0].sparse_entries >= STEPS * (k - k / 8) &&
+		    r->st[0].sparse_entries <= STEPS * (k + k / 8));
 	box_inproc_stop(b);
 	box_inproc_free(b);
+}
+
+static void topk__error_feedback_sends_what_the_selection_takes(void **state)
+{
+	static struct run r = { .job = "topk", .dt = PBOX_F32, .topk = 1, .density = 0.01 };
+	(void)state;
+	topk_run_and_replay(&r);
+}
+
+static void topk__momentum_correction_sends_what_the_model_takes(void **state)
+{
+	static struct run r = { .job = "topkmom", .dt = PBOX_F32, .topk = 1, .density = 0.01,
+				.momentum = 0.9 };
+	(void)state;
+	topk_run_and_replay(&r);
 }
 
 static void bad__named_errors(void **state)
@@ -260,6 +283,7 @@ int main(void)
 		cmocka_unit_test(sparse__exact_every_density),
 		cmocka_unit_test(sparse__exact_under_loss),
 		cmocka_unit_test(topk__error_feedback_sends_what_the_selection_takes),
+		cmocka_unit_test(topk__momentum_correction_sends_what_the_model_takes),
 		cmocka_unit_test(bad__named_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

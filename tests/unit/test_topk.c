@@ -5,7 +5,8 @@
  * indices increase and values are x[idx]; nothing left out is larger than
  * anything kept except inside the final band (against topk_exact, itself
  * checked against a sort); error feedback leaves exactly what was not
- * sent; every variant returns the scalar one's entries; the search driven
+ * sent (also when the gradient is moved: topk_select_ef_move clears
+ * it); every variant returns the scalar one's entries; the search driven
  * through struct topk_steps by a model of the GPU library's kernels
  * (tile-wise counts, a prefix sum and an in-tile compaction, in any tile
  * order) selects what topk_select_ef selects, and a failing step ends it
@@ -167,33 +168,58 @@ static void exact__matches_a_sort(void **state)
 	assert_int_equal(idx[0], 5);
 }
 
+/* Every shape of e and g and three densities, so the one-pass selection,
+ * the passes outside the band (whose clearing of e is undone) and the
+ * exact take for ties all run: e keeps exactly what was not sent, and
+ * the entries are topk_select's on e + g. */
 static void ef__residual_keeps_what_was_not_sent(void **state)
 {
-	static float e[BIG], e0[BIG], g[BIG], val[TOPK_MAX(BIG / 100)];
-	static uint32_t idx[TOPK_MAX(BIG / 100)];
+	static float e[BIG], e0[BIG], g[BIG], sum[BIG], e2[BIG], g2[BIG],
+		val[TOPK_MAX(BIG / 10)], rval[TOPK_MAX(BIG / 10)];
+	static uint32_t idx[TOPK_MAX(BIG / 10)], ridx[TOPK_MAX(BIG / 10)];
+	static const size_t per[] = { 1000, 100, 10 };
 	(void)state;
 
-	make(e, BIG, NORMAL);
-	make(g, BIG, LAYERED);
-	memcpy(e0, e, sizeof(e));
-	size_t k = BIG / 100;
-	size_t m = topk_select_ef(NULL, e, g, BIG, k, idx, val);
-	assert_true(m >= k - k / 8 && m <= k + k / 8);
-	size_t j = 0;
-	for (size_t i = 0; i < BIG; i++) {
-		float sum = e0[i] + g[i];
-		if (j < m && idx[j] == i) {
-			assert_memory_equal(&val[j], &sum, sizeof(float));
-			assert_true(e[i] == 0.0f);
-			j++;
-		} else {
-			assert_memory_equal(&e[i], &sum, sizeof(float));
+	for (int s = 0; s < NSHAPES; s++)
+		for (size_t d = 0; d < sizeof(per) / sizeof(per[0]); d++) {
+			make(e, BIG, (enum shape)s);
+			make(g, BIG, (enum shape)((s + 2) % NSHAPES));
+			memcpy(e0, e, sizeof(e));
+			for (size_t i = 0; i < BIG; i++)
+				sum[i] = e0[i] + g[i];
+			size_t k = BIG / per[d];
+			size_t rm = topk_select(NULL, sum, BIG, k, ridx, rval);
+			/* _move: the same, and g cleared */
+			memcpy(e2, e0, sizeof(e2));
+			memcpy(g2, g, sizeof(g2));
+			size_t m = topk_select_ef_move(NULL, e2, g2, BIG, k, idx, val);
+			assert_int_equal(m, rm);
+			for (size_t i = 0; i < BIG; i++)
+				assert_true(g2[i] == 0.0f);
+			m = topk_select_ef(NULL, e, g, BIG, k, idx, val);
+			assert_memory_equal(e2, e, sizeof(e));
+			assert_int_equal(m, rm);
+			assert_memory_equal(idx, ridx, m * sizeof(*idx));
+			assert_memory_equal(val, rval, m * sizeof(*val));
+			size_t j = 0;
+			for (size_t i = 0; i < BIG; i++) {
+				if (j < m && idx[j] == i) {
+					assert_memory_equal(&val[j], &sum[i], sizeof(float));
+					assert_true(e[i] == 0.0f);
+					j++;
+				} else {
+					assert_memory_equal(&e[i], &sum[i], sizeof(float));
+				}
+			}
+			assert_int_equal(j, m);
 		}
-	}
-	assert_int_equal(j, m);
 	/* without g: a selection from e as it is */
-	m = topk_select_ef(NULL, e, NULL, BIG, k, idx, val);
+	make(e, BIG, NORMAL);
+	size_t k = BIG / 100;
+	size_t m = topk_select_ef(NULL, e, NULL, BIG, k, idx, val);
 	assert_true(m >= k - k / 8 && m <= k + k / 8);
+	for (size_t j = 0; j < m; j++)
+		assert_true(e[idx[j]] == 0.0f);
 }
 
 static void variants__same_entries_as_scalar(void **state)
@@ -232,6 +258,25 @@ static void variants__same_entries_as_scalar(void **state)
 			size_t p0 = ref->pass(e[0], NULL, BIG - 5, 0.5f, pi[0], pv[0], 77, 0);
 			size_t p1 = kk->pass(e[0], NULL, BIG - 5, 0.5f, pi[1], pv[1], 77, 0);
 			assert_int_equal(p0, p1);
+			assert_memory_equal(pi[1], pi[0], (p0 < 77 ? p0 : 77) * sizeof(uint32_t));
+			assert_memory_equal(pv[1], pv[0], (p0 < 77 ? p0 : 77) * sizeof(float));
+			/* with g, clearing g and the kept entries of x */
+			static float xa[2][BIG], ga[2][BIG];
+			const struct topk_kernels *pk[2] = { ref, kk };
+			make(xa[0], BIG, NORMAL);
+			memcpy(xa[1], xa[0], sizeof(xa[0]));
+			for (int w = 0; w < 2; w++) {
+				memcpy(ga[w], x, sizeof(x));
+				p0 = pk[w]->pass(xa[w], ga[w], BIG - 5, 1.0f, pi[w], pv[w], 77,
+						 TOPK_ZERO_KEPT | TOPK_CLEAR_G);
+				if (w)
+					assert_int_equal(p0, p1);
+				p1 = p0;
+				for (size_t i = 0; i < BIG - 5; i++)
+					assert_true(ga[w][i] == 0.0f);
+				assert_memory_equal(&ga[w][BIG - 5], &x[BIG - 5], 5 * sizeof(float));
+			}
+			assert_memory_equal(xa[1], xa[0], sizeof(xa[0]));
 			assert_memory_equal(pi[1], pi[0], (p0 < 77 ? p0 : 77) * sizeof(uint32_t));
 			assert_memory_equal(pv[1], pv[0], (p0 < 77 ? p0 : 77) * sizeof(float));
 		}
