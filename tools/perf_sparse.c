@@ -7,6 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double mono_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
 
 /* Whether rank r has entry i in iteration it: about density of them,
  * spread by a multiplicative hash. */
@@ -115,9 +123,18 @@ int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float 
 {
 	if (p->mode == PERF_TOPK) {
 		pbox_topk_opts o;
+		pbox_req *r;
 		pbox_topk_opts_init(&o);
 		o.density = p->density;
-		return pbox_allreduce_topk(c, key, buf, count, PBOX_F32, &o);
+		double t0 = mono_us();
+		int rc = pbox_iallreduce_topk(c, key, buf, count, PBOX_F32, &o, &r);
+		double t1 = mono_us();
+		if (rc == 0)
+			rc = pbox_wait(r);
+		p->select_us += t1 - t0;
+		p->call_us += mono_us() - t0;
+		p->calls++;
+		return rc;
 	}
 	return pbox_allreduce_sparse(c, key, count, PBOX_F32, p->idx, p->val, p->n, buf);
 }

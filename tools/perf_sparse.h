@@ -30,6 +30,10 @@ struct perf_sparse {
 	float *val;
 	float *resid;        /* --topk --check: world x count replayed residuals */
 	float *expect;       /* count: the sum the check expects */
+	double select_us;    /* --topk: time in pbox_iallreduce_topk (the
+				selection and submission) of the calls */
+	double call_us;      /* --topk: time of the whole calls */
+	unsigned calls;      /* (pbox-perf counts the timed calls of a size) */
 };
 
 /* --topk: this rank's gradient of iteration it into buf (count f32).
