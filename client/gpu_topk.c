@@ -126,6 +126,8 @@ static int dev_limits(pbox_client *c, uint32_t key, const pbox_topk_opts *t,
 {
 	const char *what = !t->error_feedback ? "error_feedback 0 (the device keeps a residual)"
 			   : t->momentum > 0  ? "momentum correction"
+			   : t->local_size > 1 ? "hierarchical top-k (local_size > 1: the "
+						 "host group sums in host memory)"
 			   : o->wire_dtype >= 0 && o->wire_dtype != PBOX_F32
 				? "a wire_dtype other than f32 (the selected values go as f32)"
 			   : !isfinite(o->scale) || !isfinite((float)o->scale)

@@ -401,6 +401,28 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		  struct gpu_key *gk, pbox_req **req);
 #define SPARSE_SUBMIT_COPY     1u
 #define SPARSE_SUBMIT_OUT_ZERO 2u
+/* ---- topk_local.c: hierarchical top-k's host group ---------------------- */
+
+struct topk_local;
+/* local_rank/local_size of pbox_topk_opts against c's rank and world: 0
+ * or PBOX_EINVAL with c's message (local_size <= 1: flat, always 0). */
+int topk_local_check(pbox_client *c, uint32_t key, uint32_t local_rank, uint32_t local_size);
+/* Key's host group for this rank: the leader (local_rank 0) creates its
+ * shared memory, the others wait for it (up to timeout_ms) and check it.
+ * 0 and *out, or an error with c's message. */
+int topk_local_open(pbox_client *c, uint32_t key, size_t count, uint32_t local_rank,
+		    uint32_t local_size, struct topk_local **out);
+uint32_t topk_local_size(const struct topk_local *l);
+/* This member's slot: count floats, where a call puts its gradient. */
+float *topk_local_slot(struct topk_local *l);
+/* Barrier, this member's slice of the sum, and (leader) the barrier of
+ * the slices: 0 with *sum (the host's sum, count floats; NULL but for
+ * the leader), PBOX_ETIMEDOUT or PBOX_EABORTED with c's message. */
+int topk_local_reduce(pbox_client *c, struct topk_local *l, const float **sum);
+/* Mark the group broken (a member failed after the sum): the others fail. */
+void topk_local_break(struct topk_local *l);
+void topk_local_free(struct topk_local *l);
+
 /* Payload bytes of segment s's record of r (REQ_SPARSE). */
 uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 

@@ -9,6 +9,12 @@
  * outside it while its `busy` flag is set, so one call per key is in its
  * selection at a time (PBOX_EBUSY for another). The selection runs in the
  * caller's thread before the request is queued.
+ *
+ * Hierarchical top-k (local_size > 1, topk_local.c): the call first puts
+ * the gradient into the host group's shared memory and sums its slice;
+ * the leader then selects from the host's sum with its residual, the
+ * others send an empty contribution. A key keeps the local_size of its
+ * first call.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +38,8 @@ struct topk_state {
 	float *val;
 	uint8_t *val_wire;         /* cap values in the wire dtype (f16/bf16) */
 	size_t cap;
+	uint32_t local_size;       /* of the first call: 1 flat, else hierarchical */
+	struct topk_local *local;  /* the host group (hierarchical), once opened */
 };
 
 int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size)
@@ -58,6 +66,7 @@ static void topk_state_free(struct topk_state *t)
 	free(t->idx);
 	free(t->val);
 	free(t->val_wire);
+	topk_local_free(t->local);
 	free(t);
 }
 
@@ -123,8 +132,8 @@ static void topk_give(pbox_client *c, struct topk_state *t)
 }
 
 /* Buffers for a call: the selection's (k entries at most) and the
- * residual, momentum and widened gradient as the options need them. */
-static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o)
+ * residual, momentum and widened gradient (wide) as the options need them. */
+static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o, bool wide)
 {
 	size_t cap = TOPK_MAX(k), esz = wire_dtype_size(t->dtype);
 
@@ -143,7 +152,7 @@ static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o)
 		return PBOX_ENOMEM;
 	if (o->momentum > 0 && !t->mom && !(t->mom = calloc(t->count, sizeof(float))))
 		return PBOX_ENOMEM;
-	if (t->dtype != WIRE_F32 && !t->g32 && !(t->g32 = malloc(t->count * sizeof(float))))
+	if (wide && t->dtype != WIRE_F32 && !t->g32 && !(t->g32 = malloc(t->count * sizeof(float))))
 		return PBOX_ENOMEM;
 	return 0;
 }
@@ -153,11 +162,12 @@ static int topk_buffers(struct topk_state *t, size_t k, const pbox_topk_opts *o)
  * t->g32) -> momentum (u = m u + g) -> error feedback (e += u) -> top k
  * -> sent entries cleared from e and u. f16/bf16 values are rounded to
  * the wire dtype here and their rounding error stays in e. Returns m.
- * With error feedback the gradient ends up in e (and u), and g is left
- * all zero by the sweep that moved it (g is the buffer the result is
- * written into: no clearing of it later, see sparse_submit).
+ * With error feedback the gradient ends up in e (and u), and, with move,
+ * g is left all zero by the sweep that moved it (g is the buffer the
+ * result is written into: no clearing of it later, see sparse_submit).
  */
-static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk_opts *o)
+static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk_opts *o,
+		       bool move)
 {
 	const struct topk_kernels *kk = topk_best();
 	float *src = g;
@@ -172,7 +182,7 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 		}
 		src = t->mom;
 	}
-	if (o->error_feedback && src == g)
+	if (o->error_feedback && src == g && move)
 		m = topk_select_ef_move(kk, t->resid, g, t->count, k, t->idx, t->val);
 	else if (o->error_feedback)
 		m = topk_select_ef(kk, t->resid, src, t->count, k, t->idx, t->val);
@@ -211,10 +221,83 @@ int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_
 	if (!(o->momentum >= 0 && o->momentum < 1))
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: momentum %g is "
 				    "outside [0, 1)", c->job, c->rank, key, o->momentum);
+	if (o->local_size <= 1)
+		o->local_size = 1;
+	int rc = topk_local_check(c, key, o->local_rank, o->local_size);
+	if (rc < 0)
+		return rc;
 	*k = (size_t)ceil(o->density * (double)count);
 	if (*k > count)
 		*k = count;
 	return 0;
+}
+
+/* Put buf (count of dtype) into slot as f32 and clear it: the result
+ * comes into a zero buffer (SPARSE_SUBMIT_OUT_ZERO). */
+static void local_put(float *slot, void *buf, size_t count, uint8_t dtype)
+{
+	if (dtype == WIRE_F32) {
+		float *b = buf;
+		for (size_t i = 0; i < count; i++) {
+			slot[i] = b[i];
+			b[i] = 0;
+		}
+		return;
+	}
+	uint16_t *h = buf;
+	for (size_t i = 0; i < count; i++) {
+		slot[i] = dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+		h[i] = 0;
+	}
+}
+
+/* Undo local_put (exact: a widened f16/bf16 narrows back to itself). */
+static void local_back(const float *slot, void *buf, size_t count, uint8_t dtype)
+{
+	if (dtype == WIRE_F32)
+		memcpy(buf, slot, count * sizeof(float));
+	else
+		sum_narrow(buf, slot, count, dtype);
+}
+
+/*
+ * A hierarchical call (o->local_size > 1): buf into the host group's
+ * shared memory, the host's sum, then the leader's selection from it or
+ * another member's empty contribution. If it fails, buf gets its gradient
+ * back and the group is broken (every member's later calls on the key
+ * fail): the members cannot agree on a call that some of them sent.
+ */
+static int topk_hier(pbox_client *c, struct topk_state *t, void *buf, size_t k,
+		     const pbox_topk_opts *o, pbox_req **req)
+{
+	bool leader = o->local_rank == 0;
+	const float *sum;
+	int rc;
+
+	if (!t->local && (rc = topk_local_open(c, t->key, t->count, o->local_rank,
+					       o->local_size, &t->local)) < 0)
+		return rc;
+	if (leader && topk_buffers(t, k, o, false) < 0) {
+		topk_local_break(t->local);
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
+				    "the top-k state (%zu elements)", c->job, c->rank, t->key,
+				    t->count);
+	}
+	float *slot = topk_local_slot(t->local);
+	local_put(slot, buf, t->count, t->dtype);
+	if ((rc = topk_local_reduce(c, t->local, &sum)) < 0) {
+		local_back(slot, buf, t->count, t->dtype);
+		return rc;
+	}
+	size_t m = leader ? topk_run(t, (float *)sum, k, o, false) : 0;
+	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
+	rc = sparse_submit(c, t->key, t->count, (pbox_dtype)t->dtype, leader ? t->idx : NULL,
+			   leader ? vals : NULL, m, buf, SPARSE_SUBMIT_OUT_ZERO, NULL, req);
+	if (rc < 0) {
+		topk_local_break(t->local);
+		local_back(slot, buf, t->count, t->dtype);
+	}
+	return rc;
 }
 
 int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
@@ -234,7 +317,21 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 		return rc;
 	if ((rc = topk_take(c, key, count, dtype, &t)) < 0)
 		return rc;
-	if (topk_buffers(t, k, &o) < 0) {
+	if (!t->local_size)
+		t->local_size = o.local_size;
+	if (t->local_size != o.local_size) {
+		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: local_size %u, but the "
+				  "key's first call had %u (a key stays flat or hierarchical)",
+				  c->job, c->rank, key, o.local_size, t->local_size);
+		topk_give(c, t);
+		return rc;
+	}
+	if (o.local_size > 1) {
+		rc = topk_hier(c, t, buf, k, &o, req);
+		topk_give(c, t);
+		return rc;
+	}
+	if (topk_buffers(t, k, &o, true) < 0) {
 		topk_give(c, t);
 		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
 				    "the top-k state (%zu elements)", c->job, c->rank, key, count);
@@ -249,7 +346,7 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 		}
 		g = t->g32;
 	}
-	size_t m = topk_run(t, g, k, &o);
+	size_t m = topk_run(t, g, k, &o, true);
 	const void *vals = t->dtype == WIRE_F32 ? (const void *)t->val : t->val_wire;
 	/* the state's arrays are lent to the request: topk_take refuses the
 	 * key until it is waited for */

@@ -368,7 +368,8 @@ size_t sparse_encode_entries(void *out, uint32_t seg, const uint32_t *idx, uint3
 		uint8_t *ov = b + PAD4((size_t)n * 2);
 		for (uint32_t j = 0; j < n; j++)
 			st16(b + 2 * j, (uint16_t)(idx[j] - base));
-		memcpy(ov, v, (size_t)n * esz);
+		if (n)   /* (an empty record may come with no arrays at all) */
+			memcpy(ov, v, (size_t)n * esz);
 	} else if (form == SPARSE_BITMAP) {
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t i = idx[j] - base;

@@ -454,6 +454,19 @@ int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
  * gradient plus what earlier calls did not send (error feedback: the
  * residual, kept per key in the client), sends them and writes the dense
  * sum into buf.
+ *
+ * Hierarchical top-k (local_size > 1): the ranks rank - local_rank ..
+ * rank - local_rank + local_size - 1 run on one host and sum their
+ * gradients densely through shared memory first (in local rank order);
+ * the first of them (local_rank 0, the leader) alone keeps the residual,
+ * selects from the host's sum and sends entries; the others send empty
+ * contributions. Every rank still gets the dense sum over all ranks from
+ * the box. Every rank of the group must pass the same local_size and call
+ * on the same keys; a group member that does not come within the
+ * client's timeout_ms fails the call (PBOX_ETIMEDOUT naming it) and
+ * breaks the key's group for all (PBOX_EABORTED). The shared memory,
+ * (local_size + 1) x count floats per key, is in /dev/shm while the key's
+ * group is being set up (docs/architecture.md "Hierarchical top-k").
  */
 typedef struct pbox_topk_opts {
 	uint32_t size;           /* set by pbox_topk_opts_init, never by hand */
@@ -467,7 +480,14 @@ typedef struct pbox_topk_opts {
 				  * else the momentum in (0, 1), accumulated on
 				  * the worker before selection and cleared where
 				  * sent; then the optimizer takes no momentum */
+	uint32_t local_rank;     /* hierarchical top-k (below): this rank's */
+	uint32_t local_size;     /* place among the local_size ranks of its host;
+				  * local_size 0 or 1 (default): every rank
+				  * selects and sends on its own */
 } pbox_topk_opts;
+
+/* Ranks of one host in a hierarchical top-k group, at most. */
+#define PBOX_TOPK_LOCAL_MAX 64
 
 int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size);
 

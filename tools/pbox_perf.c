@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"                      elements per rank (f32, --keys 1)\n"
 		"  --topk D            pbox_allreduce_topk at density D with error feedback\n"
 		"                      (f32, --keys 1); --check replays every rank's selection\n"
+		"  --topk-local L      hierarchical top-k: hosts of L consecutive ranks sum\n"
+		"                      through shared memory, their first rank selects and sends\n"
 		"\n"
 		"usage: pbox-perf --blast ADDR:PORT [--blast-seconds S] [--blast-bytes B] [--blast-gso]\n"
 		"  raw UDP datagrams of pbox's size (default 1448 B: header + one segment at\n"
@@ -87,7 +89,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "mtu", 1, 0, 'M' }, { "help", 0, 0, 'h' }, { "blast", 1, 0, 'B' },
 		{ "udp-offload", 0, 0, 'O' }, { "blast-seconds", 1, 0, 'S' }, { "blast-bytes", 1, 0, 'Z' }, { "blast-gso", 0, 0, 'G' },
 		{ "transport", 1, 0, 'X' }, { "busy-poll", 0, 0, 'P' },
-		{ "sparse", 1, 0, 'Y' }, { "topk", 1, 0, 'K' },
+		{ "sparse", 1, 0, 'Y' }, { "topk", 1, 0, 'K' }, { "topk-local", 1, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
 	int o, v, bad = 0;
@@ -121,6 +123,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 			a->sp.density = atof(optarg);
 			bad |= a->sp.density > 0 && a->sp.density <= 1 ? 0 : -1;
 			break;
+		case 'L': bad |= parse_int(optarg, &a->sp.local); break;
 		case 'X':
 			v = !strcmp(optarg, "auto") ? PBOX_TRANSPORT_AUTO
 			  : !strcmp(optarg, "udp") ? PBOX_TRANSPORT_UDP
@@ -147,10 +150,12 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 	if (bad || optind != argc || !a->job || a->world < 1 || a->rank < 0 ||
 	    a->rank >= a->world || a->keys < 1 || a->iters < 1 || a->stepfactor <= 1 ||
 	    a->minbytes < 1 || a->maxbytes < a->minbytes ||
-	    (a->sp.mode && (a->keys != 1 || a->dtype != PBOX_F32))) {
+	    (a->sp.mode && (a->keys != 1 || a->dtype != PBOX_F32)) ||
+	    (a->sp.local > 1 && (a->sp.mode != PERF_TOPK || a->world % a->sp.local))) {
 		fprintf(stderr, "pbox-perf: bad or missing arguments (need --job, --rank, "
 			"--world; --keys/--iters >= 1; --stepfactor > 1; minbytes <= maxbytes;\n"
-			"--sparse/--topk: a density in (0, 1], f32 and one key)\n");
+			"--sparse/--topk: a density in (0, 1], f32 and one key; --topk-local L:\n"
+			"with --topk, L dividing --world)\n");
 		usage(stderr);
 		return -1;
 	}
@@ -483,14 +488,15 @@ int main(int argc, char **argv)
 		       st.gro_receives);
 	if (a.rank == 0 && rc == 0)
 		print_window_advice(&a, &st, last_rate);
-	if (a.rank == 0)
+	if (a.rank == 0 || a.sp.local > 1)   /* (hierarchical: what each rank sends) */
 		printf("# bytes: sent %" PRIu64 " received %" PRIu64 " (pbox headers and payloads,"
 		       " all calls); sparse entries sent %" PRIu64 "\n", st.bytes_sent,
 		       st.bytes_recv, st.sparse_entries);
 	if (a.sp.mode == PERF_TOPK && a.sp.calls)
-		printf("# topk: selection and submission %.0f us of the call's %.0f us (mean of "
-		       "the last size's %u timed calls, this rank)\n", a.sp.select_us / a.sp.calls,
-		       a.sp.call_us / a.sp.calls, a.sp.calls);
+		printf("# topk: %s %.0f us of the call's %.0f us (mean of "
+		       "the last size's %u timed calls, this rank)\n", a.sp.local > 1 ?
+		       "host sum, selection and submission" : "selection and submission",
+		       a.sp.select_us / a.sp.calls, a.sp.call_us / a.sp.calls, a.sp.calls);
 	perf_sparse_free(&a.sp);
 	pbox_close(c);
 	free(buf);

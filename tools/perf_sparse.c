@@ -74,7 +74,7 @@ void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int
 }
 
 /* The sum --check expects: every rank's entries (replayed) summed in rank
- * order from +0, as the box does. */
+ * order from +0, as the box does (hierarchical: every host leader's). */
 static int expect_sum(struct perf_sparse *p, size_t count, int it)
 {
 	size_t k = (size_t)(p->density * (double)count + 0.999999);
@@ -86,10 +86,17 @@ static int expect_sum(struct perf_sparse *p, size_t count, int it)
 					p->expect[i] += sval(r, i, it);
 			continue;
 		}
+		int per = p->local > 1 ? p->local : 1;
+		if (r % per)
+			continue;   /* hierarchical: the host's leader sends for it */
 		float *e = p->resid + (size_t)r * count;
 		size_t m;
-		for (size_t i = 0; i < count; i++)
-			e[i] += grad(r, i, it);
+		for (size_t i = 0; i < count; i++) {
+			float s = grad(r, i, it);   /* the host's sum in rank order */
+			for (int q = 1; q < per; q++)
+				s += grad(r + q, i, it);
+			e[i] += s;
+		}
 		int rc = pbox_topk(e, count, k > count ? count : k, p->idx, p->val, &m);
 		if (rc < 0)
 			return rc;
@@ -126,6 +133,10 @@ int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float 
 		pbox_req *r;
 		pbox_topk_opts_init(&o);
 		o.density = p->density;
+		if (p->local > 1) {
+			o.local_size = (uint32_t)p->local;
+			o.local_rank = (uint32_t)(p->rank % p->local);
+		}
 		double t0 = mono_us();
 		int rc = pbox_iallreduce_topk(c, key, buf, count, PBOX_F32, &o, &r);
 		double t1 = mono_us();

@@ -8,7 +8,10 @@
  * (perf_sparse_fill: a hash of rank, index and iteration shaped like a
  * normal distribution, as top-k selection sees real gradients), and
  * --check replays every rank's selection with error feedback (pbox_topk
- * on each rank's residual plus gradient) to verify the sum. f32 only.
+ * on each rank's residual plus gradient) to verify the sum; --topk-local
+ * L makes it hierarchical (pbox_topk_opts.local_size L, local_rank rank %
+ * L: hosts of L consecutive ranks) and the replay sums each host's
+ * gradients first and selects once per host. f32 only.
  */
 #ifndef PBOX_PERF_SPARSE_H
 #define PBOX_PERF_SPARSE_H
@@ -24,6 +27,7 @@ struct perf_sparse {
 	int mode;            /* enum perf_sparse_mode */
 	double density;
 	int rank, world, check;
+	int local;           /* --topk-local: ranks per host (0: flat) */
 	size_t count;        /* the size these buffers are for */
 	size_t n;            /* --sparse: this rank's entries in idx/val */
 	uint32_t *idx;

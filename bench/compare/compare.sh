@@ -8,7 +8,7 @@
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
-#                            [--timeout S] [--topk D]
+#                            [--timeout S] [--topk D] [--topk-local L]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -61,6 +61,11 @@
 #   same pboxd session calling pbox_allreduce_topk at density D (error
 #   feedback; the selection time is inside the call's time), udp transport;
 #   the table adds t_topk / t_pbox (dense) and t_topk / t_gloo.
+# --topk-local L (with --topk): one more, "pbox-topk-local": hierarchical
+#   top-k (pbox-perf --topk-local L: hosts of L consecutive ranks sum
+#   through shared memory first, one rank per host selects and sends); the
+#   table adds t_local / t_pbox and t_local / t_topk. Every N must be a
+#   multiple of L.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
 # stops what is left and removes the namespaces (lib.sh topo_down). Exit
 # status 0 if every requested system produced every size.
@@ -135,7 +140,7 @@ usage() {
 . bench/sizes.sh
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -153,6 +158,7 @@ while [ $# -gt 0 ]; do
 	--loss-unit) LOSS_UNIT=${2:?--loss-unit needs wire or skb}; shift ;;
 	--timeout) TIMEOUT=${2:?--timeout needs seconds}; shift ;;
 	--topk) TOPK=${2:?--topk needs a density}; shift ;;
+	--topk-local) TOPK_LOCAL=${2:?--topk-local needs ranks per host}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -192,6 +198,14 @@ IFS=, read -r -a NS <<< "$NLIST"
 for n in "${NS[@]}"; do
 	[ "$n" -ge 2 ] || { echo "compare.sh: every N must be >= 2 (got $n)" >&2; exit 2; }
 done
+if [ -n "$TOPK_LOCAL" ]; then
+	[ -n "$TOPK" ] && [[ $TOPK_LOCAL =~ ^[0-9]+$ ]] && [ "$TOPK_LOCAL" -ge 2 ] ||
+		{ echo "compare.sh: --topk-local L needs --topk D and L >= 2 (got $TOPK_LOCAL)" >&2; exit 2; }
+	for n in "${NS[@]}"; do
+		[ $((n % TOPK_LOCAL)) = 0 ] ||
+			{ echo "compare.sh: --topk-local $TOPK_LOCAL: N = $n is not a multiple of it" >&2; exit 2; }
+	done
+fi
 want() { [[ ,$SYSTEMS, == *",$1,"* ]]; }
 
 # The sizes every tool runs (minbytes * 4^k <= maxbytes, whole float32s).
@@ -431,17 +445,19 @@ dnf_skip() { # dnf_skip SYS N REP: true (noted in raw.txt) if an earlier rep of 
 	return 0
 }
 
-# run_pbox N REP TRANSPORT [topk]: N pbox-perf workers, one job, all sizes
-# (topk: pbox_allreduce_topk at --topk's density, system pbox-topk)
+# run_pbox N REP TRANSPORT [topk|topk-local]: N pbox-perf workers, one job,
+# all sizes (topk: pbox_allreduce_topk at --topk's density, system
+# pbox-topk; topk-local: the same, hierarchical, system pbox-topk-local)
 run_pbox() {
 	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3${4:+-$4}.n$1.r$2 rc p
 	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
 	[ "$tp" = udp ] || sys=pbox-$tp
-	[ -z "${4:-}" ] || sys=pbox-topk
+	[ -z "${4:-}" ] || sys=pbox-$4
 	dnf_skip "$sys" "$n" "$rep" && return 0
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
 		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"})
+	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
 		for ((r = 0; r < n; r++)); do
@@ -571,6 +587,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		done
 		if [ -n "$TOPK" ]; then
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk; done
+		fi
+		if [ -n "$TOPK_LOCAL" ]; then
+			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk-local; done
 		fi
 		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
 		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"

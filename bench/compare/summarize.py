@@ -25,7 +25,7 @@ import statistics
 import signal
 import sys
 
-ORDER = ["pbox", "pbox-xdp", "pbox-topk", "openmpi", "gloo"]
+ORDER = ["pbox", "pbox-xdp", "pbox-topk", "pbox-topk-local", "openmpi", "gloo"]
 PEERS = ["openmpi", "gloo"]
 
 
@@ -122,12 +122,15 @@ def table(rows, out=sys.stdout):
 
     xdp = any(r["system"] == "pbox-xdp" for r in rows)
     topk = any(r["system"] == "pbox-topk" for r in rows)
+    local = any(r["system"] == "pbox-topk-local" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
                                                              "pbox/OpenMPI", "pbox/Gloo"]
     if xdp:
         head += ["xdp/best peer", "xdp/udp"]
     if topk:
         head += ["topk/pbox", "topk/Gloo"]
+    if local:
+        head += ["local/pbox", "local/topk"]
     lines = []
     for n in ns:
         for b in sizes:
@@ -143,7 +146,9 @@ def table(rows, out=sys.stdout):
                            and ok(pb["median_us"], by[("pbox-xdp", n, b)]["median_us"])
                            else "-"] if xdp else []) +
                          ([over(n, b, "pbox-topk", "pbox"), over(n, b, "pbox-topk", "gloo")]
-                          if topk else []))
+                          if topk else []) +
+                         ([over(n, b, "pbox-topk-local", "pbox"),
+                           over(n, b, "pbox-topk-local", "pbox-topk")] if local else []))
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)

@@ -7,7 +7,11 @@
  * reference summed in rank order from +0, with and without lost pushes
  * and results; pbox_allreduce_topk with error feedback sends exactly what
  * the selection (common/topk.h) takes from gradient + residual (and
- * momentum), so the reference replays it; and the bad input is refused with named errors.
+ * momentum), so the reference replays it; hierarchical top-k (two hosts
+ * of two ranks: the host's sum through shared memory, the leader's
+ * selection from it, empty contributions from the others) replays the
+ * same way; and the bad input is refused with named errors, a host group
+ * whose member never comes included.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +37,7 @@ struct run {
 	int topk;                    /* pbox_allreduce_topk instead of _sparse */
 	double density;
 	double momentum;             /* top-k's momentum correction (0: none) */
+	uint32_t local;              /* hierarchical top-k: ranks per host (0: flat) */
 	float res[WORLD][STEPS][COUNT];
 	int rc[WORLD];
 	char err[WORLD][256];
@@ -70,6 +75,10 @@ static void *worker_main(void *arg)
 	pbox_topk_opts_init(&o);
 	o.density = r->density;
 	o.momentum = r->momentum;
+	if (r->local) {
+		o.local_size = r->local;
+		o.local_rank = (uint32_t)wk->rank % r->local;
+	}
 	for (int s = 0; rc == 0 && s < STEPS; s++) {
 		if (r->topk) {
 			for (size_t i = 0; i < COUNT; i++)
@@ -171,7 +180,9 @@ static void sparse__exact_under_loss(void **state)
 
 /* The reference of a top-k run: every rank's selection replayed on its
  * own residual (and momentum), the sent entries summed in rank order
- * from +0. */
+ * from +0. Hierarchical: each host's ranks' gradients summed in rank order
+ * (the sum kernels: from the first, not from +0), the leader's selection
+ * from that with its residual; the others add nothing. */
 static void topk_run_and_replay(struct run *r)
 {
 	static float e[WORLD][COUNT], u[WORLD][COUNT], sum[COUNT], g[COUNT], val[TOPK_MAX(COUNT)];
@@ -184,9 +195,15 @@ static void topk_run_and_replay(struct run *r)
 	size_t k = (size_t)(0.01 * COUNT + 0.999);
 	for (int s = 0; s < STEPS; s++) {
 		memset(sum, 0, sizeof(sum));
-		for (int rk = 0; rk < WORLD; rk++) {
+		uint32_t per = r->local ? r->local : 1;
+		for (int rk = 0; rk < WORLD; rk += (int)per) {
 			for (size_t i = 0; i < COUNT; i++) {
-				g[i] = (float)((int)((i * 7 + (size_t)rk * 13 + (size_t)s * 5) % 101) - 50) / 8.0f;
+				g[i] = 0;
+				for (uint32_t j = 0; j < per; j++) {
+					float v = (float)((int)((i * 7 + (size_t)(rk + (int)j) * 13 +
+								 (size_t)s * 5) % 101) - 50) / 8.0f;
+					g[i] = j ? g[i] + v : v;
+				}
 				if (r->momentum > 0)
 					g[i] = u[rk][i] = (float)r->momentum * u[rk][i] + g[i];
 			}
@@ -200,9 +217,12 @@ static void topk_run_and_replay(struct run *r)
 		for (int rk = 0; rk < WORLD; rk++)
 			assert_memory_equal(r->res[rk][s], sum, sizeof(sum));
 	}
-	/* about 1% of the entries (and 60 record headers) went out per call */
+	/* about 1% of the entries (and 60 record headers) went out per call;
+	 * hierarchical: from the leaders only */
 	assert_true(r->st[0].sparse_entries >= STEPS * (k - k / 8) &&
 		    r->st[0].sparse_entries <= STEPS * (k + k / 8));
+	if (r->local)
+		assert_int_equal(r->st[1].sparse_entries, 0);
 	box_inproc_stop(b);
 	box_inproc_free(b);
 }
@@ -220,6 +240,75 @@ static void topk__momentum_correction_sends_what_the_model_takes(void **state)
 				.momentum = 0.9 };
 	(void)state;
 	topk_run_and_replay(&r);
+}
+
+static void topk__hierarchical_sums_each_host_first(void **state)
+{
+	static struct run r = { .job = "topkhier", .dt = PBOX_F32, .topk = 1, .density = 0.01,
+				.local = 2 };
+	(void)state;
+	topk_run_and_replay(&r);
+}
+
+static void topk__hierarchical_with_momentum(void **state)
+{
+	static struct run r = { .job = "topkhiermom", .dt = PBOX_F32, .topk = 1,
+				.density = 0.01, .momentum = 0.9, .local = 2 };
+	(void)state;
+	topk_run_and_replay(&r);
+}
+
+/* Bad hierarchical options are refused before anything is shared; a
+ * leader whose member never comes times out naming it, and the key's
+ * group is broken from then on. */
+static void bad__hierarchical_named_errors(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c0, *c1;
+	pbox_opts opts;
+	pbox_topk_opts o;
+	static float g[COUNT];
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 300;
+	assert_int_equal(pbox_connect(b->addr, "hierbad", 0, 2, &opts, &c0), 0);
+	assert_int_equal(pbox_connect(b->addr, "hierbad", 1, 2, &opts, &c1), 0);
+	pbox_topk_opts_init(&o);
+	o.local_size = 2;
+	o.local_rank = 2;
+	assert_int_equal(pbox_allreduce_topk(c0, 1, g, COUNT, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c0), "local_rank 2"));
+	o.local_rank = 1;   /* rank 0 as local rank 1: the host would start at rank -1 */
+	assert_int_equal(pbox_allreduce_topk(c0, 1, g, COUNT, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c0), "outside the world"));
+	o.local_rank = 0;
+	o.local_size = 3;
+	assert_int_equal(pbox_allreduce_topk(c0, 1, g, COUNT, PBOX_F32, &o), PBOX_EINVAL);
+	o.local_size = PBOX_TOPK_LOCAL_MAX + 1;
+	assert_int_equal(pbox_allreduce_topk(c0, 1, g, COUNT, PBOX_F32, &o), PBOX_EINVAL);
+	/* rank 1 never calls: the leader gives up, names it, gets its gradient back */
+	o.local_size = 2;
+	for (size_t i = 0; i < COUNT; i++)
+		g[i] = (float)i;
+	assert_int_equal(pbox_allreduce_topk(c0, 1, g, COUNT, PBOX_F32, &o), PBOX_ETIMEDOUT);
+	assert_non_null(strstr(pbox_last_error(c0), "local ranks 1 (rank 1)"));
+	for (size_t i = 0; i < COUNT; i++)
+		assert_float_equal(g[i], (float)i, 0);
+	/* ... and the group is broken: rank 1 comes too late and fails at once */
+	o.local_rank = 1;
+	assert_int_equal(pbox_allreduce_topk(c1, 1, g, COUNT, PBOX_F32, &o), PBOX_EABORTED);
+	assert_non_null(strstr(pbox_last_error(c1), "broke"));
+	/* a key keeps its first call's local_size */
+	o.local_size = 1;
+	o.local_rank = 0;
+	assert_int_equal(pbox_allreduce_topk(c1, 1, g, COUNT, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c1), "first call had 2"));
+	pbox_close(c0);
+	pbox_close(c1);
+	box_inproc_stop(b);
+	box_inproc_free(b);
 }
 
 static void bad__named_errors(void **state)
@@ -284,6 +373,9 @@ int main(void)
 		cmocka_unit_test(sparse__exact_under_loss),
 		cmocka_unit_test(topk__error_feedback_sends_what_the_selection_takes),
 		cmocka_unit_test(topk__momentum_correction_sends_what_the_model_takes),
+		cmocka_unit_test(topk__hierarchical_sums_each_host_first),
+		cmocka_unit_test(topk__hierarchical_with_momentum),
+		cmocka_unit_test(bad__hierarchical_named_errors),
 		cmocka_unit_test(bad__named_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
