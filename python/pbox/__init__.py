@@ -59,6 +59,9 @@ ESYS = -10
 ENOTSUP = -11
 EPERM = -12
 
+# Ranks of one host in a hierarchical top-k group, at most (include/pbox.h)
+PBOX_TOPK_LOCAL_MAX = 64
+
 _CODE_NAMES = {EINVAL: "EINVAL", ENOMEM: "ENOMEM", ECONNECT: "ECONNECT", EPROTO: "EPROTO",
                EREJECTED: "EREJECTED", ETIMEDOUT: "ETIMEDOUT", EABORTED: "EABORTED",
                EBUSY: "EBUSY", ECLOSED: "ECLOSED", ESYS: "ESYS", ENOTSUP: "ENOTSUP",
@@ -635,7 +638,7 @@ class Client:
         self._blocking(self._L.pbox_release_keys, arr, len(ks))
 
     # -- sparse keys (include/pbox.h "Sparse keys") -------------------------
-    def _topk_opts(self, density, error_feedback, momentum):
+    def _topk_opts(self, density, error_feedback, momentum, local=None):
         density, momentum = _num("density", density), _num("momentum", momentum)
         if not 0 < density <= 1:
             raise Error(EINVAL, f"density {density} is outside (0, 1]")
@@ -646,20 +649,35 @@ class Client:
         if rc < 0:
             raise Error(rc, f"pbox_topk_opts_init_sized refused {ctypes.sizeof(o)} bytes")
         o.density, o.momentum, o.error_feedback = density, momentum, int(bool(error_feedback))
+        if local is not None:
+            try:
+                lr, ls = (int(v) for v in local)
+            except (TypeError, ValueError):
+                raise Error(EINVAL, f"local must be (local_rank, local_size), not {local!r}")
+            if not 0 <= lr < ls <= PBOX_TOPK_LOCAL_MAX:
+                raise Error(EINVAL, f"local=({lr}, {ls}): need 0 <= local_rank < local_size "
+                                    f"<= {PBOX_TOPK_LOCAL_MAX}")
+            o.local_rank, o.local_size = lr, ls
         return o
 
     def iallreduce_topk(self, buf, key, density=0.01, *, error_feedback=True, momentum=0.0,
-                        scale=None, stream=None):
+                        scale=None, stream=None, local=None):
         """Start a top-k sparse allreduce of buf (float32/16, in place) under
         `key`: about density * numel entries of buf + the key's residual
         are sent (the rest kept for the next call when error_feedback),
         and buf gets the dense sum over all ranks. Return a Request.
         momentum > 0: momentum correction (Deep Gradient Compression).
+        local=(local_rank, local_size): hierarchical top-k, the ranks of
+        this host (consecutive, local rank 0 first) sum through shared
+        memory and local rank 0 alone selects and sends (host buffers).
         A CUDA tensor goes to iallreduce_topk_cuda (with scale and
         stream); for host buffers those must be left out."""
         _check_key(key)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(buf, torch.Tensor) and buf.device.type == "cuda":
+            if local is not None:
+                raise Error(EINVAL, f"key {key}: hierarchical top-k (local=) takes host "
+                                    "buffers (the host group sums in host memory)")
             return self.iallreduce_topk_cuda(buf, key, density, error_feedback=error_feedback,
                                              momentum=momentum,
                                              scale=1.0 if scale is None else scale,
@@ -667,7 +685,7 @@ class Client:
         if scale is not None or stream is not None:
             raise Error(EINVAL, f"key {key}: scale and stream apply to CUDA tensors only "
                                 "(this buffer is in host memory)")
-        o = self._topk_opts(density, error_feedback, momentum)
+        o = self._topk_opts(density, error_feedback, momentum, local)
         ptr, count, dt, _ = _buffer_info(buf)
         req = ctypes.c_void_p()
         with self._lock:

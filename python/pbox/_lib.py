@@ -142,6 +142,8 @@ class TopkOpts(ctypes.Structure):
         ("error_feedback", ctypes.c_uint32),
         ("density", ctypes.c_double),
         ("momentum", ctypes.c_double),
+        ("local_rank", ctypes.c_uint32),
+        ("local_size", ctypes.c_uint32),
     ]
 
 

@@ -50,6 +50,7 @@ PS mode, without DDP (every rank builds the same model):
 """
 import hashlib
 import math
+import os
 import queue
 import threading
 
@@ -353,7 +354,7 @@ class TopkState(State):
     """State of topk_hook: State(client, name, world) plus the sparsity.
 
     TopkState(client=None, name="topk", world=None, density=0.01,
-              error_feedback=True, momentum=0.0)
+              error_feedback=True, momentum=0.0, local=None)
       density:        fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
@@ -362,6 +363,12 @@ class TopkState(State):
                       Compression): momentum accumulated before selection,
                       cleared where sent; then the optimizer runs without
                       momentum. 0 = off.
+      local:          hierarchical top-k (CPU buckets): (local_rank, local_size)
+                      of this rank on its host, or "env" for torchrun's
+                      LOCAL_RANK and LOCAL_WORLD_SIZE. The host's ranks
+                      (consecutive, local rank 0 first) sum each bucket through
+                      shared memory; local rank 0 alone keeps the residual,
+                      selects and sends. None (default): every rank on its own.
     A bucket's residual is kept under its key: when DDP rebuilds its
     buckets after the first iteration, the first layout's keys are released
     and their residuals dropped (they belong to buckets that no longer
@@ -369,7 +376,7 @@ class TopkState(State):
     """
 
     def __init__(self, client=None, name="topk", world=None, density=0.01,
-                 error_feedback=True, momentum=0.0):
+                 error_feedback=True, momentum=0.0, local=None):
         density, momentum = float(density), float(momentum)
         if not 0 < density <= 1:
             raise ValueError(f"density {density} is outside (0, 1]")
@@ -377,6 +384,18 @@ class TopkState(State):
             raise ValueError(f"momentum {momentum} is outside [0, 1)")
         super().__init__(client, "topk|" + str(name), world)
         self.density, self.error_feedback, self.momentum = density, bool(error_feedback), momentum
+        if local == "env":
+            try:
+                local = (int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"]))
+            except (KeyError, ValueError) as e:
+                raise ValueError("local='env' needs LOCAL_RANK and LOCAL_WORLD_SIZE in the "
+                                 f"environment (torchrun sets them): {e}") from None
+        if local is not None:
+            lr, ls = (int(v) for v in local)
+            if not 0 <= lr < ls:
+                raise ValueError(f"local=({lr}, {ls}): need 0 <= local_rank < local_size")
+            local = None if ls == 1 else (lr, ls)
+        self.local = local
 
     def _forget(self, key):
         self.client.topk_reset(key)
@@ -384,10 +403,13 @@ class TopkState(State):
     def _request(self, buf, key):
         return self.client.iallreduce_topk(buf, key, self.density,
                                            error_feedback=self.error_feedback,
-                                           momentum=self.momentum)
+                                           momentum=self.momentum, local=self.local)
 
     def _request_cuda(self, buf, key, scale, wire_dtype, stream):
         # selected on the device; the mean's 1/world fused into the copy back
+        if self.local is not None:
+            raise Error(EINVAL, "TopkState(local=...): hierarchical top-k takes CPU buckets "
+                                "(the host group sums in host memory)")
         return self.client.iallreduce_topk_cuda(buf, key, self.density,
                                                 error_feedback=self.error_feedback,
                                                 momentum=self.momentum, scale=scale,
@@ -409,15 +431,18 @@ def _client_of(client):
     return client
 
 
-def topk_allreduce(tensor, client, key, density=0.01, error_feedback=True, momentum=0.0):
+def topk_allreduce(tensor, client, key, density=0.01, error_feedback=True, momentum=0.0,
+                   local=None):
     """Sum `tensor` (a contiguous CPU float tensor) over all ranks in place,
     each rank sending about density of its entries (the largest of tensor
     + the key's residual); returns tensor holding the dense sum. key: an
-    int of your own (2**31 and above keep clear of the hooks')."""
+    int of your own (2**31 and above keep clear of the hooks').
+    local=(local_rank, local_size): hierarchical (TopkState's local)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, not {type(tensor).__name__}")
     return _client_of(client).allreduce_topk(tensor, key, density,
-                                             error_feedback=error_feedback, momentum=momentum)
+                                             error_feedback=error_feedback, momentum=momentum,
+                                             local=local)
 
 
 def sparse_allreduce(t, client, key, out=None):

@@ -10,10 +10,13 @@ against a real box, one rank of WORLD (test_topk_train.sh runs them):
   the seed), from +0.
 * A top-k call at 1% leaves the rest in the residual: density 1 on the next
   call sends gradient + residual, so two calls sum what was given.
+* The same two checks hierarchical (world even: "hosts" of two ranks,
+  local=(rank % 2, 2)): the host's residual lives with its leader.
 * Bad input raises before anything is sent: a sparse tensor to the dense
   entry points, densities 0 and 1.5, unsorted and out-of-range indices,
   repeated indices, a dense tensor to sparse_allreduce.
 """
+import os
 import sys
 
 import torch
@@ -52,6 +55,18 @@ def main():
     total = sum(torch.arange(n, dtype=torch.float32) * (1 + r) - 1234.0 for r in range(world))
     assert torch.equal(a + b, total), float((a + b - total).abs().max())
     assert (a != 0).sum() < 0.05 * n
+    if world % 2 == 0:   # hierarchical: hosts of two ranks
+        loc = (rank % 2, 2)
+        assert torch.equal(pt.topk_allreduce(x.clone(), c, 2**31 + 7, density=1.0, local=loc),
+                           want)
+        a = pt.topk_allreduce(g.clone(), c, 2**31 + 8, density=0.01, local=loc)
+        b = pt.topk_allreduce(torch.zeros(n), c, 2**31 + 8, density=1.0, local=loc)
+        assert torch.equal(a + b, total), float((a + b - total).abs().max())
+        assert (a != 0).sum() < 0.05 * n
+        raises(lambda: pt.topk_allreduce(torch.ones(10), c, 2**31 + 9, local=(2, 2)),
+               pbox.Error, "local_rank 2 of 2")
+    if "LOCAL_RANK" not in os.environ:
+        raises(lambda: pt.TopkState(c, local="env"), ValueError, "local='env' without torchrun")
     # sparse tensors
     shape = (40, 50)
     for it in range(3):
