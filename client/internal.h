@@ -412,7 +412,6 @@ int topk_local_check(pbox_client *c, uint32_t key, uint32_t local_rank, uint32_t
  * 0 and *out, or an error with c's message. */
 int topk_local_open(pbox_client *c, uint32_t key, size_t count, uint32_t local_rank,
 		    uint32_t local_size, struct topk_local **out);
-uint32_t topk_local_size(const struct topk_local *l);
 /* This member's slot: count floats, where a call puts its gradient. */
 float *topk_local_slot(struct topk_local *l);
 /* Barrier, this member's slice of the sum, and (leader) the barrier of

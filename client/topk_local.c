@@ -100,10 +100,7 @@ static void ring(struct local_hdr *h)
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_ns() / 1000000u;
 }
 
 static uint32_t token_digest(uint64_t token)
@@ -286,11 +283,6 @@ int topk_local_open(pbox_client *c, uint32_t key, size_t count, uint32_t local_r
 	}
 	*out = l;
 	return 0;
-}
-
-uint32_t topk_local_size(const struct topk_local *l)
-{
-	return l->local_size;
 }
 
 /* The members (local and job ranks, as "1 (rank 5), 3 (rank 7)") whose counter at field
