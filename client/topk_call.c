@@ -204,6 +204,28 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 	return m;
 }
 
+/* The gradient in buf (count of dtype) into dst as f32; with clear, buf
+ * left zero in the same sweep (the result comes into a zero buffer:
+ * SPARSE_SUBMIT_OUT_ZERO). */
+static void take_grad(float *dst, void *buf, size_t count, uint8_t dtype, bool clear)
+{
+	if (dtype == WIRE_F32) {
+		float *b = buf;
+		for (size_t i = 0; i < count; i++) {
+			dst[i] = b[i];
+			if (clear)
+				b[i] = 0;
+		}
+		return;
+	}
+	uint16_t *h = buf;
+	for (size_t i = 0; i < count; i++) {
+		dst[i] = dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+		if (clear)
+			h[i] = 0;
+	}
+}
+
 int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_t count,
 		   pbox_topk_opts *o, size_t *k)
 {
@@ -232,26 +254,7 @@ int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_
 	return 0;
 }
 
-/* Put buf (count of dtype) into slot as f32 and clear it: the result
- * comes into a zero buffer (SPARSE_SUBMIT_OUT_ZERO). */
-static void local_put(float *slot, void *buf, size_t count, uint8_t dtype)
-{
-	if (dtype == WIRE_F32) {
-		float *b = buf;
-		for (size_t i = 0; i < count; i++) {
-			slot[i] = b[i];
-			b[i] = 0;
-		}
-		return;
-	}
-	uint16_t *h = buf;
-	for (size_t i = 0; i < count; i++) {
-		slot[i] = dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
-		h[i] = 0;
-	}
-}
-
-/* Undo local_put (exact: a widened f16/bf16 narrows back to itself). */
+/* Undo take_grad (exact: a widened f16/bf16 narrows back to itself). */
 static void local_back(const float *slot, void *buf, size_t count, uint8_t dtype)
 {
 	if (dtype == WIRE_F32)
@@ -284,7 +287,7 @@ static int topk_hier(pbox_client *c, struct topk_state *t, void *buf, size_t k,
 				    t->count);
 	}
 	float *slot = topk_local_slot(t->local);
-	local_put(slot, buf, t->count, t->dtype);
+	take_grad(slot, buf, t->count, t->dtype, true);
 	if ((rc = topk_local_reduce(c, t->local, &sum)) < 0) {
 		local_back(slot, buf, t->count, t->dtype);
 		return rc;
@@ -337,13 +340,8 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 				    "the top-k state (%zu elements)", c->job, c->rank, key, count);
 	}
 	float *g = buf;
-	if (t->dtype != WIRE_F32) {
-		uint16_t *h = buf;
-		for (size_t i = 0; i < count; i++) {
-			t->g32[i] = t->dtype == WIRE_F16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
-			if (o.error_feedback)
-				h[i] = 0;   /* as topk_run leaves an f32 buf */
-		}
+	if (t->dtype != WIRE_F32) {   /* cleared with error feedback, as topk_run an f32 buf */
+		take_grad(t->g32, buf, count, t->dtype, o.error_feedback);
 		g = t->g32;
 	}
 	size_t m = topk_run(t, g, k, &o, true);
