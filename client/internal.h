@@ -295,11 +295,14 @@ struct xslot {
 	uint32_t nretx;              /* retransmissions since req's epoch */
 	uint32_t epoch;
 	bool retxed;                 /* sent more than once: no RTT sample */
-	bool box_has;                /* a WAIT said the box has it: no RACK */
+	bool box_has;                /* a WAIT said the box has it: RACK by
+				        first sending (rack_wait_due) */
 	uint32_t bytes;              /* payload bytes (a sparse record's) */
 	uint64_t first_ns;           /* first transmission (round trips) */
 	uint64_t sent_ns;            /* last transmission (RACK, NACKs) */
 	uint64_t deadline_ns;        /* next retransmission */
+	uint64_t wait_ns;            /* the last WAIT (with box_has) */
+	bool rack_timed;             /* deadline is a RACK timer (rack_timer) */
 };
 
 struct rpc_pending {
@@ -329,6 +332,8 @@ struct xfer {
 	uint64_t inflight_bytes;     /* payload bytes of the slots in flight */
 	struct sendq sendq;          /* slots in order of last sending (RACK) */
 	struct rack rack;
+	uint64_t wait_scan_ns;       /* rack.order_at_ns at the last waited-slot scan */
+	uint32_t nwaited;            /* slots in flight with box_has */
 	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;
 	uint32_t gpu_staging;        /* active device calls with chunks not yet

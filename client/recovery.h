@@ -11,7 +11,9 @@
  * plus a reordering allowance after it was sent. Results come back in
  * about the order the slowest rank sent, so a later segment completing
  * while this one has not means this one, or someone's PUSH of it, or its
- * RESULT, was lost.
+ * RESULT, was lost. A segment the box said it has (WAIT) waits for other
+ * ranks, not for us: it is lost, its RESULT that is, when a segment first
+ * sent after it completes after the WAIT (rack_wait_due).
  *
  * AIMD: +1 segment per window of results. Marks act as in DCTCP: per round
  * trip, alpha follows the fraction of results flagged CE (gain 1/16) and a
@@ -56,10 +58,13 @@ static inline uint32_t sendq_next(const struct sendq *q, uint32_t i)
 }
 
 /* RACK's state: the latest sending time among segments delivered, and the
- * round trip of that delivery. */
+ * round trip of that delivery; for segments the box said it has (WAIT),
+ * the latest first sending among segments delivered and when it came. */
 struct rack {
 	uint64_t xmit_ns;
 	uint64_t rtt_ns;
+	uint64_t order_ns;
+	uint64_t order_at_ns;
 };
 
 /* A RESULT came at now for a segment last sent at sent_ns. */
@@ -71,17 +76,54 @@ static inline void rack_on_delivery(struct rack *r, uint64_t sent_ns, uint64_t n
 	}
 }
 
-/* Whether a segment last sent at sent_ns and still without its RESULT is
- * lost by now: a later one was delivered and this one has waited longer
- * than that one's round trip, or min_rtt_ns if that is longer (a RESULT
- * answered from the shadow copy comes back faster than one that waited
- * for the other ranks: its round trip says nothing of theirs), plus the
- * reordering allowance reo_ns. */
+/* When a segment last sent at sent_ns and still without its RESULT counts
+ * as lost: once a later one was delivered (UINT64_MAX while none was),
+ * when it has waited longer than that one's round trip, or min_rtt_ns if
+ * that is longer (a RESULT answered from the shadow copy comes back faster
+ * than one that waited for the other ranks: its round trip says nothing of
+ * theirs), plus the reordering allowance reo_ns. Until then a timer for
+ * that time stands in for the retransmission timeout (RFC 8985's reorder
+ * timer): the last segments of a call have nothing after them to
+ * overtake them. */
+static inline uint64_t rack_due(const struct rack *r, uint64_t sent_ns, uint64_t min_rtt_ns,
+				uint64_t reo_ns)
+{
+	uint64_t rtt = r->rtt_ns > min_rtt_ns ? r->rtt_ns : min_rtt_ns;
+	return sent_ns < r->xmit_ns ? sent_ns + rtt + reo_ns : UINT64_MAX;
+}
+
 static inline bool rack_lost(const struct rack *r, uint64_t sent_ns, uint64_t now,
 			     uint64_t min_rtt_ns, uint64_t reo_ns)
 {
-	uint64_t rtt = r->rtt_ns > min_rtt_ns ? r->rtt_ns : min_rtt_ns;
-	return sent_ns < r->xmit_ns && now >= sent_ns + rtt + reo_ns;
+	return now >= rack_due(r, sent_ns, min_rtt_ns, reo_ns);
+}
+
+/* A RESULT came at now for a segment first sent at first_ns (sent once or
+ * not: the box completed its round either way). */
+static inline void rack_on_order(struct rack *r, uint64_t first_ns, uint64_t now)
+{
+	if (first_ns >= r->order_ns) {
+		r->order_ns = first_ns;
+		r->order_at_ns = now;
+	}
+}
+
+/*
+ * When the RESULT of a segment the box said it has (a WAIT at wait_ns),
+ * first sent at first_ns, counts as lost: reo_ns after a segment first
+ * sent after it had its RESULT, if that came after the WAIT; UINT64_MAX
+ * while none has. The ranks the WAIT named send their segments in the
+ * order every rank first sent them, so the box completes this round
+ * before that later one; its RESULT not here by then means it was lost
+ * (or a late rank's PUSH was: the query then gets another WAIT). Without
+ * this, a lost RESULT of a waited segment costs the WAIT's pacing, which
+ * grows with how long the round was open.
+ */
+static inline uint64_t rack_wait_due(const struct rack *r, uint64_t first_ns, uint64_t wait_ns,
+				     uint64_t reo_ns)
+{
+	return first_ns < r->order_ns && r->order_at_ns > wait_ns ? r->order_at_ns + reo_ns
+								  : UINT64_MAX;
 }
 
 struct aimd {

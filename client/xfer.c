@@ -23,8 +23,12 @@
  * our contribution and waits for other ranks: RACK leaves the segment
  * alone and its timer is set no earlier than the time the round has been
  * open, so a rank waiting for a straggler asks again at a pace that backs
- * off with the straggler's delay, not at every timeout. CE marks and
- * heavy loss shrink the AIMD window (recovery.h), which caps the BDP one.
+ * off with the straggler's delay, not at every timeout; once a segment
+ * first sent after it completes, its RESULT is overdue and it asks at once
+ * (rack_wait_due). A segment overtaken but not yet overdue gets a RACK
+ * timer (rack_timed), as the last ones of a call have nothing after them.
+ * CE marks and heavy loss shrink the AIMD window (recovery.h), which caps
+ * the BDP one.
  *
  * Timeouts: a slot's segment is sent again with the RETX flag when
  * its deadline passes. The timeout adapts to the measured round trip
@@ -134,6 +138,7 @@ static void slot_release(struct xfer *x, uint32_t i)
 	if (s->req->kind == REQ_SPARSE)
 		x->sp_inflight[seg_endpoint(&s->req->ks->lay, s->seg)]--;
 	s->req = NULL;
+	x->nwaited -= s->box_has;
 	x->inflight_bytes -= s->bytes;
 	sendq_remove(&x->sendq, i);
 	seg_window_put(&x->win, i);
@@ -370,7 +375,9 @@ static void resend(pbox_client *c, uint32_t i, uint64_t now, uint32_t rto_us)
 	struct xslot *s = &x->slots[i];
 
 	s->retxed = true;
+	x->nwaited -= s->box_has;
 	s->box_has = false;
+	s->rack_timed = false;
 	s->sent_ns = now;
 	s->deadline_ns = now + (uint64_t)rto_us * NS_PER_US;
 	if (s->deadline_ns < x->next_retx_ns)
@@ -448,12 +455,16 @@ void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 
 	if (ks->slot_of[seg]) {
 		uint32_t i = ks->slot_of[seg] - 1;
-		if (!c->x.slots[i].retxed && now > c->x.slots[i].first_ns)
-			rtt_ns = now - c->x.slots[i].first_ns;
+		const struct xslot *sl = &c->x.slots[i];
+		if (!sl->retxed && now > sl->first_ns)
+			rtt_ns = now - sl->first_ns;
 		/* only a segment sent once says when its result was due: a
-		 * retransmitted one may answer an older copy (RFC 8985 5.2) */
-		if (!c->x.slots[i].retxed)
-			rack_on_delivery(&c->x.rack, c->x.slots[i].sent_ns, now);
+		 * retransmitted one may answer an older copy (RFC 8985 5.2;
+		 * counting it anyway made retransmissions spurious:
+		 * docs/reliability.md "Lost RESULTs of waited segments") */
+		if (!sl->retxed)
+			rack_on_delivery(&c->x.rack, sl->sent_ns, now);
+		rack_on_order(&c->x.rack, sl->first_ns, now);
 		slot_release(&c->x, i);
 	}
 	if (flags & WIRE_FLAG_CE)
@@ -496,7 +507,10 @@ static void on_wait(pbox_client *c, const struct wire_msg *m, const struct wire_
 	stat_add(&c->stats.waits, 1);
 	if (!s)
 		return;
+	x->nwaited += !s->box_has;
 	s->box_has = true;
+	s->wait_ns = now;
+	s->rack_timed = false;
 	uint64_t wait_us = n->open_us > XFER_WAIT_MAX_US ? XFER_WAIT_MAX_US : n->open_us;
 	if (wait_us < x->rtt.rto_us)
 		wait_us = x->rtt.rto_us;
@@ -541,9 +555,37 @@ static void on_notice(pbox_client *c, const struct wire_msg *m, const uint8_t *b
 		on_nack(c, m, now);
 }
 
+/* A RACK timer: slot i's retransmission moved up to due (before its
+ * timeout); retransmit sends it then as a fast retransmission. */
+static void rack_timer(struct xfer *x, uint32_t i, uint64_t due)
+{
+	struct xslot *s = &x->slots[i];
+
+	if (due >= s->deadline_ns)
+		return;
+	s->deadline_ns = due;
+	s->rack_timed = true;
+	if (due < x->next_retx_ns)
+		x->next_retx_ns = due;
+}
+
+/* The waited segments (box_has) whose RESULT rack_wait_due finds lost
+ * after the latest completion: a RACK timer for that time. */
+static void rack_wait_scan(pbox_client *c, uint64_t reo)
+{
+	struct xfer *x = &c->x;
+
+	x->wait_scan_ns = x->rack.order_at_ns;
+	for (uint32_t i = sendq_first(&x->sendq); i != SENDQ_NIL; i = sendq_next(&x->sendq, i))
+		if (x->slots[i].box_has)
+			rack_timer(x, i, rack_wait_due(&x->rack, x->slots[i].first_ns,
+						       x->slots[i].wait_ns, reo));
+}
+
 /* RACK: resend the segments (oldest sent first) that a later-sent one
  * overtook by more than the longer of its round trip and the smoothed one,
- * plus a quarter of the smoothed one. */
+ * plus a quarter of the smoothed one; the ones overtaken but not that long
+ * yet get a timer for it. */
 static void rack_scan(pbox_client *c, uint64_t now)
 {
 	struct xfer *x = &c->x;
@@ -553,13 +595,20 @@ static void rack_scan(pbox_client *c, uint64_t now)
 	for (uint32_t i = sendq_first(&x->sendq), next; i != SENDQ_NIL; i = next) {
 		next = sendq_next(&x->sendq, i);
 		struct xslot *s = &x->slots[i];
-		if (!rack_lost(&x->rack, s->sent_ns, now, srtt, reo))
-			break;   /* sent later than the rest: none of them is lost yet */
+		uint64_t due = rack_due(&x->rack, s->sent_ns, srtt, reo);
+		if (due == UINT64_MAX)
+			break;   /* sent later than the rest: none of them is overtaken */
 		if (s->box_has)
 			continue;
+		if (now < due) {
+			rack_timer(x, i, due);
+			continue;
+		}
 		resend(c, i, now, x->rtt.rto_us);
 		lost++;
 	}
+	if (x->nwaited && x->rack.order_at_ns > x->wait_scan_ns) /* a completion since */
+		rack_wait_scan(c, reo);
 	if (lost) {
 		stat_add(&c->stats.fast_retransmits, lost);
 		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), lost))
@@ -618,7 +667,7 @@ static void retransmit(pbox_client *c, uint64_t now)
 	struct xfer *x = &c->x;
 	uint64_t next = UINT64_MAX;
 	uint32_t backoff_max = x->rtt.rto_us > XFER_BACKOFF_MAX_US ? x->rtt.rto_us : XFER_BACKOFF_MAX_US;
-	uint32_t timeouts = 0;
+	uint32_t timeouts = 0, fast = 0;
 
 	x->next_retx_ns = UINT64_MAX;  /* resend lowers it */
 	for (uint32_t i = 0; i < x->win.cap; i++) {
@@ -629,7 +678,10 @@ static void retransmit(pbox_client *c, uint64_t now)
 			s->epoch = s->req->epoch;
 			s->nretx = 0;
 		}
-		if (now >= s->deadline_ns) {
+		if (now >= s->deadline_ns && s->rack_timed) {   /* a RACK timer */
+			fast++;
+			resend(c, i, now, x->rtt.rto_us);
+		} else if (now >= s->deadline_ns) {
 			if (!s->box_has)
 				timeouts++;
 			s->nretx++;
@@ -640,6 +692,11 @@ static void retransmit(pbox_client *c, uint64_t now)
 	}
 	if (next < x->next_retx_ns)
 		x->next_retx_ns = next;
+	if (fast) {
+		stat_add(&c->stats.fast_retransmits, fast);
+		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), fast))
+			set_cwnd(c);
+	}
 	if (timeouts) {
 		stat_add(&c->stats.timeouts, timeouts);
 		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), timeouts))

@@ -72,6 +72,48 @@ static void rack__lost_only_when_overtaken_and_overdue(void **state)
 	assert_true(r.xmit_ns == 10 * MS);
 }
 
+static void rack__timer_for_the_overtaken(void **state)
+{
+	(void)state;
+	struct rack r = { 0 };
+
+	/* nothing delivered: no segment is overtaken, no timer */
+	assert_true(rack_due(&r, 5 * MS, MS, 0) == UINT64_MAX);
+	rack_on_delivery(&r, 10 * MS, 11 * MS);
+	/* sent at 9 ms: lost at 9 + max(rtt 1, srtt 2) + reo 0.5 ms, the time
+	 * of its RACK timer (the tail of a call: nothing later to tell) */
+	assert_true(rack_due(&r, 9 * MS, 2 * MS, MS / 2) == 11 * MS + MS / 2);
+	assert_false(rack_lost(&r, 9 * MS, 11 * MS, 2 * MS, MS / 2));
+	assert_true(rack_lost(&r, 9 * MS, 11 * MS + MS / 2, 2 * MS, MS / 2));
+	assert_true(rack_due(&r, 10 * MS, 2 * MS, 0) == UINT64_MAX);
+}
+
+static void rack__waited_result_lost_after_a_later_completion(void **state)
+{
+	(void)state;
+	struct rack r = { 0 };
+	const uint64_t reo = MS / 4;
+
+	/* segment A first sent at 1 ms, WAIT at 3 ms: nothing completed */
+	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == UINT64_MAX);
+	/* B, first sent at 2 ms, completes at 2.5 ms: before A's WAIT, so it
+	 * says nothing of the ranks A waits for */
+	rack_on_order(&r, 2 * MS, 2 * MS + MS / 2);
+	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == UINT64_MAX);
+	/* C, first sent at 4 ms, completes at 20 ms (the late rank came): A's
+	 * RESULT is due by 20.25 ms */
+	rack_on_order(&r, 4 * MS, 20 * MS);
+	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == 20 * MS + reo);
+	/* a segment first sent after C is not overtaken by it */
+	assert_true(rack_wait_due(&r, 5 * MS, 3 * MS, reo) == UINT64_MAX);
+	/* an earlier segment's completion (a retransmission's) does not move
+	 * the reference back */
+	rack_on_order(&r, 1 * MS, 21 * MS);
+	assert_true(r.order_ns == 4 * MS && r.order_at_ns == 20 * MS);
+	/* a WAIT after C's completion waits for the next one */
+	assert_true(rack_wait_due(&r, 1 * MS, 20 * MS, reo) == UINT64_MAX);
+}
+
 static void aimd__additive_increase_and_floor(void **state)
 {
 	(void)state;
@@ -137,6 +179,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(sendq__push_moves_to_tail_and_remove_unlinks),
 		cmocka_unit_test(rack__lost_only_when_overtaken_and_overdue),
+		cmocka_unit_test(rack__timer_for_the_overtaken),
+		cmocka_unit_test(rack__waited_result_lost_after_a_later_completion),
 		cmocka_unit_test(aimd__additive_increase_and_floor),
 		cmocka_unit_test(aimd__marks_trim_in_proportion),
 		cmocka_unit_test(aimd__loss_decreases_only_past_half_a_window),
