@@ -53,8 +53,7 @@
 struct local_member {
 	uint64_t arrived;   /* calls whose gradient is in the slot (barrier 1) */
 	uint64_t summed;    /* calls whose slice is in the sum (barrier 2) */
-	uint32_t rank;      /* the member's job rank, once attached */
-	uint8_t pad[44];
+	uint8_t pad[48];
 };
 
 struct local_hdr {
@@ -191,7 +190,6 @@ static int create_group(pbox_client *c, struct topk_local *l, uint32_t key, size
 	l->h->key = key;
 	l->h->count = count;
 	l->h->attached = 1;
-	l->h->m[0].rank = (uint32_t)c->rank;
 	__atomic_store_n(&l->h->magic, LOCAL_MAGIC, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -256,7 +254,6 @@ static int join_group(pbox_client *c, struct topk_local *l, uint32_t key, size_t
 	close(fd);
 	if (rc < 0)
 		return rc;
-	__atomic_store_n(&l->h->m[l->local_rank].rank, (uint32_t)c->rank, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&l->h->attached, 1, __ATOMIC_ACQ_REL);
 	ring(l->h);
 	return 0;

@@ -415,12 +415,8 @@ static size_t select_ef(const struct topk_kernels *kk, float *e, float *g, size_
 		kk = topk_best();
 	if (k < n && k > 0)
 		return select_from(kk, e, g, n, k, idx, val, TOPK_ZERO_KEPT | flags);
-	if (g)
-		for (size_t i = 0; i < n; i++) {
-			e[i] += g[i];
-			if (flags & TOPK_CLEAR_G)
-				g[i] = 0;
-		}
+	if (g)   /* all or nothing: the sum, then every entry or none */
+		cpu_add(&(struct cpu_array){ .x = e, .g = g, .n = n, .flags = flags });
 	m = topk_select(kk, e, n, k, idx, val);
 	for (size_t j = 0; j < m; j++)
 		e[idx[j]] = 0;
