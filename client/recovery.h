@@ -92,12 +92,6 @@ static inline uint64_t rack_due(const struct rack *r, uint64_t sent_ns, uint64_t
 	return sent_ns < r->xmit_ns ? sent_ns + rtt + reo_ns : UINT64_MAX;
 }
 
-static inline bool rack_lost(const struct rack *r, uint64_t sent_ns, uint64_t now,
-			     uint64_t min_rtt_ns, uint64_t reo_ns)
-{
-	return now >= rack_due(r, sent_ns, min_rtt_ns, reo_ns);
-}
-
 /* A RESULT came at now for a segment first sent at first_ns (sent once or
  * not: the box completed its round either way). */
 static inline void rack_on_order(struct rack *r, uint64_t first_ns, uint64_t now)
