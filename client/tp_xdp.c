@@ -23,7 +23,8 @@
  * Zero-copy where the driver supports it (bind with XDP_ZEROCOPY, else
  * XDP_COPY: veth is copy mode). need_wakeup: the kernel is kicked
  * (sendto/recvfrom) only when the rings say it sleeps; in copy mode each
- * sendto moves at most 32 frames, so a burst kicks until the ring drains.
+ * sendto moves at most 32 descriptors, so a burst kicks until the ring
+ * drains.
  * busy_poll: SO_PREFER_BUSY_POLL with a budget, and rx_burst drives the
  * queue itself when the ring is empty.
  */
@@ -68,7 +69,7 @@
 #define XDP_TX_CHUNKS   3072u    /* 12 MiB of tx slots */
 #define XDP_RX_PEEK     256u     /* descriptors taken from the rx ring at once */
 #define XDP_UDP_BURST   8u       /* datagrams taken from the port's UDP socket at once */
-#define XDP_KICK_BATCH  32u      /* frames one copy-mode sendto moves (kernel's TX_BATCH_SIZE) */
+#define XDP_KICK_BATCH  32u      /* descriptors one copy-mode sendto moves (TX_BATCH_SIZE) */
 #define XDP_ARP_WAIT_MS 1000
 #define BUSY_POLL_US    20
 #define BUSY_POLL_BUDGET 64
@@ -359,10 +360,13 @@ static bool tx_ring_empty(struct xdp_tp *x)
 }
 
 /* Let the kernel send what the tx ring holds: in copy mode a sendto moves
- * up to XDP_KICK_BATCH frames, so kick until the ring drains (bounded). */
-static int kick(struct xdp_tp *x, unsigned frames, char *err, size_t errlen)
+ * up to XDP_KICK_BATCH descriptors (a jumbo frame takes three), so kick
+ * until the ring drains, bounded by what it holds. A descriptor left in
+ * the ring waits for the next burst's kick: at the end of a window that
+ * is the retransmission timeout. */
+static int kick(struct xdp_tp *x, char *err, size_t errlen)
 {
-	unsigned tries = frames / XDP_KICK_BATCH + 4;
+	unsigned tries = (XDP_RING - xsk_prod_nb_free(&x->tx, XDP_RING)) / XDP_KICK_BATCH + 4;
 
 	while (tries-- > 0 && xsk_ring_prod__needs_wakeup(&x->tx) && !tx_ring_empty(x)) {
 		tp_ctr_add(&x->ctr.wakeups, 1);
@@ -402,7 +406,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 			/* full: hand over what is queued, take back what completed */
 			xsk_ring_prod__submit(&x->tx, queued);
 			queued = 0;
-			int rc = kick(x, XDP_RING, err, errlen);
+			int rc = kick(x, err, errlen);
 			if (rc < 0)
 				return rc;
 			reap(x);
@@ -426,7 +430,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 		sent++;
 	}
 	xsk_ring_prod__submit(&x->tx, queued);
-	int rc = kick(x, n, err, errlen);
+	int rc = kick(x, err, errlen);
 	tp_ctr_add(&x->ctr.tx_dgrams, sent);
 	return rc < 0 ? rc : (int)sent;
 }
@@ -529,6 +533,11 @@ static int xdp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 					      ~(uint64_t)(XDP_CHUNK - 1);
 		used += nd;
 	}
+	/* peek moved the ring's cached consumer past all it returned: give
+	 * back what is left for the next burst (else those frames are skipped
+	 * for good, their chunks never refilled, and the kernel, seeing them
+	 * unconsumed, keeps the socket readable) */
+	xsk_ring_cons__cancel(&x->rx, got - used);
 	xsk_ring_cons__release(&x->rx, used);
 	if (n == 0) {
 		if (x->busy_poll) {   /* drive the queue ourselves */
