@@ -555,6 +555,17 @@ static void on_notice(pbox_client *c, const struct wire_msg *m, const uint8_t *b
 		on_nack(c, m, now);
 }
 
+/* n segments sent again for loss, counted in *stat: the AIMD window
+ * reacts (recovery.h). */
+static void on_losses(pbox_client *c, uint64_t *stat, uint32_t n, uint64_t now)
+{
+	if (!n)
+		return;
+	stat_add(stat, n);
+	if (aimd_on_loss(&c->x.aimd, now, srtt_ns(&c->x), n))
+		set_cwnd(c);
+}
+
 /* A RACK timer: slot i's retransmission moved up to due (before its
  * timeout); retransmit sends it then as a fast retransmission. */
 static void rack_timer(struct xfer *x, uint32_t i, uint64_t due)
@@ -610,9 +621,7 @@ static void rack_scan(pbox_client *c, uint64_t now)
 	if (x->nwaited && x->rack.order_at_ns > x->wait_scan_ns) /* a completion since */
 		rack_wait_scan(c, reo);
 	if (lost) {
-		stat_add(&c->stats.fast_retransmits, lost);
-		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), lost))
-			set_cwnd(c);
+		on_losses(c, &c->stats.fast_retransmits, lost, now);
 		flush(c);
 	}
 }
@@ -692,16 +701,8 @@ static void retransmit(pbox_client *c, uint64_t now)
 	}
 	if (next < x->next_retx_ns)
 		x->next_retx_ns = next;
-	if (fast) {
-		stat_add(&c->stats.fast_retransmits, fast);
-		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), fast))
-			set_cwnd(c);
-	}
-	if (timeouts) {
-		stat_add(&c->stats.timeouts, timeouts);
-		if (aimd_on_loss(&x->aimd, now, srtt_ns(x), timeouts))
-			set_cwnd(c);
-	}
+	on_losses(c, &c->stats.fast_retransmits, fast, now);
+	on_losses(c, &c->stats.timeouts, timeouts, now);
 	flush(c);
 }
 
