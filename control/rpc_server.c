@@ -770,8 +770,3 @@ unsigned rpc_server_tcp_port(const struct rpc_server *s)
 {
 	return s->tcp.fd >= 0 ? s->tcp_port : 0;
 }
-
-unsigned rpc_server_nconns(const struct rpc_server *s)
-{
-	return s->nconns;
-}

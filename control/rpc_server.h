@@ -59,7 +59,4 @@ int rpc_server_send(struct rpc_server *srv, void *session, const json_t *msg);
 /* TCP port the listener is bound to (host order), 0 if none. */
 unsigned rpc_server_tcp_port(const struct rpc_server *srv);
 
-/* Open connections. */
-unsigned rpc_server_nconns(const struct rpc_server *srv);
-
 #endif
