@@ -625,9 +625,17 @@ echo "compare: [$(elapsed)] results in $OUT"
 	--title "float32 allreduce on $(nproc) CPUs, $([ "$TOPO" = hosts ] && echo "a namespace per rank on one bridge" || echo "pbox over veth, OpenMPI/Gloo over loopback"), MTU $MTU" ||
 	FAILED+=("plot")
 
-# every requested (system, n) must have every size
-for sys in pbox openmpi gloo; do
-	want "$sys" || continue
+# every system run (pbox once per transport and top-k variant) must have
+# every size at every n
+RUN_SYS=()
+if want pbox; then
+	for tp in "${TP_LIST[@]}"; do RUN_SYS+=("$([ "$tp" = udp ] && echo pbox || echo "pbox-$tp")"); done
+	[ -z "$TOPK" ] || RUN_SYS+=(pbox-topk)
+	[ -z "$TOPK_LOCAL" ] || RUN_SYS+=(pbox-topk-local)
+fi
+want openmpi && RUN_SYS+=(openmpi)
+want gloo && RUN_SYS+=(gloo)
+for sys in "${RUN_SYS[@]}"; do
 	for n in "${NS[@]}"; do
 		got=$(awk -v s="$sys" -v n="$n" '$1 == s && $2 == n { print $4 }' "$RAW" | sort -u | wc -l)
 		[ "$got" -eq "${#SIZE_LIST[@]}" ] || FAILED+=("$sys/n$n: $got of ${#SIZE_LIST[@]} sizes")
