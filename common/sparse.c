@@ -98,7 +98,7 @@ int sparse_rec_parse(const uint8_t *p, size_t avail, size_t esz,
 	if (len == 0 || r->n > len)
 		return -DROP_BAD_SPARSE;
 	size_t bytes = SPARSE_REC_HDR + sparse_body_bytes(r->form, r->n, len, esz);
-	if (bytes > avail)
+	if (bytes > avail || bytes > sparse_rec_max(len, esz))
 		return -DROP_BAD_SPARSE;
 	r->body = p + SPARSE_REC_HDR;
 	r->bytes = (uint32_t)bytes;

@@ -60,8 +60,11 @@ static inline size_t sparse_rec_max(uint32_t len, size_t esz)
 /*
  * Read the record header at p (avail bytes left in the payload) and its
  * size; the body is not looked at. 0, or -DROP_BAD_SPARSE (short, unknown
- * form, nonzero pad byte, body overruns avail). len_of(ctx, seg) gives the
- * segment's length, 0 if seg is outside the key.
+ * form, nonzero pad byte, body overruns avail, or the record is larger
+ * than sparse_rec_max: an IDX or BITMAP record with nearly every entry
+ * present, which a sender never picks over DENSE and which would overrun
+ * a receiver's record buffer). len_of(ctx, seg) gives the segment's
+ * length, 0 if seg is outside the key.
  */
 int sparse_rec_parse(const uint8_t *p, size_t avail, size_t esz,
 		     uint32_t (*len_of)(const void *ctx, uint32_t seg), const void *ctx,

@@ -179,7 +179,7 @@ static uint32_t rng(uint32_t *x)
 	return *x;
 }
 
-/* A record for segment s of key k at out (room: SEG_BYTES); its bytes. */
+/* A record for segment s of key k at out (room: 2 x SEG_BYTES); its bytes. */
 static size_t make_record(uint8_t *out, int k, uint32_t s, uint8_t mode, uint8_t seed)
 {
 	uint32_t len = s < nsegs_of(k) ? len_of(k, s) : elems_of(k);
@@ -204,6 +204,23 @@ static size_t make_record(uint8_t *out, int k, uint32_t s, uint8_t mode, uint8_t
 			memcpy(vals + i * esz, &bits, esz);
 		}
 		return sparse_encode_dense(out, s, vals, len, esz);
+	}
+	if (mode == 6 && (seed & 1)) {
+		/* valid IDX of nearly every entry: larger than DENSE, which no
+		 * sender picks; up to 2 x SEG_BYTES, past a rank's room in a slot */
+		uint16_t n = (uint16_t)(len > seed % 4u ? len - seed % 4u : len);
+		size_t vals_at = (2 * (size_t)n + 3) & ~(size_t)3;
+		memset(out, 0, SPARSE_REC_HDR + vals_at);
+		memcpy(out, &s, 4);
+		memcpy(out + 4, &n, 2);
+		out[6] = SPARSE_IDX;
+		for (uint16_t i = 0; i < n; i++) {
+			uint16_t idx = (uint16_t)(i + (len - n) * (i == n - 1u));
+			memcpy(out + SPARSE_REC_HDR + 2 * (size_t)i, &idx, 2);
+		}
+		for (size_t i = 0; i < (size_t)n * esz; i++)
+			out[SPARSE_REC_HDR + vals_at + i] = (uint8_t)(rng(&x) & 0x3F);
+		return SPARSE_REC_HDR + vals_at + (size_t)n * esz;
 	}
 	/* a plausible header and random bytes */
 	uint16_t n = (uint16_t)(rng(&x) % (len + 1));
@@ -243,6 +260,7 @@ static int model_packet(int k, const struct wire_msg *m, const uint8_t *pl)
 		    (i == 0 ? r.seg != m->seg : r.seg <= prev) ||
 		    sparse_rec_check(&r, len_of(k, r.seg), esz_of(k)) < 0)
 			return -DROP_BAD_SPARSE;
+		CHECK(r.bytes <= SEG_BYTES); /* an accepted record fits a rank's room */
 		if (kdefs[k].owner[r.seg])
 			return -DROP_WRONG_LCORE;
 		prev = r.seg;
@@ -323,7 +341,7 @@ static void op_push(struct in *in)
 	uint8_t b0 = get8(in), ksel = get8(in) % NKEYS, fl = get8(in), rd = get8(in);
 	unsigned rank = b0 % WORLD, nrec = get8(in) % 4 + 1;
 	int k = ksel;
-	uint8_t pl[SEG_BYTES * 5]; /* 4 records of at most SEG_BYTES + 8 (key 7's) */
+	uint8_t pl[SEG_BYTES * 9]; /* 4 records of at most 2 x SEG_BYTES */
 	uint32_t segs[4];
 	size_t used = 0;
 	struct wire_msg m = { .type = WIRE_PUSH, .dtype = (uint8_t)kdefs[k].dtype,

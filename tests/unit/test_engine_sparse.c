@@ -272,7 +272,7 @@ static uint32_t idx_rec(uint8_t *p, uint32_t seg, const uint16_t *idx, uint16_t 
 static void sparse__bad_records_drop_the_whole_packet(void **state)
 {
 	struct fx *f = *state;
-	uint8_t pkt[SEG_BYTES];
+	uint8_t pkt[2 * SEG_BYTES];
 	struct engine_out out;
 	static const uint16_t unsorted[] = { 3, 1 }, repeated[] = { 2, 2 }, outside[] = { 48 },
 			      good[] = { 1, 5 };
@@ -310,6 +310,20 @@ static void sparse__bad_records_drop_the_whole_packet(void **state)
 	pkt[6] = SPARSE_BITMAP;
 	memcpy(pkt + 8, &bits, 4);
 	EXPECT_DROP(sparse_hdr(f, 0, 9, 0, 1, 1, 8 + 8 + 12, WIRE_F32), DROP_BAD_SPARSE);
+	/* an IDX record of every entry: valid indices, but 296 bytes where the
+	 * DENSE form takes 200 and a rank's room in a slot is SEG_BYTES (256):
+	 * dropped before anything is copied (it overran into the next rank's
+	 * room before the bound) */
+	{
+		uint16_t all[SE32];
+		for (unsigned i = 0; i < SE32; i++)
+			all[i] = (uint16_t)i;
+		n = idx_rec(pkt, 0, all, SE32);
+		assert_true(n > SEG_BYTES);
+		EXPECT_DROP(sparse_hdr(f, 0, 9, 0, 1, 1, n, WIRE_F32), DROP_BAD_SPARSE);
+		n = idx_rec(pkt, 0, all, 34); /* 212 bytes: still above DENSE */
+		EXPECT_DROP(sparse_hdr(f, 0, 9, 0, 1, 1, n, WIRE_F32), DROP_BAD_SPARSE);
+	}
 	/* segments not increasing: the second record repeats segment 0 */
 	n = idx_rec(pkt, 0, good, 2);
 	uint32_t n2 = idx_rec(pkt + n, 0, good, 2);
