@@ -380,8 +380,10 @@ int xfer_poll_ms(const pbox_client *c, uint64_t now);
 void xfer_flush(pbox_client *c);
 /* Segment seg of r got its result (bytes of it, flags of its RESULT):
  * the window, round trip, congestion and progress bookkeeping; finishes
- * r when it was the last. The caller checked it is new and stored it. */
-void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
+ * r when it was the last (or its device copy failed). The caller checked
+ * it is new and stored it. False when r is finished: not the caller's to
+ * touch any more. */
+bool xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
 		   uint8_t flags, uint64_t now);
 
 /* ---- sparse_call.c: the submission of sparse calls ------------------------- */

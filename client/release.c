@@ -42,18 +42,7 @@ int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
 	}
 	memcpy(r->rel_keys, keys, n * sizeof(*keys));
 	r->count = n;
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < n; i++)
-		if (req_key_busy_locked(c, keys[i])) {
-			snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a "
-				 "call on this key is still in flight (wait for it before "
-				 "releasing the key)", c->job, c->rank, keys[i]);
-			pthread_mutex_unlock(&c->lock);
-			req_free(r);
-			return PBOX_EBUSY;
-		}
-	pthread_mutex_unlock(&c->lock);
-	int rc = req_submit(c, r);
+	int rc = req_submit(c, r);   /* PBOX_EBUSY if a call on any of them is in flight */
 	return rc < 0 ? rc : pbox_wait(r);
 }
 

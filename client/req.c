@@ -73,17 +73,24 @@ bool req_key_busy_locked(const pbox_client *c, uint32_t key)
 	return false;
 }
 
-/* Queue r unless the client failed or the key is busy; under c->lock. */
+/* Queue r unless the client failed or a key of it (each a release names)
+ * is busy; under c->lock, so no call on a key slips in between. */
 static int submit_locked(pbox_client *c, struct pbox_req *r)
 {
+	bool rel = r->kind == REQ_RELEASE;
+
 	if (c->fatal_rc) {
 		snprintf(c->last_err, sizeof(c->last_err), "%s", c->fatal_msg);
 		return c->fatal_rc;
 	}
-	if (req_key_busy_locked(c, r->key)) {
-		snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a call on "
-			 "this key is still in flight (wait for it first)", c->job, c->rank, r->key);
-		return PBOX_EBUSY;
+	for (size_t i = 0; i < (rel ? r->count : 1); i++) {
+		uint32_t key = rel ? r->rel_keys[i] : r->key;
+		if (req_key_busy_locked(c, key)) {
+			snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a "
+				 "call on this key is still in flight (wait for it %s)", c->job,
+				 c->rank, key, rel ? "before releasing the key" : "first");
+			return PBOX_EBUSY;
+		}
 	}
 	if (c->sub_tail)
 		c->sub_tail->sub_next = r;

@@ -184,9 +184,7 @@ void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
 		/* the segment is zero (sparse_send or the caller): only the entries */
 		sparse_rec_put((uint8_t *)r->buf + seg_first(l, rec.seg) * esz, &rec, esz,
 			       seg_len(l, rec.seg));
-		bool last = r->ndone + 1 == l->nsegs;
-		xfer_seg_done(c, r, rec.seg, rec.bytes, m->flags, now);
-		if (last)
+		if (!xfer_seg_done(c, r, rec.seg, rec.bytes, m->flags, now))
 			return; /* r is finished: not ours to touch any more */
 	}
 }

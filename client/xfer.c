@@ -39,10 +39,10 @@
  * and back to the estimate once
  * the request makes progress (a new result bumps the request's epoch,
  * which resets the slot's retransmission count).
- * A request that neither gets a new result nor sends a new segment (window
- * room counts: it was merely queued behind other requests) for
+ * A request that neither gets a new result nor sends a new segment for
  * opts.timeout_ms fails PBOX_ETIMEDOUT naming job, rank, key, round and the
- * missing segments.
+ * missing segments. While its ready segments wait for window room held by
+ * the requests ahead of it, it progresses as they do (it is merely queued).
  *
  * An ERROR packet for this job means the box aborted it: the reason comes
  * with the job_aborted notification, which is awaited ABORT_GRACE_MS before
@@ -287,6 +287,10 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 {
 	struct xfer *x = &c->x;
 
+	/* Queued packets may point into r's buffers (a NACK's resend queued
+	 * earlier in the same receive batch), which the caller may free once
+	 * woken: they leave first. */
+	xfer_flush(c);
 	if (r->gk)   /* a device call: mark the end of its copies (gpu_stage.c) */
 		rc = gpu_finish(c, r, rc, &msg);
 	act_unlink(x, r);
@@ -447,7 +451,7 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	xfer_seg_done(c, r, m->seg, (uint32_t)(seg_len(l, m->seg) * esz), m->flags, now);
 }
 
-void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
+bool xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t bytes,
 		   uint8_t flags, uint64_t now)
 {
 	struct key_state *ks = r->ks;
@@ -475,9 +479,12 @@ void xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 	r->epoch++;
 	r->progress_ns = now;
 	if (r->gk && !gpu_seg_done(c, r, seg))   /* (failed: r is finished) */
-		return;
-	if (r->ndone == ks->lay.nsegs)
+		return false;
+	if (r->ndone == ks->lay.nsegs) {
 		xfer_finish(c, r, 0, NULL);
+		return false;
+	}
+	return true;
 }
 
 /* The slot of the segment a WAIT or NACK names, if it is in flight in
@@ -775,10 +782,20 @@ void xfer_timers(pbox_client *c, uint64_t now)
 		retransmit(c, now);
 	if (x->redeclare_ns && now >= x->redeclare_ns)
 		redeclare(c, now);
+	/* a streaming call whose ready segments wait for window room that the
+	 * calls ahead of it hold (xfer_fill serves calls in order) progresses
+	 * as they do */
+	uint64_t ahead_ns = 0;
 	for (struct pbox_req *r = x->act_head, *next; r; r = next) {
 		next = r->act_next;
-		if (r->state != REQ_QUEUED && now - r->progress_ns >= limit)
+		bool streaming = r->state == REQ_STREAMING;
+		uint64_t p = r->progress_ns;
+		if (streaming && r->next_seg < r->ready_seg && ahead_ns > p)
+			p = ahead_ns;
+		if (r->state != REQ_QUEUED && now - p >= limit)
 			fail_timed_out(c, r);
+		else if (streaming && p > ahead_ns)
+			ahead_ns = p;
 	}
 	if (x->abort_seen_ns && now - x->abort_seen_ns >= ABORT_GRACE_MS * NS_PER_MS) {
 		char msg[CLIENT_MSG_LEN];

@@ -334,6 +334,42 @@ static void timeout__silent_box_names_missing_segments(void **state)
 	box_inproc_free(b);
 }
 
+/* A call queued behind a long one waits for window room while the long
+ * one streams: it progresses as the calls ahead of it do, and does not
+ * time out (it did after timeout_ms, though every result came in time). */
+static void timeout__queued_call_waits_behind_a_long_one(void **state)
+{
+	struct box_inproc *b = new_box(0);
+	size_t big = (size_t)56 << 20;   /* 224 MiB of f32 (the job may hold 256): many timeouts long */
+	float *x = calloc(big, sizeof(float)), y[1000];
+	pbox_req *ra, *rb;
+	struct timespec t0;
+
+	(void)state;
+	assert_non_null(x);
+	for (size_t i = 0; i < big; i += 4096)
+		x[i] = 1.0f;
+	for (int i = 0; i < 1000; i++)
+		y[i] = (float)i;
+	pbox_client *c = member(b, "queue", 0, 1, 100);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pbox_iallreduce(c, 1, x, big, PBOX_F32, &ra), 0);
+	assert_int_equal(pbox_iallreduce(c, 2, y, 1000, PBOX_F32, &rb), 0);
+	int rc = pbox_wait(ra);
+	if (rc)
+		print_error("%s\n", pbox_last_error(c));
+	assert_int_equal(rc, 0);
+	double dt = since(&t0);
+	assert_int_equal(pbox_wait(rb), 0);
+	print_message("224 MiB call: %.2f s, the queued call's timeout 0.1 s\n", dt);
+	assert_true(dt > 0.2);   /* else this case tests nothing */
+	assert_true(x[4096] == 1.0f && x[4097] == 0.0f && y[999] == 999.0f);
+	pbox_close(c);
+	free(x);
+	stop_box(b);
+	box_inproc_free(b);
+}
+
 /* Rank 1 (a bare control connection) joins, then its connection closes
  * while rank 0 waits for it: the box aborts the job and tells rank 0 why. */
 static void abort__lost_rank_notified_fails_pending_and_later_calls(void **state)
@@ -494,6 +530,7 @@ int main(void)
 		cmocka_unit_test(offload__gso_runs_exact),
 		cmocka_unit_test(keys__many_in_flight_small_window),
 		cmocka_unit_test(timeout__silent_box_names_missing_segments),
+		cmocka_unit_test(timeout__queued_call_waits_behind_a_long_one),
 		cmocka_unit_test(abort__lost_rank_notified_fails_pending_and_later_calls),
 		cmocka_unit_test(abort__error_packets_without_notification),
 		cmocka_unit_test(abort__stalled_rank_named_by_box),
