@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "common/csum_impl.h"
 #include "common/drops.h"
 
 #define ETH_P_IPV4 0x0800
@@ -55,7 +56,7 @@ uint16_t frame_csum(const void *p, size_t len)
 	return htons((uint16_t)~sum);
 }
 
-uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum)
+uint64_t frame_csum_scalar(const void *p, size_t len, uint64_t sum)
 {
 	const uint8_t *b = p;
 	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -89,6 +90,27 @@ uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum)
 	/* each s < 2^62 for any length a frame can have: no carry is lost */
 	return sum + s0 + s1 + s2 + s3;
 }
+
+/*
+ * frame_csum_partial is the AVX2 variant where the CPU has AVX2 (AVX-512
+ * measured no faster: 32 bytes per cycle in cache both), chosen once when
+ * the program is loaded (an ifunc; PBOX_KERNEL does not apply: every
+ * variant gives the same sum). The resolver runs before the sanitizers'
+ * runtimes start, so it is not instrumented.
+ */
+typedef uint64_t csum_fn(const void *, size_t, uint64_t);
+
+__attribute__((used, no_sanitize_address, no_sanitize("undefined")))
+static csum_fn *csum_resolve(void)
+{
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2"))
+		return frame_csum_avx2;
+	return frame_csum_scalar;
+}
+
+uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum)
+	__attribute__((ifunc("csum_resolve")));
 
 /* Fold a partial sum to 16 bits (memory order). */
 static uint16_t csum_fold(uint64_t s)

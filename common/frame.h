@@ -88,7 +88,8 @@ uint16_t frame_csum(const void *p, size_t len);
  * Add len bytes at p to a ones'-complement partial sum (not folded, not
  * complemented; in memory byte order, so no swaps). Pieces of one datagram
  * combine by adding their sums as long as each starts at an even offset
- * from the first; only the last may have odd length.
+ * from the first; only the last may have odd length. Scalar or AVX2, by
+ * the CPU (common/csum_impl.h); both return the same integer.
  */
 uint64_t frame_csum_partial(const void *p, size_t len, uint64_t sum);
 
