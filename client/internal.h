@@ -179,7 +179,7 @@ void key_reset(struct key_state *ks);
 enum req_kind {
 	REQ_ALLREDUCE = 0, /* buf summed in place */
 	REQ_DECLARE,       /* key_declare of a PS key, nothing streamed */
-	REQ_PS_INIT,       /* PS round 1: src = weights (rank 0) or nothing */
+	REQ_PS_INIT,       /* PS init round: src = weights (rank 0) or nothing */
 	REQ_PUSH_PULL,     /* PS step: src gradients, buf gets the weights */
 	REQ_PS_READ,       /* key_read pieces into buf (ps_rpc.c) */
 	REQ_PS_WRITE,      /* key_write pieces from src, or only steps */

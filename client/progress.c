@@ -257,6 +257,15 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 		return -1;
 	}
 	ks->restored = ks->is_ps && json_is_true(json_object_get(ps, "restored"));
+	/* the key's rounds go on from its earlier lives' (a box before 0.9.1
+	 * does not say: 1) */
+	json_t *fr = json_object_get(res, "first_round");
+	json_int_t first = fr ? json_integer_value(fr) : 1;
+	if ((fr && !json_is_integer(fr)) || first < 1 || first > UINT32_MAX) {
+		snprintf(err, errlen, "\"first_round\" is not a round number");
+		return -1;
+	}
+	ks->round = (uint32_t)(first - 1);
 	if (ks->sparse != json_is_true(json_object_get(res, "sparse"))) {
 		snprintf(err, errlen, "the sparse mode (\"sparse\") differs from the declaration");
 		return -1;

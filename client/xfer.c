@@ -347,7 +347,7 @@ static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t n
 		snprintf(msg, sizeof(msg), "job '%s' rank %d key %u: the box has no weights "
 			 "for this PS key yet (every rank calls pbox_ps_init first); nothing "
 			 "was applied", c->job, c->rank, m->key);
-		ks->round--; /* the box never opened this round: pbox_ps_init is round 1 */
+		ks->round--; /* the box never opened this round: pbox_ps_init is the first */
 		xfer_finish(c, r, PBOX_EINVAL, msg);
 		return;
 	}

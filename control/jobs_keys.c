@@ -225,8 +225,11 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 			i++;
 			continue;
 		}
-		/* no lcore refers to the key any more: its block reads as zeros
-		 * again and goes back to the job */
+		/* no lcore refers to the key any more: its rounds are final;
+		 * its block reads as zeros again and goes back to the job */
+		for (uint32_t s = 0; s < k->ek->nsegs; s++)
+			if (k->ek->segs[s].done > j->round_hwm)
+				j->round_hwm = k->ek->segs[s].done;
 		memset(j->arena + k->off, 0, k->bytes);
 		if (arena_free(&j->mem, k->off, k->bytes) < 0)
 			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
@@ -516,6 +519,7 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	else
 		k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
 					k->geom.segs_per_chunk, owner);
+	engine_key_set_round0(k->ek, j->round_hwm);
 	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),

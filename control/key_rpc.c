@@ -174,14 +174,15 @@ RPC_HANDLER(rpc_key_declare)
 		snprintf(err, errlen, "key %u: out of memory for the reply", a.key);
 		return -ENOMEM;
 	}
-	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b, s:s, s:i}",
+	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b, s:s, s:i, s:I}",
 			    "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			    "dtype", wire_dtype_name(k->dtype),
 			    "seg_elems", (json_int_t)k->geom.seg_elems,
 			    "nsegs", (json_int_t)k->geom.nsegs,
 			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
 			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse,
-			    "collective", jobs_coll_name(k->coll), "root", (int)k->root);
+			    "collective", jobs_coll_name(k->coll), "root", (int)k->root,
+			    "first_round", (json_int_t)k->ek->round0 + 1);
 	return 0;
 }
 

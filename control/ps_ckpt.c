@@ -164,7 +164,8 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 	return 0;
 }
 
-/* copy_range, tried again while the key is stepping (up to 0.1 s). */
+/* copy_range, tried again while the key is stepping (up to 0.1 s); *round
+ * gets the rounds the copy's segments completed in this life of the key. */
 static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, unsigned a1,
 		    uint64_t first, uint64_t n, float *out, uint32_t *round, int strict,
 		    char *err, size_t errlen)
@@ -173,6 +174,7 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 
 	for (int t = 0; t < SNAP_TRIES; t++) {
 		if (copy_range(k, a0, a1, first, n, out, round, strict) == 0) {
+			*round = engine_key_rounds(k->ek, *round);
 			if (*round == 0)
 				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
 					      "weights yet (the ranks have not run pbox_ps_init)",
@@ -225,7 +227,7 @@ int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint
 		return rc;
 	/* no segment can complete while it is written: that needs rank 0's
 	 * contribution, and rank 0 is the writer, between its steps */
-	if (__atomic_load_n(&ek->segs[first / ek->seg_elems].done, __ATOMIC_ACQUIRE) == 0)
+	if (__atomic_load_n(&ek->segs[first / ek->seg_elems].done, __ATOMIC_ACQUIRE) == ek->round0)
 		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
 			      "(run pbox_ps_init first)", j->name, k->key);
 	memcpy(array_of(ek->ps, a) + first, in, (size_t)n * sizeof(float));
@@ -244,16 +246,17 @@ int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint
 int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t steps,
 		     char *err, size_t errlen)
 {
-	uint32_t done = __atomic_load_n(&k->ek->segs[0].done, __ATOMIC_ACQUIRE);
+	uint32_t rounds = engine_key_rounds(k->ek, __atomic_load_n(&k->ek->segs[0].done,
+								    __ATOMIC_ACQUIRE));
 
 	if (!k->is_ps)
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 " is not a PS key",
 			      j->name, k->key);
-	if (done == 0)
+	if (rounds == 0)
 		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
 			      "(run pbox_ps_init first)", j->name, k->key);
-	/* the next step, round done + 1, is step steps + 1 */
-	k->ek->ps->step0 = steps - (done - 1);
+	/* the next step, the life's round rounds + 1, is step steps + 1 */
+	k->ek->ps->step0 = steps - (rounds - 1);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	return 0;
 }

@@ -6,7 +6,7 @@
  * optimizer steps taken, the fp32 weights and the optimizer's state
  * planes. job_save writes them (ps_ckpt_save); a job created with
  * `restore` loads them when its PS keys are declared (ps_ckpt_load), and
- * the key starts from there: round 1 keeps the loaded weights, Adam's step
+ * the key starts from there: its init round keeps the loaded weights, Adam's step
  * count goes on.
  *
  * File layout, little-endian: "PBOXCKP1", u32 version 1, u32 key, u64

@@ -75,6 +75,7 @@ static struct engine_key *key_init(void *mem, uint32_t key, uint64_t count, unsi
 	k->nsegs = nsegs;
 	k->segs_per_chunk = segs_per_chunk;
 	k->nchunks = nchunks;
+	k->round0 = 0;
 	memcpy(p, chunk_lcore, nchunks);
 	k->chunk_lcore = p;
 	p += ALIGN64(nchunks);
@@ -84,6 +85,13 @@ static struct engine_key *key_init(void *mem, uint32_t key, uint64_t count, unsi
 	p += ALIGN64((size_t)nsegs * sizeof(struct engine_seg));
 	k->result = p;
 	return k;
+}
+
+void engine_key_set_round0(struct engine_key *k, uint32_t round0)
+{
+	k->round0 = round0;
+	for (uint32_t s = 0; s < k->nsegs; s++)
+		k->segs[s].done = round0;
 }
 
 static inline uint32_t dense_elems(unsigned dtype, uint32_t seg_bytes)
@@ -467,7 +475,7 @@ static void fill_notice(struct engine_out *out, const struct engine *e,
 	out->rank = rank;
 }
 
-/* A PS round completed: round 1 sets the weights (rank 0's, unless they
+/* A PS round completed: the init round sets the weights (rank 0's, unless they
  * came from a checkpoint), later rounds average the gradients and step the
  * optimizer; then the segment's shadow copy holds the weights in rdtype. */
 static void ps_complete(struct engine *e, const struct engine_job *j,
@@ -478,7 +486,9 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 	size_t first = (size_t)seg * k->seg_elems;
 	float *w = ps->w + first;
 
-	if (sl->round == 1) {
+	uint32_t rounds = engine_key_rounds(k, sl->round); /* this one included */
+
+	if (rounds == 1) {
 		if (!ps->restored)
 			memcpy(w, sl->src[0], (size_t)count * sizeof(float));
 	} else {
@@ -491,7 +501,7 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 		for (unsigned i = 0; i < OPTIM_MAX_PLANES; i++)
 			st[i] = ps->st[i] ? ps->st[i] + first : NULL;
 		/* the mean: divided by the world inside the update's pass */
-		optim_step(&ps->opt, w, st, g, count, ps->step0 + sl->round - 1, sl->lr,
+		optim_step(&ps->opt, w, st, g, count, ps->step0 + rounds - 1, sl->lr,
 			   ps->average ? (float)j->world : 1.0f);
 		e->c.updates++;
 	}
@@ -553,10 +563,10 @@ static int send_error(const struct engine_job *j, const struct wire_msg *m, uint
 	return ENGINE_SEND_ERROR;
 }
 
-/* The checks of a PUSH to a PS key: round 1 is the init round (flag INIT,
+/* The checks of a PUSH to a PS key: its first round is the init round (flag INIT,
  * f32; rank 0 carries the segment's weights unless they came from a
  * checkpoint, the others nothing); later rounds carry gradients in the
- * key's dtype and a learning rate in arg. A gradient for round 1 (the
+ * key's dtype and a learning rate in arg. A gradient for the first round (the
  * weights are not there) is answered with ERROR NO_WEIGHTS. Returns 0
  * (*lr set), a verdict, or a negative drop reason. */
 static int ps_check(struct engine *e, const struct engine_job *j,
@@ -564,14 +574,15 @@ static int ps_check(struct engine *e, const struct engine_job *j,
 		    float *lr, struct engine_out *out)
 {
 	int init = (m->flags & WIRE_FLAG_INIT) != 0;
+	int first = m->round - k->round0 == 1;
 
-	if (m->round == 1 && !init) {
+	if (first && !init) {
 		e->c.no_weights++;
 		return send_error(j, m, WIRE_ST_NO_WEIGHTS, out);
 	}
 	if (init) {
 		uint16_t want = m->rank == 0 && !k->ps->restored ? count : 0;
-		if (m->round != 1 || m->arg)
+		if (!first || m->arg)
 			return -DROP_BAD_ARG;
 		if (m->dtype != WIRE_F32)
 			return -DROP_BAD_DTYPE;
@@ -616,7 +627,7 @@ static int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k
 	} else if (seg > rk->last_seg) {
 		rk->last_seg = seg;
 	}
-	if (m->round == sg->done && sg->done != 0) {
+	if (m->round == sg->done && sg->done != k->round0) {
 		e->c.dup_done++;
 		return ENGINE_SEND_ONE;
 	}

@@ -84,19 +84,19 @@ static inline unsigned engine_job_index(uint32_t job_id)
 
 /* Per-segment state: owned by the lcore that owns the segment's chunk. */
 struct engine_seg {
-	uint32_t done;   /* last completed round, 0 = none */
+	uint32_t done;   /* last completed round, the key's round0 = none */
 	uint16_t slot;   /* contribution slot of the open round, or NO_SLOT */
 	uint16_t pad;
 };
 
 /*
  * PS mode of a key (docs/protocol.md "PS keys"): the box keeps the key's
- * fp32 weights and optimizer state. Round 1 is the init round (PUSHes
- * flagged WIRE_FLAG_INIT: rank 0's fp32 weights, count 0 from the others,
- * or count 0 from all when the weights came from a checkpoint); every
- * later round sums the gradients in rank order in fp32, divides by the
- * world (average), applies one optimizer step (step step0 + round - 1,
- * rank 0's learning rate) and sends the weights back in rdtype. A PS key
+ * fp32 weights and optimizer state. The key's first round (round0 + 1)
+ * is the init round (PUSHes flagged WIRE_FLAG_INIT: rank 0's fp32
+ * weights, count 0 from the others, or count 0 from all when the weights
+ * came from a checkpoint); every later round sums the gradients in rank
+ * order in fp32, divides by the world (average), applies one optimizer
+ * step (step step0 + round - round0 - 1, rank 0's learning rate) and sends the weights back in rdtype. A PS key
  * is laid out in 4-byte elements whatever its gradient dtype, so fp32
  * weights fit every segment. Built by the control plane with the key
  * (engine_ps_init); w and st[] belong to the lcores owning the chunks.
@@ -105,7 +105,7 @@ struct engine_ps {
 	struct optim_params opt;
 	uint8_t  rdtype;         /* dtype of the weights in RESULTs */
 	uint8_t  average;        /* divide the gradient sum by the world */
-	uint8_t  restored;       /* weights from a checkpoint: round 1 keeps them */
+	uint8_t  restored;       /* weights from a checkpoint: the init round keeps them */
 	uint64_t step0;          /* optimizer steps taken before this job */
 	float   *w;              /* nsegs * seg_elems weights; the key's shadow
 				    copies themselves when rdtype is f32 */
@@ -146,6 +146,8 @@ struct engine_key {
 	uint32_t nsegs;
 	uint32_t segs_per_chunk;
 	uint32_t nchunks;
+	uint32_t round0;         /* rounds of the key's earlier lives: its first
+				    round is round0 + 1 (engine_key_set_round0) */
 	const uint8_t *chunk_lcore;  /* nchunks: lcore index owning each chunk */
 	struct engine_seg *segs;     /* nsegs */
 	uint8_t *result;             /* nsegs * seg_bytes: shadow copies (a
@@ -253,6 +255,18 @@ struct engine_key *engine_key_init(void *mem, uint32_t key, uint64_t count,
 				   unsigned dtype, uint32_t seg_bytes,
 				   uint32_t segs_per_chunk,
 				   const uint8_t *chunk_lcore);
+
+/* Number the rounds of k (from any *_key_init, not yet installed) from
+ * round0 + 1: a key declared again after a release starts above every
+ * round of its earlier lives, so a delayed packet of those is stale,
+ * never taken for one of the new life (docs/protocol.md "Rounds"). */
+void engine_key_set_round0(struct engine_key *k, uint32_t round0);
+
+/* Rounds of k completed in this life, from a segment's done. */
+static inline uint32_t engine_key_rounds(const struct engine_key *k, uint32_t done)
+{
+	return done - k->round0;
+}
 
 /* Bytes a PS key needs beyond engine_key_mem_bytes (laid out as f32),
  * 64-aligned. */

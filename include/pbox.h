@@ -54,7 +54,7 @@ extern "C" {
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
 #define PBOX_VERSION_MINOR 9
-#define PBOX_VERSION_PATCH 0
+#define PBOX_VERSION_PATCH 1
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
 		      PBOX_VERSION_PATCH)

@@ -24,8 +24,10 @@
  * JOB_REMOVE, 14 reinstall the job under a new generation id, 15 install
  * a duplicate key, or, if the next byte is odd, KEY_REMOVE of key
  * (byte >> 1) % NKEYS and install it again in fresh memory: its rounds
- * start over). A PUSH record has 6 more bytes: rank and faults (wrong
- * source address/port, token, job id, type), key selector (key A, key B,
+ * go on from the highest its segments completed, as the control plane
+ * numbers a key declared again, engine_key_set_round0). A PUSH record
+ * has 6 more bytes: rank and faults (wrong source address/port, token,
+ * job id, type), key selector (key A, key B,
  * unknown key, wrong dtype), RETX and NOTICE, segment (or one past / far
  * past the end), round relative to the segment's last completed one,
  * count variant, payload seed. A tick record has one: the time to advance
@@ -131,6 +133,7 @@ struct model {
 	int congested;
 	uint64_t now;
 	struct mseg seg[NKEYS][MAXSEGS];
+	uint32_t round0[NKEYS]; /* rounds of the key's earlier lives */
 	float w[SEG_BYTES / 4 * MAXSEGS]; /* the PS key's weights */
 };
 
@@ -227,6 +230,9 @@ static void install_key(int k)
 	else
 		keys[k] = engine_key_init(key_mem[k], d->key, d->count, d->dtype, SEG_BYTES,
 					  d->segs_per_chunk, d->owner);
+	engine_key_set_round0(keys[k], M.round0[k]);
+	for (uint32_t s = 0; s < MAXSEGS; s++)
+		M.seg[k][s].done = M.round0[k];
 	if (k == PSK)
 		engine_ps_init((uint8_t *)key_mem[k] + engine_key_mem_bytes(d->count,
 				d->dtype, SEG_BYTES, d->segs_per_chunk),
@@ -255,6 +261,8 @@ static void install(void)
 		M.wip[r] = IP(r);
 		M.wport[r] = PORT(r);
 	}
+	memset(M.seg, 0, sizeof(M.seg));
+	memset(M.round0, 0, sizeof(M.round0)); /* a new job's keys start at 1 */
 	for (int k = 0; k < NKEYS; k++)
 		install_key(k);
 	M.state = ENGINE_JOB_ACTIVE;
@@ -262,7 +270,6 @@ static void install(void)
 	M.open = 0;
 	M.pushes = 0;
 	M.completes = 0;
-	memset(M.seg, 0, sizeof(M.seg));
 	memset(M.w, 0, sizeof(M.w));
 }
 
@@ -315,9 +322,10 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 		int init = (m->flags & WIRE_FLAG_INIT) != 0;
 		float lr;
 		memcpy(&lr, &m->arg, sizeof(lr));
-		if (m->round == 1 && !init)
+		int first = m->round - M.round0[kidx] == 1;
+		if (first && !init)
 			return ENGINE_SEND_ERROR;      /* no weights yet */
-		if (init && (m->round != 1 || m->arg))
+		if (init && (!first || m->arg))
 			return -DROP_BAD_ARG;
 		if (m->dtype != WIRE_F32)
 			return -DROP_BAD_DTYPE;
@@ -331,7 +339,7 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 		return -DROP_BAD_FLAGS;
 	}
 	struct mseg *s = &M.seg[kidx][m->seg];
-	if (m->round == s->done && s->done != 0)
+	if (m->round == s->done && s->done != M.round0[kidx])
 		return ENGINE_SEND_ONE;
 	if (m->round != s->done + 1)
 		return m->round <= s->done ? -DROP_STALE_ROUND : -DROP_FUTURE_ROUND;
@@ -560,7 +568,7 @@ static void op_push(struct in *in)
 	if (kidx == PSK) { /* the weights: rank 0's, then w += -lr * sum, once */
 		float *w = M.w + (size_t)m.seg * seg_elems_of(PSK);
 		uint64_t updates0 = eng.c.updates;
-		if (m.round == 1) {
+		if (m.round - M.round0[kidx] == 1) {
 			memcpy(w, s->data[0], (size_t)cnt * sizeof(float));
 		} else {
 			for (unsigned i = 0; i < cnt; i++) {
@@ -689,8 +697,12 @@ static void op_key_remove(int k)
 	}
 	CHECK(rc == 0);
 	CHECK(engine_apply(&eng, &rm) == -ENOENT);
-	for (uint32_t s = 0; s < nsegs_of(k); s++)
+	M.round0[k] = 0;
+	for (uint32_t s = 0; s < nsegs_of(k); s++) {
 		M.open -= M.seg[k][s].open ? 1 : 0;
+		if (M.seg[k][s].done > M.round0[k])
+			M.round0[k] = M.seg[k][s].done;
+	}
 	memset(M.seg[k], 0, sizeof(M.seg[k]));
 	if (k == PSK)
 		memset(M.w, 0, sizeof(M.w));

@@ -108,6 +108,39 @@ static void push__round_zero_and_far_rounds_dropped(void **state)
 	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 4, 1), &v, &out), -DROP_FUTURE_ROUND);
 }
 
+/* A key in its second life (rounds 1..5 were its first's): the earlier
+ * life's rounds are stale, even the last (no shadow copy of it here);
+ * the new life starts at 6 and answers its own duplicates. */
+static void push__earlier_lifes_rounds_are_stale(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f, got;
+	uint8_t owners[1] = { 0 };
+	size_t n = engine_key_mem_bytes(1, WIRE_F32, SEG_BYTES, 1);
+
+	f->keymem[0] = aligned_alloc(64, (n + 63) & ~(size_t)63);
+	memset(f->keymem[0], 0, n);
+	struct engine_key *k = engine_key_init(f->keymem[0], 7, 1, WIRE_F32, SEG_BYTES, 1, owners);
+	engine_key_set_round0(k, 5);
+	struct engine_msg m = { .type = ENGINE_MSG_KEY_INSTALL, .job = f->job, .u.key = k };
+	assert_int_equal(engine_apply(&f->e, &m), 0);
+
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 1, 1), &v, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 5, 1), &v, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 7, 1), &v, &out), -DROP_FUTURE_ROUND);
+	assert_int_equal(f->e.c.dup_done, 0);
+	for (uint16_t r = 0; r < 4; r++)
+		push(f, push_hdr(f, r, 7, 0, 6, 1), &v, &out);
+	assert_int_equal(f->e.c.completes, 1);
+	assert_int_equal(k->segs[0].done, 6);
+	assert_int_equal(push(f, push_hdr(f, 1, 7, 0, 6, 1), &v, &out), ENGINE_SEND_ONE);
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 4.0f);
+	assert_int_equal(f->e.c.dup_done, 1);
+	assert_int_equal(push(f, push_hdr(f, 1, 7, 0, 5, 1), &v, &out), -DROP_STALE_ROUND);
+}
+
 static void push__validation_drops_each_reason(void **state)
 {
 	struct fx *f = *state;
@@ -647,6 +680,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(push__duplicate_of_done_round_gets_shadow_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(push__round_zero_is_stale_and_skipping_is_future, setup, teardown),
 		cmocka_unit_test_setup_teardown(push__round_zero_and_far_rounds_dropped, setup, teardown),
+		cmocka_unit_test_setup_teardown(push__earlier_lifes_rounds_are_stale, setup, teardown),
 		cmocka_unit_test_setup_teardown(push__validation_drops_each_reason, setup, teardown),
 		cmocka_unit_test_setup_teardown(push__short_last_segment_on_its_lcore, setup, teardown),
 		cmocka_unit_test_setup_teardown(push__pool_exhaustion_drops_no_slot, setup, teardown),
