@@ -460,11 +460,17 @@ static int fake_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev,
 	return enqueue(stream, &o);
 }
 
+/* fake_gpu_fail_h2d: which copy_h2d fails (0: none), calls since it was set */
+static unsigned long h2d_fail_at, h2d_calls;
+
 static int fake_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host,
 			 enum gpu_dtype host_dt, size_t count, float scale, void *stream)
 {
 	if (!fake_is_device(dev))
 		return fail(-EINVAL, "copy_h2d: the destination is not device memory");
+	unsigned long at = __atomic_load_n(&h2d_fail_at, __ATOMIC_RELAXED);
+	if (at && __atomic_add_fetch(&h2d_calls, 1, __ATOMIC_RELAXED) == at)
+		return fail(-EIO, "copy_h2d: the device faulted (fake_gpu_fail_h2d)");
 	struct op o = { .kind = OP_H2D, .dst = dev, .ddt = dev_dt, .src = host, .sdt = host_dt,
 			.count = count, .scale = scale };
 	return enqueue(stream, &o);
@@ -613,6 +619,13 @@ EXPORT void fake_gpu_trace_reset(void)
 EXPORT void fake_gpu_set_delay(unsigned max_us)
 {
 	__atomic_store_n(&max_delay_us, max_us, __ATOMIC_RELAXED);
+}
+
+EXPORT void fake_gpu_fail_h2d(unsigned long nth)
+{
+	__atomic_store_n(&h2d_fail_at, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h2d_calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&h2d_fail_at, nth, __ATOMIC_RELAXED);
 }
 
 /* The trace buffer goes when the library is unloaded (LeakSanitizer). */

@@ -15,7 +15,8 @@
  *   - the chunks overlap: chunk i+1 goes to the host before chunk i has
  *     come back (the fake's trace of its copies);
  *   - failures are named: no library, not a GPU library, another ABI,
- *     init finding no device, a host pointer, misuse;
+ *     init finding no device, a host pointer, misuse, a copy back to the
+ *     device that fails in the middle of a call's results;
  *   - top-k on the device (pbox_iallreduce_topk_dev): every rank gets
  *     the rank-ordered sum of what a CPU model of each rank's selection
  *     with error feedback (topk_select_ef) sends, scaled, over several
@@ -56,6 +57,7 @@ static fake_gpu_launch_fn launch;
 static fake_gpu_trace_fn trace_get;
 static fake_gpu_trace_reset_fn trace_reset;
 static fake_gpu_set_delay_fn set_delay;
+static fake_gpu_fail_h2d_fn fail_h2d;
 
 /* The fake beside this program (build/tests/ or build-san/tests/). */
 static void find_fake(void)
@@ -82,8 +84,9 @@ static void open_fake(void)
 	trace_get = (fake_gpu_trace_fn)dlsym(h, "fake_gpu_trace");
 	trace_reset = (fake_gpu_trace_reset_fn)dlsym(h, "fake_gpu_trace_reset");
 	set_delay = (fake_gpu_set_delay_fn)dlsym(h, "fake_gpu_set_delay");
+	fail_h2d = (fake_gpu_fail_h2d_fn)dlsym(h, "fake_gpu_fail_h2d");
 	assert_true(get && host_allocs && host_live && launch && trace_get && trace_reset &&
-		    set_delay);
+		    set_delay && fail_h2d);
 	ops = get();
 	assert_int_equal(ops->init(), 0);
 }
@@ -551,6 +554,61 @@ static void gpu__topk_limits_named(void **state)
 	box_inproc_free(b);
 }
 
+/* The device faults while a call's results come back: the second
+ * chunk's copy to the device fails to enqueue, in the middle of a RESULT
+ * whose records span many chunks (one rank: each PUSH's rounds complete
+ * at once and come back packed). The call fails naming it; nothing of
+ * the call is touched after (ASan, make check); the client goes on. */
+static void gpu__copy_back_failure_named(void **state)
+{
+	enum { N = 30011 };
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_topk_opts t;
+	pbox_dev_opts o;
+	void *stream, *ev;
+	float *dev;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.mtu = 1500;
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "gpufault", 0, 1, &opts, &c), 0);
+	assert_int_equal(ops->dev_alloc((void **)&dev, N * sizeof(float)), 0);
+	assert_int_equal(ops->stream_create(&stream), 0);
+	assert_int_equal(ops->event_create(&ev), 0);
+	for (size_t i = 0; i < N; i++)
+		dev[i] = grad(0, 0, i);
+	pbox_topk_opts_init(&t);
+	pbox_dev_opts_init(&o);
+	o.chunk_bytes = CHUNK;
+	fail_h2d(2);
+	assert_int_equal(pbox_allreduce_topk_dev(c, 5, dev, N, stream, &t, &o), PBOX_ESYS);
+	fail_h2d(0);
+	if (!strstr(pbox_last_error(c), "the device faulted"))
+		fail_msg("said '%s'", pbox_last_error(c));
+	print_message("failed as asked: %s\n", pbox_last_error(c));
+	/* the stream is ordered after the copies the call made: then the
+	 * client goes on, a dense device call on another key is exact */
+	assert_int_equal(ops->event_record(ev, stream), 0);
+	assert_int_equal(ops->event_sync(ev), 0);
+	for (size_t i = 0; i < N; i++)
+		dev[i] = (float)(i % 97);
+	assert_int_equal(pbox_allreduce_dev(c, 6, dev, N, PBOX_F32, stream, &o), 0);
+	assert_int_equal(ops->event_record(ev, stream), 0);
+	assert_int_equal(ops->event_sync(ev), 0);
+	for (size_t i = 0; i < N; i++)
+		assert_true(dev[i] == (float)(i % 97));
+	ops->event_destroy(ev);
+	ops->stream_destroy(stream);
+	pbox_close(c);
+	ops->dev_free(dev);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 static int by_dev(const void *a, const void *b)
 {
 	const struct fake_gpu_op *x = a, *y = b;
@@ -636,6 +694,7 @@ int main(void)
 		cmocka_unit_test(gpu__chunks_overlap),
 		cmocka_unit_test(gpu__topk_exact_with_residual_and_reset),
 		cmocka_unit_test(gpu__topk_limits_named),
+		cmocka_unit_test(gpu__copy_back_failure_named),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
