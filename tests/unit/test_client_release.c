@@ -201,22 +201,44 @@ static void both(pbox_client *c[2], uint32_t key, float *x[2], size_t n, int exp
 		assert_int_equal(pbox_wait(r[k]), expect);
 }
 
+/* both() of i and 2i over n elements: each rank gets 3i. */
+static void both_exact(pbox_client *c[2], uint32_t key, float *x[2], size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		x[0][i] = (float)i;
+		x[1][i] = 2.0f * (float)i;
+	}
+	both(c, key, x, n, 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(x[0][i] == 3.0f * (float)i);
+		assert_true(x[1][i] == 3.0f * (float)i);
+	}
+}
+
+/* Ranks 0 and 1 of a job of 2 on a one-lcore box. */
+static struct box_inproc *two_ranks(const char *job, int timeout_ms, pbox_client *c[2])
+{
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_opts o;
+
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.mtu = 1500;
+	o.timeout_ms = timeout_ms;
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(pbox_connect(b->addr, job, k, 2, &o, &c[k]), 0);
+	return b;
+}
+
 static void release__misuse_named(void **state)
 {
 	(void)state;
-	struct box_inproc *b = box_inproc_new(1);
-	box_inproc_start(b);
-	pbox_opts o;
 	pbox_client *c[2];
+	struct box_inproc *b = two_ranks("misuse", 400, c);
 	static float x0[1000], x1[1000];
 	float *x[2] = { x0, x1 };
 	uint32_t k9 = 9, k10 = 10, k555 = 555, dup[2] = { 9, 9 };
 
-	pbox_opts_init(&o);
-	o.mtu = 1500;
-	o.timeout_ms = 400;
-	for (int k = 0; k < 2; k++)
-		assert_int_equal(pbox_connect(b->addr, "misuse", k, 2, &o, &c[k]), 0);
 	assert_int_equal(pbox_release_keys(c[0], NULL, 1), PBOX_EINVAL);
 	assert_int_equal(pbox_release_keys(c[0], &k9, 0), PBOX_EINVAL);
 	assert_int_equal(pbox_release_keys(c[0], dup, 2), PBOX_EINVAL);
@@ -254,15 +276,7 @@ static void release__misuse_named(void **state)
 		v = view(b, "misuse");
 	}
 	assert_null(v.state_of_9);            /* removed */
-	for (size_t i = 0; i < 700; i++) {
-		x0[i] = (float)i;
-		x1[i] = 2.0f * (float)i;
-	}
-	both(c, 9, x, 700, 0);
-	for (size_t i = 0; i < 700; i++) {
-		assert_true(x0[i] == 3.0f * (float)i);
-		assert_true(x1[i] == 3.0f * (float)i);
-	}
+	both_exact(c, 9, x, 700);
 	for (int k = 0; k < 2; k++)
 		pbox_close(c[k]);
 	box_inproc_stop(b);
@@ -362,18 +376,11 @@ static void ps_life_both(struct ps_rank p[2])
 static void release__declared_again_rounds_go_on(void **state)
 {
 	(void)state;
-	struct box_inproc *b = box_inproc_new(1);
-	box_inproc_start(b);
-	pbox_opts o;
 	pbox_client *c[2];
+	struct box_inproc *b = two_ranks("lives", 5000, c);
 	static float x0[1000], x1[1000];
 	float *x[2] = { x0, x1 };
 
-	pbox_opts_init(&o);
-	o.mtu = 1500;
-	o.timeout_ms = 5000;
-	for (int k = 0; k < 2; k++)
-		assert_int_equal(pbox_connect(b->addr, "lives", k, 2, &o, &c[k]), 0);
 	/* life 1 of key 9: rounds 1..3 */
 	for (int it = 0; it < 3; it++)
 		both(c, 9, x, 1000, 0);
@@ -387,15 +394,7 @@ static void release__declared_again_rounds_go_on(void **state)
 	/* life 2 starts at round 4: a delayed PUSH or RESULT of life 1's
 	 * rounds 1..3 is stale on both sides (test_engine checks the box's
 	 * drops); the sum is exact */
-	for (size_t i = 0; i < 700; i++) {
-		x0[i] = (float)i;
-		x1[i] = 2.0f * (float)i;
-	}
-	both(c, 9, x, 700, 0);
-	for (size_t i = 0; i < 700; i++) {
-		assert_true(x0[i] == 3.0f * (float)i);
-		assert_true(x1[i] == 3.0f * (float)i);
-	}
+	both_exact(c, 9, x, 700);
 	v = life(b, "lives", 9);
 	assert_int_equal(v.round0, 3);
 	assert_int_equal(v.done0, 4);
