@@ -156,15 +156,20 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 		for (unsigned a = a0; a < a1; a++)
 			memcpy(out + (a - a0) * n + (lo - first), array_of(ek->ps, a) + lo,
 			       (hi - lo) * sizeof(float));
+		/* the slot, then done: the lcore opens the slot before it
+		 * touches the weights and stores done before it frees the slot,
+		 * so a round that ran during the copy shows in one of them */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&sg->done, __ATOMIC_ACQUIRE) != done ||
-		    (strict && __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE) != ENGINE_NO_SLOT))
+		if ((strict && __atomic_load_n(&sg->slot, __ATOMIC_ACQUIRE) != ENGINE_NO_SLOT) ||
+		    __atomic_load_n(&sg->done, __ATOMIC_ACQUIRE) != done)
 			return -EAGAIN;
 	}
 	return 0;
 }
 
-/* copy_range, tried again while the key is stepping (up to 0.1 s); *round
+/* copy_range, tried again while the key is stepping (up to 0.1 s; not
+ * strict: once, as nothing can step then, so segments at different
+ * rounds stay so and a rank's reads never hold the control thread); *round
  * gets the rounds the copy's segments completed in this life of the key. */
 static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, unsigned a1,
 		    uint64_t first, uint64_t n, float *out, uint32_t *round, int strict,
@@ -172,7 +177,9 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 {
 	struct timespec pause = { 0, SNAP_PAUSE_NS };
 
-	for (int t = 0; t < SNAP_TRIES; t++) {
+	for (int t = 0; t < (strict ? SNAP_TRIES : 1); t++) {
+		if (t)
+			nanosleep(&pause, NULL);
 		if (copy_range(k, a0, a1, first, n, out, round, strict) == 0) {
 			*round = engine_key_rounds(k->ek, *round);
 			if (*round == 0)
@@ -181,8 +188,11 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 					      j->name, k->key);
 			return 0;
 		}
-		nanosleep(&pause, NULL);
 	}
+	if (!strict)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": its segments are at "
+			      "different steps (a step that failed part-way, or a call of this "
+			      "rank still in flight)", j->name, k->key);
 	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
 		      "for 0.1 s; save between steps (when no rank is pushing)", j->name, k->key);
 }
@@ -231,6 +241,8 @@ int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint
 		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
 			      "(run pbox_ps_init first)", j->name, k->key);
 	memcpy(array_of(ek->ps, a) + first, in, (size_t)n * sizeof(float));
+	if (a == 1 && k->ps.opt.kind == OPTIM_SGD)
+		ek->ps->buf_written = 1;
 	/* the weights go back as a copy: keep it equal */
 	if (a == 0 && ek->ps->rdtype != WIRE_F32)
 		for (uint64_t e = first; e < first + n; e++) {

@@ -501,7 +501,9 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 		for (unsigned i = 0; i < OPTIM_MAX_PLANES; i++)
 			st[i] = ps->st[i] ? ps->st[i] + first : NULL;
 		/* the mean: divided by the world inside the update's pass */
-		optim_step(&ps->opt, w, st, g, count, ps->step0 + rounds - 1, sl->lr,
+		uint64_t t = ps->step0 + rounds - 1;
+		/* SGD's first step (t 1) starts its buffer, unless one was written */
+		optim_step(&ps->opt, w, st, g, count, t == 1 && ps->buf_written ? 2 : t, sl->lr,
 			   ps->average ? (float)j->world : 1.0f);
 		e->c.updates++;
 	}
@@ -540,8 +542,10 @@ static void complete(struct engine *e, struct engine_job *j,
 		e->sum->fn[k->dtype](k->result + (size_t)seg * j->seg_bytes, sl->src,
 				     j->world, count);
 	slot_release(e, sl, j->world);
-	sg->done = sl->round;
-	sg->slot = ENGINE_NO_SLOT;
+	/* done, then the slot: a PS key's snapshot (control/ps_ckpt.c) reads
+	 * them in the other order around its copy of the weights */
+	__atomic_store_n(&sg->done, sl->round, __ATOMIC_RELEASE);
+	__atomic_store_n(&sg->slot, ENGINE_NO_SLOT, __ATOMIC_RELEASE);
 	sl->key = NULL;
 	j->free_slots[j->nfree++] = (uint16_t)(sl - j->slots);
 	j->completes++;
@@ -638,7 +642,9 @@ static int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k
 	if (sg->slot == ENGINE_NO_SLOT) {
 		if (j->nfree == 0)
 			return -DROP_NO_SLOT;
-		sg->slot = j->free_slots[--j->nfree];
+		/* visible before the round can touch the weights (ps_ckpt.c) */
+		__atomic_store_n(&sg->slot, j->free_slots[--j->nfree], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
 		sl = &j->slots[sg->slot];
 		sl->have = 0;
 		sl->nhave = 0;

@@ -106,6 +106,9 @@ struct engine_ps {
 	uint8_t  rdtype;         /* dtype of the weights in RESULTs */
 	uint8_t  average;        /* divide the gradient sum by the world */
 	uint8_t  restored;       /* weights from a checkpoint: the init round keeps them */
+	uint8_t  buf_written;    /* SGD: key_write gave the momentum buffer, so
+				    a first step continues it (as torch does
+				    with a loaded momentum_buffer) */
 	uint64_t step0;          /* optimizer steps taken before this job */
 	float   *w;              /* nsegs * seg_elems weights; the key's shadow
 				    copies themselves when rdtype is f32 */

@@ -316,6 +316,45 @@ static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state
 	box_inproc_free(b);
 }
 
+/* SGD's momentum buffer written before the first step is the one that
+ * step continues (torch with a loaded momentum_buffer), not replaced by
+ * the gradient: gradient 0 and buffer 100 move the weights by
+ * -lr * 0.9 * 100. Key 4 without the write does not move. */
+static void sgd__written_momentum_continues_at_first_step(void **state)
+{
+	enum { N = 500 };
+	struct box_inproc *b = box_inproc_new(1);
+	static float w[N], buf[N], zero[N], got[N];
+	pbox_client *c;
+	pbox_opts o;
+	pbox_optim opt;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	assert_int_equal(pbox_connect(b->addr, "sgdbuf", 0, 1, &o, &c), 0);
+	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
+	opt.lr = 0.5;
+	opt.momentum = 0.9;
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		buf[i] = 100.0f;
+	}
+	for (uint32_t key = 3; key <= 4; key++) {
+		assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
+		assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+		if (key == 3)
+			assert_int_equal(pbox_ps_write(c, key, PBOX_PS_STATE0, buf, N), 0);
+		assert_int_equal(pbox_push_pull(c, key, zero, got, N, PBOX_F32), 0);
+		float want = key == 3 ? 1.0f + -0.5f * (100.0f * 0.9f) : 1.0f;
+		for (size_t i = 0; i < N; i++)
+			assert_true(got[i] == want);
+	}
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 /* ---- checkpoints ---- */
 
 struct call {
@@ -632,6 +671,7 @@ int main(void)
 		cmocka_unit_test(adam__f16_gradients_bit_identical),
 		cmocka_unit_test(adamw__bf16_weights_under_loss_applied_once),
 		cmocka_unit_test(sgd__plain_under_loss_applied_once),
+		cmocka_unit_test(sgd__written_momentum_continues_at_first_step),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
 		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
