@@ -274,7 +274,7 @@ class Request:
     flight. Its buffers must stay untouched until wait() returns; the
     Request keeps them alive."""
 
-    __slots__ = ("_client", "_handle", "_buf", "_keep", "_key", "_done")
+    __slots__ = ("_client", "_handle", "_buf", "_keep", "_key", "_done", "_err", "_inwait")
 
     def __init__(self, client, handle, buf, key, keep=None):
         self._client = client
@@ -283,6 +283,8 @@ class Request:
         self._keep = keep      # another buffer the library reads meanwhile
         self._key = key
         self._done = False
+        self._err = None       # the failure, raised by every wait()
+        self._inwait = False   # a thread is in pbox_wait for it
 
     @property
     def key(self):
@@ -293,24 +295,31 @@ class Request:
         if self._done:
             return True
         with self._client._lock:
-            if self._handle is None:
-                return True
+            if self._handle is None:   # closed (wait() raises at once) or in wait()
+                return not self._inwait
             return bool(self._client._L.pbox_test(self._handle))
 
     def wait(self):
         """Block until the result is in the buffer (the sum; a PS step's
         weights); return that buffer. Raises Error on failure. Calling it
-        again returns at once."""
+        again returns at once: the buffer, or the same Error."""
         if self._done:
+            if self._err is not None:
+                raise self._err
             return self._buf
         c = self._client
         with c._lock:
             h = self._handle
-            if h is None:
+            if h is None and not self._inwait:
                 self._done = True
-                raise Error(ECLOSED, f"key {self._key}: the client was closed before the "
-                                     "request was waited for")
+                self._err = Error(ECLOSED, f"key {self._key}: the client was closed before "
+                                           "the request was waited for")
+                raise self._err
+            if h is None:
+                raise Error(EBUSY, f"key {self._key}: another thread is waiting for this "
+                                   "request")
             self._handle = None
+            self._inwait = True
             c._waiting += 1
         try:
             rc = c._L.pbox_wait(h)     # releases the GIL
@@ -320,10 +329,13 @@ class Request:
                 c._waiting -= 1
                 c._reqs.discard(self)
                 c._idle.notify_all()
-        self._done = True
         self._keep = None
         if rc < 0:
-            raise Error(rc, msg or strerror(rc))
+            self._err = Error(rc, msg or strerror(rc))
+        self._done = True
+        self._inwait = False
+        if self._err is not None:
+            raise self._err
         return self._buf
 
 

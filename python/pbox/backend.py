@@ -210,38 +210,51 @@ class ProcessGroupPBox(ProcessGroup):
                 return
             reqs, finish, fut, ev, outs, stream = item
             try:
-                for r in reqs:
-                    r.wait()
-                with _on_stream(stream):   # CUDA: finish and complete on its stream
-                    res = finish()
-                    ev.set()
-                    fut.set_result(res)
+                # no autograd here: the outputs may be leaves that require
+                # grad (dist.all_reduce(param)), written in place
+                with torch.no_grad():
+                    for r in reqs:
+                        r.wait()
+                    with _on_stream(stream):   # CUDA: finish and complete on its stream
+                        res = finish()
+                        ev.set()
+                        fut.set_result(res)
             except BaseException as e:  # hand every failure to the caller's future
-                self._fail(e, outs)
                 ev.set()
+                self._fail(e, outs, stream)
                 if not fut.done():
                     fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
 
-    def _fail(self, e, outs):
+    def _fail(self, e, outs, stream=None):
         """A collective failed. torch 1.13's Work.wait() cannot raise (it
         returns True whatever its future holds), so a synchronous
         dist.all_reduce would go on with an unreduced tensor: the call's
-        outputs become NaN, the error goes to stderr, and every later call
-        on this group raises it (fail-stop). Futures (DDP) raise at once."""
+        outputs become NaN (on the call's stream), the error goes to
+        stderr, and every later call on this group raises it (fail-stop).
+        Futures (DDP) raise at once. Never raises itself."""
         if self._failed is None:
             self._failed = f"rank {self.rank()}: a pbox collective failed: {e}"
             print(f"pbox backend: {self._failed}", file=sys.stderr, flush=True)
-        for t in outs:
-            if t.is_floating_point():
-                t.fill_(float("nan"))
+        try:
+            with torch.no_grad(), _on_stream(stream):
+                for t in outs:
+                    if t.is_floating_point():
+                        t.fill_(float("nan"))
+        except Exception as f:   # the error above stands; say why the NaNs are not there
+            print(f"pbox backend: rank {self.rank()}: could not set the failed call's "
+                  f"outputs to NaN: {f}", file=sys.stderr, flush=True)
+
+    def _check_failed(self):
+        """Raise the group's first failure, if there was one."""
+        if self._failed is not None:
+            raise Error(EABORTED, f"{self._failed} (the group stops at its first error)")
 
     def _box(self, name, sig, start, finish, outs=(), stream=None):
         """Run start(key) -> pbox Requests now, then finish() on the waiter
         thread once they are done; return the Work. outs: the tensors the
         call writes (NaN if it fails). stream: a CUDA call's stream (its
         Work is a CUDA-aware future completed there)."""
-        if self._failed is not None:
-            raise Error(EABORTED, f"{self._failed} (the group stops at its first error)")
+        self._check_failed()
         fut = (torch.futures.Future() if stream is None
                else torch.futures.Future(devices=[stream.device]))
         out = fut.then(_unwrap)   # a failure becomes a real error for C++ callers
@@ -255,15 +268,18 @@ class ProcessGroupPBox(ProcessGroup):
         self._q.put((reqs, finish, fut, ev, list(outs), stream))
         return _create_work_from_future(out)
 
-    def _cuda_sum(self, name, t, buf, op, finish):
+    def _cuda_sum(self, name, t, buf, op, finish, outs):
         """allreduce/reduce of CUDA tensor t through buf (t or a contiguous
         copy): the sum, scaled for AVG, lands in buf on t's current stream;
-        finish() then runs there. Fails (as a Work) naming a missing GPU
-        library or device."""
+        finish() then runs there. outs: as for _box. A missing GPU library
+        or device fails the call as any other failure does (_fail: NaN
+        outputs, stderr, the group stops) and its Work holds the reason."""
+        self._check_failed()
         try:
             self.client.gpu_init()       # names a missing GPU library or device
             stream = _cuda_stream(t)
         except Error as e:
+            self._fail(e, outs)
             fut = torch.futures.Future()
             out = fut.then(_unwrap)
             fut.set_exception(e)
@@ -272,11 +288,36 @@ class ProcessGroupPBox(ProcessGroup):
         return self._box(name, ("allreduce", t.numel(), t.dtype, "cuda"),
                          lambda k: [self.client.iallreduce_cuda(buf, k, scale=scale,
                                                                 stream=stream)],
-                         finish, [t] if name == "allreduce" else [], stream)
+                         finish, outs, stream)
 
     def _gloo_call(self, name, *args):
+        self._check_failed()
         self.calls["gloo"] += 1
         return getattr(self._gloo, name)(*args)
+
+    def _gloo_composed(self, run):
+        """A collective torch 1.13's Gloo lacks (reduce_scatter, its tensor
+        form, all_gather_into_tensor, list all_to_all), made of ones it has:
+        run() makes the Gloo calls, waits for them and writes the outputs
+        (so the call blocks); its Work is complete."""
+        self._check_failed()
+        self.calls["gloo"] += 1
+        fut = torch.futures.Future()
+        fut.set_result(run())
+        return _create_work_from_future(fut)
+
+    def _gloo_reduce_scatter(self, out, ins, op):
+        """out = this rank's part of the reduction (op) of ins, on Gloo:
+        an allreduce of them all, then a copy of the part."""
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        o = AllreduceOptions()
+        o.reduceOp = op
+        self._gloo.allreduce([flat], o).wait()
+        start = sum(i.numel() for i in ins[:self.rank()])
+        if out.numel() != ins[self.rank()].numel():
+            raise ValueError(f"reduce_scatter: the output has {out.numel()} elements, this "
+                             f"rank's input part {ins[self.rank()].numel()}")
+        out.copy_(flat[start:start + out.numel()].view_as(out))
 
     # -- collectives on the box -----------------------------------------------
     def allreduce(self, tensors, opts=None):
@@ -292,7 +333,7 @@ class ProcessGroupPBox(ProcessGroup):
                 if buf is not t:
                     t.copy_(buf)
                 return tensors
-            return self._cuda_sum("allreduce", t, buf, op, finish_cuda)
+            return self._cuda_sum("allreduce", t, buf, op, finish_cuda, [t])
 
         def finish():
             if op == "avg":
@@ -318,7 +359,7 @@ class ProcessGroupPBox(ProcessGroup):
                 if root and buf is not t:
                     t.copy_(buf)
                 return tensors
-            return self._cuda_sum("reduce", t, buf, op, finish_cuda)
+            return self._cuda_sum("reduce", t, buf, op, finish_cuda, [t] if root else [])
 
         def finish():   # only the root's tensor changes
             if root:
@@ -372,8 +413,17 @@ class ProcessGroupPBox(ProcessGroup):
     def _allgather_base(self, output, input, opts=None):
         if (not _boxable(input) or output.dtype != input.dtype or not output.is_contiguous() or
                 output.numel() != self.size() * input.numel()):
-            return self._gloo_call("_allgather_base", output, input, *(
-                [opts] if opts is not None else []))
+            if output.numel() != self.size() * input.numel():
+                return self._gloo_call("_allgather_base", output, input, *(
+                    [opts] if opts is not None else []))
+
+            def run():   # Gloo's allgather into parts, then one copy
+                parts = [torch.empty_like(input, memory_format=torch.contiguous_format)
+                         for _ in range(self.size())]
+                self._gloo.allgather([parts], [input.contiguous()]).wait()
+                output.copy_(torch.cat([p.reshape(-1) for p in parts]).view_as(output))
+                return [output]
+            return self._gloo_composed(run)
         flat = output.view(-1)
         return self._allgather_flat("all_gather_into_tensor", flat, input, lambda: [output],
                                     [output])
@@ -396,7 +446,13 @@ class ProcessGroupPBox(ProcessGroup):
         if (op is None or out is None or ins is None or not _boxable(out) or
                 len(ins) != self.size() or
                 any(i.dtype != out.dtype or i.numel() != out.numel() for i in ins)):
-            return self._gloo_call("reduce_scatter", output_tensors, input_tensors, opts)
+            if out is None or ins is None or len(ins) != self.size():
+                return self._gloo_call("reduce_scatter", output_tensors, input_tensors, opts)
+
+            def run():
+                self._gloo_reduce_scatter(out, ins, opts.reduceOp)
+                return output_tensors
+            return self._gloo_composed(run)
         flat = torch.cat([i.reshape(-1) for i in ins])
         res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
 
@@ -412,7 +468,14 @@ class ProcessGroupPBox(ProcessGroup):
         op = _box_op(opts)
         if (op is None or not _boxable(output) or input.dtype != output.dtype or
                 not output.is_contiguous() or input.numel() != self.size() * output.numel()):
-            return self._gloo_call("_reduce_scatter_base", output, input, opts)
+            if input.numel() != self.size() * output.numel():
+                return self._gloo_call("_reduce_scatter_base", output, input, opts)
+
+            def run_base():
+                self._gloo_reduce_scatter(output, input.reshape(-1).chunk(self.size()),
+                                          opts.reduceOp)
+                return [output]
+            return self._gloo_composed(run_base)
         inp = input if input.is_contiguous() else input.contiguous()
         return self._reduce_scatter_flat("reduce_scatter_tensor", output.view(-1), inp.view(-1),
                                          op, lambda: [output], [output])
@@ -437,8 +500,22 @@ class ProcessGroupPBox(ProcessGroup):
         return self._gloo_call("scatter", output_tensors, input_tensors, opts)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
-        return self._gloo_call("alltoall", output_tensors, input_tensors,
-                               *([opts] if opts else []))
+        if (len(output_tensors) != self.size() or len(input_tensors) != self.size() or
+                len({t.dtype for t in output_tensors + input_tensors}) != 1):
+            return self._gloo_call("alltoall", output_tensors, input_tensors,
+                                   *([opts] if opts else []))
+
+        def run():   # Gloo's alltoall_base over the flattened lists
+            inp = torch.cat([t.reshape(-1) for t in input_tensors])
+            out = torch.empty(sum(t.numel() for t in output_tensors), dtype=inp.dtype)
+            self._gloo.alltoall_base(out, inp, [t.numel() for t in output_tensors],
+                                     [t.numel() for t in input_tensors]).wait()
+            start = 0
+            for t in output_tensors:
+                t.copy_(out[start:start + t.numel()].view_as(t))
+                start += t.numel()
+            return output_tensors
+        return self._gloo_composed(run)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self._gloo_call("alltoall_base", output, input, output_split_sizes,

@@ -164,14 +164,17 @@ class State:
             return k
 
     def _release(self, keys):
-        """Give keys back to the box and forget them (under _klock)."""
+        """Forget keys and give them back to the box (under _klock): the
+        State's part first, as the release takes the library's with it (a
+        device top-k key's residual)."""
         keys = sorted(keys)
+        for k in keys:
+            self._forget(k)
         for i in range(0, len(keys), 1024):
             self.client.release(keys[i:i + 1024])
         for k in keys:
             self._keys.pop(self._owner.pop(k), None)
             self._held.discard(k)
-            self._forget(k)
         self.released += len(keys)
 
     def _forget(self, key):
@@ -552,9 +555,18 @@ def _real(name, v, lo, hi=None, lo_open=False, hi_open=False, why=""):
     return v
 
 
+def _flags_on(kind, g):
+    """The torch.optim flags the box does not run that group g turns on."""
+    return [f for f in _FLAGS[kind] if g.get(f)]
+
+
 def _check_hyper(kind, g):
     """Validate one param group's hyperparameters (ValueError naming the
     first bad one); return the ones declared on the box, normalised."""
+    on = _flags_on(kind, g)
+    if on:
+        raise ValueError(f"BoxOptimizer: a param group has {', '.join(on)} on, which the box "
+                         f"does not run (plain {kind})")
     hp = {"weight_decay": _real("weight_decay", g["weight_decay"], 0)}
     _real("lr", g["lr"], 0)
     if kind == "sgd":
@@ -990,7 +1002,7 @@ class BoxOptimizer(torch.optim.Optimizer):
             raise ValueError(f"BoxOptimizer: the state_dict has {len(groups)} param groups, "
                              f"this optimizer {len(self.param_groups)}")
         for gi, g in enumerate(groups):
-            on = [f for f in _FLAGS[self.kind] if g.get(f)]
+            on = _flags_on(self.kind, g)
             if on:
                 raise ValueError(f"BoxOptimizer: param group {gi} of the state_dict has "
                                  f"{', '.join(on)} on, which the box does not run")

@@ -297,10 +297,11 @@ def test_backend_allreduce_fails_naming_the_missing_gpu():
     try:
         pg = ProcessGroupPBox.__new__(ProcessGroupPBox)
         ProcessGroup.__init__(pg, 0, 2)
-        pg.client, pg.calls = c, {"box": 0, "gloo": 0}
+        pg.client, pg.calls, pg._failed = c, {"box": 0, "gloo": 0}, None
         opts = AllreduceOptions()
         opts.reduceOp = ReduceOp.AVG
-        work = pg.allreduce([fake_cuda()], opts)
+        t = fake_cuda()
+        work = pg.allreduce([t], opts)
         assert work.is_completed()
         try:
             work.get_future().wait()   # (torch 1.13's Work.wait() reports no error)
@@ -308,6 +309,12 @@ def test_backend_allreduce_fails_naming_the_missing_gpu():
             assert "no GPU library" in str(e), str(e)
         else:
             raise AssertionError("the backend's allreduce of a CUDA tensor succeeded")
+        # not silent for a synchronous caller either: the output is NaN and
+        # the group stops (every later call raises the first error)
+        assert torch.isnan(t.as_subclass(torch.Tensor)).all(), t
+        assert pg._failed and "no GPU library" in pg._failed, pg._failed
+        expect_error(lambda: pg.allreduce([fake_cuda()], opts), pbox.EABORTED,
+                     "no GPU library", "stops at its first error")
     finally:
         restore_env(**old)
         c.close()
