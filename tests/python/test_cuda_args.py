@@ -320,8 +320,11 @@ def test_backend_allreduce_fails_naming_the_missing_gpu():
         c.close()
 
 
-def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+def run_tests(names, label):
+    """Run every test_* function of the module namespace `names`; print a
+    line per failure or skip and "label: N passed, M failed"; the exit
+    status (1 if any failed)."""
+    tests = [(n, f) for n, f in names.items() if n.startswith("test_") and callable(f)]
     passed = failed = skipped = 0
     for name, f in tests:
         try:
@@ -336,8 +339,12 @@ def main():
             traceback.print_exc(limit=4)
             continue
         passed += 1
-    print(f"pycuda: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    print(f"{label}: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
+
+
+def main():
+    return run_tests(globals(), "pycuda")
 
 
 if __name__ == "__main__":

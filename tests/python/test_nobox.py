@@ -26,10 +26,10 @@ import queue
 import sys
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_cuda_args import Skip, expect_error, need_torch, torch, unconnected  # noqa: E402
+from test_cuda_args import (expect_error, need_torch, run_tests, torch,  # noqa: E402
+                            unconnected)
 
 import pbox  # noqa: E402
 
@@ -217,23 +217,7 @@ def test_boxoptimizer_flags_in_groups_refused():
 
 
 def main():
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
-    passed = failed = skipped = 0
-    for name, f in tests:
-        try:
-            f()
-        except Skip as e:
-            skipped += 1
-            print(f"SKIP {name}: {e}")
-            continue
-        except Exception as e:  # noqa: BLE001 (report every kind of failure)
-            failed += 1
-            print(f"FAIL {name}: {type(e).__name__}: {e}")
-            traceback.print_exc(limit=4)
-            continue
-        passed += 1
-    print(f"pynobox: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-    return 1 if failed else 0
+    return run_tests(globals(), "pynobox")
 
 
 if __name__ == "__main__":

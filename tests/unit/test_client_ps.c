@@ -275,18 +275,26 @@ static void sgd__plain_under_loss_applied_once(void **state)
  * weights and state do not fit is refused at declaration, naming the
  * bytes needed and left; a key that fits loads and reads back 64 K
  * floats of state, after a gradient pushed too early was refused. */
-static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state)
+/* A job of one rank on a one-lcore box (job_bytes 0: the default). */
+static struct box_inproc *one_rank(const char *job, uint64_t job_bytes, pbox_client **c)
 {
 	struct box_inproc *b = box_inproc_new(1);
-	pbox_client *c;
 	pbox_opts o;
+
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.job_bytes = job_bytes;
+	assert_int_equal(pbox_connect(b->addr, job, 0, 1, &o, c), 0);
+	return b;
+}
+
+static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state)
+{
+	pbox_client *c;
+	struct box_inproc *b = one_rank("tiny", 8 << 20, &c);
 	pbox_optim opt;
 
 	(void)state;
-	box_inproc_start(b);
-	pbox_opts_init(&o);
-	o.job_bytes = 8 << 20;
-	assert_int_equal(pbox_connect(b->addr, "tiny", 0, 1, &o, &c), 0);
 	pbox_optim_init(&opt, PBOX_OPTIM_ADAM);
 	/* 1 M weights: 4 MB of weights (the results) + 8 MB of moments */
 	assert_int_equal(pbox_declare_optimizer(c, 1, 1 << 20, PBOX_F32, &opt), PBOX_EREJECTED);
@@ -323,16 +331,12 @@ static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state
 static void sgd__written_momentum_continues_at_first_step(void **state)
 {
 	enum { N = 500 };
-	struct box_inproc *b = box_inproc_new(1);
 	static float w[N], buf[N], zero[N], got[N];
 	pbox_client *c;
-	pbox_opts o;
+	struct box_inproc *b = one_rank("sgdbuf", 0, &c);
 	pbox_optim opt;
 
 	(void)state;
-	box_inproc_start(b);
-	pbox_opts_init(&o);
-	assert_int_equal(pbox_connect(b->addr, "sgdbuf", 0, 1, &o, &c), 0);
 	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
 	opt.lr = 0.5;
 	opt.momentum = 0.9;
