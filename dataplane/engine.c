@@ -502,7 +502,7 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 			st[i] = ps->st[i] ? ps->st[i] + first : NULL;
 		/* the mean: divided by the world inside the update's pass */
 		uint64_t t = ps->step0 + rounds - 1;
-		/* SGD's first step (t 1) starts its buffer, unless one was written */
+		/* a written SGD buffer is continued: optim_step's step 2 (optim.h) */
 		optim_step(&ps->opt, w, st, g, count, t == 1 && ps->buf_written ? 2 : t, sl->lr,
 			   ps->average ? (float)j->world : 1.0f);
 		e->c.updates++;

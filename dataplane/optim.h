@@ -59,9 +59,10 @@ int optim_check(const struct optim_params *p, char *err, size_t errlen);
  * One step on n elements: w the weights, st[] the state planes
  * (optim_planes of them), g / gdiv the gradient (g the rank-order sum,
  * gdiv the world to average it, or 1 to take the sum as it is), step the
- * number of this step counted from 1 (SGD's first step starts the momentum
- * buffer with the gradient; Adam's bias corrections use it), lr the
- * learning rate of this step.
+ * number of this step counted from 1 (Adam's bias corrections use it;
+ * SGD reads it only so: step 1 starts the momentum buffer with the
+ * gradient, a later step continues st[0], so a caller whose buffer came
+ * from elsewhere passes 2 or more), lr the learning rate of this step.
  */
 void optim_step(const struct optim_params *p, float *w, float *const *st,
 		const float *g, size_t n, uint64_t step, float lr, float gdiv);
