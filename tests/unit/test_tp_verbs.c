@@ -142,6 +142,7 @@ static struct fake {
 	/* wire mode: a NIC on loopback */
 	bool wire;
 	bool verbs_opening;       /* between ibv_get_device_list and the port's reservation */
+	pthread_t opener;         /* the thread that listed the devices */
 	int wire_fd;              /* the transport's reserved UDP socket */
 	uint16_t wire_port;
 	pthread_t nic;
@@ -402,7 +403,10 @@ struct ibv_device **__wrap_ibv_get_device_list(int *n)
 	struct ibv_device **l = calloc((size_t)F.ndev + 1, sizeof(*l));
 
 	assert_non_null(l);
+	lock();
 	F.verbs_opening = true;
+	F.opener = pthread_self();
+	unlock();
 	for (int i = 0; i < F.ndev; i++)
 		l[i] = &F.dev[i];
 	*n = F.ndev;
@@ -693,13 +697,16 @@ int __wrap_udp_reserve_port(int *fd, uint16_t *port, char *err, size_t errlen)
 {
 	int rc = __real_udp_reserve_port(fd, port, err, errlen);
 
-	/* the verbs transport's (it listed the devices first), not another
-	 * client's udp transport in the same test */
-	if (F.verbs_opening) {
+	/* the verbs transport's (its thread listed the devices first), not
+	 * another client's udp transport, opened by a thread of the same test
+	 * at the same time */
+	lock();
+	if (F.verbs_opening && pthread_equal(F.opener, pthread_self())) {
 		F.wire_fd = rc == 0 ? *fd : -1;
 		F.wire_port = rc == 0 ? *port : 0;
 		F.verbs_opening = false;
 	}
+	unlock();
 	return rc;
 }
 
