@@ -153,6 +153,10 @@ struct key_state {
 	struct pbox_req *req;        /* the call now using the key, or NULL */
 	uint32_t *slot_of;           /* nsegs: window slot + 1 of a segment in flight */
 	uint64_t *got;               /* nsegs bits: result of this round in */
+	uint32_t unsure;             /* key_write / key_release calls on it that
+				        timed out, their answers still to come:
+				        what the box did is unknown, so calls
+				        on the key get PBOX_EBUSY meanwhile */
 };
 
 struct keytab {
@@ -170,7 +174,7 @@ struct key_state *keytab_get(struct keytab *t, uint32_t key);
  * segment arrays. 0 or -1 (out of memory). */
 int key_set_layout(struct key_state *ks, struct seg_layout *lay);
 /* Back to KEY_NEW, as never used (pbox_release_keys): its next call
- * declares it afresh. */
+ * declares it afresh. Its unsure count stays. */
 void key_reset(struct key_state *ks);
 
 /* ---- requests ---------------------------------------------------------- */
@@ -312,6 +316,11 @@ struct rpc_pending {
 				        (NULL once that request finished) */
 	size_t elems;                /* elements this piece carries */
 	bool release;                /* a key_release of req */
+	uint32_t *held;              /* a key_write's or key_release's call that
+				        ended without this answer (timed out):
+				        its keys, each counted in key_state
+				        unsure until the answer comes */
+	size_t nheld;
 	struct rpc_pending *next;
 };
 
@@ -485,6 +494,9 @@ void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt
  * send's error: p freed and r finished with it. */
 int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
 		      json_t *params, struct rpc_pending *p);
+/* r ends without p's answer: a key_write's or key_release's keys stay
+ * unsure until it comes (rpc_pending held). */
+void progress_rpc_orphan(pbox_client *c, struct rpc_pending *p, const struct pbox_req *r);
 /* Send r's key_declare (its key's first use, or again after EBUSY). */
 void progress_declare(pbox_client *c, struct pbox_req *r);
 /* Handle a request the thread has just taken from the submission queue. */

@@ -26,13 +26,14 @@ static void key_free(struct key_state *ks)
 
 void key_reset(struct key_state *ks)
 {
-	uint32_t key = ks->key;
+	uint32_t key = ks->key, unsure = ks->unsure;
 
 	free(ks->lay.chunk_ep);
 	free(ks->slot_of);
 	free(ks->got);
 	memset(ks, 0, sizeof(*ks));
 	ks->key = key;
+	ks->unsure = unsure;
 	ks->phase = KEY_NEW;
 }
 

@@ -139,6 +139,44 @@ int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
 	return 0;
 }
 
+void progress_rpc_orphan(pbox_client *c, struct rpc_pending *p, const struct pbox_req *r)
+{
+	bool rel = r->kind == REQ_RELEASE;
+
+	if (!rel && r->kind != REQ_PS_WRITE)
+		return;   /* a read or a declaration changes nothing at the box */
+	size_t n = rel ? r->count : 1;
+	p->held = malloc(n * sizeof(*p->held));
+	if (!p->held)
+		return;   /* out of memory: the keys are not held */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t key = rel ? r->rel_keys[i] : r->key;
+		struct key_state *ks = keytab_find(&c->x.keys, key);
+		if (ks) {
+			ks->unsure++;
+			p->held[p->nheld++] = key;
+		}
+	}
+}
+
+/* The answer to a call that ended without it: its keys are sure again,
+ * and a key_release the box did record resets them as it would have. */
+static void orphan_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
+{
+	bool ok = !json_object_get(msg, "error");
+
+	for (size_t i = 0; i < p->nheld; i++) {
+		struct key_state *ks = keytab_find(&c->x.keys, p->held[i]);
+		if (!ks)
+			continue;
+		ks->unsure--;
+		if (p->release && ok && !ks->req) {
+			key_reset(ks);
+			gpu_forget_key(c, p->held[i]);
+		}
+	}
+}
+
 void progress_declare(pbox_client *c, struct pbox_req *r)
 {
 	struct key_state *ks = r->ks;
@@ -204,6 +242,13 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	if (!ks) {
 		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for the key",
 			   c->job, c->rank, r->key);
+		return;
+	}
+	if (ks->unsure) {
+		progress_finish(c, r, PBOX_EBUSY, "job '%s' rank %d key %u: an earlier key_write "
+				"or key_release on this key timed out and the box has not answered "
+				"it yet, so what it holds is unknown (try again once it has)",
+				c->job, c->rank, r->key);
 		return;
 	}
 	r->ks = ks;
@@ -320,6 +365,12 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 	if (!(p = *pp))
 		return; /* not ours (anymore) */
 	*pp = p->next;
+	if (p->held) {
+		orphan_answer(c, p, msg);
+		free(p->held);
+		free(p);
+		return;
+	}
 	if (p->release) {
 		release_answer(c, p, msg);
 		free(p);

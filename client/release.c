@@ -88,7 +88,7 @@ void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
 	json_t *e = json_object_get(msg, "error");
 	char err[CLIENT_MSG_LEN];
 
-	if (!r) /* timed out: what the box did is unknown, the keys stay */
+	if (!r) /* ended without it, keys not held (progress_rpc_orphan) */
 		return;
 	if (e) {
 		int rc = ctrl_error(e, "key_release", err, sizeof(err));

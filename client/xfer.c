@@ -94,6 +94,7 @@ void xfer_free(struct xfer *x)
 	while (x->rpcs) {
 		struct rpc_pending *p = x->rpcs;
 		x->rpcs = p->next;
+		free(p->held);
 		free(p);
 	}
 	keytab_free(&x->keys);
@@ -301,8 +302,10 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 	if (r->ks && r->ks->req == r)
 		r->ks->req = NULL;
 	for (struct rpc_pending *p = x->rpcs; p; p = p->next)
-		if (p->req == r)
+		if (p->req == r) {
+			progress_rpc_orphan(c, p, r);
 			p->req = NULL; /* its answer, if it comes, is dropped */
+		}
 	if (rc == 0)
 		stat_add(&c->stats.calls, 1);
 	pthread_mutex_lock(&c->lock);

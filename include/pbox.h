@@ -293,7 +293,8 @@ int pbox_barrier(pbox_client *c, uint32_t key);
  * key if the job has no such key or this rank released it already.
  * Afterwards a key's next call declares it afresh, with any size or
  * collective, once every rank has released it (until then the call waits,
- * within its timeout).
+ * within its timeout). A release that timed out may still be recorded by
+ * the box: until its answer comes, calls on its keys return PBOX_EBUSY.
  */
 int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n);
 
@@ -433,7 +434,9 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
  * checkpoint into a running job; the other ranks get the new weights with
  * the next step's result. pbox_ps_set_steps sets the optimizer steps taken
  * (the next step is steps + 1: Adam's bias correction). Returns 0 or the
- * codes of pbox_ps_read.
+ * codes of pbox_ps_read. A write that timed out may still be applied by
+ * the box: until its answer comes, calls on the key return PBOX_EBUSY
+ * (retry them), so none runs beside it.
  */
 int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
 		  size_t count);

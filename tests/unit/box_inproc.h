@@ -23,8 +23,10 @@
  * re-implements the box: datagram loss (every Nth datagram an lcore
  * receives, every Nth RESULT it sends), silence (every datagram lost),
  * lost job_aborted notifications (quiet_aborts), an operator's abort
- * (box_inproc_abort: jobs_abort), and the control plane gone
- * (box_inproc_drop_control: the RPC server closed with every connection).
+ * (box_inproc_abort: jobs_abort), the control plane gone
+ * (box_inproc_drop_control: the RPC server closed with every connection)
+ * or stalled (box_inproc_stall_control: its thread answers nothing for a
+ * while).
  *
  * Use: b = box_inproc_new(nlcores); adjust b->f->box.cfg and the knobs;
  * box_inproc_start(b); clients connect to b->addr; box_inproc_stop(b)
@@ -556,6 +558,50 @@ static void bi_drop_control_fn(struct box_inproc *b, void *arg)
 static inline void box_inproc_drop_control(struct box_inproc *b)
 {
 	box_inproc_call(b, bi_drop_control_fn, NULL);
+}
+
+/* A stall of the control thread (box_inproc_stall_control). */
+struct bi_stall {
+	struct box_inproc *b;
+	int ms;
+	atomic_int in;
+	pthread_t th;
+};
+
+static void bi_stall_fn(struct box_inproc *b, void *arg)
+{
+	struct bi_stall *s = arg;
+
+	(void)b;
+	atomic_store(&s->in, 1);
+	usleep((useconds_t)s->ms * 1000);
+}
+
+static void *bi_stall_main(void *arg)
+{
+	struct bi_stall *s = arg;
+
+	box_inproc_call(s->b, bi_stall_fn, s);
+	return NULL;
+}
+
+/* The control thread answers nothing for ms (as a box's control thread
+ * held up by a slow disk): returns once the stall began; the data path
+ * runs on. box_inproc_stall_end waits for its end. */
+static inline void box_inproc_stall_control(struct box_inproc *b, struct bi_stall *s, int ms)
+{
+	s->b = b;
+	s->ms = ms;
+	atomic_store(&s->in, 0);
+	if (pthread_create(&s->th, NULL, bi_stall_main, s) != 0)
+		bi_die("pthread_create");
+	while (!atomic_load(&s->in))
+		usleep(1000);
+}
+
+static inline void box_inproc_stall_end(struct bi_stall *s)
+{
+	pthread_join(s->th, NULL);
 }
 
 struct bi_job_args {

@@ -359,6 +359,66 @@ static void sgd__written_momentum_continues_at_first_step(void **state)
 	box_inproc_free(b);
 }
 
+/* Call fn's rc until it is not PBOX_EBUSY (within 10 s). */
+#define UNTIL_NOT_BUSY(rc, call)                                             \
+	do {                                                                 \
+		for (int t_ = 0; ((rc) = (call)) == PBOX_EBUSY && t_ < 1000; t_++) \
+			usleep(10000);                                       \
+	} while (0)
+
+/* A key_write or key_release whose call timed out may still be done by
+ * the box: calls on its key get PBOX_EBUSY, naming why, until the answer
+ * comes. Then the write has landed (a read shows it) and the release has
+ * reset the key (declared afresh, with another size). */
+static void timed_out__write_and_release_hold_the_key_until_answered(void **state)
+{
+	enum { N = 300 };
+	static float w[N], w2[N], got[N];
+	struct box_inproc *b = box_inproc_new(1);
+	struct bi_stall st;
+	pbox_client *c;
+	pbox_optim opt;
+	pbox_opts o;
+	uint32_t key = 5;
+	int rc;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.timeout_ms = 300;
+	assert_int_equal(pbox_connect(b->addr, "stall", 0, 1, &o, &c), 0);
+	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		w2[i] = 7.0f;
+	}
+	assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
+	assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+
+	box_inproc_stall_control(b, &st, 2000);
+	assert_int_equal(pbox_ps_write(c, key, PBOX_PS_WEIGHTS, w2, N), PBOX_ETIMEDOUT);
+	assert_int_equal(pbox_push_pull(c, key, w, got, N, PBOX_F32), PBOX_EBUSY);
+	assert_non_null(strstr(pbox_last_error(c), "key 5: an earlier key_write or key_release "
+					       "on this key timed out"));
+	assert_int_equal(pbox_ps_read(c, key, PBOX_PS_WEIGHTS, got, N, NULL), PBOX_EBUSY);
+	box_inproc_stall_end(&st);
+	UNTIL_NOT_BUSY(rc, pbox_ps_read(c, key, PBOX_PS_WEIGHTS, got, N, NULL));
+	assert_int_equal(rc, 0);
+	assert_memory_equal(got, w2, sizeof(w2));   /* the late write landed */
+
+	box_inproc_stall_control(b, &st, 2000);
+	assert_int_equal(pbox_release_keys(c, &key, 1), PBOX_ETIMEDOUT);
+	assert_int_equal(pbox_ps_read(c, key, PBOX_PS_WEIGHTS, got, N, NULL), PBOX_EBUSY);
+	box_inproc_stall_end(&st);
+	/* released: a dense key of another size now */
+	UNTIL_NOT_BUSY(rc, pbox_allreduce(c, key, w, N / 2, PBOX_F32));
+	assert_int_equal(rc, 0);
+	assert_true(w[0] == 1.0f && w[N / 2 - 1] == 1.0f);
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 /* ---- checkpoints ---- */
 
 struct call {
@@ -676,6 +736,7 @@ int main(void)
 		cmocka_unit_test(adamw__bf16_weights_under_loss_applied_once),
 		cmocka_unit_test(sgd__plain_under_loss_applied_once),
 		cmocka_unit_test(sgd__written_momentum_continues_at_first_step),
+		cmocka_unit_test(timed_out__write_and_release_hold_the_key_until_answered),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
 		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
