@@ -41,28 +41,22 @@ RPC_HANDLER(rpc_job_save)
 	if (dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
 		return errmsg(err, errlen, -EINVAL, "job %s: %s is not an absolute path of a "
 			      "directory on the box", j->name, dir);
-	json_t *keys = json_array();
-	for (uint32_t i = 0; keys && i < j->nkeys; i++) {
-		const struct job_key *k = &j->keys[i];
-		uint64_t bytes = 0;
-		if (!k->is_ps || k->remove_mark) /* a key being removed is gone */
-			continue;
-		rc = ps_ckpt_save(j, k, dir, &bytes, err, errlen);
-		if (rc < 0) {
-			json_decref(keys);
-			return rc;
-		}
-		total += bytes;
-		json_array_append_new(keys, json_pack("{s:I, s:I}", "key", (json_int_t)k->key,
-						      "bytes", (json_int_t)bytes));
+	struct ps_ckpt_saved *saved = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*saved));
+	uint32_t n = 0;
+	if (!saved)
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
+	rc = ps_ckpt_save_job(j, dir, saved, &n, err, errlen);
+	json_t *keys = rc == 0 ? json_array() : NULL;
+	for (uint32_t i = 0; keys && i < n; i++) {
+		total += saved[i].bytes;
+		json_array_append_new(keys, json_pack("{s:I, s:I}", "key", (json_int_t)saved[i].key,
+						      "bytes", (json_int_t)saved[i].bytes));
 	}
+	free(saved);
+	if (rc < 0)
+		return rc;
 	if (!keys)
 		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-	if (json_array_size(keys) == 0) {
-		json_decref(keys);
-		return errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
-			      "optimizer) to save", j->name);
-	}
 	*result = json_pack("{s:s, s:o, s:I}", "dir", dir, "keys", keys, "bytes",
 			    (json_int_t)total);
 	return 0;

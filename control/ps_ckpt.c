@@ -21,6 +21,7 @@
 #define MAGIC "PBOXCKP1"
 #define SNAP_TRIES 200       /* a key mid-step is tried again ... */
 #define SNAP_PAUSE_NS 500000 /* ... after 0.5 ms, for up to 0.1 s */
+#define SAVE_TRIES 3         /* a job whose keys moved on during its save */
 
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key)
 {
@@ -169,10 +170,10 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 
 /* copy_range, tried again while the key is stepping (up to 0.1 s; not
  * strict: once, as nothing can step then, so segments at different
- * rounds stay so and a rank's reads never hold the control thread); *round
- * gets the rounds the copy's segments completed in this life of the key. */
+ * rounds stay so and a rank's reads never hold the control thread); *done
+ * gets the round the copy's segments completed (engine_seg done). */
 static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, unsigned a1,
-		    uint64_t first, uint64_t n, float *out, uint32_t *round, int strict,
+		    uint64_t first, uint64_t n, float *out, uint32_t *done, int strict,
 		    char *err, size_t errlen)
 {
 	struct timespec pause = { 0, SNAP_PAUSE_NS };
@@ -180,9 +181,8 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 	for (int t = 0; t < (strict ? SNAP_TRIES : 1); t++) {
 		if (t)
 			nanosleep(&pause, NULL);
-		if (copy_range(k, a0, a1, first, n, out, round, strict) == 0) {
-			*round = engine_key_rounds(k->ek, *round);
-			if (*round == 0)
+		if (copy_range(k, a0, a1, first, n, out, done, strict) == 0) {
+			if (engine_key_rounds(k->ek, *done) == 0)
 				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
 					      "weights yet (the ranks have not run pbox_ps_init)",
 					      j->name, k->key);
@@ -217,13 +217,13 @@ static int range_check(const struct job *j, const struct job_key *k, unsigned a,
 int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
 		 uint32_t n, float *out, uint64_t *steps, char *err, size_t errlen)
 {
-	uint32_t round = 0;
+	uint32_t done = 0;
 	int rc = range_check(j, k, a, first, n, err, errlen);
 
 	if (rc == 0)
-		rc = snapshot(j, k, a, a + 1, first, n, out, &round, 0, err, errlen);
+		rc = snapshot(j, k, a, a + 1, first, n, out, &done, 0, err, errlen);
 	if (rc == 0)
-		*steps = k->ek->ps->step0 + round - 1;
+		*steps = k->ek->ps->step0 + engine_key_rounds(k->ek, done) - 1;
 	return rc;
 }
 
@@ -280,29 +280,35 @@ static int write_all(FILE *f, const void *p, size_t n)
 	return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
-int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 uint64_t *bytes, char *err, size_t errlen)
+static void tmp_path(char *buf, size_t size, const char *dir, uint32_t key)
 {
-	char path[PS_CKPT_PATH], tmp[PS_CKPT_PATH + 8];
+	char path[PS_CKPT_PATH];
+
+	ps_ckpt_path(path, sizeof(path), dir, key);
+	snprintf(buf, size, "%s.tmp", path);
+}
+
+int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
+		 uint64_t *bytes, uint32_t *done, char *err, size_t errlen)
+{
+	char tmp[PS_CKPT_PATH + 8];
 	uint64_t count = k->geom.count;
 	size_t nbytes = (size_t)narrays(k) * count * sizeof(float);
 	float *data = malloc(nbytes ? nbytes : 1);
 	uint8_t h[PS_CKPT_HDR];
-	uint32_t round = 0;
 	int rc;
 
 	if (!data)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
 			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
-	rc = snapshot(j, k, 0, narrays(k), 0, count, data, &round, 1, err, errlen);
+	rc = snapshot(j, k, 0, narrays(k), 0, count, data, done, 1, err, errlen);
 	if (rc < 0) {
 		free(data);
 		return rc;
 	}
-	struct hdr hd = hdr_of(k, k->ek->ps->step0 + round - 1);
+	struct hdr hd = hdr_of(k, k->ek->ps->step0 + engine_key_rounds(k->ek, *done) - 1);
 	hdr_encode(h, &hd);
-	ps_ckpt_path(path, sizeof(path), dir, k->key);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	tmp_path(tmp, sizeof(tmp), dir, k->key);
 	FILE *f = fopen(tmp, "wb");
 	if (!f) {
 		rc = -errno;
@@ -310,17 +316,120 @@ int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
 		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot create %s: %s",
 			      j->name, k->key, tmp, strerror(-rc));
 	}
+	errno = 0;
 	int bad = write_all(f, h, sizeof(h)) || write_all(f, data, nbytes);
 	bad |= fclose(f) != 0;
 	free(data);
-	if (bad || rename(tmp, path) != 0) {
+	if (bad) {
 		rc = errno ? -errno : -EIO;
 		unlink(tmp);
 		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot write %s: %s",
-			      j->name, k->key, path, strerror(-rc));
+			      j->name, k->key, tmp, strerror(-rc));
 	}
 	*bytes = sizeof(h) + nbytes;
 	return 0;
+}
+
+bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done)
+{
+	const struct engine_key *ek = k->ek;
+
+	for (uint32_t s = 0; s < ek->nsegs; s++)
+		if (__atomic_load_n(&ek->segs[s].done, __ATOMIC_ACQUIRE) != done)
+			return false;
+	return true;
+}
+
+void ps_ckpt_discard(const char *dir, uint32_t key)
+{
+	char tmp[PS_CKPT_PATH + 8];
+
+	tmp_path(tmp, sizeof(tmp), dir, key);
+	unlink(tmp);
+}
+
+int ps_ckpt_commit(const struct job *j, uint32_t key, const char *dir, char *err, size_t errlen)
+{
+	char path[PS_CKPT_PATH], tmp[PS_CKPT_PATH + 8];
+
+	ps_ckpt_path(path, sizeof(path), dir, key);
+	tmp_path(tmp, sizeof(tmp), dir, key);
+	if (rename(tmp, path) == 0)
+		return 0;
+	int rc = -errno;
+	return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot rename %s to %s: %s",
+		      j->name, key, tmp, path, strerror(-rc));
+}
+
+/* Discard the temporary files of saved[0..n). */
+static void discard_all(const char *dir, const struct ps_ckpt_saved *saved, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		ps_ckpt_discard(dir, saved[i].key);
+}
+
+/* Every PS key of j (those being removed are gone) into temporary files,
+ * *n of them; each key's round in done[]. 0 or the first failure (the
+ * files written so far discarded). */
+static int save_all(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
+		    uint32_t *done, uint32_t *n, char *err, size_t errlen)
+{
+	*n = 0;
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		const struct job_key *k = &j->keys[i];
+		if (!k->is_ps || k->remove_mark)
+			continue;
+		saved[*n].key = k->key;
+		saved[*n].index = i;
+		int rc = ps_ckpt_save(j, k, dir, &saved[*n].bytes, &done[*n], err, errlen);
+		if (rc < 0) {
+			discard_all(dir, saved, *n);
+			return rc;
+		}
+		(*n)++;
+	}
+	return 0;
+}
+
+int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
+		     uint32_t *n, char *err, size_t errlen)
+{
+	uint32_t *done = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*done));
+	uint32_t moved = 0;
+	int rc = 0;
+
+	if (!done)
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
+	for (int t = 0; t < SAVE_TRIES; t++) {
+		if ((rc = save_all(j, dir, saved, done, n, err, errlen)) < 0)
+			break;
+		if (*n == 0) {
+			rc = errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
+				    "optimizer) to save", j->name);
+			break;
+		}
+		uint32_t i = 0;
+		while (i < *n && ps_ckpt_unchanged(&j->keys[saved[i].index], done[i]))
+			i++;
+		if (i == *n) {
+			/* one cut: every key stood at its saved step at once
+			 * (when the last one was copied) */
+			for (i = 0; i < *n && rc == 0; i++)
+				rc = ps_ckpt_commit(j, saved[i].key, dir, err, errlen);
+			for (; i < *n; i++)
+				ps_ckpt_discard(dir, saved[i].key);
+			free(done);
+			return rc;
+		}
+		moved = saved[i].key;
+		discard_all(dir, saved, *n);
+		rc = errmsg(err, errlen, -EBUSY, "job %s: key %" PRIu32 " stepped while the "
+			    "job's other keys were saved (%d tries): the files would mix steps; "
+			    "save between steps (when no rank is pushing)", j->name, moved,
+			    SAVE_TRIES);
+	}
+	free(done);
+	return rc;
 }
 
 /* The first field where the file's header h differs from the key's

@@ -19,11 +19,14 @@
  * Snapshots run on the control thread while the lcores may be stepping:
  * each segment is copied between two reads of its round and slot, and a
  * key is saved only if every segment was copied at one same completed
- * round with no round open on it (else -EBUSY: save between steps).
+ * round with no round open on it (else -EBUSY: save between steps); a
+ * job's keys are saved together only if none moved on while the others
+ * were copied (ps_ckpt_save_job).
  */
 #ifndef PBOX_PS_CKPT_H
 #define PBOX_PS_CKPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,13 +38,40 @@
 #define PS_CKPT_PATH 4200
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key);
 
-/* Write key k's checkpoint into dir (written to a temporary file, then
- * renamed: a reader never sees half a file). *bytes gets the file's size.
+/* A key job_save wrote: its number, index in j->keys, file size. */
+struct ps_ckpt_saved {
+	uint32_t key;
+	uint32_t index;
+	uint64_t bytes;
+};
+
+/*
+ * job_save: a checkpoint of every PS key of j into dir, all at one cut.
+ * Every key is snapshotted into DIR/key-<K>.pboxckpt.tmp first; only if no
+ * key completed a round since its own snapshot (then all stood at their
+ * saved steps at once) are the files renamed to their names, else the
+ * temporary files go and the whole save is tried again (3 times in all,
+ * then -EBUSY naming the key that moved). A failure leaves no new file
+ * and the directory's earlier checkpoint as it was (but for a rename
+ * failing part-way, named). saved (j->nkeys entries) gets the keys, *n
+ * how many. 0, or -EINVAL (no PS key), -EBUSY, -ENODATA, -ENOMEM, -errno
+ * (the files), with the message in err.
+ */
+int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
+		     uint32_t *n, char *err, size_t errlen);
+
+/* Its steps: write key k's snapshot into DIR/key-<K>.pboxckpt.tmp
+ * (*bytes: the file's size; *done: the round it holds, engine_seg done):
  * 0, or -EBUSY (stepping: copied at different rounds after a few tries),
  * -ENODATA (no weights yet: the init round has not completed), -EIO /
- * -errno (the file), with the message in err. */
+ * -errno (the file). ps_ckpt_unchanged: no segment of k completed a round
+ * since. ps_ckpt_commit renames the file to its name (a reader never sees
+ * half a file); ps_ckpt_discard removes it. */
 int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 uint64_t *bytes, char *err, size_t errlen);
+		 uint64_t *bytes, uint32_t *done, char *err, size_t errlen);
+bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
+int ps_ckpt_commit(const struct job *j, uint32_t key, const char *dir, char *err, size_t errlen);
+void ps_ckpt_discard(const char *dir, uint32_t key);
 
 /* Load key k's checkpoint from dir into its PS state (before the key is
  * installed on the lcores): the file must hold the same count, dtypes,

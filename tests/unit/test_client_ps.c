@@ -478,14 +478,16 @@ struct ckpt_arg {
 	char err[256];
 };
 
+/* job_save's work, on the control thread. */
 static void save_fn(struct box_inproc *b, void *arg)
 {
 	struct ckpt_arg *a = arg;
 	const struct job *j = jobs_find(b->f->box.jobs, a->job);
-	uint64_t bytes = 0;
+	struct ps_ckpt_saved saved[8];
+	uint32_t n = 0;
 
-	a->rc = j ? ps_ckpt_save(j, job_key_find(j, 7), a->dir, &bytes, a->err,
-				 sizeof(a->err)) : -ENOENT;
+	assert_true(!j || j->nkeys <= 8);
+	a->rc = j ? ps_ckpt_save_job(j, a->dir, saved, &n, a->err, sizeof(a->err)) : -ENOENT;
 }
 
 static void create_restore_fn(struct box_inproc *b, void *arg)
@@ -728,6 +730,120 @@ static void bad__hyperparameters_and_mismatches_named(void **state)
 	box_inproc_free(b);
 }
 
+/* One key's snapshot steps on the control thread (ps_ckpt.h). */
+struct cut_arg {
+	const char *job, *dir;
+	uint32_t key, done;
+	int rc;
+	bool unchanged;
+};
+
+static void snap_fn(struct box_inproc *b, void *arg)
+{
+	struct cut_arg *a = arg;
+	const struct job *j = jobs_find(b->f->box.jobs, a->job);
+	char err[256];
+	uint64_t bytes;
+
+	a->rc = ps_ckpt_save(j, job_key_find(j, a->key), a->dir, &bytes, &a->done, err,
+			     sizeof(err));
+}
+
+static void unchanged_fn(struct box_inproc *b, void *arg)
+{
+	struct cut_arg *a = arg;
+	const struct job *j = jobs_find(b->f->box.jobs, a->job);
+
+	a->unchanged = ps_ckpt_unchanged(job_key_find(j, a->key), a->done);
+	ps_ckpt_discard(a->dir, a->key);
+}
+
+/* The steps a file holds (its header's u64 at offset 80), -1 if none. */
+static long long file_steps(const char *dir, uint32_t key, const char *suffix)
+{
+	char path[512];
+	uint64_t steps;
+
+	snprintf(path, sizeof(path), "%s/key-%u.pboxckpt%s", dir, key, suffix);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	int ok = fseek(f, 80, SEEK_SET) == 0 && fread(&steps, 8, 1, f) == 1;
+	fclose(f);
+	return ok ? (long long)steps : -2;
+}
+
+/* job_save is one cut or nothing: a key without weights fails the save
+ * with no new file and the earlier checkpoint as it was; a key that
+ * steps after its snapshot is seen (the job's save then tries again);
+ * the saved files hold the steps taken, and no temporary file stays. */
+static void ckpt__job_save_one_cut_or_nothing(void **state)
+{
+	enum { N = 200 };
+	static float w[N], g[N], got[N];
+	char dir[] = "/tmp/pbox-cut-XXXXXX";
+	pbox_client *c;
+	struct box_inproc *b = one_rank("cut", 0, &c);
+	struct ckpt_arg a = { .job = "cut", .dir = dir };
+	pbox_optim opt;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
+	opt.lr = 0.1;
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		g[i] = 1.0f;
+	}
+	for (uint32_t key = 1; key <= 2; key++) {
+		assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
+		assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+	}
+	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
+	box_inproc_call(b, save_fn, &a);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(file_steps(dir, 1, ""), 1);
+	assert_int_equal(file_steps(dir, 2, ""), 0);
+	/* key 3 has no weights yet: nothing of this save stays */
+	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
+	assert_int_equal(pbox_declare_optimizer(c, 3, N, PBOX_F32, &opt), 0);
+	box_inproc_call(b, save_fn, &a);
+	assert_int_equal(a.rc, -ENODATA);
+	assert_non_null(strstr(a.err, "key 3: no weights yet"));
+	assert_int_equal(file_steps(dir, 1, ""), 1);       /* the earlier save's */
+	assert_int_equal(file_steps(dir, 1, ".tmp"), -1);
+	assert_int_equal(file_steps(dir, 3, ""), -1);
+	/* a step after a key's snapshot is seen; none is not */
+	struct cut_arg ca = { .job = "cut", .dir = dir, .key = 1 };
+	box_inproc_call(b, snap_fn, &ca);
+	assert_int_equal(ca.rc, 0);
+	assert_int_equal(file_steps(dir, 1, ".tmp"), 2);
+	box_inproc_call(b, unchanged_fn, &ca);
+	assert_true(ca.unchanged);
+	assert_int_equal(file_steps(dir, 1, ".tmp"), -1);  /* discarded */
+	box_inproc_call(b, snap_fn, &ca);
+	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
+	box_inproc_call(b, unchanged_fn, &ca);
+	assert_false(ca.unchanged);
+	/* all keys with weights: one save, at the steps taken */
+	assert_int_equal(pbox_ps_init(c, 3, w, got), 0);
+	box_inproc_call(b, save_fn, &a);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(file_steps(dir, 1, ""), 3);
+	assert_int_equal(file_steps(dir, 2, ""), 0);
+	assert_int_equal(file_steps(dir, 3, ""), 0);
+	for (uint32_t key = 1; key <= 3; key++) {
+		char path[512];
+		assert_int_equal(file_steps(dir, key, ".tmp"), -1);
+		snprintf(path, sizeof(path), "%s/key-%u.pboxckpt", dir, key);
+		unlink(path);
+	}
+	rmdir(dir);
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -739,6 +855,7 @@ int main(void)
 		cmocka_unit_test(timed_out__write_and_release_hold_the_key_until_answered),
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
+		cmocka_unit_test(ckpt__job_save_one_cut_or_nothing),
 		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
