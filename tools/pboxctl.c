@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,7 +473,7 @@ static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
  * made absolute here over the Unix socket (pboxctl runs on the box). */
 static const char *box_dir(const struct ctl *c, const char *dir, char *buf)
 {
-	if (dir[0] == '/' || strchr(c->target, ':'))
+	if (dir[0] == '/' || strncmp(c->target, "unix:", 5) != 0)
 		return dir;
 	return realpath(dir, buf) ? buf : dir;
 }
@@ -678,15 +679,16 @@ static int run(struct ctl *c, int argc, char **argv)
 	return EXIT_USAGE;
 }
 
-/* A positive integer option's value, or 0 after a usage message. */
-static long long positive(const char *name, const char *v)
+/* A positive integer option's value up to max, or 0 after a usage
+ * message. */
+static long long positive(const char *name, const char *v, long long max)
 {
 	char *end;
 	errno = 0;
 	long long n = strtoll(v, &end, 10);
 
-	if (errno || !*v || *end || n <= 0) {
-		bad_usage("--%s: '%s' is not a positive integer", name, v);
+	if (errno || !*v || *end || n <= 0 || n > max) {
+		bad_usage("--%s: '%s' is not an integer in [1, %lld]", name, v, max);
 		return 0;
 	}
 	return n;
@@ -720,6 +722,7 @@ int main(int argc, char **argv)
 			 .timeout_ms = DEFAULT_TIMEOUT_MS };
 	char unix_target[128];
 	int opt, rc, li;
+	bool by_path = true;   /* the target is a socket path (not --control) */
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
@@ -727,11 +730,12 @@ int main(int argc, char **argv)
 			c.used[c.nused++] = lo[li].name;
 		switch (opt) {
 		case 's':
-			snprintf(unix_target, sizeof(unix_target), "unix:%s", optarg);
-			c.target = unix_target;
+			c.target = optarg;
+			by_path = true;
 			break;
 		case 'c':
 			c.target = optarg;
+			by_path = false;
 			break;
 		case 'j':
 			c.json = 1;
@@ -784,7 +788,8 @@ int main(int argc, char **argv)
 		case 'W':
 		case 'i':
 		case 'n': {
-			long long n = positive(lo[li].name, optarg);
+			long long n = positive(lo[li].name, optarg, opt == 'i' ? 3600000 :
+					       opt == 'n' ? UINT_MAX : LLONG_MAX);
 			if (!n)
 				return EXIT_USAGE;
 			*(opt == 'w' ? &c.world : opt == 'm' ? &c.max_bytes : opt == 'W' ? &c.weight :
@@ -806,8 +811,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (strncmp(c.target, "unix:", 5) != 0 && strchr(c.target, '/')) {
-		snprintf(unix_target, sizeof(unix_target), "unix:%s", c.target);
+	if (strncmp(c.target, "unix:", 5) != 0 && (by_path || strchr(c.target, '/'))) {
+		if ((size_t)snprintf(unix_target, sizeof(unix_target), "unix:%s", c.target) >=
+		    sizeof(unix_target))
+			return bad_usage("socket path '%s' is too long", c.target);
 		c.target = unix_target;
 	}
 	rc = run(&c, argc - optind, argv + optind);
