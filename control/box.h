@@ -96,6 +96,20 @@ struct box_log_sink {
 
 struct jobs; /* control/jobs.h */
 
+/* Called between the pieces of long work on the control thread (a
+ * job_save writing gigabytes), so that pboxd's systemd watchdog sees the
+ * thread alive; fn NULL: nothing to tell. */
+struct box_keepalive {
+	void (*fn)(void *ctx);
+	void *ctx;
+};
+
+static inline void box_keepalive(const struct box_keepalive *k)
+{
+	if (k && k->fn)
+		k->fn(k->ctx);
+}
+
 /* The box: everything an RPC handler may need. */
 struct box {
 	struct box_config cfg;
@@ -115,6 +129,7 @@ struct box {
 		int failed;           /* the last build failed (logged once) */
 	} tel_watch;
 	struct box_log_sink log;      /* see ctl_log */
+	struct box_keepalive keepalive; /* pboxd: the watchdog's ping */
 	/* Per-peer log budget: lines logged while log_peer != 0 are written
 	 * only if allow(ctx, log_peer) (the RPC server's; NULL = all). */
 	struct {

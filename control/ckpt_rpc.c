@@ -45,7 +45,7 @@ RPC_HANDLER(rpc_job_save)
 	uint32_t n = 0;
 	if (!saved)
 		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-	rc = ps_ckpt_save_job(j, dir, saved, &n, err, errlen);
+	rc = ps_ckpt_save_job(j, dir, &ctx->box->keepalive, saved, &n, err, errlen);
 	json_t *keys = rc == 0 ? json_array() : NULL;
 	for (uint32_t i = 0; keys && i < n; i++) {
 		total += saved[i].bytes;

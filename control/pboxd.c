@@ -157,6 +157,12 @@ static int start_options(struct box *box, int argc, char **argv)
 	return -1;
 }
 
+/* box.keepalive: long control-thread work feeds the watchdog too. */
+static void watchdog_ping(void *ctx)
+{
+	sdnotify_watchdog(ctx, clock_ns());
+}
+
 int main(int argc, char **argv)
 {
 	static struct box box; /* large; lives for the whole process */
@@ -234,6 +240,7 @@ int main(int argc, char **argv)
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
 	sdnotify_open(&sd);
 	sdnotify_send(&sd, "READY=1");
+	box.keepalive = (struct box_keepalive){ watchdog_ping, &sd };
 
 	/* a scrape takes a few polls (accept, read, write): poll more often */
 	while (!quit) {
@@ -241,6 +248,7 @@ int main(int argc, char **argv)
 		metrics_poll(metrics);
 		sdnotify_watchdog(&sd, clock_ns());
 	}
+	box.keepalive.fn = NULL;
 	sdnotify_send(&sd, "STOPPING=1");
 	sdnotify_close(&sd);
 	metrics_close(metrics);

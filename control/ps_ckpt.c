@@ -22,6 +22,7 @@
 #define SNAP_TRIES 200       /* a key mid-step is tried again ... */
 #define SNAP_PAUSE_NS 500000 /* ... after 0.5 ms, for up to 0.1 s */
 #define SAVE_TRIES 3         /* a job whose keys moved on during its save */
+#define WRITE_PIECE (64u << 20) /* bytes written between keepalives */
 
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key)
 {
@@ -275,9 +276,20 @@ int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t step
 
 /* ---- files ---- */
 
-static int write_all(FILE *f, const void *p, size_t n)
+/* fwrite n bytes in pieces, telling ka between them. 0 or -1. */
+static int write_all(FILE *f, const void *p, size_t n, const struct box_keepalive *ka)
 {
-	return fwrite(p, 1, n, f) == n ? 0 : -1;
+	const uint8_t *b = p;
+
+	while (n) {
+		size_t m = n < WRITE_PIECE ? n : WRITE_PIECE;
+		if (fwrite(b, 1, m, f) != m)
+			return -1;
+		b += m;
+		n -= m;
+		box_keepalive(ka);
+	}
+	return 0;
 }
 
 static void tmp_path(char *buf, size_t size, const char *dir, uint32_t key)
@@ -289,7 +301,8 @@ static void tmp_path(char *buf, size_t size, const char *dir, uint32_t key)
 }
 
 int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 uint64_t *bytes, uint32_t *done, char *err, size_t errlen)
+		 const struct box_keepalive *ka, uint64_t *bytes, uint32_t *done, char *err,
+		 size_t errlen)
 {
 	char tmp[PS_CKPT_PATH + 8];
 	uint64_t count = k->geom.count;
@@ -317,7 +330,7 @@ int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
 			      j->name, k->key, tmp, strerror(-rc));
 	}
 	errno = 0;
-	int bad = write_all(f, h, sizeof(h)) || write_all(f, data, nbytes);
+	int bad = write_all(f, h, sizeof(h), ka) || write_all(f, data, nbytes, ka);
 	bad |= fclose(f) != 0;
 	free(data);
 	if (bad) {
@@ -371,8 +384,9 @@ static void discard_all(const char *dir, const struct ps_ckpt_saved *saved, uint
 /* Every PS key of j (those being removed are gone) into temporary files,
  * *n of them; each key's round in done[]. 0 or the first failure (the
  * files written so far discarded). */
-static int save_all(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
-		    uint32_t *done, uint32_t *n, char *err, size_t errlen)
+static int save_all(const struct job *j, const char *dir, const struct box_keepalive *ka,
+		    struct ps_ckpt_saved *saved, uint32_t *done, uint32_t *n, char *err,
+		    size_t errlen)
 {
 	*n = 0;
 	for (uint32_t i = 0; i < j->nkeys; i++) {
@@ -381,7 +395,7 @@ static int save_all(const struct job *j, const char *dir, struct ps_ckpt_saved *
 			continue;
 		saved[*n].key = k->key;
 		saved[*n].index = i;
-		int rc = ps_ckpt_save(j, k, dir, &saved[*n].bytes, &done[*n], err, errlen);
+		int rc = ps_ckpt_save(j, k, dir, ka, &saved[*n].bytes, &done[*n], err, errlen);
 		if (rc < 0) {
 			discard_all(dir, saved, *n);
 			return rc;
@@ -391,8 +405,8 @@ static int save_all(const struct job *j, const char *dir, struct ps_ckpt_saved *
 	return 0;
 }
 
-int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
-		     uint32_t *n, char *err, size_t errlen)
+int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keepalive *ka,
+		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen)
 {
 	uint32_t *done = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*done));
 	uint32_t moved = 0;
@@ -401,7 +415,7 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved 
 	if (!done)
 		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
 	for (int t = 0; t < SAVE_TRIES; t++) {
-		if ((rc = save_all(j, dir, saved, done, n, err, errlen)) < 0)
+		if ((rc = save_all(j, dir, ka, saved, done, n, err, errlen)) < 0)
 			break;
 		if (*n == 0) {
 			rc = errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "

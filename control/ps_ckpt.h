@@ -53,12 +53,12 @@ struct ps_ckpt_saved {
  * temporary files go and the whole save is tried again (3 times in all,
  * then -EBUSY naming the key that moved). A failure leaves no new file
  * and the directory's earlier checkpoint as it was (but for a rename
- * failing part-way, named). saved (j->nkeys entries) gets the keys, *n
- * how many. 0, or -EINVAL (no PS key), -EBUSY, -ENODATA, -ENOMEM, -errno
+ * failing part-way, named). ka is told every 64 MiB written (NULL: none).
+ * saved (j->nkeys entries) gets the keys, *n how many. 0, or -EINVAL (no PS key), -EBUSY, -ENODATA, -ENOMEM, -errno
  * (the files), with the message in err.
  */
-int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved *saved,
-		     uint32_t *n, char *err, size_t errlen);
+int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keepalive *ka,
+		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen);
 
 /* Its steps: write key k's snapshot into DIR/key-<K>.pboxckpt.tmp
  * (*bytes: the file's size; *done: the round it holds, engine_seg done):
@@ -68,7 +68,8 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, struct ps_ckpt_saved 
  * since. ps_ckpt_commit renames the file to its name (a reader never sees
  * half a file); ps_ckpt_discard removes it. */
 int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 uint64_t *bytes, uint32_t *done, char *err, size_t errlen);
+		 const struct box_keepalive *ka, uint64_t *bytes, uint32_t *done, char *err,
+		 size_t errlen);
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
 int ps_ckpt_commit(const struct job *j, uint32_t key, const char *dir, char *err, size_t errlen);
 void ps_ckpt_discard(const char *dir, uint32_t key);

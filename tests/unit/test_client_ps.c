@@ -487,7 +487,8 @@ static void save_fn(struct box_inproc *b, void *arg)
 	uint32_t n = 0;
 
 	assert_true(!j || j->nkeys <= 8);
-	a->rc = j ? ps_ckpt_save_job(j, a->dir, saved, &n, a->err, sizeof(a->err)) : -ENOENT;
+	a->rc = j ? ps_ckpt_save_job(j, a->dir, NULL, saved, &n, a->err, sizeof(a->err)) :
+		    -ENOENT;
 }
 
 static void create_restore_fn(struct box_inproc *b, void *arg)
@@ -745,7 +746,7 @@ static void snap_fn(struct box_inproc *b, void *arg)
 	char err[256];
 	uint64_t bytes;
 
-	a->rc = ps_ckpt_save(j, job_key_find(j, a->key), a->dir, &bytes, &a->done, err,
+	a->rc = ps_ckpt_save(j, job_key_find(j, a->key), a->dir, NULL, &bytes, &a->done, err,
 			     sizeof(err));
 }
 
