@@ -7,7 +7,7 @@
 # operator secret (refused without it or with a wrong one, the job going
 # on), every worker fails with the named reason within a bounded time, the
 # box keeps serving, the name can be reused, and the local socket aborts
-# without a secret.
+# without a secret. `job save` over the socket takes a relative DIR.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -56,6 +56,14 @@ ctl job show longjob > "$WORKDIR/show.txt" || die "pboxctl job show failed"
 cat "$WORKDIR/show.txt"
 ctl job show nosuchjob > "$WORKDIR/nojob.txt" 2>&1 && die "job show of a missing job succeeded"
 grep -qi "nosuchjob" "$WORKDIR/nojob.txt" || die "missing-job error does not name the job: $(cat "$WORKDIR/nojob.txt")"
+
+# over the Unix socket a relative DIR is the caller's, made absolute (the
+# job has no PS key: the box gets as far as saying so)
+mkdir -p "$WORKDIR/ckrel"
+pboxctl_bin=$(realpath "$BUILD/pboxctl")
+(cd "$WORKDIR" && "$pboxctl_bin" --socket "$PBOX_SOCKET" job save longjob ckrel) > "$WORKDIR/save.txt" 2>&1 &&
+	die "job save of a job without PS keys succeeded"
+grep -q "has no PS key" "$WORKDIR/save.txt" || die "a relative DIR was not made absolute: $(cat "$WORKDIR/save.txt")"
 
 # remote operators (TCP) need the secret; refused aborts leave the job running
 rctl() { in_wk "$BUILD/pboxctl" --control "$CONTROL" "$@"; }
