@@ -20,6 +20,7 @@ struct jobs {
 	uint64_t load[BOX_MAX_EPS];          /* bytes of chunks per endpoint */
 	jobs_notify_fn notify;
 	void *notify_ctx;
+	double watch_at;                     /* jobs_watch's last run (CLOCK_MONOTONIC s) */
 };
 
 /* Post m to lcore, retrying a full ring for up to about a second.

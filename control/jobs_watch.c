@@ -11,7 +11,9 @@
  * yet are waited for --join-wait-ms from the job's creation (ranks start
  * seconds apart), not by the stall watch; a job no rank joined within it
  * (job_create) is removed. Runs on the control thread from jobs_tick,
- * reading each lcore's engine_job_progress snapshot.
+ * reading each lcore's engine_job_progress snapshot. Time the control
+ * thread itself was held up (a long job_save) does not count against a
+ * rank: its calls may have waited on that thread.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #include "common/clock.h"
 #include "control/jobs_internal.h"
 #include "control/log.h"
+
+#define WATCH_HELD_S 0.5   /* a gap between runs this long: the thread was held */
 
 /* Sum of a job's progress over every lcore. */
 static void job_progress(const struct jobs *js, const struct job *j,
@@ -134,6 +138,15 @@ void jobs_watch(struct jobs *js)
 {
 	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
 	double now = clock_s();
+	/* the control thread was held up (a long job_save): ranks whose
+	 * calls waited on it meanwhile are not late by that time */
+	double gap = js->watch_at ? now - js->watch_at : 0;
+
+	js->watch_at = now;
+	if (gap > WATCH_HELD_S)
+		for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++)
+			if (js->table[i] && js->table[i]->watch_since)
+				js->table[i]->watch_since += gap;
 
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];

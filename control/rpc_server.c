@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,8 @@ struct conn {
 	int throttled;        /* over a reply budget: not read until drained */
 	long deadline_ms;     /* of closing */
 	long last_rx_ms;      /* last bytes received */
+	long last_tx_ms;      /* replies last moved: one sent, or the first
+				 queued after none were unread */
 	long partial_ms;      /* since when a request line is incomplete, 0 = none */
 	uint32_t ip;          /* TCP peer address (host order), 0 = Unix socket */
 	char peer[64];
@@ -168,6 +171,7 @@ static void flush(struct rpc_server *s, struct conn *c)
 		if (w > 0) {
 			c->out_off += (size_t)w;
 			s->out_total -= (size_t)w;
+			c->last_tx_ms = now_ms();
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -195,23 +199,30 @@ static size_t unread(const struct conn *c)
 	return c->out_len - c->out_off;
 }
 
-/* Is c over a reply budget (its own, or the total while it has unread
- * replies)? */
+/* Is c over a reply budget: its own, or, while the total is over its
+ * budget, more than a fair share of it (so a few connections that never
+ * read cannot slow the others down)? */
 static int over_budget(const struct rpc_server *s, const struct conn *c)
 {
 	const struct box_config *cfg = &s->box->cfg;
 
 	return unread(c) > cfg->conn_reply_bytes ||
-	       (unread(c) && s->out_total > cfg->total_reply_bytes);
+	       (s->out_total > cfg->total_reply_bytes &&
+		unread(c) > cfg->total_reply_bytes / (s->nconns ? s->nconns : 1));
 }
 
 static int queue(struct rpc_server *s, struct conn *c, const json_t *msg)
 {
+	if (c->dead)   /* closed meanwhile (its own request may have done it):
+			  nothing to count against the reply budget */
+		return 0;
 	char *line = json_dumps(msg, JSON_COMPACT);
 	if (!line)
 		return -ENOMEM;
 	size_t n = strlen(line);
 	size_t pending = c->out_len - c->out_off;
+	if (!pending)
+		c->last_tx_ms = now_ms();
 	if (pending + n + 1 > RPC_SERVER_OUT_MAX) {
 		free(line);
 		ctl_log(s->box, CTL_LOG_WARN, "control connection %s: more than %u bytes of "
@@ -247,11 +258,9 @@ static int queue(struct rpc_server *s, struct conn *c, const json_t *msg)
 int rpc_server_send(struct rpc_server *s, void *session, const json_t *msg)
 {
 	struct conn *c = session;
-
-	if (c->dead)
-		return 0;
 	int rc = queue(s, c, msg);
-	if (rc == 0)
+
+	if (rc == 0 && !c->dead)
 		flush(s, c);
 	return rc;
 }
@@ -315,6 +324,7 @@ static int handle_lines(struct rpc_server *s, struct conn *c)
 	char *line;
 	size_t len;
 	int rc;
+	bool took = false;
 
 	while (!c->dead && !c->closing) {
 		if (over_budget(s, c)) {
@@ -327,14 +337,17 @@ static int handle_lines(struct rpc_server *s, struct conn *c)
 			line_too_long(s, c);
 			return -1;
 		}
+		took = true;
 		if (!blank(line, len))
 			reply_to(s, c, rpc_handle_line(&ctx, line, len));
 	}
 	if (c->dead || c->closing)
 		return -1;
-	/* what is left is part of a line: the request timeout runs */
+	/* what is left is part of a line: the request timeout runs from the
+	 * moment that line began (a client pipelining lines, each read ending
+	 * inside the next, is not slow) */
 	if (c->in.len > c->in.start) {
-		if (!c->partial_ms)
+		if (!c->partial_ms || took)
 			c->partial_ms = now_ms();
 	} else {
 		c->partial_ms = 0;
@@ -575,10 +588,19 @@ static void sweep(struct rpc_server *s)
 	s->next_sweep_ms = now + SWEEP_MS;
 	for (struct conn *c = s->conns, *n; c; c = n) {
 		n = c->next;
-		if (c->closing || c->throttled)
+		if (c->closing)
 			continue;
 		s->box->log_peer = c->ip;
-		if (cfg->request_timeout_ms && c->partial_ms &&
+		if (cfg->idle_timeout_ms && unread(c) &&
+		    now - c->last_tx_ms >= (long)cfg->idle_timeout_ms &&
+		    !jobs_session_holds(s->box->jobs, c)) {
+			ctl_log(s->box, CTL_LOG_INFO, "control connection %s: %zu reply bytes not "
+				"read for %" PRIu32 " ms and holds no rank (--idle-timeout-ms); "
+				"closed", c->peer, unread(c), cfg->idle_timeout_ms);
+			conn_kill(s, c, "not reading");
+		} else if (c->throttled) {
+			/* not read meanwhile: its partial line is not its delay */
+		} else if (cfg->request_timeout_ms && c->partial_ms &&
 		    now - c->partial_ms >= (long)cfg->request_timeout_ms) {
 			char msg[128];
 			snprintf(msg, sizeof(msg), "request line not complete within %" PRIu32

@@ -458,6 +458,40 @@ static void abort__stalled_rank_named_by_box(void **state)
 	box_inproc_free(b);
 }
 
+/* The box's control thread is held up (a long job_save) while rank 1's
+ * first call waits on its key_declare: the stall watch does not count
+ * that time against rank 1, and the sum completes. */
+static void stall_watch__control_thread_held_is_not_a_rank_stall(void **state)
+{
+	struct box_inproc *b = box_inproc_new(2);
+	float x0[1000], x1[1000];
+	struct bi_stall st;
+	pbox_req *r0, *r1;
+
+	(void)state;
+	for (size_t i = 0; i < 1000; i++) {
+		x0[i] = (float)i;
+		x1[i] = 1.0f;
+	}
+	b->f->box.cfg.stall_timeout_ms = 800;
+	box_inproc_start(b);
+	pbox_client *c0 = member(b, "held", 0, 2, 10000);
+	pbox_client *c1 = member(b, "held", 1, 2, 10000);
+	assert_int_equal(pbox_iallreduce(c0, 1, x0, 1000, PBOX_F32, &r0), 0);
+	assert_true(box_inproc_wait_seen(b, 3, 2000));    /* rank 0's 3 segments are in */
+	box_inproc_stall_control(b, &st, 2000);
+	assert_int_equal(pbox_iallreduce(c1, 1, x1, 1000, PBOX_F32, &r1), 0);
+	box_inproc_stall_end(&st);
+	assert_int_equal(pbox_wait(r1), 0);
+	assert_int_equal(pbox_wait(r0), 0);
+	for (size_t i = 0; i < 1000; i++)
+		assert_true(x0[i] == (float)i + 1.0f && x1[i] == x0[i]);
+	pbox_close(c0);
+	pbox_close(c1);
+	stop_box(b);
+	box_inproc_free(b);
+}
+
 /* The box's control plane goes away while a call waits (the data path
  * answers nothing): the call fails PBOX_ECLOSED, and so do later ones. */
 static void closed__control_connection_lost(void **state)
@@ -534,6 +568,7 @@ int main(void)
 		cmocka_unit_test(abort__lost_rank_notified_fails_pending_and_later_calls),
 		cmocka_unit_test(abort__error_packets_without_notification),
 		cmocka_unit_test(abort__stalled_rank_named_by_box),
+		cmocka_unit_test(stall_watch__control_thread_held_is_not_a_rank_stall),
 		cmocka_unit_test(closed__control_connection_lost),
 		cmocka_unit_test(declare__local_size_change_rejected),
 		cmocka_unit_test(declare__size_mismatch_between_ranks),

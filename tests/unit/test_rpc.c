@@ -6,6 +6,7 @@
  * directory: sessions, notifications, over-long lines.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -669,6 +670,89 @@ static void server__pipelined_requests_in_order(void **state)
 	close(fd);
 }
 
+/* Read fd until EOF (or a reset: the server closed with requests of
+ * ours unread) or until no byte came for wait_ms: bytes read, or -1 if
+ * the connection stayed open. */
+static long read_to_eof(int fd, int wait_ms, char *keep, size_t keep_len)
+{
+	char buf[65536];
+	long got = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, wait_ms) <= 0)
+			return -1;
+		ssize_t r = recv(fd, buf, sizeof(buf), 0);
+		if (r < 0 && errno == ECONNRESET)
+			return got;
+		if (r <= 0)
+			return r == 0 ? got : -1;
+		if (keep && (size_t)got < keep_len - 1) {
+			size_t n = (size_t)r < keep_len - 1 - (size_t)got ? (size_t)r :
+				   keep_len - 1 - (size_t)got;
+			memcpy(keep + got, buf, n);
+			keep[got + (long)n] = '\0';
+		}
+		got += r;
+	}
+}
+
+/* A client pipelining requests whose reads each end inside the next line
+ * is not a slow one: every line completes at once, so the request
+ * timeout (300 ms here) never fires over 1.5 s of it. */
+static void server__split_pipelined_lines_are_not_slow(void **state)
+{
+	struct srv_t *s = *state;
+	char out[16384];
+	int fd;
+
+	char all[4096];
+	size_t mid[31], len = 0;
+
+	for (int i = 1; i <= 30; i++) {   /* 30 lines; mid[i]: the middle of line i */
+		int n = snprintf(all + len, sizeof(all) - len, "{\"jsonrpc\":\"2.0\",\"id\":%d,"
+				 "\"method\":\"job_list\"}\n", i);
+		mid[i] = len + (size_t)n / 2;
+		len += (size_t)n;
+	}
+	s->f->box.cfg.request_timeout_ms = 300;
+	fd = raw_connect(s->path);
+	/* each send ends in the middle of a line, 50 ms apart */
+	for (int i = 1; i <= 31; i++) {
+		size_t from = i == 1 ? 0 : mid[i - 1], to = i == 31 ? len : mid[i];
+		assert_int_equal(send(fd, all + from, to - from, MSG_NOSIGNAL), (ssize_t)(to - from));
+		usleep(50000);
+	}
+	shutdown(fd, SHUT_WR);
+	assert_true(read_to_eof(fd, 3000, out, sizeof(out)) > 0);
+	assert_null(strstr(out, "not complete within"));
+	assert_non_null(strstr(out, "\"id\":30"));
+	close(fd);
+}
+
+/* A client that pipelines requests and never reads the replies is closed
+ * once its replies have not moved for --idle-timeout-ms (it holds no
+ * rank), not kept throttled for ever. */
+static void server__replies_never_read_close_the_connection(void **state)
+{
+	struct srv_t *s = *state;
+	const char *req = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"box_status\"}\n";
+	size_t len = strlen(req);
+
+	s->f->box.cfg.idle_timeout_ms = 500;
+	s->f->box.cfg.conn_reply_bytes = 64 << 10;
+	int fd = raw_connect(s->path);
+	for (int i = 0; i < 20000; i++)
+		if (send(fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+			break;
+	usleep(2500000);   /* idle timeout, then the once-a-second sweep */
+	/* closed already, while we read nothing (an open one: EAGAIN) */
+	assert_int_equal(send(fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT), -1);
+	assert_true(errno == EPIPE || errno == ECONNRESET);
+	assert_true(read_to_eof(fd, 3000, NULL, 0) >= 0);
+	close(fd);
+}
+
 static void server__refuses_live_socket_replaces_stale(void **state)
 {
 	struct srv_t *s = *state;
@@ -736,6 +820,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(server__leave_then_close_is_clean, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__long_line_is_32600_and_close, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__pipelined_requests_in_order, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__split_pipelined_lines_are_not_slow, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__replies_never_read_close_the_connection, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__refuses_live_socket_replaces_stale, srv_setup, srv_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
