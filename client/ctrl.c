@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "common/rpc_client.h"
 
 #define RPC_ECONNABORTED (-103)
 
@@ -138,7 +139,9 @@ int ctrl_connect(struct ctrl *k, const char *hostport, int timeout_ms,
 			 rc == -ETIMEDOUT ? " (no answer within the connect timeout)" : "");
 		return PBOX_ECONNECT;
 	}
-	if (jsonl_init(&k->in, 0) < 0) {
+	/* answers may be longer than a request line (a large key's chunk
+	 * map in key_declare's): up to rpc_client's bound */
+	if (jsonl_init(&k->in, RPC_CLIENT_MAX_REPLY) < 0) {
 		snprintf(err, errlen, "out of memory for the control connection");
 		return PBOX_ENOMEM;
 	}

@@ -181,7 +181,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 /*
  * Rank leaves; when no rank is left the job is removed. session must be
  * the one that joined (NULL: any). Returns 0, -ENOENT (no such job),
- * -EINVAL (rank not joined, or joined on another connection).
+ * -EINVAL (rank not joined), -EACCES (joined on another connection).
  */
 int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	       char *err, size_t errlen);

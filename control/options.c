@@ -119,7 +119,7 @@ const struct box_opt box_opts[] = {
 	{ .name = "total-reply-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "64M",
 	  .min = 1 << 20, .max = 16ull << 30, FIELD(total_reply_bytes),
 	  .help = "unread replies all control connections may have queued; beyond, no "
-		  "connection with unread replies is read" },
+		  "connection holding more than its fair share of it is read" },
 	{ .name = "idle-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "60000",
 	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(idle_timeout_ms),
 	  .help = "close a control connection that holds no rank and sends nothing for MS; "

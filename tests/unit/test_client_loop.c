@@ -492,6 +492,29 @@ static void stall_watch__control_thread_held_is_not_a_rank_stall(void **state)
 	box_inproc_free(b);
 }
 
+/* A key of many chunks: its key_declare answer (the chunk map) is longer
+ * than a request line may be (64 KiB), and the client takes it. */
+static void declare__chunk_map_longer_than_a_request_line(void **state)
+{
+	enum { N = 12 << 20 };   /* 48 MiB of f32 in 1408-byte chunks: ~36000 */
+	struct box_inproc *b = new_box(64);
+	float *x = malloc((size_t)N * sizeof(float));
+
+	(void)state;
+	assert_non_null(x);
+	for (size_t i = 0; i < N; i++)
+		x[i] = (float)(i % 1000);
+	pbox_client *c = member(b, "bigmap", 0, 1, 20000);
+	if (pbox_allreduce(c, 1, x, N, PBOX_F32) != 0)
+		fail_msg("%s", pbox_last_error(c));
+	for (size_t i = 0; i < N; i += 4099)
+		assert_true(x[i] == (float)(i % 1000));
+	pbox_close(c);
+	free(x);
+	stop_box(b);
+	box_inproc_free(b);
+}
+
 /* The box's control plane goes away while a call waits (the data path
  * answers nothing): the call fails PBOX_ECLOSED, and so do later ones. */
 static void closed__control_connection_lost(void **state)
@@ -569,6 +592,7 @@ int main(void)
 		cmocka_unit_test(abort__error_packets_without_notification),
 		cmocka_unit_test(abort__stalled_rank_named_by_box),
 		cmocka_unit_test(stall_watch__control_thread_held_is_not_a_rank_stall),
+		cmocka_unit_test(declare__chunk_map_longer_than_a_request_line),
 		cmocka_unit_test(closed__control_connection_lost),
 		cmocka_unit_test(declare__local_size_change_rejected),
 		cmocka_unit_test(declare__size_mismatch_between_ranks),
