@@ -45,6 +45,15 @@ int netpath_resolve(const struct sockaddr_in *dst, int wait_ms, struct netpath *
 		    char *err, size_t errlen);
 
 /*
+ * The paths to eps[0..neps) (client/netpaths.c) into np[0..neps): all must
+ * leave through one interface and source address (else PBOX_ENOTSUP
+ * naming both, and tp, the transport); each has its own next hop. 0 or
+ * the codes of netpath_resolve.
+ */
+int netpath_resolve_eps(const struct sockaddr_in *eps, unsigned neps, int wait_ms,
+			const char *tp, struct netpath *np, char *err, size_t errlen);
+
+/*
  * Write the frame of one pbox datagram (wire header h, then len payload
  * bytes) from np's source, UDP port sport, to dst, into out (room for
  * RAWFRAME_HDRS + WIRE_HDR_LEN + len bytes): IPv4 and UDP checksums

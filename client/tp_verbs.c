@@ -501,35 +501,6 @@ static const struct transport_ops verbs_ops = {
 	.mem_dereg = verbs_mem_dereg_tp,
 };
 
-/* The path to every endpoint: one interface and source address for all. */
-static int resolve_paths(struct verbs *v, char *err, size_t errlen)
-{
-	char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
-
-	for (unsigned i = 0; i < v->neps; i++) {
-		unsigned same = 0;
-		while (same < i && v->eps[same].sin_addr.s_addr != v->eps[i].sin_addr.s_addr)
-			same++;
-		if (same < i) {   /* another port of an address resolved already */
-			v->np[i] = v->np[same];
-			continue;
-		}
-		int rc = netpath_resolve(&v->eps[i], VERBS_ARP_WAIT_MS, &v->np[i], err, errlen);
-		if (rc < 0)
-			return rc;
-		if (strcmp(v->np[i].ifname, v->np[0].ifname) != 0 ||
-		    v->np[i].src.s_addr != v->np[0].src.s_addr) {
-			inet_ntop(AF_INET, &v->eps[0].sin_addr, a, sizeof(a));
-			inet_ntop(AF_INET, &v->eps[i].sin_addr, b, sizeof(b));
-			snprintf(err, errlen, "the box's endpoints leave through different interfaces "
-				 "or addresses: %s via %s, %s via %s (the verbs transport uses one port)",
-				 a, v->np[0].ifname, b, v->np[i].ifname);
-			return PBOX_ENOTSUP;
-		}
-	}
-	return 0;
-}
-
 /* The largest power of two <= want and <= limit (limit 0: no limit). */
 static uint32_t ring_size(uint32_t want, uint32_t limit)
 {
@@ -720,7 +691,8 @@ static int verbs_setup(struct verbs *v, const struct tp_config *cfg, struct ibv_
 {
 	int rc;
 
-	if ((rc = resolve_paths(v, err, errlen)) < 0 ||
+	if ((rc = netpath_resolve_eps(v->eps, v->neps, VERBS_ARP_WAIT_MS, "verbs", v->np, err,
+				       errlen)) < 0 ||
 	    (rc = verbs_dev_open(list, ndev, v->np[0].ifname, &v->vp, err, errlen)) < 0)
 		return rc;
 	uint32_t mtu = cfg->mtu ? cfg->mtu : v->np[0].mtu;

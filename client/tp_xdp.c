@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -64,6 +65,9 @@
 #endif
 
 #define XDP_CHUNK       4096u
+#define XDP_HEADROOM    256u     /* XDP_PACKET_HEADROOM: the kernel's, before each received frame */
+#define XDP_BUSY_TRIES  20u      /* a busy queue is tried again ... */
+#define XDP_BUSY_PAUSE_US 10000u /* ... every 10 ms, for 0.2 s */
 #define XDP_RX_CHUNKS   4096u    /* 16 MiB preposted for receive */
 #define XDP_RING        4096u    /* fill, completion, rx and tx rings */
 #define XDP_TX_CHUNKS   3072u    /* 12 MiB of tx slots */
@@ -95,11 +99,12 @@ struct xdp_tp {
 	int udp_fd;                  /* reserves the port; receives what misses the socket */
 	struct bpf_object *obj;
 	int link_fd;
-	struct netpath np;
+	struct netpath *np;          /* per endpoint: one interface and source, a next hop each */
 	uint16_t port;
 	const struct sockaddr_in *eps;
 	unsigned neps;
 	bool zerocopy, native, sg, busy_poll;
+	uint32_t frame_max;          /* the largest frame: MTU + Ethernet header */
 	bool udp_ready;              /* poll saw udp_fd readable: drain it */
 	/* tx slots */
 	uint64_t tx_base;            /* UMEM offset of slot 0 */
@@ -122,6 +127,15 @@ struct xdp_tp {
 static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
 {
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+/* Is cap in the effective set? (false if it cannot be told) */
+static bool cap_effective(int cap)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	return syscall(SYS_capget, &h, d) == 0 && has_cap(d, cap);
 }
 
 /* Checked before libbpf runs, so a worker without them falls back quietly
@@ -155,29 +169,35 @@ static int sys_err(int e, char *err, size_t errlen, const char *what, const char
 	       : PBOX_ESYS;
 }
 
-/* Same interface for every endpoint: one socket, one program. */
-static int resolve_path(struct xdp_tp *x, char *err, size_t errlen)
+/* A received frame lands after the kernel's headroom: one longer than
+ * what is left of a chunk takes two (multi-buffer, XDP_USE_SG), or the
+ * kernel drops it. */
+static bool rx_needs_sg(uint32_t frame_max)
 {
-	int rc = netpath_resolve(&x->eps[0], XDP_ARP_WAIT_MS, &x->np, err, errlen);
+	return frame_max > XDP_CHUNK - XDP_HEADROOM;
+}
 
-	for (unsigned i = 1; rc == 0 && i < x->neps; i++) {
-		struct netpath other;
-		if (x->eps[i].sin_addr.s_addr == x->eps[0].sin_addr.s_addr)
-			continue;
-		rc = netpath_resolve(&x->eps[i], XDP_ARP_WAIT_MS, &other, err, errlen);
-		if (rc == 0 && (other.ifindex != x->np.ifindex ||
-				memcmp(other.dst_mac, x->np.dst_mac, 6) != 0)) {
-			snprintf(err, errlen, "the box's endpoints are reached through %s and %s "
-				 "(or different next hops): the xdp transport uses one",
-				 x->np.ifname, other.ifname);
-			rc = PBOX_ENOTSUP;
-		}
-	}
-	return rc;
+/* The kernel charges the UMEM to RLIMIT_MEMLOCK unless the process has
+ * CAP_IPC_LOCK: say so before it refuses with a bare ENOBUFS. */
+static int memlock_check(const struct xdp_tp *x, char *err, size_t errlen)
+{
+	struct rlimit rl;
+
+	if (cap_effective(CAP_IPC_LOCK) || getrlimit(RLIMIT_MEMLOCK, &rl) != 0 ||
+	    rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= x->area_len)
+		return 0;
+	snprintf(err, errlen, "the AF_XDP UMEM (%zu MiB) exceeds the locked-memory limit "
+		 "(ulimit -l: %llu KiB): raise it to %zu KiB or grant CAP_IPC_LOCK",
+		 x->area_len >> 20, (unsigned long long)rl.rlim_cur >> 10, x->area_len >> 10);
+	return PBOX_EPERM;
 }
 
 static int umem_create(struct xdp_tp *x, uint32_t frame_max, char *err, size_t errlen)
 {
+	int rc;
+
+	x->frame_max = frame_max;
+	x->sg = rx_needs_sg(frame_max);
 	x->slot_chunks = (frame_max + XDP_CHUNK - 1) / XDP_CHUNK;
 	x->nslots = XDP_TX_CHUNKS / x->slot_chunks;
 	x->tx_base = (uint64_t)XDP_RX_CHUNKS * XDP_CHUNK;
@@ -204,11 +224,13 @@ static int umem_create(struct xdp_tp *x, uint32_t frame_max, char *err, size_t e
 	for (uint32_t i = 0; i < x->nslots; i++)
 		x->free_slots[i] = x->nslots - 1 - i;
 	x->nfree = x->nslots;
+	if ((rc = memlock_check(x, err, errlen)) < 0)
+		return rc;
 	struct xsk_umem_config uc = { .fill_size = XDP_RING, .comp_size = XDP_RING,
 				      .frame_size = XDP_CHUNK, .frame_headroom = 0 };
-	int rc = xsk_umem__create(&x->umem, x->area, x->area_len, &x->fill, &x->comp, &uc);
+	rc = xsk_umem__create(&x->umem, x->area, x->area_len, &x->fill, &x->comp, &uc);
 	if (rc)
-		return sys_err(-rc, err, errlen, "registering the AF_XDP UMEM", x->np.ifname);
+		return sys_err(-rc, err, errlen, "registering the AF_XDP UMEM", x->np[0].ifname);
 	return 0;
 }
 
@@ -219,36 +241,43 @@ static int socket_create(struct xdp_tp *x, char *err, size_t errlen)
 	static const uint16_t modes[] = { XDP_ZEROCOPY, XDP_COPY };
 	int rc = 0;
 
-	x->sg = x->slot_chunks > 1;
-	for (unsigned m = 0; m < 2; m++) {
+	for (unsigned m = 0, busy = 0; m < 2; m++) {
 		struct xsk_socket_config sc = {
 			.rx_size = XDP_RING, .tx_size = XDP_RING,
 			.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 			.bind_flags = (uint16_t)(modes[m] | XDP_USE_NEED_WAKEUP |
 						 (x->sg ? XDP_USE_SG : 0)),
 		};
-		rc = xsk_socket__create(&x->xsk, x->np.ifname, 0, x->umem, &x->rx, &x->tx, &sc);
+		rc = xsk_socket__create(&x->xsk, x->np[0].ifname, 0, x->umem, &x->rx, &x->tx, &sc);
 		if (rc == 0) {
 			x->zerocopy = modes[m] == XDP_ZEROCOPY;
 			x->xsk_fd = xsk_socket__fd(x->xsk);
 			return 0;
 		}
 		x->xsk = NULL;
+		/* a socket closed just now frees its queue asynchronously:
+		 * a bind in that window finds it busy for some 40 ms */
+		if (rc == -EBUSY && busy++ < XDP_BUSY_TRIES) {
+			usleep(XDP_BUSY_PAUSE_US);
+			m--;
+			continue;
+		}
 		if (rc == -EPERM || rc == -EACCES || rc == -EBUSY)
 			break;
 	}
 	if (rc == -EINVAL && x->sg) {
 		snprintf(err, errlen, "AF_XDP on %s refuses multi-buffer frames (XDP_USE_SG, "
-			 "Linux >= 6.6), needed for MTU %u", x->np.ifname,
-			 x->slot_chunks * XDP_CHUNK);
+			 "Linux >= 6.6), needed for MTU %u (frames over %u bytes)",
+			 x->np[0].ifname, x->frame_max - 14, XDP_CHUNK - XDP_HEADROOM);
 		return PBOX_ENOTSUP;
 	}
 	if (rc == -EBUSY) {
 		snprintf(err, errlen, "queue 0 of %s already has an AF_XDP socket (another "
-			 "worker on this interface?)", x->np.ifname);
+			 "worker on this interface?) for %u ms", x->np[0].ifname,
+			 XDP_BUSY_TRIES * XDP_BUSY_PAUSE_US / 1000);
 		return PBOX_ENOTSUP;
 	}
-	return sys_err(-rc, err, errlen, "creating the AF_XDP socket", x->np.ifname);
+	return sys_err(-rc, err, errlen, "creating the AF_XDP socket", x->np[0].ifname);
 }
 
 static int prog_attach(struct xdp_tp *x, char *err, size_t errlen)
@@ -258,42 +287,42 @@ static int prog_attach(struct xdp_tp *x, char *err, size_t errlen)
 	if (!x->obj) {
 		int e = errno;
 		x->obj = NULL;
-		return sys_err(e, err, errlen, "opening the XDP program", x->np.ifname);
+		return sys_err(e, err, errlen, "opening the XDP program", x->np[0].ifname);
 	}
 	int rc = bpf_object__load(x->obj);
 	if (rc)
-		return sys_err(-rc, err, errlen, "loading the XDP program", x->np.ifname);
+		return sys_err(-rc, err, errlen, "loading the XDP program", x->np[0].ifname);
 	struct bpf_program *p = bpf_object__find_program_by_name(x->obj, "pbox_flow");
 	int cfg_fd = bpf_object__find_map_fd_by_name(x->obj, "cfg");
 	int xsks_fd = bpf_object__find_map_fd_by_name(x->obj, "xsks");
 	uint32_t zero = 0;
-	struct flow_cfg fc = { .ip = x->np.src.s_addr, .port = htons(x->port) };
+	struct flow_cfg fc = { .ip = x->np[0].src.s_addr, .port = htons(x->port) };
 	if (!p || cfg_fd < 0 || xsks_fd < 0) {
 		snprintf(err, errlen, "the XDP program lacks pbox_flow, cfg or xsks");
 		return PBOX_ESYS;
 	}
 	if (bpf_map_update_elem(cfg_fd, &zero, &fc, BPF_ANY) ||
 	    (rc = xsk_socket__update_xskmap(x->xsk, xsks_fd)) != 0)
-		return sys_err(rc ? -rc : errno, err, errlen, "filling the XDP maps", x->np.ifname);
+		return sys_err(rc ? -rc : errno, err, errlen, "filling the XDP maps", x->np[0].ifname);
 	/* Native first; generic where the driver has no XDP. */
 	static const uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
 	const char *force = getenv("PBOX_XDP_MODE");
 	for (unsigned m = force && !strcmp(force, "skb") ? 1 : 0; m < 2; m++) {
 		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = modes[m]);
-		x->link_fd = bpf_link_create(bpf_program__fd(p), x->np.ifindex, BPF_XDP, &lo);
+		x->link_fd = bpf_link_create(bpf_program__fd(p), x->np[0].ifindex, BPF_XDP, &lo);
 		if (x->link_fd >= 0) {
 			x->native = modes[m] == XDP_FLAGS_DRV_MODE;
 			return 0;
 		}
 		if (errno == EBUSY || errno == EEXIST) {
 			snprintf(err, errlen, "%s already has an XDP program (another worker's, "
-				 "or pboxd's): one xdp worker per interface", x->np.ifname);
+				 "or pboxd's): one xdp worker per interface", x->np[0].ifname);
 			return PBOX_ENOTSUP;
 		}
 		if (errno == EPERM || errno == EACCES)
 			break;
 	}
-	return sys_err(errno, err, errlen, "attaching the XDP program", x->np.ifname);
+	return sys_err(errno, err, errlen, "attaching the XDP program", x->np[0].ifname);
 }
 
 static void fill_all(struct xdp_tp *x)
@@ -335,6 +364,7 @@ static void xdp_free(struct xdp_tp *x)
 	free(x->done);
 	free(x->stage);
 	free(x->udp_buf);
+	free(x->np);
 	free(x);
 }
 
@@ -378,7 +408,7 @@ static int kick(struct xdp_tp *x, char *err, size_t errlen)
 		}
 		if (errno == ENETDOWN || errno == ENXIO) {
 			snprintf(err, errlen, "AF_XDP send on %s: %s (the interface went down or "
-				 "away)", x->np.ifname, strerror(errno));
+				 "away)", x->np[0].ifname, strerror(errno));
 			return PBOX_ESYS;
 		}
 		/* others are transient: retransmission repairs what was lost */
@@ -417,7 +447,7 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 		}
 		uint32_t s = x->free_slots[--x->nfree];
 		uint64_t base = x->tx_base + (uint64_t)s * slot_bytes;
-		rawframe_build(x->area + base, &x->np, x->port, &x->eps[p[i].ep], &p[i].hdr,
+		rawframe_build(x->area + base, &x->np[p[i].ep], x->port, &x->eps[p[i].ep], &p[i].hdr,
 			       p[i].payload, p[i].len);
 		for (uint32_t d = 0; d < nd; d++) {
 			struct xdp_desc *xd = xsk_ring_prod__tx_desc(&x->tx, idx + d);
@@ -431,8 +461,10 @@ static int xdp_tx_burst(struct transport *t, const struct tp_pkt *p, unsigned n,
 	}
 	xsk_ring_prod__submit(&x->tx, queued);
 	int rc = kick(x, err, errlen);
+	if (rc < 0)
+		return rc;
 	tp_ctr_add(&x->ctr.tx_dgrams, sent);
-	return rc < 0 ? rc : (int)sent;
+	return (int)sent;
 }
 
 /* ---- rx ------------------------------------------------------------------- */
@@ -461,7 +493,7 @@ static void accept_frame(struct xdp_tp *x, const uint8_t *f, size_t len, struct 
 	const uint8_t *dg;
 	uint32_t dl;
 
-	if (rawframe_parse(f, len, &x->np, x->port, &dg, &dl) < 0) {
+	if (rawframe_parse(f, len, &x->np[0], x->port, &dg, &dl) < 0) {
 		tp_ctr_add(&x->ctr.rx_bad, 1);
 		return;
 	}
@@ -612,9 +644,15 @@ int tp_xdp_open(struct transport *t, const struct tp_config *cfg, char *err, siz
 	x->link_fd = x->udp_fd = x->xsk_fd = -1;
 	x->eps = cfg->eps;
 	x->neps = cfg->neps;
-	if ((rc = resolve_path(x, err, errlen)) == 0 &&
+	if (!(x->np = calloc(cfg->neps, sizeof(*x->np)))) {
+		free(x);
+		snprintf(err, errlen, "out of memory for the xdp transport");
+		return PBOX_ENOMEM;
+	}
+	if ((rc = netpath_resolve_eps(x->eps, x->neps, XDP_ARP_WAIT_MS, "xdp", x->np, err,
+				      errlen)) == 0 &&
 	    (rc = udp_reserve_port(&x->udp_fd, &x->port, err, errlen)) == 0) {
-		uint32_t mtu = cfg->mtu > x->np.mtu ? cfg->mtu : x->np.mtu;
+		uint32_t mtu = cfg->mtu > x->np[0].mtu ? cfg->mtu : x->np[0].mtu;
 		rc = umem_create(x, mtu + 14, err, errlen);
 	}
 	if (rc == 0 && (rc = socket_create(x, err, errlen)) == 0) {
@@ -630,11 +668,11 @@ int tp_xdp_open(struct transport *t, const struct tp_config *cfg, char *err, siz
 	t->priv = x;
 	t->ops = &xdp_ops;
 	t->port = x->port;
-	t->src = x->np.src;
+	t->src = x->np[0].src;
 	if (!x->zerocopy)
 		snprintf(t->auto_veto, sizeof(t->auto_veto), "%s has no zero-copy AF_XDP (copy "
-			 "mode measured slower than udp: docs/performance.md)", x->np.ifname);
-	snprintf(t->info, sizeof(t->info), "xdp on %s queue 0 (%s XDP, %s%s%s)", x->np.ifname,
+			 "mode measured slower than udp: docs/performance.md)", x->np[0].ifname);
+	snprintf(t->info, sizeof(t->info), "xdp on %s queue 0 (%s XDP, %s%s%s)", x->np[0].ifname,
 		 x->native ? "native" : "generic", x->zerocopy ? "zero-copy" : "copy mode",
 		 x->sg ? ", multi-buffer" : "", x->busy_poll ? ", busy poll" : "");
 	return 0;
