@@ -166,7 +166,7 @@ static void jobs(FILE *f, const struct box *b)
 		for (const struct job *j = jobs_next(b->jobs, NULL); j; j = jobs_next(b->jobs, j), i++) {
 			uint64_t v = k == 0 ? sums[i].rounds : k == 1 ? sums[i].bytes :
 				     k == 2 ? sums[i].nacks : k == 3 ? j->njoined : j->world;
-			fprintf(f, "%s{job=\"%s\",state=\"%s\"} %" PRIu64 "\n", names[k], j->name,
+			fprintf(f, "%s{pbox_job=\"%s\",state=\"%s\"} %" PRIu64 "\n", names[k], j->name,
 				job_state_name(j->state), v);
 		}
 	}

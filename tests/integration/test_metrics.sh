@@ -46,15 +46,15 @@ wait_workers 120 || { tail -3 "$WORKDIR"/w.*.log; die "workers failed"; }
 cat "$WORKDIR/h1.txt"
 grep -q "HTTP 200 text/plain; version=0.0.4" "$WORKDIR/h1.txt" || die "no 200 text/plain 0.0.4"
 grep -q '^# TYPE pbox_job_rounds_total counter' "$WORKDIR/m1.txt" || die "no TYPE line"
-r1=$(value "$WORKDIR/m1.txt" 'pbox_job_rounds_total{job="metricsjob",state="active"}')
-r2=$(value "$WORKDIR/m2.txt" 'pbox_job_rounds_total{job="metricsjob",state="active"}')
-b2=$(value "$WORKDIR/m2.txt" 'pbox_job_reduced_bytes_total{job="metricsjob",state="active"}')
+r1=$(value "$WORKDIR/m1.txt" 'pbox_job_rounds_total{pbox_job="metricsjob",state="active"}')
+r2=$(value "$WORKDIR/m2.txt" 'pbox_job_rounds_total{pbox_job="metricsjob",state="active"}')
+b2=$(value "$WORKDIR/m2.txt" 'pbox_job_reduced_bytes_total{pbox_job="metricsjob",state="active"}')
 echo "rounds $r1 -> $r2, bytes $b2"
 [ -n "$r1" ] && [ -n "$r2" ] && [ "$r2" -gt "$r1" ] || die "the job's rounds did not rise: '$r1' -> '$r2'"
 [ "${b2:-0}" -gt 0 ] || die "no reduced bytes"
 rx=$(value "$WORKDIR/m2.txt" 'pbox_port_rx_packets_total{port="0"}')
 [ "${rx:-0}" -gt 0 ] || die "port 0 received nothing: '$rx'"
-[ "$(value "$WORKDIR/m2.txt" 'pbox_job_ranks_joined{job="metricsjob",state="active"}')" = 4 ] ||
+[ "$(value "$WORKDIR/m2.txt" 'pbox_job_ranks_joined{pbox_job="metricsjob",state="active"}')" = 4 ] ||
 	die "ranks joined is not 4"
 grep -q '^pbox_drops_total{reason="bad_token"} ' "$WORKDIR/m2.txt" || die "drop reasons missing"
 grep -q '^pbox_lcore_rounds_total{lcore="0"} ' "$WORKDIR/m2.txt" || die "lcore rounds missing"
