@@ -311,7 +311,7 @@ int metrics_open(struct metrics_server **out, const struct box *b, const char *a
 		return -ENOMEM;
 	}
 	m->box = b;
-	m->fd = rpc_listen_tcp(addr, port, err, errlen);
+	m->fd = rpc_listen_tcp("metrics", addr, port, err, errlen);
 	if (m->fd < 0) {
 		int rc = m->fd;
 		free(m);

@@ -42,7 +42,8 @@ static unsigned bound_port(int fd)
 	return 0;
 }
 
-int rpc_listen_tcp(const char *addr, unsigned *port, char *err, size_t errlen)
+int rpc_listen_tcp(const char *what, const char *addr, unsigned *port, char *err,
+		   size_t errlen)
 {
 	char host[256], serv[16];
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -51,26 +52,29 @@ int rpc_listen_tcp(const char *addr, unsigned *port, char *err, size_t errlen)
 	int one = 1;
 
 	if (rpc_hostport_split(addr, host, sizeof(host), serv, sizeof(serv)) < 0) {
-		snprintf(err, errlen, "control address '%s' is not ADDR:PORT", addr);
+		snprintf(err, errlen, "%s address '%s' is not ADDR:PORT", what, addr);
 		return -EINVAL;
 	}
 	int rc = getaddrinfo(host, serv, &hints, &ai);
 	if (rc != 0) {
-		snprintf(err, errlen, "control address '%s': %s", addr, gai_strerror(rc));
+		snprintf(err, errlen, "%s address '%s': %s", what, addr, gai_strerror(rc));
 		return -EINVAL;
 	}
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;
 		freeaddrinfo(ai);
-		return fail(err, errlen, rc, "control address '%s': socket: %s", addr);
+		snprintf(err, errlen, "%s address '%s': socket: %s", what, addr, strerror(-rc));
+		return rc;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, BACKLOG) < 0) {
 		rc = -errno;
 		freeaddrinfo(ai);
 		close(fd);
-		return fail(err, errlen, rc, "cannot listen on %s: %s", addr);
+		snprintf(err, errlen, "cannot listen on %s address %s: %s", what, addr,
+			 strerror(-rc));
+		return rc;
 	}
 	freeaddrinfo(ai);
 	*port = bound_port(fd);

@@ -12,8 +12,10 @@
 #include <stdint.h>
 
 /* Listening, non-blocking TCP socket; *port gets the bound port. Returns
- * the fd or -errno with a message naming addr. */
-int rpc_listen_tcp(const char *addr, unsigned *port, char *err, size_t errlen);
+ * the fd or -errno with a message naming addr as the `what` address
+ * ("control", "metrics"). */
+int rpc_listen_tcp(const char *what, const char *addr, unsigned *port, char *err,
+		   size_t errlen);
 
 /* Listening, non-blocking Unix socket at path with permissions mode, owned
  * by group (a name; NULL or "" = pboxd's). Returns the fd or -errno with a

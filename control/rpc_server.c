@@ -675,7 +675,7 @@ static int open_listeners(struct rpc_server *s, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (cfg->control[0]) {
-		fd = rpc_listen_tcp(cfg->control, &s->tcp_port, err, errlen);
+		fd = rpc_listen_tcp("control", cfg->control, &s->tcp_port, err, errlen);
 		if (fd < 0)
 			return fd;
 		if ((rc = add_listener(s, &s->tcp, EP_TCP_LISTEN, fd)) < 0) {
