@@ -385,6 +385,11 @@ static int check_new(const struct jobs *js, const struct job *j,
 {
 	uint32_t max_keys = js->box->cfg.max_keys;
 
+	if (j->nkeys >= max_keys && (j->keys_releasing || j->keys_removing))
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the job has %"
+				 PRIu32 " keys, the limit (--max-keys), %" PRIu32 " of them being "
+				 "released: retry once they are gone", j->name, a->key, max_keys,
+				 j->keys_releasing + j->keys_removing);
 	if (j->nkeys >= max_keys)
 		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": the job already "
 				 "has %" PRIu32 " keys, the limit (--max-keys)", j->name, a->key,

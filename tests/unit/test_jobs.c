@@ -335,7 +335,7 @@ static void declare__memory_exhausted_is_enospc(void **state)
 	assert_int_equal(declare(t, j->id, 0, 3, 1000, WIRE_F32, NULL), 0);
 }
 
-static void declare__key_limit_is_enospc(void **state)
+static void declare__key_limit_is_enospc_or_ebusy_while_releasing(void **state)
 {
 	struct t *t = *state;
 	const struct job *j;
@@ -348,6 +348,17 @@ static void declare__key_limit_is_enospc(void **state)
 	assert_non_null(strstr(t->err, "--max-keys"));
 	/* redeclaring an existing key is still fine */
 	assert_int_equal(declare(t, j->id, 0, 64, 100, WIRE_F32, NULL), 0);
+	/* while a key is being released the limit is EBUSY (libpbox retries
+	 * it), as job memory is; once the key is gone there is room */
+	uint32_t key = 0, removed[1], nremoved = 0;
+	assert_int_equal(jobs_release(t->js, j->id, 0, j->ranks[0].session, &key, 1, removed,
+				      &nremoved, t->err, sizeof(t->err)), 0);
+	assert_int_equal(declare(t, j->id, 0, 999, 100, WIRE_F32, NULL), -EBUSY);
+	assert_non_null(strstr(t->err, "being released"));
+	for (int i = 0; i < 100 && j->keys_removing; i++)
+		jobs_tick(t->js);
+	assert_int_equal(j->keys_removing, 0);
+	assert_int_equal(declare(t, j->id, 0, 999, 100, WIRE_F32, NULL), 0);
 }
 
 static void declare__many_keys_lookup(void **state)
@@ -587,7 +598,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__mismatch_names_key_ranks_sizes, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__memory_exhausted_is_enospc, setup, teardown),
-		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc, setup, teardown),
+		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc_or_ebusy_while_releasing, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
