@@ -288,6 +288,20 @@ static struct box_inproc *one_rank(const char *job, uint64_t job_bytes, pbox_cli
 	return b;
 }
 
+/* Declare key as an SGD key (lr, momentum) of n weights, all w, and run
+ * its init round (got: the weights back). */
+static void sgd_key(pbox_client *c, uint32_t key, size_t n, double lr, double momentum,
+		    const float *w, float *got)
+{
+	pbox_optim opt;
+
+	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
+	opt.lr = lr;
+	opt.momentum = momentum;
+	assert_int_equal(pbox_declare_optimizer(c, key, n, PBOX_F32, &opt), 0);
+	assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+}
+
 static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state)
 {
 	pbox_client *c;
@@ -334,19 +348,14 @@ static void sgd__written_momentum_continues_at_first_step(void **state)
 	static float w[N], buf[N], zero[N], got[N];
 	pbox_client *c;
 	struct box_inproc *b = one_rank("sgdbuf", 0, &c);
-	pbox_optim opt;
 
 	(void)state;
-	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
-	opt.lr = 0.5;
-	opt.momentum = 0.9;
 	for (size_t i = 0; i < N; i++) {
 		w[i] = 1.0f;
 		buf[i] = 100.0f;
 	}
 	for (uint32_t key = 3; key <= 4; key++) {
-		assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
-		assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+		sgd_key(c, key, N, 0.5, 0.9, w, got);
 		if (key == 3)
 			assert_int_equal(pbox_ps_write(c, key, PBOX_PS_STATE0, buf, N), 0);
 		assert_int_equal(pbox_push_pull(c, key, zero, got, N, PBOX_F32), 0);
@@ -377,7 +386,6 @@ static void timed_out__write_and_release_hold_the_key_until_answered(void **stat
 	struct box_inproc *b = box_inproc_new(1);
 	struct bi_stall st;
 	pbox_client *c;
-	pbox_optim opt;
 	pbox_opts o;
 	uint32_t key = 5;
 	int rc;
@@ -387,13 +395,11 @@ static void timed_out__write_and_release_hold_the_key_until_answered(void **stat
 	pbox_opts_init(&o);
 	o.timeout_ms = 300;
 	assert_int_equal(pbox_connect(b->addr, "stall", 0, 1, &o, &c), 0);
-	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
 	for (size_t i = 0; i < N; i++) {
 		w[i] = 1.0f;
 		w2[i] = 7.0f;
 	}
-	assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
-	assert_int_equal(pbox_ps_init(c, key, w, got), 0);
+	sgd_key(c, key, N, 0.01, 0, w, got);
 
 	box_inproc_stall_control(b, &st, 2000);
 	assert_int_equal(pbox_ps_write(c, key, PBOX_PS_WEIGHTS, w2, N), PBOX_ETIMEDOUT);
@@ -790,16 +796,14 @@ static void ckpt__job_save_one_cut_or_nothing(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
-	opt.lr = 0.1;
 	for (size_t i = 0; i < N; i++) {
 		w[i] = 1.0f;
 		g[i] = 1.0f;
 	}
-	for (uint32_t key = 1; key <= 2; key++) {
-		assert_int_equal(pbox_declare_optimizer(c, key, N, PBOX_F32, &opt), 0);
-		assert_int_equal(pbox_ps_init(c, key, w, got), 0);
-	}
+	for (uint32_t key = 1; key <= 2; key++)
+		sgd_key(c, key, N, 0.1, 0, w, got);
+	pbox_optim_init(&opt, PBOX_OPTIM_SGD);
+	opt.lr = 0.1;
 	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
 	box_inproc_call(b, save_fn, &a);
 	assert_int_equal(a.rc, 0);
