@@ -97,9 +97,10 @@ struct job {
 	uint32_t nkeys, keys_cap;
 	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE */
 	uint32_t keys_releasing;   /* keys some ranks (not all) released */
-	uint32_t round_hwm;        /* highest round a removed key completed: a
-				      key declared later numbers its rounds
-				      from here (docs/protocol.md "Rounds") */
+	uint32_t round_hwm;        /* highest round a removed key may have
+				      opened (its last completed + 1): a key
+				      declared later numbers its rounds from
+				      above it (docs/protocol.md "Rounds") */
 	uint32_t *key_index;       /* open addressing: index+1, 0 = empty */
 	uint32_t key_index_cap;    /* power of two >= 2 * max_keys */
 	char reason[192];          /* abort reason, "" if none */

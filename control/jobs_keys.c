@@ -225,11 +225,13 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 			i++;
 			continue;
 		}
-		/* no lcore refers to the key any more: its rounds are final;
+		/* no lcore refers to the key any more: its rounds are final
+		 * (a rank may have pushed the one after a segment's last
+		 * completed, which then never completed: that one counts too);
 		 * its block reads as zeros again and goes back to the job */
 		for (uint32_t s = 0; s < k->ek->nsegs; s++)
-			if (k->ek->segs[s].done > j->round_hwm)
-				j->round_hwm = k->ek->segs[s].done;
+			if (k->ek->segs[s].done + 1 > j->round_hwm)
+				j->round_hwm = k->ek->segs[s].done + 1;
 		memset(j->arena + k->off, 0, k->bytes);
 		if (arena_free(&j->mem, k->off, k->bytes) < 0)
 			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32

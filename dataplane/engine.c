@@ -658,6 +658,9 @@ static int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k
 	} else {
 		sl = &j->slots[sg->slot];
 	}
+	/* taken into an open round (the lcore learns where the rank is, so a
+	 * NACK can reach it): whether it understands notices */
+	rk->notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
 	if (m->flags & WIRE_FLAG_RETX)
 		sl->retx = 1;
 	uint64_t bit = 1ull << m->rank;
@@ -740,7 +743,6 @@ static int sparse_push(struct engine *e, struct engine_job *j, struct engine_key
 	if (left)
 		return -DROP_BAD_SPARSE;
 
-	j->ranks[m->rank].notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
 	if (m->flags & WIRE_FLAG_RETX)
 		e->c.retx++;
 	sp->job = j;
@@ -892,7 +894,6 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		return -DROP_BAD_FLAGS;
 	}
 
-	j->ranks[m->rank].notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
 	if (m->flags & WIRE_FLAG_RETX)
 		e->c.retx++;
 	int v = seg_push(e, j, k, m, m->seg, count, payload,
@@ -991,7 +992,8 @@ static unsigned nack_slot(struct engine *e, struct engine_job *j, struct engine_
 		rk->nacks++;
 		e->c.nacks++;
 	}
-	sl->retx = 1;
+	if (n)   /* a round with a NACK is no sample of the ranks' spread */
+		sl->retx = 1;
 	if (sl->nnack < ENGINE_NACK_BACKOFF)
 		sl->nnack++;
 	uint64_t gap = j->nack_delay_ns << sl->nnack;

@@ -24,8 +24,9 @@
  * JOB_REMOVE, 14 reinstall the job under a new generation id, 15 install
  * a duplicate key, or, if the next byte is odd, KEY_REMOVE of key
  * (byte >> 1) % NKEYS and install it again in fresh memory: its rounds
- * go on from the highest its segments completed, as the control plane
- * numbers a key declared again, engine_key_set_round0). A PUSH record
+ * go on above the highest its segments may have opened (last completed
+ * + 1), as the control plane numbers a key declared again,
+ * engine_key_set_round0). A PUSH record
  * has 6 more bytes: rank and faults (wrong source address/port, token,
  * job id, type), key selector (key A, key B,
  * unknown key, wrong dtype), RETX and NOTICE, segment (or one past / far
@@ -700,8 +701,8 @@ static void op_key_remove(int k)
 	M.round0[k] = 0;
 	for (uint32_t s = 0; s < nsegs_of(k); s++) {
 		M.open -= M.seg[k][s].open ? 1 : 0;
-		if (M.seg[k][s].done > M.round0[k])
-			M.round0[k] = M.seg[k][s].done;
+		if (M.seg[k][s].done + 1 > M.round0[k])
+			M.round0[k] = M.seg[k][s].done + 1;
 	}
 	memset(M.seg[k], 0, sizeof(M.seg[k]));
 	if (k == PSK)

@@ -585,6 +585,42 @@ static void recovery__nack_rank_seen_past_segment_then_blind(void **state)
 	assert_true(l.nacks >= 2);
 }
 
+/* Ranks 3 ms apart, no loss: the NACK timer comes due at 1 ms and sends
+ * nothing (nobody seen past, not yet blind), and the round is still a
+ * sample of the spread: the delay learns it. A PUSH that was dropped
+ * (a round not open yet) does not make its rank one to NACK: the lcore
+ * learns a rank's address only from an accepted contribution. */
+static void recovery__delay_learns_spread_beyond_first_timer(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out outs[64];
+	float v[SEG_F32] = { 0 };
+	uint64_t t0 = 7000000000ull;
+	struct engine_job *j = &f->e.jobs[engine_job_index(f->job)];
+
+	install_key(f, 0, 7, SEG_F32, WIRE_F32, -1);
+	engine_clock(&f->e, t0);
+	assert_int_equal(push(f, npush(f, 0, 7, 0, 1), v, &outs[0]), ENGINE_ABSORBED);
+	assert_int_equal(tick_at(f, t0 + ENGINE_NACK_INIT_NS, outs, 64), 0);
+	engine_clock(&f->e, t0 + 3000000);
+	for (uint16_t r = 1; r < 3; r++)
+		assert_int_equal(push(f, npush(f, r, 7, 0, 1), v, &outs[0]), ENGINE_ABSORBED);
+	assert_int_equal(push(f, npush(f, 3, 7, 0, 1), v, &outs[0]), ENGINE_SEND_ALL);
+	assert_true(j->nack_delay_ns > 3000000);
+
+	/* round 2, opened by rank 0 without NOTICE; rank 3's PUSH of round 3
+	 * is dropped: blind, no rank is NACKed (none had a PUSH accepted
+	 * with NOTICE since) */
+	for (uint16_t r = 0; r < 4; r++)
+		j->ranks[r].notice = 0;   /* as a job whose ranks never sent */
+	uint64_t t1 = t0 + 10000000;
+	engine_clock(&f->e, t1);
+	assert_int_equal(push(f, push_hdr(f, 0, 7, 0, 2, SEG_F32), v, &outs[0]), ENGINE_ABSORBED);
+	assert_int_equal(push(f, npush(f, 3, 7, 0, 3), v, &outs[0]), -DROP_FUTURE_ROUND);
+	assert_false(j->ranks[3].notice);
+	assert_int_equal(tick_at(f, t1 + ENGINE_NACK_BLIND * j->nack_delay_ns, outs, 64), 0);
+}
+
 static void recovery__nacks_limited_per_rank(void **state)
 {
 	struct fx *f = *state;
@@ -695,6 +731,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(apply__key_remove_keeps_cluster_and_frees_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__wait_answers_duplicate_of_open_round, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__nack_rank_seen_past_segment_then_blind, setup, teardown),
+		cmocka_unit_test_setup_teardown(recovery__delay_learns_spread_beyond_first_timer, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__nacks_limited_per_rank, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__lateness_per_rank, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__marks_only_when_congested_and_for_notice_ranks, setup, teardown),
