@@ -68,6 +68,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,9 +296,12 @@ static void fill_payload(uint8_t *p, size_t n, uint8_t seed, unsigned rank)
 			p[i] &= 0x3F;
 }
 
+static bool model_taken; /* the last model_push reached an open round */
+
 static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 		      uint16_t src_port, uint16_t *cnt)
 {
+	model_taken = false;
 	if (m->type != WIRE_PUSH)
 		return -DROP_BAD_TYPE;
 	if (M.state == ENGINE_JOB_FREE || m->job != M.id)
@@ -346,6 +350,7 @@ static int model_push(const struct wire_msg *m, int kidx, uint32_t src_ip,
 		return m->round <= s->done ? -DROP_STALE_ROUND : -DROP_FUTURE_ROUND;
 	if (!s->open && M.open == NSLOTS)
 		return -DROP_NO_SLOT;
+	model_taken = true;
 	if (s->open && (s->have & (1ull << m->rank)))
 		return (m->flags & WIRE_FLAG_NOTICE) ? ENGINE_SEND_NOTICE : ENGINE_ABSORBED;
 	/* the model state is updated by the caller once the engine agrees */
@@ -490,10 +495,9 @@ static void op_push(struct in *in)
 			m.rank, m.key, m.dtype, m.seg, m.round, m.count, m.flags);
 		abort();
 	}
-	/* the engine learns whether the rank understands notices once the
-	 * push has passed every check up to its count */
-	if ((rc >= 0 && rc != ENGINE_SEND_ERROR) || rc == -DROP_STALE_ROUND ||
-	    rc == -DROP_FUTURE_ROUND || rc == -DROP_NO_SLOT)
+	/* the engine learns whether the rank understands notices from a push
+	 * taken into an open round (the lcore learns its address from it) */
+	if (model_taken)
 		M.notice[m.rank] = (m.flags & WIRE_FLAG_NOTICE) != 0;
 	if (rc < 0) {
 		CHECK(-rc > DROP_NONE && -rc < DROP_COUNT);
