@@ -231,8 +231,10 @@ void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->epoch = 0;
 	r->progress_ns = now;
 	r->state = REQ_STREAMING;
-	if (r->gk)   /* a device call: its segments wait for their chunks */
-		gpu_start(c, r);
+	/* a device call: its segments wait for their chunks; one whose
+	 * copies could not start sent nothing: a retry is this round again */
+	if (r->gk && !gpu_start(c, r))
+		ks->round--;
 }
 
 /* Send r's unsent segments while slots are free; false if none is left. */

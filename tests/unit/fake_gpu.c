@@ -450,26 +450,46 @@ static int fake_stream_wait_event(void *stream, void *e)
 	return rc;
 }
 
+/* fake_gpu_fail_h2d / _d2h: which call of a copy fails (0: none), and
+ * the calls since it was set */
+struct fault {
+	unsigned long at, calls;
+};
+static struct fault h2d_fault, d2h_fault;
+
+static bool fault_now(struct fault *f)
+{
+	unsigned long at = __atomic_load_n(&f->at, __ATOMIC_RELAXED);
+
+	return at && __atomic_add_fetch(&f->calls, 1, __ATOMIC_RELAXED) == at;
+}
+
+static void fault_set(struct fault *f, unsigned long nth)
+{
+	__atomic_store_n(&f->at, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->at, nth, __ATOMIC_RELAXED);
+}
+
 static int fake_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev,
 			 enum gpu_dtype dev_dt, size_t count, void *stream)
 {
 	if (!fake_is_device(dev))
 		return fail(-EINVAL, "copy_d2h: the source is not device memory");
+	if (fault_now(&d2h_fault))
+		return fail(-EIO, "copy_d2h: the device faulted (fake_gpu_fail_d2h)");
 	struct op o = { .kind = OP_D2H, .dst = host, .ddt = host_dt, .src = dev, .sdt = dev_dt,
 			.count = count, .scale = 1.0f };
 	return enqueue(stream, &o);
 }
 
-/* fake_gpu_fail_h2d: which copy_h2d fails (0: none), calls since it was set */
-static unsigned long h2d_fail_at, h2d_calls;
 
 static int fake_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host,
 			 enum gpu_dtype host_dt, size_t count, float scale, void *stream)
 {
 	if (!fake_is_device(dev))
 		return fail(-EINVAL, "copy_h2d: the destination is not device memory");
-	unsigned long at = __atomic_load_n(&h2d_fail_at, __ATOMIC_RELAXED);
-	if (at && __atomic_add_fetch(&h2d_calls, 1, __ATOMIC_RELAXED) == at)
+	if (fault_now(&h2d_fault))
 		return fail(-EIO, "copy_h2d: the device faulted (fake_gpu_fail_h2d)");
 	struct op o = { .kind = OP_H2D, .dst = dev, .ddt = dev_dt, .src = host, .sdt = host_dt,
 			.count = count, .scale = scale };
@@ -623,9 +643,12 @@ EXPORT void fake_gpu_set_delay(unsigned max_us)
 
 EXPORT void fake_gpu_fail_h2d(unsigned long nth)
 {
-	__atomic_store_n(&h2d_fail_at, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&h2d_calls, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&h2d_fail_at, nth, __ATOMIC_RELAXED);
+	fault_set(&h2d_fault, nth);
+}
+
+EXPORT void fake_gpu_fail_d2h(unsigned long nth)
+{
+	fault_set(&d2h_fault, nth);
 }
 
 /* The trace buffer goes when the library is unloaded (LeakSanitizer). */

@@ -55,9 +55,10 @@ typedef void (*fake_gpu_trace_reset_fn)(void);
 typedef unsigned long (*fake_gpu_dmabuf_exports_fn)(void);
 /* The largest random delay per operation, microseconds (0: none). */
 typedef void (*fake_gpu_set_delay_fn)(unsigned max_us);
-/* The nth copy_h2d call from now (1: the next) fails to enqueue with
- * -EIO, as a device that faults would; 0: none fails. */
+/* The nth copy_h2d (copy_d2h) call from now (1: the next) fails to
+ * enqueue with -EIO, as a device that faults would; 0: none fails. */
 typedef void (*fake_gpu_fail_h2d_fn)(unsigned long nth);
+typedef void (*fake_gpu_fail_d2h_fn)(unsigned long nth);
 
 #define FAKE_GPU_TRACE_MAX 65536
 

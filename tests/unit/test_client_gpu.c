@@ -58,6 +58,7 @@ static fake_gpu_trace_fn trace_get;
 static fake_gpu_trace_reset_fn trace_reset;
 static fake_gpu_set_delay_fn set_delay;
 static fake_gpu_fail_h2d_fn fail_h2d;
+static fake_gpu_fail_d2h_fn fail_d2h;
 
 /* The fake beside this program (build/tests/ or build-san/tests/). */
 static void find_fake(void)
@@ -85,6 +86,7 @@ static void open_fake(void)
 	trace_reset = (fake_gpu_trace_reset_fn)dlsym(h, "fake_gpu_trace_reset");
 	set_delay = (fake_gpu_set_delay_fn)dlsym(h, "fake_gpu_set_delay");
 	fail_h2d = (fake_gpu_fail_h2d_fn)dlsym(h, "fake_gpu_fail_h2d");
+	fail_d2h = (fake_gpu_fail_d2h_fn)dlsym(h, "fake_gpu_fail_d2h");
 	assert_true(get && host_allocs && host_live && launch && trace_get && trace_reset &&
 		    set_delay && fail_h2d);
 	ops = get();
@@ -554,6 +556,57 @@ static void gpu__topk_limits_named(void **state)
 	box_inproc_free(b);
 }
 
+/* A device call whose copy to the host cannot be enqueued sent nothing:
+ * it fails naming it, and the same key's next call is the same round
+ * (it was taken by the failed one: the box saw a later round and the
+ * retry hung until its timeout). */
+static void gpu__copy_out_failure_retry_is_exact(void **state)
+{
+	enum { N = 10007 };
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_dev_opts o;
+	void *stream, *ev;
+	float *dev;
+
+	(void)state;
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.mtu = 1500;
+	opts.timeout_ms = 3000;
+	assert_int_equal(pbox_connect(b->addr, "gpuout", 0, 1, &opts, &c), 0);
+	assert_int_equal(ops->dev_alloc((void **)&dev, N * sizeof(float)), 0);
+	assert_int_equal(ops->stream_create(&stream), 0);
+	assert_int_equal(ops->event_create(&ev), 0);
+	pbox_dev_opts_init(&o);
+	o.chunk_bytes = CHUNK;
+	for (int call = 0; call < 3; call++) {
+		for (size_t i = 0; i < N; i++)
+			dev[i] = (float)((i + (size_t)call) % 89);
+		fail_d2h(call == 1 ? 1 : 0);
+		int rc = pbox_allreduce_dev(c, 3, dev, N, PBOX_F32, stream, &o);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+		if (call == 1) {
+			assert_int_equal(rc, PBOX_ESYS);
+			assert_non_null(strstr(pbox_last_error(c), "cannot enqueue the copy"));
+			continue;
+		}
+		if (rc != 0)
+			fail_msg("call %d: %s", call, pbox_last_error(c));
+		for (size_t i = 0; i < N; i++)
+			assert_true(dev[i] == (float)((i + (size_t)call) % 89));
+	}
+	fail_d2h(0);
+	ops->event_destroy(ev);
+	ops->stream_destroy(stream);
+	pbox_close(c);
+	ops->dev_free(dev);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
 /* The device faults while a call's results come back: the second
  * chunk's copy to the device fails to enqueue, in the middle of a RESULT
  * whose records span many chunks (one rank: each PUSH's rounds complete
@@ -695,6 +748,7 @@ int main(void)
 		cmocka_unit_test(gpu__topk_exact_with_residual_and_reset),
 		cmocka_unit_test(gpu__topk_limits_named),
 		cmocka_unit_test(gpu__copy_back_failure_named),
+		cmocka_unit_test(gpu__copy_out_failure_retry_is_exact),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
