@@ -575,6 +575,12 @@ bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 void req_free(struct pbox_req *r);
 /* Free c's top-k states (pbox_close). */
 void topk_free_all(pbox_client *c);
+/* A released key (pbox_release_keys): its host top-k state goes (size,
+ * residual, momentum), unless a call on it is selecting. */
+void topk_forget_key(pbox_client *c, uint32_t key);
+/* A released key: what the client kept of it beside the key table goes
+ * (the device state of gpu_forget_key, the host top-k state). */
+void release_forget_key(pbox_client *c, uint32_t key);
 /* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
  * under c->lock. */
 float ps_lr_locked(const pbox_client *c, uint32_t key);

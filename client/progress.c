@@ -172,7 +172,7 @@ static void orphan_answer(pbox_client *c, struct rpc_pending *p, const json_t *m
 		ks->unsure--;
 		if (p->release && ok && !ks->req) {
 			key_reset(ks);
-			gpu_forget_key(c, p->held[i]);
+			release_forget_key(c, p->held[i]);
 		}
 	}
 }

@@ -99,7 +99,13 @@ void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg)
 		struct key_state *ks = keytab_find(&c->x.keys, r->rel_keys[i]);
 		if (ks)
 			key_reset(ks);
-		gpu_forget_key(c, r->rel_keys[i]);
+		release_forget_key(c, r->rel_keys[i]);
 	}
 	xfer_finish(c, r, 0, NULL);
+}
+
+void release_forget_key(pbox_client *c, uint32_t key)
+{
+	gpu_forget_key(c, key);
+	topk_forget_key(c, key);
 }

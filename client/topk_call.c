@@ -79,6 +79,21 @@ void topk_free_all(pbox_client *c)
 	}
 }
 
+void topk_forget_key(pbox_client *c, uint32_t key)
+{
+	struct topk_state **pp, *t = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->topk; *pp; pp = &(*pp)->next)
+		if ((*pp)->key == key && !(*pp)->busy) {
+			t = *pp;
+			*pp = t->next;
+			break;
+		}
+	pthread_mutex_unlock(&c->lock);
+	topk_state_free(t);
+}
+
 /* Find or make key's state and mark it busy. 0, PBOX_EBUSY, PBOX_EINVAL
  * (another size or dtype), PBOX_ENOMEM. */
 static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,

@@ -292,7 +292,8 @@ int pbox_barrier(pbox_client *c, uint32_t key);
  * of the keys is in flight (wait for it first); PBOX_EREJECTED naming the
  * key if the job has no such key or this rank released it already.
  * Afterwards a key's next call declares it afresh, with any size or
- * collective, once every rank has released it (until then the call waits,
+ * collective (a top-k key's residual and momentum go with the release),
+ * once every rank has released it (until then the call waits,
  * within its timeout). A release that timed out may still be recorded by
  * the box: until its answer comes, calls on its keys return PBOX_EBUSY.
  */

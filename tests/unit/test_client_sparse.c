@@ -361,6 +361,22 @@ static void bad__named_errors(void **state)
 		assert_float_equal(out[i], (float)i, 0);
 	assert_int_equal(pbox_allreduce_topk(c, 5, out, 50, PBOX_F32, &o), PBOX_EINVAL);
 	assert_int_equal(pbox_topk_reset(c, 5), 0);
+	/* a released key is declared afresh: another size is fine, and what
+	 * its earlier life left unsent (the residual) is gone with it */
+	uint32_t k5 = 5, k7 = 7;
+	assert_int_equal(pbox_release_keys(c, &k5, 1), 0);
+	assert_int_equal(pbox_allreduce_topk(c, 5, out, 50, PBOX_F32, &o), 0);
+	float again[100], fresh[100];
+	o.density = 0.5;
+	for (int i = 0; i < 100; i++)
+		out[i] = (float)i;          /* sends 50..99, keeps 0..49 */
+	assert_int_equal(pbox_allreduce_topk(c, 7, out, 100, PBOX_F32, &o), 0);
+	assert_int_equal(pbox_release_keys(c, &k7, 1), 0);
+	for (int i = 0; i < 100; i++)
+		again[i] = fresh[i] = (float)(i % 7) * 0.25f;
+	assert_int_equal(pbox_allreduce_topk(c, 7, again, 100, PBOX_F32, &o), 0);
+	assert_int_equal(pbox_allreduce_topk(c, 8, fresh, 100, PBOX_F32, &o), 0);
+	assert_memory_equal(again, fresh, sizeof(fresh));
 	pbox_close(c);
 	box_inproc_stop(b);
 	box_inproc_free(b);
