@@ -173,6 +173,7 @@ void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
+	stat_add(&c->stats.bytes_recv, WIRE_HDR_LEN + m->plen);
 	p = payload;
 	for (uint32_t i = 0; i < m->count; i++, p += rec.bytes) {
 		sparse_rec_parse(p, m->plen, esz, lay_seg_len, l, &rec);

@@ -308,7 +308,7 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 			progress_rpc_orphan(c, p, r);
 			p->req = NULL; /* its answer, if it comes, is dropped */
 		}
-	if (rc == 0)
+	if (rc == 0 && r->state == REQ_STREAMING)   /* a call that moved data */
 		stat_add(&c->stats.calls, 1);
 	pthread_mutex_lock(&c->lock);
 	r->rc = rc;
@@ -435,7 +435,6 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		stat_add(&c->stats.bad_packets, 1);
 		return;
 	}
-	stat_add(&c->stats.bytes_recv, WIRE_HDR_LEN + m->plen);
 	if (ks->sparse) {
 		sparse_result(c, r, m, payload, now);
 		return;
@@ -449,6 +448,7 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 		stat_add(&c->stats.dup_results, 1);
 		return;
 	}
+	stat_add(&c->stats.bytes_recv, WIRE_HDR_LEN + m->plen);
 	seg_bit_set(ks->got, m->seg);
 	if (m->count) /* (a scatter key's acknowledgement carries nothing) */
 		memcpy((uint8_t *)r->buf + (seg_first(l, m->seg) - r->buf_first) * esz, payload,

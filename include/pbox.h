@@ -582,7 +582,9 @@ typedef struct pbox_stats {
 	uint64_t retransmits;
 	uint64_t dup_results;   /* results for segments already complete */
 	uint64_t bad_packets;   /* received datagrams that failed checks */
-	uint64_t calls;         /* allreduce calls completed */
+	uint64_t calls;         /* calls completed that moved data: allreduce,
+				 * collectives, sparse, PS steps (not
+				 * declarations, PS reads/writes, releases) */
 	uint64_t rtt_samples;   /* round trips measured (segments sent once) */
 	uint64_t srtt_us;       /* smoothed PUSH -> RESULT round trip */
 	uint64_t rttvar_us;     /* its mean deviation */
@@ -610,7 +612,8 @@ typedef struct pbox_stats {
 	/* (Added in 0.6.0.) */
 	uint64_t bytes_sent;    /* pbox datagram bytes sent (header + payload;
 				 * UDP, IP and Ethernet headers not counted) */
-	uint64_t bytes_recv;    /* pbox datagram bytes received and accepted */
+	uint64_t bytes_recv;    /* pbox datagram bytes received and accepted
+				 * (checked; not a duplicate result) */
 	uint64_t sparse_entries; /* entries sent by sparse calls (first copies) */
 	uint64_t key_bytes;     /* the job's memory on the box for keys (what
 				 * its first rank reserved, less the engine's

@@ -363,6 +363,11 @@ static void sgd__written_momentum_continues_at_first_step(void **state)
 		for (size_t i = 0; i < N; i++)
 			assert_true(got[i] == want);
 	}
+	/* calls that moved data: two init rounds and two steps (not the
+	 * declarations or the write) */
+	pbox_stats st;
+	pbox_get_stats(c, &st);
+	assert_int_equal(st.calls, 4);
 	pbox_close(c);
 	assert_true(box_inproc_idle(b, 2000));
 	box_inproc_free(b);
