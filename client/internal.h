@@ -446,8 +446,9 @@ uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s);
 /* Free the sparse packets' buffers (xfer_free). */
 void sparse_free(struct xfer *x);
 /* Whether another sparse record may be in flight to endpoint ep: fewer
- * than half the box's slots there (each open segment round takes one,
- * and the other ranks may lag); false if the buffers cannot be had. */
+ * than half the box's slots on its lcore, over that lcore's endpoints on
+ * every port (each open segment round takes one, and the other ranks may
+ * lag); false if the buffers cannot be had. */
 bool sparse_room(pbox_client *c, unsigned ep);
 /* Queue segment s of r (REQ_SPARSE) with flags: its record joins the
  * packet being filled for its endpoint, or starts one. */

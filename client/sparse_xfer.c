@@ -64,9 +64,17 @@ void sparse_free(struct xfer *x)
 
 bool sparse_room(pbox_client *c, unsigned ep)
 {
-	uint32_t cap = c->box_slots / 2 ? c->box_slots / 2 : 1;
+	uint32_t cap = c->box_slots / 2 ? c->box_slots / 2 : 1, n = 0;
 
-	return sparse_alloc(c) && c->x.sp_inflight[ep] < cap;
+	if (!sparse_alloc(c))
+		return false;
+	/* the box's slots are per lcore, and an lcore serves one endpoint on
+	 * each data port: those with its UDP port (docs/rpc.md
+	 * "box_endpoints") */
+	for (unsigned i = 0; i < c->neps; i++)
+		if (c->eps[i].sin_port == c->eps[ep].sin_port)
+			n += c->x.sp_inflight[i];
+	return n < cap;
 }
 
 uint32_t sparse_rec_bytes(const struct pbox_req *r, uint32_t s)
