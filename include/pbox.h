@@ -17,7 +17,11 @@
  * PBOX_E* codes below. pbox_strerror() names a code; pbox_last_error() gives
  * the detailed message of the client's last failure (which job, rank, key).
  * A client may be used from several threads; calls on one key must not
- * overlap. Buffers here are host memory; sums of GPU device buffers are
+ * overlap. Ranks must start their calls on different keys in the same
+ * order (as with NCCL): a client's window is shared by its calls in the
+ * order they started, so two ranks starting large calls on two keys in
+ * opposite orders can each fill its window with a key the other has not
+ * sent yet, and both wait until the timeout. Buffers here are host memory; sums of GPU device buffers are
  * declared in pbox_cuda.h (same library, no CUDA needed to build).
  *
  * ABI rules (what lets the library grow without breaking its callers):
