@@ -556,6 +556,47 @@ static void gpu__topk_limits_named(void **state)
 	box_inproc_free(b);
 }
 
+/* One rank on a box of one lcore, with n floats of device memory, a
+ * stream and an event (the fault tests). */
+struct one_gpu {
+	struct box_inproc *b;
+	pbox_client *c;
+	void *stream, *ev;
+	float *dev;
+};
+
+static void one_gpu_open(struct one_gpu *g, const char *job, size_t n, uint32_t timeout_ms)
+{
+	pbox_opts opts;
+
+	g->b = box_inproc_new(1);
+	box_inproc_start(g->b);
+	pbox_opts_init(&opts);
+	opts.mtu = 1500;
+	opts.timeout_ms = timeout_ms;
+	assert_int_equal(pbox_connect(g->b->addr, job, 0, 1, &opts, &g->c), 0);
+	assert_int_equal(ops->dev_alloc((void **)&g->dev, n * sizeof(float)), 0);
+	assert_int_equal(ops->stream_create(&g->stream), 0);
+	assert_int_equal(ops->event_create(&g->ev), 0);
+}
+
+/* The host waits for what g's stream has enqueued. */
+static void one_gpu_sync(const struct one_gpu *g)
+{
+	assert_int_equal(ops->event_record(g->ev, g->stream), 0);
+	assert_int_equal(ops->event_sync(g->ev), 0);
+}
+
+static void one_gpu_close(struct one_gpu *g)
+{
+	ops->event_destroy(g->ev);
+	ops->stream_destroy(g->stream);
+	pbox_close(g->c);
+	ops->dev_free(g->dev);
+	assert_true(box_inproc_idle(g->b, 2000));
+	box_inproc_free(g->b);
+}
+
 /* A device call whose copy to the host cannot be enqueued sent nothing:
  * it fails naming it, and the same key's next call is the same round
  * (it was taken by the failed one: the box saw a later round and the
@@ -563,48 +604,31 @@ static void gpu__topk_limits_named(void **state)
 static void gpu__copy_out_failure_retry_is_exact(void **state)
 {
 	enum { N = 10007 };
-	struct box_inproc *b = box_inproc_new(1);
-	pbox_client *c;
-	pbox_opts opts;
+	struct one_gpu g;
 	pbox_dev_opts o;
-	void *stream, *ev;
-	float *dev;
 
 	(void)state;
-	box_inproc_start(b);
-	pbox_opts_init(&opts);
-	opts.mtu = 1500;
-	opts.timeout_ms = 3000;
-	assert_int_equal(pbox_connect(b->addr, "gpuout", 0, 1, &opts, &c), 0);
-	assert_int_equal(ops->dev_alloc((void **)&dev, N * sizeof(float)), 0);
-	assert_int_equal(ops->stream_create(&stream), 0);
-	assert_int_equal(ops->event_create(&ev), 0);
+	one_gpu_open(&g, "gpuout", N, 3000);
 	pbox_dev_opts_init(&o);
 	o.chunk_bytes = CHUNK;
 	for (int call = 0; call < 3; call++) {
 		for (size_t i = 0; i < N; i++)
-			dev[i] = (float)((i + (size_t)call) % 89);
+			g.dev[i] = (float)((i + (size_t)call) % 89);
 		fail_d2h(call == 1 ? 1 : 0);
-		int rc = pbox_allreduce_dev(c, 3, dev, N, PBOX_F32, stream, &o);
-		assert_int_equal(ops->event_record(ev, stream), 0);
-		assert_int_equal(ops->event_sync(ev), 0);
+		int rc = pbox_allreduce_dev(g.c, 3, g.dev, N, PBOX_F32, g.stream, &o);
+		one_gpu_sync(&g);
 		if (call == 1) {
 			assert_int_equal(rc, PBOX_ESYS);
-			assert_non_null(strstr(pbox_last_error(c), "cannot enqueue the copy"));
+			assert_non_null(strstr(pbox_last_error(g.c), "cannot enqueue the copy"));
 			continue;
 		}
 		if (rc != 0)
-			fail_msg("call %d: %s", call, pbox_last_error(c));
+			fail_msg("call %d: %s", call, pbox_last_error(g.c));
 		for (size_t i = 0; i < N; i++)
-			assert_true(dev[i] == (float)((i + (size_t)call) % 89));
+			assert_true(g.dev[i] == (float)((i + (size_t)call) % 89));
 	}
 	fail_d2h(0);
-	ops->event_destroy(ev);
-	ops->stream_destroy(stream);
-	pbox_close(c);
-	ops->dev_free(dev);
-	assert_true(box_inproc_idle(b, 2000));
-	box_inproc_free(b);
+	one_gpu_close(&g);
 }
 
 /* The device faults while a call's results come back: the second
@@ -615,51 +639,33 @@ static void gpu__copy_out_failure_retry_is_exact(void **state)
 static void gpu__copy_back_failure_named(void **state)
 {
 	enum { N = 30011 };
-	struct box_inproc *b = box_inproc_new(1);
-	pbox_client *c;
-	pbox_opts opts;
+	struct one_gpu g;
 	pbox_topk_opts t;
 	pbox_dev_opts o;
-	void *stream, *ev;
-	float *dev;
 
 	(void)state;
-	box_inproc_start(b);
-	pbox_opts_init(&opts);
-	opts.mtu = 1500;
-	opts.timeout_ms = 5000;
-	assert_int_equal(pbox_connect(b->addr, "gpufault", 0, 1, &opts, &c), 0);
-	assert_int_equal(ops->dev_alloc((void **)&dev, N * sizeof(float)), 0);
-	assert_int_equal(ops->stream_create(&stream), 0);
-	assert_int_equal(ops->event_create(&ev), 0);
+	one_gpu_open(&g, "gpufault", N, 5000);
 	for (size_t i = 0; i < N; i++)
-		dev[i] = grad(0, 0, i);
+		g.dev[i] = grad(0, 0, i);
 	pbox_topk_opts_init(&t);
 	pbox_dev_opts_init(&o);
 	o.chunk_bytes = CHUNK;
 	fail_h2d(2);
-	assert_int_equal(pbox_allreduce_topk_dev(c, 5, dev, N, stream, &t, &o), PBOX_ESYS);
+	assert_int_equal(pbox_allreduce_topk_dev(g.c, 5, g.dev, N, g.stream, &t, &o), PBOX_ESYS);
 	fail_h2d(0);
-	if (!strstr(pbox_last_error(c), "the device faulted"))
-		fail_msg("said '%s'", pbox_last_error(c));
-	print_message("failed as asked: %s\n", pbox_last_error(c));
+	if (!strstr(pbox_last_error(g.c), "the device faulted"))
+		fail_msg("said '%s'", pbox_last_error(g.c));
+	print_message("failed as asked: %s\n", pbox_last_error(g.c));
 	/* the stream is ordered after the copies the call made: then the
 	 * client goes on, a dense device call on another key is exact */
-	assert_int_equal(ops->event_record(ev, stream), 0);
-	assert_int_equal(ops->event_sync(ev), 0);
+	one_gpu_sync(&g);
 	for (size_t i = 0; i < N; i++)
-		dev[i] = (float)(i % 97);
-	assert_int_equal(pbox_allreduce_dev(c, 6, dev, N, PBOX_F32, stream, &o), 0);
-	assert_int_equal(ops->event_record(ev, stream), 0);
-	assert_int_equal(ops->event_sync(ev), 0);
+		g.dev[i] = (float)(i % 97);
+	assert_int_equal(pbox_allreduce_dev(g.c, 6, g.dev, N, PBOX_F32, g.stream, &o), 0);
+	one_gpu_sync(&g);
 	for (size_t i = 0; i < N; i++)
-		assert_true(dev[i] == (float)(i % 97));
-	ops->event_destroy(ev);
-	ops->stream_destroy(stream);
-	pbox_close(c);
-	ops->dev_free(dev);
-	assert_true(box_inproc_idle(b, 2000));
-	box_inproc_free(b);
+		assert_true(g.dev[i] == (float)(i % 97));
+	one_gpu_close(&g);
 }
 
 static int by_dev(const void *a, const void *b)
