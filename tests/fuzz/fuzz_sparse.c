@@ -375,7 +375,6 @@ static void op_push(struct in *in)
 	int expect_all[MAXSEGS] = { 0 }, expect_one[MAXSEGS] = { 0 }, expect_wait[MAXSEGS] = { 0 };
 	unsigned expect_drops[DROP_COUNT] = { 0 };
 	memset(&sn, 0, sizeof(sn));
-	M.notice[rank] = (fl & WIRE_FLAG_NOTICE) != 0;
 	const uint8_t *p = pl;
 	for (unsigned i = 0; i < nrec; i++) {
 		struct sparse_rec r;
@@ -401,6 +400,8 @@ static void op_push(struct in *in)
 			sg->have = 0;
 			M.open++;
 		}
+		/* taken into an open round: the engine learns the flag */
+		M.notice[rank] = (fl & WIRE_FLAG_NOTICE) != 0;
 		if (sg->have >> rank & 1) {
 			if (M.notice[rank])
 				expect_wait[r.seg]++;
