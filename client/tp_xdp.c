@@ -234,33 +234,42 @@ static int umem_create(struct xdp_tp *x, uint32_t frame_max, char *err, size_t e
 	return 0;
 }
 
+/* Bind queue 0 in mode (zero-copy or copy): 0 or the libxdp error. A
+ * socket closed just now frees its queue asynchronously, so a bind in
+ * that window finds it busy (some 40 ms): tried again for a while. */
+static int bind_mode(struct xdp_tp *x, uint16_t mode)
+{
+	struct xsk_socket_config sc = {
+		.rx_size = XDP_RING, .tx_size = XDP_RING,
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+		.bind_flags = (uint16_t)(mode | XDP_USE_NEED_WAKEUP | (x->sg ? XDP_USE_SG : 0)),
+	};
+
+	for (unsigned busy = 0;; busy++) {
+		int rc = xsk_socket__create(&x->xsk, x->np[0].ifname, 0, x->umem, &x->rx, &x->tx,
+					    &sc);
+		if (rc == 0)
+			return 0;
+		x->xsk = NULL;
+		if (rc != -EBUSY || busy == XDP_BUSY_TRIES)
+			return rc;
+		usleep(XDP_BUSY_PAUSE_US);
+	}
+}
+
 /* Bind queue 0: zero-copy if the driver can, else copy; multi-buffer if
- * frames can exceed a chunk. */
+ * frames can exceed a chunk (rx_needs_sg). */
 static int socket_create(struct xdp_tp *x, char *err, size_t errlen)
 {
 	static const uint16_t modes[] = { XDP_ZEROCOPY, XDP_COPY };
 	int rc = 0;
 
-	for (unsigned m = 0, busy = 0; m < 2; m++) {
-		struct xsk_socket_config sc = {
-			.rx_size = XDP_RING, .tx_size = XDP_RING,
-			.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
-			.bind_flags = (uint16_t)(modes[m] | XDP_USE_NEED_WAKEUP |
-						 (x->sg ? XDP_USE_SG : 0)),
-		};
-		rc = xsk_socket__create(&x->xsk, x->np[0].ifname, 0, x->umem, &x->rx, &x->tx, &sc);
+	for (unsigned m = 0; m < 2; m++) {
+		rc = bind_mode(x, modes[m]);
 		if (rc == 0) {
 			x->zerocopy = modes[m] == XDP_ZEROCOPY;
 			x->xsk_fd = xsk_socket__fd(x->xsk);
 			return 0;
-		}
-		x->xsk = NULL;
-		/* a socket closed just now frees its queue asynchronously:
-		 * a bind in that window finds it busy for some 40 ms */
-		if (rc == -EBUSY && busy++ < XDP_BUSY_TRIES) {
-			usleep(XDP_BUSY_PAUSE_US);
-			m--;
-			continue;
 		}
 		if (rc == -EPERM || rc == -EACCES || rc == -EBUSY)
 			break;

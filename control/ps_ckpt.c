@@ -409,7 +409,6 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen)
 {
 	uint32_t *done = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*done));
-	uint32_t moved = 0;
 	int rc = 0;
 
 	if (!done)
@@ -430,16 +429,15 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 			 * (when the last one was copied) */
 			for (i = 0; i < *n && rc == 0; i++)
 				rc = ps_ckpt_commit(j, saved[i].key, dir, err, errlen);
-			for (; i < *n; i++)
-				ps_ckpt_discard(dir, saved[i].key);
+			if (rc < 0)   /* the one that failed, and those after it */
+				discard_all(dir, saved + i - 1, *n - (i - 1));
 			free(done);
 			return rc;
 		}
-		moved = saved[i].key;
 		discard_all(dir, saved, *n);
 		rc = errmsg(err, errlen, -EBUSY, "job %s: key %" PRIu32 " stepped while the "
 			    "job's other keys were saved (%d tries): the files would mix steps; "
-			    "save between steps (when no rank is pushing)", j->name, moved,
+			    "save between steps (when no rank is pushing)", j->name, saved[i].key,
 			    SAVE_TRIES);
 	}
 	free(done);
