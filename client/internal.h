@@ -305,7 +305,7 @@ struct xslot {
 	uint64_t first_ns;           /* first transmission (round trips) */
 	uint64_t sent_ns;            /* last transmission (RACK, NACKs) */
 	uint64_t deadline_ns;        /* next retransmission */
-	uint64_t wait_ns;            /* the last WAIT (with box_has) */
+	uint64_t wait_seq;           /* rack_wait_seq at the last WAIT (with box_has) */
 	bool rack_timed;             /* deadline is a RACK timer (rack_timer) */
 };
 
@@ -341,7 +341,7 @@ struct xfer {
 	uint64_t inflight_bytes;     /* payload bytes of the slots in flight */
 	struct sendq sendq;          /* slots in order of last sending (RACK) */
 	struct rack rack;
-	uint64_t wait_scan_ns;       /* rack.order_at_ns at the last waited-slot scan */
+	uint64_t wait_scan_seq;      /* rack.order_at_seq at the last waited-slot scan */
 	uint32_t nwaited;            /* slots in flight with box_has */
 	struct aimd aimd;            /* the congestion window under cwnd */
 	bool ctrl_open;

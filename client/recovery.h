@@ -59,12 +59,16 @@ static inline uint32_t sendq_next(const struct sendq *q, uint32_t i)
 
 /* RACK's state: the latest sending time among segments delivered, and the
  * round trip of that delivery; for segments the box said it has (WAIT),
- * the latest first sending among segments delivered and when it came. */
+ * the latest first sending among segments delivered, when it came and its
+ * place in the order of deliveries (a WAIT and a RESULT taken in one
+ * receive burst share their time; their order is kept by count). */
 struct rack {
 	uint64_t xmit_ns;
 	uint64_t rtt_ns;
 	uint64_t order_ns;
 	uint64_t order_at_ns;
+	uint64_t delivered;     /* RESULTs counted by rack_on_order */
+	uint64_t order_at_seq;  /* delivered when order_ns was set */
 };
 
 /* A RESULT came at now for a segment last sent at sent_ns. */
@@ -96,16 +100,25 @@ static inline uint64_t rack_due(const struct rack *r, uint64_t sent_ns, uint64_t
  * not: the box completed its round either way). */
 static inline void rack_on_order(struct rack *r, uint64_t first_ns, uint64_t now)
 {
+	r->delivered++;
 	if (first_ns >= r->order_ns) {
 		r->order_ns = first_ns;
 		r->order_at_ns = now;
+		r->order_at_seq = r->delivered;
 	}
 }
 
+/* A WAIT's place in the order of deliveries: what rack_wait_due takes. */
+static inline uint64_t rack_wait_seq(const struct rack *r)
+{
+	return r->delivered;
+}
+
 /*
- * When the RESULT of a segment the box said it has (a WAIT at wait_ns),
- * first sent at first_ns, counts as lost: reo_ns after a segment first
- * sent after it had its RESULT, if that came after the WAIT; UINT64_MAX
+ * When the RESULT of a segment the box said it has (a WAIT whose
+ * rack_wait_seq was wait_seq), first sent at first_ns, counts as lost:
+ * reo_ns after a segment first sent after it had its RESULT, if that came
+ * after the WAIT (by order of arrival, not time); UINT64_MAX
  * while none has. The ranks the WAIT named send their segments in the
  * order every rank first sent them, so the box completes this round
  * before that later one; its RESULT not here by then means it was lost
@@ -113,11 +126,11 @@ static inline void rack_on_order(struct rack *r, uint64_t first_ns, uint64_t now
  * this, a lost RESULT of a waited segment costs the WAIT's pacing, which
  * grows with how long the round was open.
  */
-static inline uint64_t rack_wait_due(const struct rack *r, uint64_t first_ns, uint64_t wait_ns,
-				     uint64_t reo_ns)
+static inline uint64_t rack_wait_due(const struct rack *r, uint64_t first_ns,
+				     uint64_t wait_seq, uint64_t reo_ns)
 {
-	return first_ns < r->order_ns && r->order_at_ns > wait_ns ? r->order_at_ns + reo_ns
-								  : UINT64_MAX;
+	return first_ns < r->order_ns && r->order_at_seq > wait_seq ? r->order_at_ns + reo_ns
+								    : UINT64_MAX;
 }
 
 struct aimd {

@@ -521,7 +521,7 @@ static void on_wait(pbox_client *c, const struct wire_msg *m, const struct wire_
 		return;
 	x->nwaited += !s->box_has;
 	s->box_has = true;
-	s->wait_ns = now;
+	s->wait_seq = rack_wait_seq(&x->rack);
 	s->rack_timed = false;
 	uint64_t wait_us = n->open_us > XFER_WAIT_MAX_US ? XFER_WAIT_MAX_US : n->open_us;
 	if (wait_us < x->rtt.rto_us)
@@ -598,11 +598,11 @@ static void rack_wait_scan(pbox_client *c, uint64_t reo)
 {
 	struct xfer *x = &c->x;
 
-	x->wait_scan_ns = x->rack.order_at_ns;
+	x->wait_scan_seq = x->rack.order_at_seq;
 	for (uint32_t i = sendq_first(&x->sendq); i != SENDQ_NIL; i = sendq_next(&x->sendq, i))
 		if (x->slots[i].box_has)
 			rack_timer(x, i, rack_wait_due(&x->rack, x->slots[i].first_ns,
-						       x->slots[i].wait_ns, reo));
+						       x->slots[i].wait_seq, reo));
 }
 
 /* RACK: resend the segments (oldest sent first) that a later-sent one
@@ -630,7 +630,7 @@ static void rack_scan(pbox_client *c, uint64_t now)
 		resend(c, i, now, x->rtt.rto_us);
 		lost++;
 	}
-	if (x->nwaited && x->rack.order_at_ns > x->wait_scan_ns) /* a completion since */
+	if (x->nwaited && x->rack.order_at_seq > x->wait_scan_seq) /* a completion since */
 		rack_wait_scan(c, reo);
 	if (lost) {
 		on_losses(c, &c->stats.fast_retransmits, lost, now);

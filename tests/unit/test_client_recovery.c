@@ -95,23 +95,49 @@ static void rack__waited_result_lost_after_a_later_completion(void **state)
 	const uint64_t reo = MS / 4;
 
 	/* segment A first sent at 1 ms, WAIT at 3 ms: nothing completed */
-	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == UINT64_MAX);
-	/* B, first sent at 2 ms, completes at 2.5 ms: before A's WAIT, so it
-	 * says nothing of the ranks A waits for */
+	uint64_t wait_a = rack_wait_seq(&r);
+	assert_true(rack_wait_due(&r, 1 * MS, wait_a, reo) == UINT64_MAX);
+	/* B, first sent at 2 ms, completed at 2.5 ms, before A's WAIT came:
+	 * it says nothing of the ranks A waits for */
 	rack_on_order(&r, 2 * MS, 2 * MS + MS / 2);
-	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == UINT64_MAX);
+	wait_a = rack_wait_seq(&r);
+	assert_true(rack_wait_due(&r, 1 * MS, wait_a, reo) == UINT64_MAX);
 	/* C, first sent at 4 ms, completes at 20 ms (the late rank came): A's
 	 * RESULT is due by 20.25 ms */
 	rack_on_order(&r, 4 * MS, 20 * MS);
-	assert_true(rack_wait_due(&r, 1 * MS, 3 * MS, reo) == 20 * MS + reo);
+	assert_true(rack_wait_due(&r, 1 * MS, wait_a, reo) == 20 * MS + reo);
 	/* a segment first sent after C is not overtaken by it */
-	assert_true(rack_wait_due(&r, 5 * MS, 3 * MS, reo) == UINT64_MAX);
+	assert_true(rack_wait_due(&r, 5 * MS, wait_a, reo) == UINT64_MAX);
 	/* an earlier segment's completion (a retransmission's) does not move
 	 * the reference back */
 	rack_on_order(&r, 1 * MS, 21 * MS);
 	assert_true(r.order_ns == 4 * MS && r.order_at_ns == 20 * MS);
 	/* a WAIT after C's completion waits for the next one */
-	assert_true(rack_wait_due(&r, 1 * MS, 20 * MS, reo) == UINT64_MAX);
+	assert_true(rack_wait_due(&r, 1 * MS, rack_wait_seq(&r), reo) == UINT64_MAX);
+}
+
+/* A WAIT and a later segment's RESULT taken in one receive burst carry the
+ * same time; what came first decides (by time alone, a RESULT right after
+ * the WAIT was taken for one before it, and the waited segment's lost
+ * RESULT waited for the WAIT's pacing, up to a second). */
+static void rack__wait_and_completion_in_one_burst(void **state)
+{
+	(void)state;
+	struct rack r = { 0 };
+	const uint64_t reo = MS / 4, burst = 30 * MS;
+
+	/* WAIT for A (first sent at 1 ms), then C's RESULT (first sent at
+	 * 4 ms), both stamped 30 ms: A's RESULT is due by 30.25 ms */
+	uint64_t wait_a = rack_wait_seq(&r);
+	rack_on_order(&r, 4 * MS, burst);
+	assert_true(rack_wait_due(&r, 1 * MS, wait_a, reo) == burst + reo);
+
+	/* C's RESULT, then the WAIT for A, in one burst: C may have completed
+	 * before the WAIT was sent, so it says nothing yet */
+	struct rack r2 = { 0 };
+	rack_on_order(&r2, 4 * MS, burst);
+	wait_a = rack_wait_seq(&r2);
+	assert_true(rack_wait_due(&r2, 1 * MS, wait_a, reo) == UINT64_MAX);
 }
 
 static void aimd__additive_increase_and_floor(void **state)
@@ -181,6 +207,7 @@ int main(void)
 		cmocka_unit_test(rack__lost_only_when_overtaken_and_overdue),
 		cmocka_unit_test(rack__timer_for_the_overtaken),
 		cmocka_unit_test(rack__waited_result_lost_after_a_later_completion),
+		cmocka_unit_test(rack__wait_and_completion_in_one_burst),
 		cmocka_unit_test(aimd__additive_increase_and_floor),
 		cmocka_unit_test(aimd__marks_trim_in_proportion),
 		cmocka_unit_test(aimd__loss_decreases_only_past_half_a_window),
