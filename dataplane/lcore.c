@@ -3,9 +3,10 @@
  * lcore.c - the DPDK poll loop of a data lcore: apply control messages,
  * rx burst -> parse -> (hand off | engine) -> results to every worker,
  * buffered tx flushed once per iteration; per iteration the engine's clock,
- * every LCORE_TICK_NS its timers (NACKs, rate periods), and per rx poll
- * whether the lcore is congested (a standing rx queue, a quarter-full
- * hand-off ring, or ports missing frames: docs/protocol.md "Congestion").
+ * every LCORE_TICK_NS its timers (NACKs, rate periods), and before every
+ * burst it handles whether the lcore is congested (one of its rx queues
+ * standing, a quarter-full hand-off ring, or ports missing frames:
+ * docs/protocol.md "Congestion").
  * No locks, no allocation beyond
  * mbufs, no system calls (except the opt-in idle sleep for shared
  * development machines, --idle-sleep-us).
@@ -31,8 +32,10 @@
 #define HANDOFF_RING_SIZE 4096
 #define TX_RETRIES 4
 #define LCORE_TICK_NS 50000ull        /* engine_tick at most every 50 us */
-#define CONGESTED_RUN 16              /* full rx bursts in a row: 512+ queued */
 #define CONGESTED_RING (HANDOFF_RING_SIZE / 4)
+
+/* an lcore owns at most one rx queue per port (dp.c) */
+_Static_assert(BOX_MAX_PORTS <= LCORE_MAX_RXQ, "rx queues per lcore");
 
 static void release_mbuf(void *ctx, void *ref);
 
@@ -385,16 +388,13 @@ static inline uint64_t tsc_ns(const struct lcore_ctx *lc)
 	return (uint64_t)((unsigned __int128)rte_get_tsc_cycles() * 1000000000u / lc->tsc_hz);
 }
 
-/* Congestion: a standing rx queue (CONGESTED_RUN full bursts in a row,
- * ended by a burst under half full), a quarter-full hand-off ring, or
- * ports that miss frames (the control thread's word, ports_watch.c). */
-static inline void note_fill(struct lcore_ctx *lc, unsigned n)
+/* Congestion, judged before each burst is handled, the handed-off ones
+ * too (an lcore without rx queues gets all its packets so): one of its rx
+ * queues standing (rx_fill.h), a quarter-full hand-off ring, or ports that
+ * miss frames (the control thread's word, ports_watch.c). */
+static inline void note_congestion(struct lcore_ctx *lc)
 {
-	if (n == LCORE_BURST)
-		lc->full_run++;
-	else if (n < LCORE_BURST / 2)
-		lc->full_run = 0;
-	engine_set_congested(&lc->eng, lc->full_run >= CONGESTED_RUN ||
+	engine_set_congested(&lc->eng, rx_fill_standing(&lc->fill) ||
 				       rte_ring_count(lc->handoff) >= CONGESTED_RING ||
 				       lc->sh->rx_missing);
 }
@@ -453,12 +453,14 @@ int lcore_main(void *arg)
 			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port_id, lc->rxq[q].queue,
 						      pkts, LCORE_BURST);
 			lc->st.rx += n;
-			note_fill(lc, n);
+			rx_fill_note(&lc->fill, q, n, LCORE_BURST);
+			note_congestion(lc);
 			if (n)
 				work += apply_msgs(lc) + poll_burst(lc, pkts, n, 0);
 		}
 		unsigned h = rte_ring_dequeue_burst(lc->handoff, (void **)pkts, LCORE_BURST, NULL);
 		lc->st.handoff_in += h;
+		note_congestion(lc);   /* also for the timers below */
 		if (h)
 			work += apply_msgs(lc) + poll_burst(lc, pkts, h, 1);
 		if (!work)

@@ -22,8 +22,9 @@
 
 #include "dataplane/dp.h"
 #include "dataplane/engine.h"
+#include "dataplane/rx_fill.h"
 
-#define LCORE_MAX_RXQ 32
+#define LCORE_MAX_RXQ RX_FILL_MAX_QUEUES
 #define LCORE_BURST 32
 
 /* Read-only after start: what every lcore may look at. */
@@ -72,7 +73,7 @@ struct lcore_ctx {
 	int64_t hold_max;          /* hold at most this many; copy beyond */
 	uint64_t tsc_hz;
 	uint64_t tick_at;          /* ns of the last engine_tick */
-	uint32_t full_run;         /* full rx bursts in a row (congestion) */
+	struct rx_fill fill;       /* standing rx queues (congestion) */
 	const struct dp_shared *sh;
 	struct dp_peer peers[ENGINE_MAX_JOBS][ENGINE_MAX_WORLD];
 	/* per-port transmit buffers, flushed after every burst */
