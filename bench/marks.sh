@@ -37,16 +37,8 @@ one_run() (
 	. tests/integration/lib.sh
 	need_root "bench/marks.sh"
 	topo_up
-	IF_BE=pbe$TAG; IF_WE=pwe$TAG; BR=pbr$TAG
-	ip link add "$IF_BE" type veth peer name "$IF_WE" || die "cannot create veth"
-	ip link set "$IF_BE" netns "$NS_BOX"; ip link set "$IF_WE" netns "$NS_WK"
-	ip -n "$NS_BOX" link set "$IF_BE" up
-	ip -n "$NS_WK" addr flush dev "$IF_WD"
-	ip -n "$NS_WK" link add "$BR" type bridge || die "cannot create a bridge"
-	ip -n "$NS_WK" link set "$IF_WD" master "$BR"; ip -n "$NS_WK" link set "$IF_WE" master "$BR"
-	ip -n "$NS_WK" link set "$IF_WE" up
-	ip -n "$NS_WK" addr add $WK_IP/24 dev "$BR"; ip -n "$NS_WK" link set "$BR" up
-	EXTRA_VDEV="net_af_packet1,iface=$IF_BE" box_start af_packet --ip 1:198.18.0.3/24
+	second_port_up
+	EXTRA_VDEV="net_af_packet1,iface=$IF_BE" box_start af_packet --ip 1:$BOX_IP2/24
 	workers 4 marks "$WORKDIR/m" --minbytes "$SIZE" --maxbytes "$SIZE" --iters "$ITERS" --keys 2 --check
 	wait_workers 600 || { tail -n 5 "$WORKDIR"/m.*.log; die "workers failed"; }
 	us=$(grep -E '^ +[0-9]+ ' "$WORKDIR/m.0.log" | tail -1 | awk '{ print $4 }')

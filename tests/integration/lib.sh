@@ -161,6 +161,24 @@ worker_ns() {
 	return 0
 }
 
+# second_port_up: a second data link, as a box with two NIC ports on one
+# switch: veth $IF_BE (the box's, in NS_BOX) to $IF_WE, and the workers'
+# address moves from their veth to a bridge $BR over both. pboxd takes it
+# with EXTRA_VDEV="net_af_packet1,iface=$IF_BE" and --ip 1:$BOX_IP2/24.
+second_port_up() {
+	IF_BE=pbe$TAG; IF_WE=pwe$TAG; BR=pbr$TAG
+	BOX_IP2=198.18.0.3
+	ip link add "$IF_BE" type veth peer name "$IF_WE" || die "cannot create veth"
+	ip link set "$IF_BE" netns "$NS_BOX"; ip link set "$IF_WE" netns "$NS_WK"
+	ip -n "$NS_BOX" link set "$IF_BE" up
+	ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BE".disable_ipv6=1 2>/dev/null
+	ip -n "$NS_WK" addr flush dev "$IF_WD"
+	ip -n "$NS_WK" link add "$BR" type bridge || die "cannot create a bridge"
+	ip -n "$NS_WK" link set "$IF_WD" master "$BR"; ip -n "$NS_WK" link set "$IF_WE" master "$BR"
+	ip -n "$NS_WK" link set "$IF_WE" up
+	ip -n "$NS_WK" addr add $WK_IP/24 dev "$BR"; ip -n "$NS_WK" link set "$BR" up
+}
+
 # loss_rules PCT: drop PCT% of pbox data each way between the workers and
 # the box (nftables numgen random), on the workers' own stack (inet) and on
 # the bridge (per-worker namespaces, whose AF_XDP frames bypass netfilter

@@ -11,18 +11,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
-IF_BE=pbe$TAG; IF_WE=pwe$TAG; BR=pbr$TAG
-BOX_IP2=198.18.0.3
-ip link add "$IF_BE" type veth peer name "$IF_WE" || die "cannot create veth"
-ip link set "$IF_BE" netns "$NS_BOX"; ip link set "$IF_WE" netns "$NS_WK"
-ip -n "$NS_BOX" link set "$IF_BE" up
-ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BE".disable_ipv6=1 2>/dev/null
-# the workers' address moves from their veth to the bridge over both veths
-ip -n "$NS_WK" addr flush dev "$IF_WD"
-ip -n "$NS_WK" link add "$BR" type bridge || die "cannot create a bridge"
-ip -n "$NS_WK" link set "$IF_WD" master "$BR"; ip -n "$NS_WK" link set "$IF_WE" master "$BR"
-ip -n "$NS_WK" link set "$IF_WE" up
-ip -n "$NS_WK" addr add $WK_IP/24 dev "$BR"; ip -n "$NS_WK" link set "$BR" up
+second_port_up
 
 SIZE=${MULTIPORT_BYTES:-16M}
 ITERS=${MULTIPORT_ITERS:-3}
