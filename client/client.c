@@ -39,6 +39,7 @@ static pbox_client *client_alloc(void)
 	pthread_cond_init(&c->done_cond, NULL);
 	ctrl_init(&c->ctrl);
 	c->evfd = -1;
+	c->serial = client_serial_next();
 	return c;
 }
 

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * errors.c - names of the PBOX_E* codes and the per-client "last error"
- * message that says which job, rank and key a failure concerns.
+ * errors.c - names of the PBOX_E* codes and the "last error" message that
+ * says which job, rank and key a failure concerns. Each thread keeps the
+ * message of its own last failure, with the client it failed on: threads
+ * sharing a client each read their own (another thread's failure between
+ * a call and pbox_last_error cannot replace it). The client also keeps
+ * its latest failure, from any thread, for a thread that had none on it.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "client/internal.h"
 
@@ -28,14 +33,36 @@ const char *pbox_strerror(int rc)
 	}
 }
 
+/* This thread's last failure and the client's serial (0: none). */
+static __thread struct {
+	uint64_t serial;
+	char msg[CLIENT_MSG_LEN];
+} thread_err;
+
+uint64_t client_serial_next(void)
+{
+	static uint64_t next;   /* only ever incremented, atomically */
+
+	return __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+}
+
+void client_error_locked(pbox_client *c, const char *msg)
+{
+	snprintf(c->last_err, sizeof(c->last_err), "%s", msg);
+	memcpy(thread_err.msg, c->last_err, sizeof(thread_err.msg));
+	thread_err.serial = c->serial;
+}
+
 int client_error(pbox_client *c, int rc, const char *fmt, ...)
 {
+	char msg[CLIENT_MSG_LEN];
 	va_list ap;
 
-	pthread_mutex_lock(&c->lock);
 	va_start(ap, fmt);
-	vsnprintf(c->last_err, sizeof(c->last_err), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	pthread_mutex_lock(&c->lock);
+	client_error_locked(c, msg);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -44,5 +71,5 @@ const char *pbox_last_error(const pbox_client *c)
 {
 	if (!c)
 		return "no client (pbox_connect could not allocate one)";
-	return c->last_err;
+	return thread_err.serial == c->serial ? thread_err.msg : c->last_err;
 }

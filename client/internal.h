@@ -67,9 +67,14 @@
 
 /* ---- errors.c ---------------------------------------------------------- */
 
-/* Store a formatted message as c's last error; returns rc. */
+/* Store a formatted message as c's last error, for the calling thread and
+ * as c's latest (pbox_last_error); returns rc. */
 int client_error(pbox_client *c, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same with a ready message, c->lock held. */
+void client_error_locked(pbox_client *c, const char *msg);
+/* A number no other client of this process had (c->serial). */
+uint64_t client_serial_next(void);
 
 /* ---- abi.c: version, struct sizes, sized copies of opts and stats ------- */
 
@@ -536,7 +541,9 @@ struct pbox_client {
 	struct pbox_req *live;
 	int fatal_rc;                /* 0, or the error every call now gets */
 	char fatal_msg[CLIENT_MSG_LEN];
-	char last_err[CLIENT_MSG_LEN];
+	char last_err[CLIENT_MSG_LEN];  /* the latest failure, any thread's */
+	uint64_t serial;             /* client_serial_next: whose a thread's
+					last error is (errors.c) */
 	struct lr_entry { uint32_t key; float lr; } *lrs; /* pbox_set_lr, by key */
 	uint32_t nlrs, lrs_cap;
 	struct topk_state *topk;     /* pbox_allreduce_topk's residuals, by key

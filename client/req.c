@@ -80,15 +80,17 @@ static int submit_locked(pbox_client *c, struct pbox_req *r)
 	bool rel = r->kind == REQ_RELEASE;
 
 	if (c->fatal_rc) {
-		snprintf(c->last_err, sizeof(c->last_err), "%s", c->fatal_msg);
+		client_error_locked(c, c->fatal_msg);
 		return c->fatal_rc;
 	}
 	for (size_t i = 0; i < (rel ? r->count : 1); i++) {
 		uint32_t key = rel ? r->rel_keys[i] : r->key;
 		if (req_key_busy_locked(c, key)) {
-			snprintf(c->last_err, sizeof(c->last_err), "job '%s' rank %d key %u: a "
-				 "call on this key is still in flight (wait for it %s)", c->job,
-				 c->rank, key, rel ? "before releasing the key" : "first");
+			char msg[CLIENT_MSG_LEN];
+			snprintf(msg, sizeof(msg), "job '%s' rank %d key %u: a call on this key "
+				 "is still in flight (wait for it %s)", c->job, c->rank, key,
+				 rel ? "before releasing the key" : "first");
+			client_error_locked(c, msg);
 			return PBOX_EBUSY;
 		}
 	}
@@ -161,7 +163,7 @@ int pbox_wait(pbox_req *r)
 	}
 	int rc = r->rc;
 	if (rc < 0)
-		memcpy(c->last_err, r->msg, sizeof(c->last_err));
+		client_error_locked(c, r->msg);
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
 	else

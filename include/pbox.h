@@ -567,8 +567,10 @@ void pbox_close(pbox_client *c);
 /* Static text naming an error code. */
 const char *pbox_strerror(int rc);
 
-/* Detailed message of c's last failure ("" if none); valid until the next
- * call on c. */
+/* Detailed message of the last failure of a call this thread made on c:
+ * threads sharing c each read their own. If this thread had none on c
+ * (or failed on another client since), c's latest failure from any
+ * thread; "" if none. Valid until this thread's next call on c. */
 const char *pbox_last_error(const pbox_client *c);
 
 /* One line naming the transport in use and how it runs, e.g. "xdp on

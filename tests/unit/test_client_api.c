@@ -6,6 +6,7 @@
  * code. Where a connected client is needed it talks to an in-process box
  * made of pboxd's own control plane and engines (box_inproc.h).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -224,6 +225,57 @@ static void calls__argument_errors_when_connected(void **state)
 	pbox_close(c);
 }
 
+struct other_fail {
+	pbox_client *c;
+	int rc;
+};
+
+/* Another thread's call on the same client fails (key 8). */
+static void *fail_on_key_8(void *arg)
+{
+	struct other_fail *o = arg;
+	float x[4];
+
+	o->rc = pbox_allreduce(o->c, 8, x, 0, PBOX_F32);
+	if (!strstr(pbox_last_error(o->c), "key 8: count is 0"))
+		o->rc = 1;
+	return NULL;
+}
+
+/* Threads sharing a client each read their own last failure: another
+ * thread failing between a call and pbox_last_error does not replace it
+ * (with one message per client, the Python package's waiters raised
+ * errors naming other keys). A thread that had no failure on the client
+ * reads the client's latest. */
+static void last_error__each_thread_reads_its_own(void **state)
+{
+	struct box_inproc *b = *state;
+	pbox_client *c, *c2;
+	float x[4] = { 0 };
+	pthread_t t;
+
+	assert_int_equal(pbox_connect(b->addr, "lasterr", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_connect(b->addr, "lasterr2", 0, 1, NULL, &c2), 0);
+	assert_int_equal(pbox_allreduce(c, 3, NULL, 4, PBOX_F32), PBOX_EINVAL);
+	struct other_fail o = { .c = c };
+	assert_int_equal(pthread_create(&t, NULL, fail_on_key_8, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(o.rc, PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "key 3: buf is NULL"));
+	/* c2: this thread has not failed on it; another thread does */
+	o.c = c2;
+	assert_int_equal(pthread_create(&t, NULL, fail_on_key_8, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_non_null(strstr(pbox_last_error(c2), "job 'lasterr2' rank 0 key 8"));
+	/* a failure on c2 in this thread, then c's message is c's latest */
+	assert_int_equal(pbox_allreduce(c2, 5, NULL, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c2), "key 5: buf is NULL"));
+	assert_non_null(strstr(pbox_last_error(c), "job 'lasterr' rank 0 key 8"));
+	assert_int_equal(pbox_allreduce(c, 1, x, 4, PBOX_F32), 0);
+	pbox_close(c2);
+	pbox_close(c);
+}
+
 static void iallreduce__busy_key(void **state)
 {
 	struct box_inproc *b = *state;
@@ -275,6 +327,7 @@ int main(void)
 		cmocka_unit_test(calls__on_unconnected_client),
 		cmocka_unit_test_setup_teardown(calls__argument_errors_when_connected, setup_box,
 						teardown_box),
+		cmocka_unit_test_setup_teardown(last_error__each_thread_reads_its_own, setup_box, teardown_box),
 		cmocka_unit_test_setup_teardown(iallreduce__busy_key, setup_box, teardown_box),
 		cmocka_unit_test_setup_teardown(connect__join_rejected_keeps_box_message, setup_box,
 						teardown_box),
