@@ -67,25 +67,19 @@ static int check_consistency(const struct box_config *c, char *err, size_t errle
 	return 0;
 }
 
-int box_config_parse(struct box_config *c, int argc, char **argv,
-		     char *err, size_t errlen)
+/* The getopt loop of box_config_parse. */
+static int parse_loop(struct box_config *c, int argc, char **argv, const struct option *lo,
+		      char *err, size_t errlen)
 {
-	struct option lo[box_nopts + 1];
 	char why[384];
 	int id;
 
-	for (size_t i = 0; i < box_nopts; i++)
-		lo[i] = (struct option){ box_opts[i].name,
-					 box_opts[i].arg ? required_argument : no_argument,
-					 NULL, OPT_ID(i) };
-	lo[box_nopts] = (struct option){ 0 };
-	optind = 0; /* glibc: full re-initialisation, so parse may run twice */
-	opterr = 0;
 	while ((id = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
 		if (id == '?') {
 			if (optopt)
 				return errmsg(err, errlen, -EINVAL, "unknown option '-%c' (see --help)", optopt);
-			return errmsg(err, errlen, -EINVAL, "unknown option '%s' (see --help)", argv[optind - 1]);
+			return errmsg(err, errlen, -EINVAL, "unknown or ambiguous option '%s' (see "
+				    "--help)", argv[optind - 1]);
 		}
 		if (id == ':')
 			return errmsg(err, errlen, -EINVAL, "option '%s' needs a value", argv[optind - 1]);
@@ -108,4 +102,21 @@ int box_config_parse(struct box_config *c, int argc, char **argv,
 		return errmsg(err, errlen, -EINVAL, "unexpected argument '%s' (options start with --; "
 			    "EAL arguments go before '--')", argv[optind]);
 	return check_consistency(c, err, errlen);
+}
+
+int box_config_parse(struct box_config *c, int argc, char **argv,
+		     char *err, size_t errlen)
+{
+	struct option lo[box_nopts + 1];
+
+	for (size_t i = 0; i < box_nopts; i++)
+		lo[i] = (struct option){ box_opts[i].name,
+					 box_opts[i].arg ? required_argument : no_argument,
+					 NULL, OPT_ID(i) };
+	lo[box_nopts] = (struct option){ 0 };
+	optind = 0; /* glibc: full re-initialisation, so parse may run twice */
+	opterr = 0; /* our own messages; the EAL's getopt after us prints its own */
+	int rc = parse_loop(c, argc, argv, lo, err, errlen);
+	opterr = 1;
+	return rc;
 }

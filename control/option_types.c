@@ -213,6 +213,15 @@ static int add_ip(struct box_config *c, const char *s, char *err, size_t errlen)
 	uint32_t ip = ntohl(a.s_addr);
 	if (ip == 0 || ip == UINT32_MAX || (ip >> 24) == 127 || (ip >> 28) == 14)
 		return errmsg(err, errlen, -EINVAL, "'%s': %s cannot be a data address", s, colon + 1);
+	/* a subnet of more than two addresses (/30 and wider) keeps its
+	 * first and last for the network and its broadcast: workers cannot
+	 * send to a box there (the kernel refuses a broadcast destination) */
+	uint32_t host = prefix >= 32 ? 0 : UINT32_MAX >> prefix;
+	if (prefix <= 30 && ((ip & host) == 0 || (ip & host) == host))
+		return errmsg(err, errlen, -EINVAL, "'%s': %s is the %s address of %s/%u, not a "
+			    "host's", s, colon + 1, (ip & host) ? "broadcast" : "network",
+			    inet_ntop(AF_INET, &(struct in_addr){ htonl(ip & ~host) }, buf,
+				      sizeof(buf)) ? buf : "?", (unsigned)prefix);
 
 	unsigned i;
 	for (i = 0; i < c->nports && c->ip[i].port != port; i++)

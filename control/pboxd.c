@@ -97,8 +97,8 @@ static int options_start(int argc, char **argv)
  * into the devices the EAL creates (--xdp-busy-budget, dataplane/dp_eal.c).
  * The `pbox` log level is pboxd's --log-level if given, else where the EAL
  * put it (--log-level=pbox:LEVEL, else info). Returns -1 to go on, or the
- * exit status: 0 after --help, 1 if the EAL failed, 2 for a bad option
- * (logged).
+ * exit status: 0 after --help, 2 for a bad option or EAL argument (the
+ * EAL's EINVAL), 1 if the EAL failed otherwise (logged).
  */
 static int start_options(struct box *box, int argc, char **argv)
 {
@@ -141,8 +141,13 @@ static int start_options(struct box *box, int argc, char **argv)
 	struct dp_eal_params ep = { .xdp_busy_budget = box->cfg.xdp_busy_budget };
 	int rc = dp_eal_init(ea == argv ? argc : eargc, ea, &ep, err, sizeof(err));
 	if (rc < 0) {
-		ctl_log(box, CTL_LOG_ERROR, "%s%s", ea == argv ? "" : "--eal: ", err);
-		return 1;
+		/* pboxd's options without "--" reach the EAL, which names the
+		 * first it does not know and stops */
+		bool no_sep = ea == argv && first == argc && argc > 1;
+		ctl_log(box, CTL_LOG_ERROR, "%s%s%s", ea == argv ? "" : "--eal: ", err,
+			no_sep && rc == -EINVAL ? " (pboxd's options go after '--': "
+			"pboxd EAL-ARGS -- OPTIONS)" : "");
+		return rc == -EINVAL ? 2 : 1;
 	}
 	if (rc + 1 < efirst) {                /* the EAL left something before "--" */
 		ctl_log(box, CTL_LOG_ERROR, ea == argv ? "an argument before '--' is not the "
@@ -211,6 +216,10 @@ int main(int argc, char **argv)
 	rc = dp_open(&dpp, &dp, &box.layout, &box.dp, err, sizeof(err));
 	if (rc != 0)
 		ctl_log(&box, CTL_LOG_ERROR, "%s", err);
+	/* EINVAL from the ports: the options do not fit the devices (an
+	 * address for a port that is not there, an MTU or queue count the
+	 * device cannot take): as a bad option, a restart cannot help */
+	int fail_status = rc == -EINVAL ? 2 : 1;
 	if (rc == 0 && (rc = jobs_open(&box, &box.jobs)) != 0)
 		ctl_log(&box, CTL_LOG_ERROR, "cannot create the job registry: %s", strerror(-rc));
 	if (rc == 0 && (rc = rpc_server_open(&srv, &box, err, sizeof(err))) != 0)
@@ -219,7 +228,7 @@ int main(int argc, char **argv)
 		teardown(&box, dp, srv);
 		dp_eal_cleanup();
 		dp_log_close(log);
-		return 1;
+		return fail_status;
 	}
 	if (box.cfg.metrics[0] && metrics_open(&metrics, &box, box.cfg.metrics, &metrics_port,
 					       err, sizeof(err)) != 0) {

@@ -55,6 +55,25 @@ grep -q 'pboxd: ready' "$WORKDIR/eal.log" || { cat "$WORKDIR/eal.log"; die "pbox
 kill -TERM $EAL_PID; wait $EAL_PID || die "pboxd (eal =) exited non-zero"
 echo "eal = in the config file: ok"
 
+# a config the unit must not restart for exits 2 (RestartPreventExitStatus),
+# naming what is wrong: an EAL argument the EAL does not know, an address
+# for a port that is not there, pboxd's options without "--"
+# status_of EXPECT NAME ARGS...: run pboxd (bounded), check status and message
+status_of() {
+	local want=$1 name=$2; shift 2
+	timeout 60 ip netns exec "$NS_BOX" "$BUILD/pboxd" "$@" > "$WORKDIR/$name.log" 2>&1
+	local rc=$?
+	[ $rc = 2 ] || { cat "$WORKDIR/$name.log"; die "$name: exit status $rc, not 2"; }
+	grep -q -- "$want" "$WORKDIR/$name.log" || { cat "$WORKDIR/$name.log"; die "$name: no '$want'"; }
+}
+sed "s/--file-prefix=pboxeal$TAG/--file-prefx=pboxeal$TAG/" "$WORKDIR/eal.conf" > "$WORKDIR/typo.conf"
+status_of "unrecognized option '--file-prefx" eal_typo -- --config "$WORKDIR/typo.conf"
+sed "s/^ip = 0:/ip = 1:/" "$WORKDIR/eal.conf" > "$WORKDIR/noport.conf"
+status_of "port 0 (net_af_packet0) has no address" no_port -- --config "$WORKDIR/noport.conf"
+status_of "pboxd's options go after '--'" no_sep -l 0-1 --no-huge -m 512 --no-pci --no-shconf \
+	--file-prefix=pboxsep$TAG --vdev=net_af_packet0,iface=$IF_BD --ip 0:$BOX_IP/24
+echo "bad EAL argument, port without address, options without '--': exit 2"
+
 if command -v systemd-analyze > /dev/null; then
 	case $BUILD in /*) bin=$BUILD/pboxd ;; *) bin=$(pwd)/$BUILD/pboxd ;; esac
 	sed "s|^ExecStart=/usr/local/bin/pboxd|ExecStart=$bin|" deploy/pboxd.service \

@@ -154,6 +154,16 @@ static void parse__errors_name_the_option(void **state)
 	assert_int_equal(parse(t, "--ip", "0:10.0.0.1", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "PORT:ADDR/PREFIX"));
 	assert_int_equal(parse(t, "--ip", "0:10.0.0.1/33", NULL), -EINVAL);
+	/* a subnet's network and broadcast addresses are no host's */
+	assert_int_equal(parse(t, "--ip", "0:198.18.0.255/24", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "broadcast address of 198.18.0.0/24"));
+	assert_int_equal(parse(t, "--ip", "0:198.18.0.0/24", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "network address"));
+	assert_int_equal(parse(t, "--ip", "0:10.255.255.255/8", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.2/30", NULL), 0);
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.3/30", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.0/31", NULL), 0);   /* RFC 3021 */
+	assert_int_equal(parse(t, "--ip", "0:10.0.0.255/32", NULL), 0);
 	assert_int_equal(parse(t, "--control", "nohostport", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "--control"));
 	assert_int_equal(parse(t, "--control", "1.2.3.4:99999", NULL), -EINVAL);
@@ -168,6 +178,11 @@ static void parse__errors_name_the_option(void **state)
 	assert_non_null(strstr(t->err, "too large"));
 	assert_int_equal(parse(t, "--bogus", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "--bogus"));
+	/* --max-j: --max-jobs or --max-job-bytes */
+	assert_int_equal(parse(t, "--max-j", "5", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "unknown or ambiguous option '--max-j'"));
+	/* the EAL's getopt, run after, prints its own messages again */
+	assert_int_equal(opterr, 1);
 	assert_int_equal(parse(t, "--max-world", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "needs a value"));
 	assert_int_equal(parse(t, "stray", NULL), -EINVAL);
