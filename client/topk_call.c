@@ -208,12 +208,16 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 			t->mom[t->idx[j]] = 0;
 	if (t->dtype != WIRE_F32) {
 		sum_narrow(t->val_wire, t->val, m, t->dtype);
+		/* the rounding error stays for the next step; an infinity sent
+		 * (an infinite value, or one past the wire dtype's range) leaves
+		 * nothing: inf - inf would be a NaN, never selected again */
 		if (o->error_feedback)
 			for (size_t j = 0; j < m; j++) {
 				uint16_t h;
 				memcpy(&h, t->val_wire + 2 * j, 2);
 				float sent = t->dtype == WIRE_F16 ? half_to_float(h) : bf16_to_float(h);
-				t->resid[t->idx[j]] += t->val[j] - sent;
+				if (isfinite(sent))
+					t->resid[t->idx[j]] += t->val[j] - sent;
 			}
 	}
 	return m;

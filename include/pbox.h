@@ -509,7 +509,12 @@ static inline int pbox_topk_opts_init(pbox_topk_opts *o)
  * about density * count entries of buf + residual by magnitude, send
  * them, and write the sum over all ranks (dense, absent entries zero)
  * into buf. o NULL: the defaults. f16/bf16 gradients are selected in fp32
- * and their rounding error stays in the residual. Returns 0, PBOX_EINVAL
+ * and their rounding error stays in the residual (none for a value sent
+ * as an infinity). Infinities are the largest magnitudes: sent, and
+ * every rank's sum shows them. A NaN entry is never selected: with error
+ * feedback it stays in the residual, which stays NaN, and that entry is
+ * not sent again until pbox_topk_reset; check gradients for NaN before
+ * the call where they can hold one. Returns 0, PBOX_EINVAL
  * (density not in (0, 1], momentum not in [0, 1), count above
  * UINT32_MAX, the key declared dense or of another size or dtype), or
  * the codes of pbox_allreduce. With error feedback the selection moves

@@ -13,6 +13,7 @@
  * same way; and the bad input is refused with named errors, a host group
  * whose member never comes included.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 #include "common/topk.h"
 #include "include/pbox.h"
 #include "tests/unit/box_inproc.h"
+#include "tests/unit/dtype_io.h"
 
 #define WORLD 4
 #define COUNT 20000 /* 60 sparse segments of 336 f32 at MTU 1500 */
@@ -311,6 +313,67 @@ static void bad__hierarchical_named_errors(void **state)
 	box_inproc_free(b);
 }
 
+/* A half-precision top-k key whose selected value is sent as an infinity
+ * (an infinite gradient, as in a mixed-precision overflow step, or a
+ * residual grown past the wire dtype's range) keeps no residual for it:
+ * inf - inf left a NaN there, never selected again, so the element was
+ * lost for good. Later steps send it again. */
+static void topk__infinity_sent_leaves_no_residual(void **state)
+{
+	(void)state;
+	enum { N = 1000 };
+	static uint16_t g[N];
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_topk_opts o;
+	const pbox_dtype dts[2] = { PBOX_F16, PBOX_BF16 };
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "infres", 0, 1, &opts, &c), 0);
+	pbox_topk_opts_init(&o);
+	for (int d = 0; d < 2; d++) {
+		uint32_t key = 10 + (uint32_t)d;
+		o.density = 2.0 / N;   /* k = 2 */
+		for (int step = 0; step < 4; step++) {
+			for (size_t i = 0; i < N; i++)
+				put(g, dts[d], i, 0.0f);
+			put(g, dts[d], 0, step == 0 ? INFINITY : 1000.0f);
+			put(g, dts[d], 5, 1.0f);
+			assert_int_equal(pbox_allreduce_topk(c, key, g, N, dts[d], &o), 0);
+			if (step == 0)
+				assert_true(isinf(get(g, dts[d], 0)));
+			else
+				assert_float_equal(get(g, dts[d], 0), 1000.0f, 0);
+		}
+	}
+	/* f16: 40000 twice, the residual 80000 goes out as inf; then 1000 */
+	o.density = 1.0 / N;   /* k = 1 */
+	for (int step = 0; step < 5; step++) {
+		for (size_t i = 0; i < N; i++)
+			put(g, PBOX_F16, i, 0.0f);
+		if (step == 0) {
+			put(g, PBOX_F16, 0, 40000.0f);
+			put(g, PBOX_F16, 1, 60000.0f);   /* sent first */
+		} else if (step == 1) {
+			put(g, PBOX_F16, 0, 40000.0f);
+		} else {
+			put(g, PBOX_F16, 0, 1000.0f);
+			put(g, PBOX_F16, 5, 1.0f);
+		}
+		assert_int_equal(pbox_allreduce_topk(c, 12, g, N, PBOX_F16, &o), 0);
+		if (step == 1)
+			assert_true(isinf(get(g, PBOX_F16, 0)) && get(g, PBOX_F16, 0) > 0);
+		if (step >= 2)
+			assert_float_equal(get(g, PBOX_F16, 0), 1000.0f, 0);
+	}
+	pbox_close(c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
 static void bad__named_errors(void **state)
 {
 	(void)state;
@@ -392,6 +455,7 @@ int main(void)
 		cmocka_unit_test(topk__hierarchical_sums_each_host_first),
 		cmocka_unit_test(topk__hierarchical_with_momentum),
 		cmocka_unit_test(bad__hierarchical_named_errors),
+		cmocka_unit_test(topk__infinity_sent_leaves_no_residual),
 		cmocka_unit_test(bad__named_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
