@@ -35,6 +35,7 @@ struct hdr {
 	uint32_t key;
 	uint64_t count;
 	uint8_t dtype, rdtype, average, kind, nesterov;
+	uint8_t buf_written;   /* SGD: the momentum buffer was written (key_write) */
 	double momentum, dampening, weight_decay, beta1, beta2, eps;
 	uint64_t steps;
 	uint32_t planes;
@@ -60,7 +61,8 @@ static void hdr_encode(uint8_t b[PS_CKPT_HDR], const struct hdr *h)
 	p = put(p, &version, 4);
 	p = put(p, &h->key, 4);
 	p = put(p, &h->count, 8);
-	uint8_t small[8] = { h->dtype, h->rdtype, h->average, h->kind, h->nesterov };
+	uint8_t small[8] = { h->dtype, h->rdtype, h->average, h->kind, h->nesterov,
+			     h->buf_written };
 	p = put(p, small, 8);
 	p = put(p, &h->momentum, 8);
 	p = put(p, &h->dampening, 8);
@@ -70,7 +72,8 @@ static void hdr_encode(uint8_t b[PS_CKPT_HDR], const struct hdr *h)
 	p = put(p, &h->eps, 8);
 	p = put(p, &h->steps, 8);
 	p = put(p, &h->planes, 4);
-	put(p, &zero, 4);
+	p = put(p, &zero, 4);
+	memset(p, 0, (size_t)(b + PS_CKPT_HDR - p));   /* reserved */
 }
 
 static int hdr_decode(const uint8_t b[PS_CKPT_HDR], struct hdr *h)
@@ -90,6 +93,7 @@ static int hdr_decode(const uint8_t b[PS_CKPT_HDR], struct hdr *h)
 	h->average = small[2];
 	h->kind = small[3];
 	h->nesterov = small[4];
+	h->buf_written = small[5] != 0;
 	p = get(p, &h->momentum, 8);
 	p = get(p, &h->dampening, 8);
 	p = get(p, &h->weight_decay, 8);
@@ -109,7 +113,8 @@ static struct hdr hdr_of(const struct job_key *k, uint64_t steps)
 	return (struct hdr){
 		.key = k->key, .count = k->geom.count, .dtype = k->dtype,
 		.rdtype = (uint8_t)k->ps.rdtype, .average = (uint8_t)k->ps.average,
-		.kind = o->kind, .nesterov = o->nesterov, .momentum = o->momentum,
+		.kind = o->kind, .nesterov = o->nesterov,
+		.buf_written = k->ek->ps->buf_written != 0, .momentum = o->momentum,
 		.dampening = o->dampening, .weight_decay = o->weight_decay,
 		.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .steps = steps,
 		.planes = optim_planes(o),
@@ -513,5 +518,6 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 			      count, h.planes);
 	ps->restored = 1;
 	ps->step0 = h.steps;
+	ps->buf_written = h.buf_written;
 	return 0;
 }

@@ -11,10 +11,13 @@
  *
  * File layout, little-endian: "PBOXCKP1", u32 version 1, u32 key, u64
  * count, u8 gradient dtype, u8 weights dtype, u8 average, u8 optimizer,
- * u8 nesterov, 3 zero bytes, f64 momentum, dampening, weight_decay,
- * beta1, beta2, eps, u64 steps, u32 planes, u32 0, then (1 + planes)
- * arrays of count f32: the weights, then each state plane. 104 bytes of
- * header.
+ * u8 nesterov, u8 buffer written (SGD: the momentum buffer was given by
+ * key_write, so the first step continues it; 0 in files of pbox before
+ * 2026-11-25), 2 zero bytes, f64 momentum, dampening, weight_decay,
+ * beta1, beta2, eps, u64 steps, u32 planes, u32 0, 8 reserved bytes
+ * (written zero, not read: earlier files hold anything there): 104 bytes
+ * of header; then (1 + planes) arrays of count f32: the weights, then
+ * each state plane.
  *
  * Snapshots run on the control thread while the lcores may be stepping:
  * each segment is copied between two reads of its round and slot, and a

@@ -854,6 +854,70 @@ static void ckpt__job_save_one_cut_or_nothing(void **state)
 	box_inproc_free(b);
 }
 
+static void create_restore_one_fn(struct box_inproc *b, void *arg)
+{
+	struct ckpt_arg *a = arg;
+	const struct job *j;
+
+	a->rc = jobs_create(b->f->box.jobs, a->job, 1, 0, 0, 1, &j, a->err, sizeof(a->err));
+	if (a->rc == 0)
+		a->rc = jobs_set_restore(b->f->box.jobs, j, a->dir, a->err, sizeof(a->err));
+}
+
+/* An SGD momentum buffer written with pbox_ps_write before the first step
+ * is continued by that step, in the job and in one restored from its
+ * checkpoint (the file did not say it was written, and the restored
+ * job's first step overwrote it with the gradient); the header's reserved
+ * bytes are written zero (they held the stack's bytes). */
+static void ckpt__written_momentum_buffer_survives_restore(void **state)
+{
+	enum { N = 300 };
+	static float w[N], buf[N], zero[N], got[N];
+	char dir[] = "/tmp/pbox-wbuf-XXXXXX", path[512];
+	pbox_client *c;
+	struct box_inproc *b = one_rank("wbufa", 0, &c);
+	struct ckpt_arg a = { .job = "wbufa", .dir = dir };
+	uint8_t h[104];
+	const float want = 1.0f - 0.5f * (0.9f * 100.0f);   /* -44 */
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		buf[i] = 100.0f;
+	}
+	sgd_key(c, 3, N, 0.5, 0.9, w, got);
+	assert_int_equal(pbox_ps_write(c, 3, PBOX_PS_STATE0, buf, N), 0);
+	box_inproc_call(b, save_fn, &a);
+	assert_int_equal(a.rc, 0);
+	snprintf(path, sizeof(path), "%s/key-3.pboxckpt", dir);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(h, 1, sizeof(h), f), sizeof(h));
+	fclose(f);
+	assert_int_equal(h[29], 1);                  /* buffer written */
+	for (int i = 96; i < 104; i++)
+		assert_int_equal(h[i], 0);
+	assert_int_equal(pbox_push_pull(c, 3, zero, got, N, PBOX_F32), 0);
+	assert_true(got[0] == want && got[N - 1] == want);
+	pbox_close(c);
+
+	a = (struct ckpt_arg){ .job = "wbufb", .dir = dir };
+	box_inproc_call(b, create_restore_one_fn, &a);
+	assert_int_equal(a.rc, 0);
+	pbox_opts o;
+	pbox_opts_init(&o);
+	assert_int_equal(pbox_connect(b->addr, "wbufb", 0, 1, &o, &c), 0);
+	sgd_key(c, 3, N, 0.5, 0.9, w, got);
+	assert_int_equal(pbox_push_pull(c, 3, zero, got, N, PBOX_F32), 0);
+	assert_true(got[0] == want && got[N - 1] == want);
+	pbox_close(c);
+	unlink(path);
+	rmdir(dir);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -866,6 +930,7 @@ int main(void)
 		cmocka_unit_test(bad__hyperparameters_and_mismatches_named),
 		cmocka_unit_test(ckpt__read_save_restore_write),
 		cmocka_unit_test(ckpt__job_save_one_cut_or_nothing),
+		cmocka_unit_test(ckpt__written_momentum_buffer_survives_restore),
 		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
