@@ -6,6 +6,9 @@
  * saw them); while the count grows the lcores mark completed rounds as
  * they do when their own queues stand. Reading port counters may be a
  * system call (net_af_packet), which is why the lcores do not do it.
+ * net_af_packet never fills imissed (DPDK 22.11's eth_stats_get leaves it
+ * 0 whatever its kernel ring drops), so on such a port this never marks:
+ * only the lcores' own rx queue and hand-off ring signs do.
  */
 #include "control/box.h"
 

@@ -248,11 +248,6 @@ static int hold_budget(struct dp *d, char *err, size_t errlen)
 	return 0;
 }
 
-static void port_warn(const char *msg)
-{
-	DP_LOG(WARNING, "%s", msg);
-}
-
 static int setup_ports(struct dp *d, char *err, size_t errlen)
 {
 	const struct dp_params *c = &d->p;
@@ -291,7 +286,7 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 		struct dp_port *dp = &d->sh.ports[pid];
 		struct port_setup ps = {
 			.port_id = pid, .nlcores = d->sh.nlcores, .nmbufs = c->mbufs, .mtu = (uint16_t)c->mtu,
-			.udp_base = c->udp_base, .fanout = c->fanout, .warn = port_warn, .socket = rte_eth_dev_socket_id(pid) < 0 ?
+			.udp_base = c->udp_base, .fanout = c->fanout, .socket = rte_eth_dev_socket_id(pid) < 0 ?
 				(int)rte_socket_id() : rte_eth_dev_socket_id(pid),
 		};
 		int rc = port_start(&ps, info, &dp->pool, &dp->hdr_pool, err, errlen);

@@ -110,25 +110,35 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 			 pid, info->name, di.max_tx_queues, ps->nlcores, ps->nlcores);
 		return -EINVAL;
 	}
+	/* net_af_packet puts all its qpairs= sockets in one kernel fanout
+	 * group, which spreads flows over every one of them: a queue no lcore
+	 * polls would lose its flows without a trace. */
+	if (di.driver_name && strcmp(di.driver_name, "net_af_packet") == 0 &&
+	    di.max_rx_queues != ps->nlcores) {
+		snprintf(err, errlen,
+			 "port %u (%s) has qpairs=%u: the kernel spreads flows over all its"
+			 " queues, pboxd polls one per data lcore, and the flows of the others"
+			 " would be lost; qpairs=N must equal the number of data lcores, %u:"
+			 " use qpairs=%u in its --vdev (or %u data lcores)",
+			 pid, info->name, di.max_rx_queues, ps->nlcores, ps->nlcores,
+			 di.max_rx_queues);
+		return -EINVAL;
+	}
 	uint16_t nrxq = di.max_rx_queues >= ps->nlcores ? (uint16_t)ps->nlcores : 1;
 	rte_eth_dev_get_mtu(pid, &mtu);
-	/* --mtu, or the port's own: refuse one the port cannot carry
-	 * (port_mtu.c). It is set on the device where the PMD takes it; on
-	 * net_af_packet it sizes pboxd's buffers and segments. */
+	/* --mtu, or the port's own: refuse one the port cannot carry, and size
+	 * the mbufs as its PMD needs (port_mtu.c). It is set on the device
+	 * where the PMD takes it; on net_af_packet it sizes pboxd's segments. */
 	int mtu_on_device = 0;
+	uint16_t room = 0;
 	if (ps->mtu)
 		mtu = ps->mtu;
-	if ((rc = port_mtu_check(&di, pid, info->name, mtu, &mtu_on_device, err, errlen)) != 0)
+	if ((rc = port_mtu_check(&di, pid, info->name, mtu, &mtu_on_device, &room,
+				 err, errlen)) != 0)
 		return rc;
 	mtu_on_device = mtu_on_device && ps->mtu;
-	/* Data room: the frame plus slack, in 2 KiB steps (a PMD may need its
-	 * whole frame slot to fit: net_af_packet's framesz=10240 at MTU 9000). */
-	uint32_t room = RTE_PKTMBUF_HEADROOM +
-			RTE_ALIGN_CEIL(mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 64u, 2048u);
-	if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
-		room = RTE_MBUF_DEFAULT_BUF_SIZE;
 	snprintf(pname, sizeof(pname), "port %u (%s)", pid, info->name);
-	if ((rc = port_pool_create(ps, di.driver_name, pname, (uint16_t)room, pool, err, errlen)) != 0)
+	if ((rc = port_pool_create(ps, di.driver_name, pname, room, pool, err, errlen)) != 0)
 		return rc;
 	memset(&conf, 0, sizeof(conf));
 	if (di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)

@@ -37,7 +37,6 @@ struct port_setup {
 	uint16_t udp_base;
 	int socket;
 	int fanout;           /* BOX_FANOUT_*: shared payload if the port can */
-	void (*warn)(const char *msg); /* where a warning goes (pboxd's log); may be NULL */
 };
 
 /*
@@ -76,14 +75,23 @@ uint32_t port_pmd_mbufs(const char *driver, unsigned nrxq, unsigned nrxd,
  */
 void port_xdp_info(const struct rte_eth_dev_info *di, struct box_port_info *info);
 
+/* net_af_xdp's pool (port_pool.c): packed in one chunk, and without the
+ * padding that spreads objects over memory channels, so that every object
+ * up to a page (the UMEM chunk the kernel takes) stays within one. */
+#define PORT_AF_XDP_POOL_FLAGS (RTE_MEMPOOL_F_NO_IOVA_CONTIG | RTE_MEMPOOL_F_NO_SPREAD)
+
 /*
  * Can the port carry frames of this MTU (its PMD's limits; for
- * net_af_packet, the ring's framesz= and the kernel interface's MTU)?
- * Returns 0 and *on_device (the PMD takes the MTU itself), or -EINVAL with
- * a message in err naming the vdev arguments or MTU to change.
+ * net_af_packet, the ring's framesz= and the kernel interface's MTU; for
+ * net_af_xdp, an mbuf, the kernel's XDP headroom and the frame in one
+ * page-sized UMEM chunk), and what data room (headroom included) must its
+ * mbufs have: room for the frame, and for net_af_packet for a whole ring
+ * frame (framesz - 32 bytes after the headroom). Returns 0, *on_device
+ * (the PMD takes the MTU itself) and *room, or -EINVAL with a message in
+ * err naming the vdev arguments or MTU to change.
  */
 int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *name,
-		   uint32_t mtu, int *on_device, char *err, size_t errlen);
+		   uint32_t mtu, int *on_device, uint16_t *room, char *err, size_t errlen);
 
 /* Stop and close the port. */
 void port_stop(uint16_t port_id);

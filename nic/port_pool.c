@@ -84,13 +84,18 @@ static int af_xdp_check(struct rte_mempool *mp, const char *port, char *err, siz
 }
 
 /* A pktmbuf pool whose objects are packed back to back in one chunk, as
- * net_af_xdp assumes (rte_pktmbuf_pool_create with IOVA contiguity waived). */
+ * net_af_xdp assumes (rte_pktmbuf_pool_create with IOVA contiguity waived),
+ * without the padding that spreads objects over memory channels: the
+ * object is the UMEM chunk, which the kernel takes only up to a page, and
+ * the padding to an odd number of cache lines would make the 64-line
+ * object of the largest room (3904, MTU 3506) 65 lines, past the page
+ * (port_mtu.c sizes the room). */
 static struct rte_mempool *packed_pool(const char *name, uint32_t n, uint16_t room, int socket)
 {
 	struct rte_pktmbuf_pool_private priv = { .mbuf_data_room_size = room };
 	struct rte_mempool *mp = rte_mempool_create_empty(name, n, sizeof(struct rte_mbuf) + room,
 							  PORT_MBUF_CACHE, sizeof(priv), socket,
-							  RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+							  PORT_AF_XDP_POOL_FLAGS);
 	int rc;
 
 	if (!mp)
