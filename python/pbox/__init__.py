@@ -108,6 +108,14 @@ def _env_int(name):
         raise Error(EINVAL, f"${name}={v!r} is not an integer")
 
 
+def _int_arg(name, v):
+    """int(v) for an integer argument, or Error(EINVAL) naming it."""
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise Error(EINVAL, f"{name}={v!r} is not an integer") from None
+
+
 def _default_job():
     for name in ("PBOX_JOB", "TORCHELASTIC_RUN_ID"):
         v = os.environ.get(name)
@@ -274,7 +282,13 @@ class Request:
     flight. Its buffers must stay untouched until wait() returns; the
     Request keeps them alive."""
 
-    __slots__ = ("_client", "_handle", "_buf", "_keep", "_key", "_done", "_err", "_inwait")
+    __slots__ = ("_client", "_handle", "_buf", "_keep", "_key", "_done", "_err", "_inwait",
+                 "_closed")
+
+    # State, changed under the client's lock only: _handle is the library's
+    # request until a wait() takes it (_inwait) or close() abandons it
+    # (_closed); _done once its outcome is known (_err set first: the
+    # unlocked fast path reads _done, then _err).
 
     def __init__(self, client, handle, buf, key, keep=None):
         self._client = client
@@ -285,6 +299,7 @@ class Request:
         self._done = False
         self._err = None       # the failure, raised by every wait()
         self._inwait = False   # a thread is in pbox_wait for it
+        self._closed = False   # close() abandoned it before any wait()
 
     @property
     def key(self):
@@ -295,48 +310,58 @@ class Request:
         if self._done:
             return True
         with self._client._lock:
-            if self._handle is None:   # closed (wait() raises at once) or in wait()
-                return not self._inwait
+            if self._done or self._closed:   # closed: wait() raises at once
+                return True
+            if self._inwait:
+                return False
             return bool(self._client._L.pbox_test(self._handle))
+
+    def _outcome(self):
+        if self._err is not None:
+            raise self._err
+        return self._buf
 
     def wait(self):
         """Block until the result is in the buffer (the sum; a PS step's
         weights); return that buffer. Raises Error on failure. Calling it
-        again returns at once: the buffer, or the same Error."""
+        again returns at once: the buffer, or the same Error. A second
+        thread calling it while another is inside gets Error(EBUSY); one
+        calling it after the client was closed without a wait() gets
+        Error(ECLOSED)."""
         if self._done:
-            if self._err is not None:
-                raise self._err
-            return self._buf
+            return self._outcome()
         c = self._client
         with c._lock:
-            h = self._handle
-            if h is None and not self._inwait:
-                self._done = True
+            if self._done:             # another thread's wait() ended meanwhile
+                return self._outcome()
+            if self._closed:
                 self._err = Error(ECLOSED, f"key {self._key}: the client was closed before "
                                            "the request was waited for")
+                self._done = True
                 raise self._err
-            if h is None:
+            if self._inwait:
                 raise Error(EBUSY, f"key {self._key}: another thread is waiting for this "
                                    "request")
-            self._handle = None
+            h, self._handle = self._handle, None
             self._inwait = True
             c._waiting += 1
+        rc, msg = None, None
         try:
             rc = c._L.pbox_wait(h)     # releases the GIL
             msg = c._last_error() if rc < 0 else None
         finally:
             with c._lock:
+                if rc is None:         # interrupted: the outcome is unknown
+                    self._err = Error(EABORTED, f"key {self._key}: wait() was interrupted")
+                elif rc < 0:
+                    self._err = Error(rc, msg or strerror(rc))
+                self._keep = None
+                self._done = True
+                self._inwait = False
                 c._waiting -= 1
                 c._reqs.discard(self)
                 c._idle.notify_all()
-        self._keep = None
-        if rc < 0:
-            self._err = Error(rc, msg or strerror(rc))
-        self._done = True
-        self._inwait = False
-        if self._err is not None:
-            raise self._err
-        return self._buf
+        return self._outcome()
 
 
 class Client:
@@ -388,7 +413,8 @@ class Client:
         if rank is None or world is None:
             raise Error(EINVAL, "rank and world unknown: pass rank= and world= or run under "
                                 "torchrun (RANK, WORLD_SIZE)")
-        self.control, self.job, self.rank, self.world = str(control), str(job), int(rank), int(world)
+        self.control, self.job = str(control), str(job)
+        self.rank, self.world = _int_arg("rank", rank), _int_arg("world", world)
         opts = _lib.Opts()
         rc = L.pbox_opts_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
         if rc < 0:
@@ -398,9 +424,10 @@ class Client:
                         ("busy_poll", busy_poll), ("job_bytes", job_bytes),
                         ("key_bytes", key_bytes)):
             if v:
-                if not 0 < int(v) < (2 ** 62 if name.endswith("_bytes") else 2 ** 32):
+                v = _int_arg(name, v)
+                if not 0 < v < (2 ** 62 if name.endswith("_bytes") else 2 ** 32):
                     raise Error(EINVAL, f"{name}={v} is out of range")
-                setattr(opts, name, int(v))
+                setattr(opts, name, v)
         if transport is not None:
             if transport not in _lib.TRANSPORTS:
                 raise Error(EINVAL, f"transport={transport!r}: use one of "
@@ -968,8 +995,9 @@ class Client:
             while self._waiting:
                 self._idle.wait()
             h, self._handle = self._handle, None
-            for r in self._reqs:
+            for r in self._reqs:       # never waited for: their wait() raises ECLOSED
                 r._handle = None
+                r._closed = True
             self._reqs.clear()
         self._L.pbox_close(h)
 

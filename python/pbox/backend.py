@@ -34,16 +34,24 @@ before. All ranks issue collectives in the same order (torch.distributed's
 rule), so all pick the same key for a call without talking to each other.
 The keys' box memory stays within half the job's (pbox_stats.key_bytes:
 a key takes one contiguous block, and the other half leaves room for new
-shapes among older blocks): before a new key would pass it, the least
-recently used keys are released
-(pbox_release_keys, after their calls ended); every rank makes the same
-choice from the same calls. set_options(key_bytes=key_bytes_for(model))
-sizes the job for a model (the first rank's option counts).
+shapes among older blocks), so set_options(key_bytes=N) asks the box for
+2 * N bytes of keys (the first rank's option counts) and the group's keys
+may then hold N: set_options(key_bytes=key_bytes_for(model)) holds every
+DDP bucket of the model at once. A call whose lane has no key yet shares
+the least recently used key of another lane of its signature when a new
+key would pass the budget (it waits for that key's last call); otherwise
+the least recently used keys are released first (pbox_release_keys,
+after their calls ended). Every rank makes the same choices from the same
+calls.
+
+Lifetime: the group leaves the box job and ends its waiter thread at
+shutdown(), when it is garbage (dist.destroy_process_group() and no other
+reference, such as a DDP model's) or at interpreter exit, whichever comes
+first.
 
 Each collective is one span "pbox::<op>" in torch.profiler, from its start
 until its result is in.
 """
-import atexit
 import collections
 import hashlib
 import os
@@ -51,13 +59,14 @@ import sys
 import queue
 import secrets
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, _create_work_from_future)
 
-from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _on_stream
+from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _int_arg, _on_stream
 
 __all__ = ["ProcessGroupPBox", "set_options", "LANES"]
 
@@ -73,9 +82,10 @@ def set_options(**kw):
     """Client options for the process groups created from now on: control
     ("host:port", default $PBOX_CONTROL), job_bytes (job memory the first
     rank reserves; default $PBOX_JOB_BYTES, then the box's --job-bytes) or
-    key_bytes (the box's engine memory plus this for keys:
-    pbox.torch.key_bytes_for(model)), transport, timeout_ms, rto_ms, window,
-    mtu, busy_poll (pbox.Client's)."""
+    key_bytes (what the group's keys may hold, pbox.torch.key_bytes_for(
+    model): the first rank sizes the job as the box's engine memory plus
+    twice this, as the keys stay under half the job's key memory),
+    transport, timeout_ms, rto_ms, window, mtu, busy_poll (pbox.Client's)."""
     known = {"control", "job_bytes", "key_bytes", "transport", "timeout_ms", "rto_ms",
              "window", "mtu", "busy_poll"}
     bad = set(kw) - known
@@ -120,12 +130,15 @@ class ProcessGroupPBox(ProcessGroup):
             job = store.get(_STORE_JOB).decode()
             secret = store.get(_STORE_SECRET).decode()
         kw = {k: v for k, v in _options.items() if k != "control"}
+        if kw.get("key_bytes"):
+            # the keys stay under half the job's key memory (below)
+            kw["key_bytes"] = 2 * _int_arg("key_bytes", kw["key_bytes"])
         if "timeout_ms" not in kw:
             kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31))
         self.client = Client(_options.get("control"), job, rank, size, join_secret=secret, **kw)
         self.job = job
         self._keys = {}          # (signature, lane) -> key
-        self._owner = {}         # key -> (signature, lane)
+        self._owner = {}         # key -> the (signature, lane) slots using it
         self._seq = {}           # signature -> calls so far
         self._busy = {}          # key -> threading.Event set when its call ended
         self._lru = collections.OrderedDict()  # key -> its box bytes, least recent first
@@ -133,18 +146,23 @@ class ProcessGroupPBox(ProcessGroup):
         self._seg = max(int(st.get("seg_bytes", 0)), 64)
         # live keys stay under half the job's key memory: a key's block
         # is contiguous, and the free half leaves room for new shapes
-        # between the blocks of older ones (first fit)
-        self._budget = int(st.get("key_bytes", 0) * 0.5) or None
+        # between the blocks of older ones (first fit); set_options'
+        # key_bytes asked for twice what it names (above)
+        self._budget = int(st.get("key_bytes", 0)) // 2 or None
         self._held = 0
         self.released = 0        # keys given back to make room
         self._failed = None      # the first failed call's message (fail-stop)
         self._q = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="pbox-pg-waiter", daemon=True)
+        # the waiter thread and the finalizer hold the queue, the client
+        # and a weak reference, never the group: a group nobody holds any
+        # more (dist.destroy_process_group()) is shut down by the garbage
+        # collector, a live one at exit, before the interpreter tears down
+        # (a thread left inside torch at finalization can abort the process)
+        self._thread = threading.Thread(target=_waiter, args=(self._q, weakref.ref(self)),
+                                        name="pbox-pg-waiter", daemon=True)
         self._thread.start()
-        # before the interpreter tears down: the waiter thread ends, the
-        # client closes (a thread left inside torch at finalization can
-        # abort the process)
-        atexit.register(self.shutdown)
+        self._finalizer = weakref.finalize(self, _shutdown, self._q, self._thread,
+                                           self.client)
         self.calls = {"box": 0, "gloo": 0}
 
     def getBackendName(self):
@@ -172,12 +190,27 @@ class ProcessGroupPBox(ProcessGroup):
             ev = self._busy.pop(k, None)
             if ev is not None:
                 ev.wait()                    # its last call has ended
-            del self._keys[self._owner.pop(k)]
+            for slot in self._owner.pop(k):
+                del self._keys[slot]
             self._held -= nb
             drop.append(k)
         for i in range(0, len(drop), 1024):
             self.client.release(drop[i:i + 1024])
         self.released += len(drop)
+
+    def _shared_lane(self, sig, need):
+        """A key of another lane of signature sig for a lane that has none,
+        when a new key of need bytes would pass the budget: the least
+        recently used one (lanes are for calls of one shape in flight at
+        once; a new lane is not worth releasing keys, which a training
+        loop would do every iteration). None: make a new key."""
+        if not self._budget or self._held + need <= self._budget:
+            return None
+        mine = {self._keys.get((sig, lane)) for lane in range(LANES)} - {None}
+        for k in self._lru:
+            if k in mine:
+                return k
+        return None
 
     def _key(self, sig):
         """The key of the next call of signature sig (the same on every
@@ -188,12 +221,17 @@ class ProcessGroupPBox(ProcessGroup):
         k = self._keys.get(slot)
         if k is None:
             nb = self._box_bytes(sig)
+            k = self._shared_lane(sig, nb)
+            if k is not None:
+                self._owner[k].append(slot)
+                self._keys[slot] = k
+        if k is None:
             self._make_room(nb)
             h = hashlib.blake2b(repr(slot).encode(), digest_size=8)
             k = int.from_bytes(h.digest(), "little") & _KEY_MASK
             while k in self._owner:          # a collision: the next free key
                 k = (k + 1) & _KEY_MASK
-            self._owner[k] = slot
+            self._owner[k] = [slot]
             self._keys[slot] = k
             self._lru[k] = nb
             self._held += nb
@@ -204,26 +242,7 @@ class ProcessGroupPBox(ProcessGroup):
         return k
 
     def _run(self):
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
-            reqs, finish, fut, ev, outs, stream = item
-            try:
-                # no autograd here: the outputs may be leaves that require
-                # grad (dist.all_reduce(param)), written in place
-                with torch.no_grad():
-                    for r in reqs:
-                        r.wait()
-                    with _on_stream(stream):   # CUDA: finish and complete on its stream
-                        res = finish()
-                        ev.set()
-                        fut.set_result(res)
-            except BaseException as e:  # hand every failure to the caller's future
-                ev.set()
-                self._fail(e, outs, stream)
-                if not fut.done():
-                    fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+        _waiter(self._q, weakref.ref(self))
 
     def _fail(self, e, outs, stream=None):
         """A collective failed. torch 1.13's Work.wait() cannot raise (it
@@ -235,14 +254,7 @@ class ProcessGroupPBox(ProcessGroup):
         if self._failed is None:
             self._failed = f"rank {self.rank()}: a pbox collective failed: {e}"
             print(f"pbox backend: {self._failed}", file=sys.stderr, flush=True)
-        try:
-            with torch.no_grad(), _on_stream(stream):
-                for t in outs:
-                    if t.is_floating_point():
-                        t.fill_(float("nan"))
-        except Exception as f:   # the error above stands; say why the NaNs are not there
-            print(f"pbox backend: rank {self.rank()}: could not set the failed call's "
-                  f"outputs to NaN: {f}", file=sys.stderr, flush=True)
+        _poison(outs, stream, f"rank {self.rank()}")
 
     def _check_failed(self):
         """Raise the group's first failure, if there was one."""
@@ -535,13 +547,65 @@ class ProcessGroupPBox(ProcessGroup):
 
     def shutdown(self):
         """End the waiter thread after the calls queued so far, then close
-        the box client. Called at exit too; a second call does nothing."""
-        t, self._thread = self._thread, None
-        if t is None:
+        the box client (the job is left). Runs by itself when the group is
+        garbage or at exit; a second call does nothing."""
+        self._thread = None
+        self._finalizer()
+
+
+def _waiter(q, ref):
+    """A group's waiter thread: finish each call of the queue q once its
+    requests are done, until None. ref: a weak reference to the group
+    (for _fail), so that the thread does not keep it alive."""
+    while True:
+        item = q.get()
+        if item is None:
             return
-        self._q.put(None)
-        t.join()
-        self.client.close()
+        reqs, finish, fut, ev, outs, stream = item
+        try:
+            # no autograd here: the outputs may be leaves that require
+            # grad (dist.all_reduce(param)), written in place
+            with torch.no_grad():
+                for r in reqs:
+                    r.wait()
+                with _on_stream(stream):   # CUDA: finish and complete on its stream
+                    res = finish()
+                    ev.set()
+                    fut.set_result(res)
+        except BaseException as e:  # hand every failure to the caller's future
+            ev.set()
+            pg = ref()
+            if pg is not None:
+                pg._fail(e, outs, stream)
+            else:                   # the group is gone: its calls still fail visibly
+                print(f"pbox backend: a pbox collective failed: {e}", file=sys.stderr,
+                      flush=True)
+                _poison(outs, stream, "a destroyed group")
+            del pg
+            if not fut.done():
+                fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+
+
+def _poison(outs, stream, who):
+    """A failed call's floating-point outputs become NaN (on its stream);
+    never raises."""
+    try:
+        with torch.no_grad(), _on_stream(stream):
+            for t in outs:
+                if t.is_floating_point():
+                    t.fill_(float("nan"))
+    except Exception as f:   # the error stands; say why the NaNs are not there
+        print(f"pbox backend: {who}: could not set the failed call's outputs to NaN: {f}",
+              file=sys.stderr, flush=True)
+
+
+def _shutdown(q, thread, client):
+    """ProcessGroupPBox.shutdown, holding no reference to the group: end
+    the waiter thread after the calls queued so far, close the client."""
+    q.put(None)
+    if thread is not threading.current_thread():   # the group died on its own thread
+        thread.join()
+    client.close()
 
 
 def _create(store, rank, size, timeout):

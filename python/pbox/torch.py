@@ -73,10 +73,12 @@ def key_bytes_for(model, dtype=None, margin=1 / 32):
     (every parameter that requires grad, as dtype: default the parameter's
     own, torch.float16/bfloat16 for the compress hooks) or, if larger, its
     parameters and buffers (what DDP broadcasts at start through the pbox
-    backend), plus `margin` for segment state and 1 MiB. Give it as
-    Client(key_bytes=...), State(key_bytes=...) or
-    set_backend_options(key_bytes=...): the first rank then sizes the job
-    as the box's engine memory plus this (docs/pytorch.md "Job memory")."""
+    backend), plus `margin` for segment state and 1 MiB: every bucket of
+    one iteration at once. Give it as Client(key_bytes=...),
+    State(key_bytes=...) or set_backend_options(key_bytes=...): the first
+    rank then sizes the job as the box's engine memory plus this (the pbox
+    backend: plus twice this, and keeps its keys under half the job's key
+    memory; docs/pytorch.md "Job memory")."""
     def size(t, dt=None):
         return t.numel() * torch.empty((), dtype=dt or t.dtype).element_size()
     grads = sum(size(p, dtype) for p in model.parameters() if p.requires_grad)

@@ -5,6 +5,15 @@ box (make pycheck):
 
 - a Request that failed raises its error on every wait(), never returns
   the unreduced buffer as if it had succeeded; test() says finished;
+- a second thread in Request.wait() gets EBUSY while the first waits, the
+  result if it comes after the first one ended (never ECLOSED on an open
+  client), and a request close() abandoned raises ECLOSED; Client(rank=
+  "a") raises pbox.Error(EINVAL);
+- a "pbox" process group nobody holds (dist.destroy_process_group()) or
+  shut down closes its client and ends its waiter thread;
+- DDP on the backend in a job sized set_backend_options(key_bytes=
+  key_bytes_for(model)) holds its buckets' keys: after the first
+  iterations nothing is released (buckets of different sizes too);
 - the "pbox" backend's waiter thread finishes a call whose output is a
   parameter (a leaf that requires grad: AVG divides it in place) and a
   failed one on it (NaN written in place), so the Work completes instead
@@ -45,11 +54,114 @@ def test_request_failure_raised_on_every_wait():
         assert r.test()
         # abandoned by close(): ECLOSED, again on the second wait
         r = pbox.Request(c, ctypes.c_void_p(1), bytearray(4), 7)
-        r._handle = None          # what close() does to a request never waited for
-        for _ in range(2):
-            expect_error(r.wait, pbox.ECLOSED, "closed before")
+        c._reqs.add(r)            # as a call that made it does
     finally:
         c.close()
+    assert r.test()
+    for _ in range(2):
+        expect_error(r.wait, pbox.ECLOSED, "closed before")
+
+
+class _GateLock:
+    """A threading.Lock whose first acquire by the thread named `gated`
+    waits for `gate` (set `arrived` first): it holds that thread between
+    Request.wait()'s unlocked check and its taking the client's lock."""
+    def __init__(self):
+        self._l = threading.Lock()
+        self.gated, self.gate, self.arrived = None, threading.Event(), threading.Event()
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self.gated is not None and threading.current_thread().name == self.gated:
+            self.gated = None
+            self.arrived.set()
+            assert self.gate.wait(10), "gate never opened"
+        return self._l.acquire(blocking, timeout)
+
+    def release(self):
+        self._l.release()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class _WaitLib:
+    """libpbox for a client whose pbox_wait blocks until `done` is set,
+    then succeeds."""
+    def __init__(self):
+        self.inside, self.done = threading.Event(), threading.Event()
+
+    def pbox_wait(self, h):
+        self.inside.set()
+        assert self.done.wait(10), "pbox_wait stub never released"
+        return 0
+
+    def pbox_test(self, h):
+        return 0
+
+    def pbox_last_error(self, h):
+        return b""
+
+    def pbox_close(self, h):
+        pass
+
+
+def test_request_concurrent_waiters():
+    """The second thread in wait(): EBUSY while the first is inside; the
+    result (not a stored ECLOSED) when it took the lock after the first
+    ended; a request close() abandoned: ECLOSED."""
+    c = pbox.Client.__new__(pbox.Client)
+    c._L, c._lock = _WaitLib(), _GateLock()
+    c._idle, c._waiting, c._reqs, c._ps = threading.Condition(c._lock), 0, set(), {}
+    c.control, c.job, c.rank, c.world, c._handle = "stub:1", "stub", 0, 2, object()
+    buf = bytearray(4)
+    r = pbox.Request(c, 1, buf, 5)
+    c._reqs.add(r)
+    got = {}
+
+    def waiter():
+        try:
+            got[threading.current_thread().name] = r.wait()
+        except pbox.Error as e:
+            got[threading.current_thread().name] = e
+
+    a = threading.Thread(target=waiter, name="first")
+    a.start()
+    assert c._L.inside.wait(10), "the first waiter never reached pbox_wait"
+    expect_error(r.wait, pbox.EBUSY, "another thread")   # documented
+    assert not r.test()
+    # a second waiter passes the unlocked check now, takes the lock after
+    # the first has ended
+    c._lock.gated = "second"
+    b = threading.Thread(target=waiter, name="second")
+    b.start()
+    assert c._lock.arrived.wait(10), "the second waiter never reached the lock"
+    c._L.done.set()
+    a.join(10)
+    c._lock.gate.set()
+    b.join(10)
+    assert not a.is_alive() and not b.is_alive()
+    assert got["first"] is buf, got
+    assert got["second"] is buf, f"the second waiter got {got['second']!r}"
+    assert r.wait() is buf and r.test()          # and for good
+    # a request never waited for when the client closes: ECLOSED, twice
+    r2 = pbox.Request(c, 2, buf, 6)
+    c._reqs.add(r2)
+    c.close()
+    assert r2.test()
+    for _ in range(2):
+        expect_error(r2.wait, pbox.ECLOSED, "closed before")
+    assert r.wait() is buf                        # the finished one stays finished
+
+
+def test_client_bad_int_arguments():
+    for kw, name in (({"rank": "a"}, "rank"), ({"world": "two"}, "world"),
+                     ({"timeout_ms": "x"}, "timeout_ms")):
+        args = dict(control="127.0.0.1:1", job="j", rank=0, world=2)
+        args.update(kw)
+        expect_error(lambda: pbox.Client(**args), pbox.EINVAL, name)
 
 
 class _Req:
@@ -121,6 +233,123 @@ def test_backend_parameter_outputs_complete():
     assert pg._thread.is_alive() and torch.isnan(p.detach()).all(), p
     assert pg._failed and "no new result" in pg._failed
     pg._q.put(None)
+
+
+class _BoxStub:
+    """pbox.backend's Client for a group of one rank: the job is sized as
+    the box does (key_bytes rounded up to 64, else 256 MiB), every call is
+    done at once (one rank: the sum is the tensor)."""
+    made = []
+
+    def __init__(self, control, job, rank, world, *, key_bytes=0, job_bytes=0, **kw):
+        self.key_bytes = -(-int(key_bytes) // 64) * 64 if key_bytes else 256 << 20
+        self.closed, self.freed = False, 0
+        _BoxStub.made.append(self)
+
+    def stats(self):
+        return {"key_bytes": self.key_bytes, "seg_bytes": 1024}
+
+    def iallreduce(self, buf, key):
+        return _Req()
+
+    def ibroadcast(self, buf, key, root):
+        return _Req()
+
+    def iallgather(self, src, out, key):
+        out.copy_(src.reshape(-1))
+        return _Req()
+
+    def release(self, keys):
+        self.freed += len(keys)
+
+    def close(self):
+        self.closed = True
+
+
+def _stub_box():
+    """pbox.backend over _BoxStub clients; returns the module and the
+    function that undoes it."""
+    need_torch()
+    import pbox.backend as pb
+    old = pb.Client
+    pb.Client = _BoxStub
+    _BoxStub.made = []
+
+    def undo():
+        pb.Client = old
+        pb._options.pop("key_bytes", None)
+    return pb, undo
+
+
+def _waiters():
+    return [t for t in threading.enumerate() if t.name == "pbox-pg-waiter"]
+
+
+def test_backend_group_dropped_shuts_down():
+    """init_process_group("pbox") / destroy_process_group() three times:
+    each group closes its client and ends its waiter thread once torch
+    drops it (no garbage collection needed); shutdown() does it at once."""
+    import datetime
+    import gc
+    pb, undo = _stub_box()
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
+    before = len(_waiters())
+    gc.disable()
+    try:
+        for i in range(3):
+            dist.init_process_group("pbox", store=HashStore(), rank=0, world_size=1)
+            t = torch.ones(4)
+            dist.all_reduce(t)
+            assert t.tolist() == [1.0] * 4, t
+            dist.destroy_process_group()
+            assert len(_BoxStub.made) == i + 1 and _BoxStub.made[i].closed, (
+                f"group {i + 1}: its client is still open after destroy_process_group()")
+            assert len(_waiters()) == before, f"group {i + 1}: {len(_waiters())} waiter threads"
+        g = pb.ProcessGroupPBox(HashStore(), 0, 1, datetime.timedelta(seconds=10))
+        assert len(_waiters()) == before + 1
+        g.shutdown()
+        g.shutdown()
+        assert _BoxStub.made[-1].closed and len(_waiters()) == before
+    finally:
+        gc.enable()
+        undo()
+
+
+def test_backend_ddp_keys_fit_key_bytes_for():
+    """DDP with no hook on the backend, the job sized as docs/pytorch.md
+    says: after two iterations (DDP rebuilds its buckets after the first)
+    no key is released, with buckets of four different sizes too (each
+    signature's lanes share a key rather than release others)."""
+    pb, undo = _stub_box()
+    import torch.distributed as dist
+    import torch.nn as nn
+    import pbox.torch as pt
+    from torch._C._distributed_c10d import HashStore
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 512), nn.Linear(512, 384), nn.Linear(384, 256),
+                          nn.Linear(256, 512), nn.Linear(512, 256))
+    pt.set_backend_options(key_bytes=pt.key_bytes_for(model))
+    dist.init_process_group("pbox", store=HashStore(), rank=0, world_size=1)
+    try:
+        pg = dist.distributed_c10d._get_default_group()
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.3)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        released = []
+        for _ in range(8):
+            opt.zero_grad()
+            ddp(torch.randn(4, 512)).pow(2).mean().backward()
+            opt.step()
+            released.append(pg.released)
+        sizes = {sig[1] for sig in pg._seq if sig[0] == "allreduce"}
+        assert len(sizes) >= 4, f"buckets of {sorted(sizes)} elements: too few sizes"
+        assert released[-1] == released[1], (
+            f"keys released after each iteration: {released} (budget {pg._budget}, "
+            f"held {pg._held})")
+        assert pg._held <= pg._budget
+    finally:
+        dist.destroy_process_group()
+        undo()
 
 
 def _composed_rank(rank, path, errs):
