@@ -1068,6 +1068,14 @@ class BoxOptimizer(torch.optim.Optimizer):
             dst.copy_(p)
         self.client.ps_write(b.key, w, "weights")
         for i, name in enumerate(self._state_names(b)):
+            # SGD without a momentum buffer (a fresh torch.optim.SGD's
+            # state): written zeros would be continued by the first step
+            # (buf = momentum * 0 + (1 - dampening) * g), where torch
+            # starts the buffer as the gradient; not written, the box does
+            # the same
+            if self.kind == "sgd" and all(self.state.get(p, {}).get(name) is None
+                                          for p in b.params):
+                continue
             buf = torch.zeros(b.numel, dtype=torch.float32)
             for p, dst in b.slices(buf):
                 v = self.state.get(p, {}).get(name)

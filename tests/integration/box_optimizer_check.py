@@ -444,6 +444,21 @@ def main_bad(control):
         one_step(b, ob, 4)
         agree("BoxOptimizer -> torch.optim.Adam")
         passed("checkpoints: torch.optim.Adam -> BoxOptimizer -> torch.optim.Adam, steps agree")
+        # a fresh torch.optim.SGD's state (no momentum buffer yet) with
+        # dampening: the first step starts the buffer as the gradient, as
+        # torch does (written zeros were continued: (1 - dampening) * g)
+        torch.manual_seed(6)
+        a, b = Net(), Net()
+        b.load_state_dict(a.state_dict())
+        hyper = dict(lr=0.1, momentum=0.9, dampening=0.5)
+        ta = torch.optim.SGD(a.parameters(), **hyper)
+        ob = ps(b.parameters(), "sgd", c, name="sgd-fresh", **hyper)
+        ob.load_state_dict(ta.state_dict())
+        for s_ in range(2):
+            one_step(a, ta, 10 + s_)
+            one_step(b, ob, 10 + s_)
+            agree(f"a fresh torch.optim.SGD state with dampening, step {s_}")
+        passed("checkpoints: a fresh torch.optim.SGD state (dampening 0.5) loads, steps agree")
 
     def half():
         # 16-bit parameters: bf16/f16 gradients up, 16-bit weights back, fp32 on the box
