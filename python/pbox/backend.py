@@ -241,9 +241,6 @@ class ProcessGroupPBox(ProcessGroup):
             ev.wait()
         return k
 
-    def _run(self):
-        _waiter(self._q, weakref.ref(self))
-
     def _fail(self, e, outs, stream=None):
         """A collective failed. torch 1.13's Work.wait() cannot raise (it
         returns True whatever its future holds), so a synchronous

@@ -35,6 +35,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_cuda_args import (expect_error, need_torch, run_tests, torch,  # noqa: E402
@@ -202,7 +203,8 @@ def _group(client):
     pg.released = 0
     pg._lru, pg._budget, pg._held, pg._seg = collections.OrderedDict(), None, 0, 64
     pg._q = queue.SimpleQueue()
-    pg._thread = threading.Thread(target=pg._run, daemon=True)
+    from pbox.backend import _waiter
+    pg._thread = threading.Thread(target=_waiter, args=(pg._q, weakref.ref(pg)), daemon=True)
     pg._thread.start()
     return pg
 
