@@ -210,7 +210,7 @@ static size_t topk_run(struct topk_state *t, float *g, size_t k, const pbox_topk
 		sum_narrow(t->val_wire, t->val, m, t->dtype);
 		/* the rounding error stays for the next step; an infinity sent
 		 * (an infinite value, or one past the wire dtype's range) leaves
-		 * nothing: inf - inf would be a NaN, never selected again */
+		 * nothing: inf - inf would be a NaN, sent again next step */
 		if (o->error_feedback)
 			for (size_t j = 0; j < m; j++) {
 				uint16_t h;

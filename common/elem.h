@@ -27,7 +27,10 @@
  *    ELEM_CANON_NAN, because which NaN a multiply returns differs between
  *    x86 (the operand, quieted; 0xffc00000 for inf * 0) and NVIDIA GPUs
  *    (always 0x7fffffff).
- *  - top-k: |v| >= t as floats, so a NaN never passes.
+ *  - top-k: a NaN's magnitude is +inf's (so gradients that hold NaN are
+ *    sent, not kept back in the residual), and e + g of the error
+ *    feedback is canonical when NaN (the scale's rule: the GPU's add
+ *    returns another NaN than x86's).
  * Integer code only, apart from the scale's multiply and the subnormal
  * half's exact multiply: no rounding mode or FTZ setting changes a result.
  */
@@ -179,20 +182,32 @@ static inline PBOX_HD void elem_cast(void *dst, enum gpu_dtype dst_dt, const voi
 
 /* ---- top-k (common/topk.c, gpu/topk.cu) ---- */
 
-/* Does v pass the threshold t (t >= 0 or +inf)? Never for a NaN. */
-static inline PBOX_HD int elem_topk_keep(float v, float t)
+/* e + g of error feedback: a NaN sum is the canonical quiet NaN. */
+static inline PBOX_HD float elem_topk_add(float e, float g)
 {
-	return fabsf(v) >= t;
+	float v = e + g;
+
+	return v != v ? elem_bits_f32(ELEM_CANON_NAN) : v;
 }
 
-/* The final band of an exact take (lo <= hi): 2 if |v| >= hi (always
- * kept), 1 if lo <= |v| < hi (kept in index order while the band lasts),
- * 0 otherwise (NaN included). */
+/* Does v pass the threshold t (0 <= t <= +inf)? |v| >= t, a NaN counted
+ * as +inf: !(|v| < t). */
+static inline PBOX_HD int elem_topk_keep(float v, float t)
+{
+	return !(fabsf(v) < t);
+}
+
+/* The final band of an exact take (0 <= lo <= hi, hi <= +inf or a NaN
+ * meaning "above every magnitude"): 2 if |v| >= hi (always kept), 1 if
+ * lo <= |v| < hi (kept in index order while the band lasts), 0 otherwise;
+ * a NaN's magnitude is +inf's, as in elem_topk_keep. */
 static inline PBOX_HD int elem_topk_class(float v, float lo, float hi)
 {
 	float a = fabsf(v);
 
-	return a >= hi ? 2 : a >= lo;
+	if (a < lo)
+		return 0;
+	return hi == hi && !(a < hi) ? 2 : 1;
 }
 
 #endif

@@ -29,7 +29,8 @@
 #define FULL_PASSES   12                       /* whole-array bisection passes */
 #define SAMPLE_PASSES 16
 #define SAMPLE_PRECISE 600.0   /* of the k in the sample: 3 sigma within k/8: one pass */
-#define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches */
+#define INF_BITS      0x7f800000u              /* the largest magnitude (NaNs count as it) */
+#define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches: never counted */
 
 /* ---- the scalar variant, the reference of the others ---- */
 
@@ -199,6 +200,8 @@ static int probe(count_fn count, void *ctx, size_t n, uint32_t lo, uint32_t hi, 
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
+		if (tb[j] > INF_BITS) /* thresholds are magnitudes: ABOVE_INF is a NaN */
+			tb[j] = INF_BITS;
 		tf[j] = elem_bits_f32(tb[j]);
 	}
 	if ((rc = count(ctx, tf, TOPK_MAX_THRESH, cnt)) < 0)
@@ -268,14 +271,6 @@ int topk_select_steps(const struct topk_kernels *kk, const struct topk_steps *st
 	rc = search(st->count, ctx, kmin, kmax, &b, FULL_PASSES, &t, &c);
 	if (rc != 0)
 		return rc < 0 ? rc : st->pass(ctx, 0, t, kmax, m);
-	if (b.lo == 0) { /* fewer than kmin numbers (NaNs): all of them */
-		uint64_t all;
-		float zero = 0;
-		if ((rc = st->count(ctx, &zero, 1, &all)) < 0)
-			return rc;
-		if (all < kmin)
-			return st->pass(ctx, 0, 0, kmax, m);
-	}
 	return st->take(ctx, elem_bits_f32(b.lo), elem_bits_f32(b.hi), k - b.chi, k, m);
 }
 
@@ -301,7 +296,7 @@ static int cpu_sample(void *ctx, float *s)
 	for (size_t blk = 0; blk < TOPK_SAMPLE_BLOCKS; blk++) {
 		size_t off = stride * blk;
 		for (size_t i = 0; i < TOPK_SAMPLE_BLOCK; i++)
-			s[ns++] = a->g ? a->x[off + i] + a->g[off + i] : a->x[off + i];
+			s[ns++] = a->g ? elem_topk_add(a->x[off + i], a->g[off + i]) : a->x[off + i];
 	}
 	return 0;
 }
@@ -311,7 +306,7 @@ static int cpu_add(void *ctx)
 	const struct cpu_array *a = ctx;
 
 	for (size_t i = 0; i < a->n; i++) {
-		a->x[i] += a->g[i];
+		a->x[i] = elem_topk_add(a->x[i], a->g[i]);
 		if (a->flags & TOPK_CLEAR_G)
 			a->g[i] = 0;
 	}
@@ -438,12 +433,12 @@ size_t topk_select_ef_move(const struct topk_kernels *kk, float *e, float *g, si
 
 /* ---- the exact reference ---- */
 
-/* Order key: larger is kept first; NaNs below every number, then the
- * lower index first among equal magnitudes. */
+/* Order key: larger is kept first, a NaN as +inf (elem_topk_keep), then
+ * the lower index first among equal magnitudes. */
 static inline uint64_t exact_key(const float *x, size_t i)
 {
 	uint32_t a = elem_f32_bits(x[i]) & 0x7fffffffu;
-	uint64_t mag = a > 0x7f800000u ? 0 : (uint64_t)a + 1;
+	uint64_t mag = a > INF_BITS ? INF_BITS : a;
 	return mag << 32 | (uint32_t)~(uint32_t)i;
 }
 

@@ -18,11 +18,14 @@
  *      band; if ties leave no such threshold (many equal magnitudes), it
  *      takes exactly k: every entry above the band's upper threshold,
  *      then the first ones of the band in index order.
- * So it returns m entries, k - k/8 <= m <= k + k/8 (m = n when k >= n;
- * every non-NaN entry when fewer than k - k/8 are not NaN),
+ * So it returns m entries, k - k/8 <= m <= k + k/8 (m = n when k >= n),
  * indices strictly increasing, every kept magnitude >= every left-out
- * one's except within the final band. NaN entries are never selected
- * (|NaN| >= t is false); infinities are the largest magnitudes.
+ * one's except within the final band. Infinities are the largest
+ * magnitudes, and a NaN's magnitude is +inf's: NaNs are selected first
+ * (with the infinities, in index order when there are more than k), so
+ * error feedback sends them on and every rank's sum shows them, as a
+ * dense sum does. With error feedback, e + g is canonical when NaN
+ * (0x7fc00000: the device's add returns another NaN than x86's).
  *
  * The passes have AVX2 and AVX-512 variants beside the scalar reference,
  * picked at run time like the sum kernels (PBOX_KERNEL forces one); every
@@ -51,8 +54,9 @@ struct topk_kernels {
 	 * the entries of x with |x[i]| >= t[j] into counts[j]. */
 	void (*count)(const float *x, size_t n, const float *t, unsigned nt,
 		      uint64_t *counts);
-	/* The selection pass: if g is not NULL, first x[i] += g[i] (stored;
-	 * with TOPK_CLEAR_G also g[i] = 0); then every i with |x[i]| >= t is
+	/* The selection pass: if g is not NULL, first x[i] += g[i]
+	 * (elem_topk_add; stored; with TOPK_CLEAR_G also g[i] = 0); then
+	 * every i with |x[i]| >= t is
 	 * kept: idx[m] = i, val[m] = x[i] while m < cap, and, with
 	 * TOPK_ZERO_KEPT, x[i] = 0 for the ones stored. Returns how many
 	 * entries passed the threshold (may exceed cap: then only the first
@@ -121,7 +125,7 @@ struct topk_steps {
 	 * o = b * topk_sample_stride(n), for b < TOPK_SAMPLE_BLOCKS and
 	 * i < TOPK_SAMPLE_BLOCK: the sample (n > TOPK_SAMPLE_MAX); x unchanged. */
 	int (*sample)(void *ctx, float *s);
-	/* x[i] += g[i] for every i (stored). */
+	/* x[i] += g[i] for every i (elem_topk_add, stored). */
 	int (*add)(void *ctx);
 	/* counts[j] = how many i have |x[i]| >= t[j], for j < nt <= TOPK_MAX_THRESH. */
 	int (*count)(void *ctx, const float *t, unsigned nt, uint64_t *counts);
@@ -148,7 +152,7 @@ int topk_select_steps(const struct topk_kernels *kk, const struct topk_steps *st
 
 /*
  * The reference: exactly min(k, n) entries, the largest magnitudes (ties
- * broken by the lower index; NaNs last), returned in index order.
+ * broken by the lower index; a NaN as +inf), returned in index order.
  * Allocates n * 8 bytes of scratch; returns the count, or 0 with errno
  * ENOMEM.
  */

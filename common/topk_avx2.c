@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_avx2.c - the top-k count and selection passes with AVX2
- * (common/topk.h): 8 magnitudes per compare, counts by movemask popcount;
+ * (common/topk.h): 8 magnitudes per compare ("not less than, unordered":
+ * a NaN passes as +inf does), counts by movemask popcount;
  * the few kept entries of a vector are written one by one (at the
  * densities top-k is for, most vectors keep none).
  */
@@ -24,7 +25,7 @@ static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 		__m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_GE_OQ)));
+				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_NLT_UQ)));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -34,18 +35,20 @@ static size_t pass_avx2(float *x, float *g, size_t n, float t, uint32_t *idx, fl
 {
 	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	const __m256 tv = _mm256_set1_ps(t);
+	const __m256 canon = _mm256_castsi256_ps(_mm256_set1_epi32((int)ELEM_CANON_NAN));
 	size_t i = 0, m = 0;
 
 	for (; i + 8 <= n; i += 8) {
 		__m256 v = _mm256_loadu_ps(x + i);
 		if (g) {
 			v = _mm256_add_ps(v, _mm256_loadu_ps(g + i));
+			v = _mm256_blendv_ps(v, canon, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 			_mm256_storeu_ps(x + i, v);
 			if (flags & TOPK_CLEAR_G)
 				_mm256_storeu_ps(g + i, _mm256_setzero_ps());
 		}
 		unsigned k = (unsigned)_mm256_movemask_ps(
-			_mm256_cmp_ps(_mm256_and_ps(v, absmask), tv, _CMP_GE_OQ));
+			_mm256_cmp_ps(_mm256_and_ps(v, absmask), tv, _CMP_NLT_UQ));
 		for (; k; k &= k - 1, m++) {
 			if (m >= cap)
 				continue;

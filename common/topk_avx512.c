@@ -23,7 +23,7 @@ static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 		__m512 a = _mm512_and_ps(_mm512_loadu_ps(x + i), absmask);
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm512_cmp_ps_mask(a, tv[j], _CMP_GE_OQ));
+				_mm512_cmp_ps_mask(a, tv[j], _CMP_NLT_UQ));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -33,6 +33,7 @@ static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, 
 {
 	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 	const __m512 tv = _mm512_set1_ps(t);
+	const __m512 canon = _mm512_castsi512_ps(_mm512_set1_epi32((int)ELEM_CANON_NAN));
 	const __m512i step = _mm512_set1_epi32(16);
 	__m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	size_t i = 0, m = 0;
@@ -42,11 +43,12 @@ static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, 
 		__m512 v = _mm512_loadu_ps(x + i);
 		if (g) {
 			v = _mm512_add_ps(v, _mm512_loadu_ps(g + i));
+			v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, canon);
 			_mm512_storeu_ps(x + i, v);
 			if (flags & TOPK_CLEAR_G)
 				_mm512_storeu_ps(g + i, _mm512_setzero_ps());
 		}
-		__mmask16 k = _mm512_cmp_ps_mask(_mm512_and_ps(v, absmask), tv, _CMP_GE_OQ);
+		__mmask16 k = _mm512_cmp_ps_mask(_mm512_and_ps(v, absmask), tv, _CMP_NLT_UQ);
 		if (!k)
 			continue;
 		unsigned c = (unsigned)__builtin_popcount(k);

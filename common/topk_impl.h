@@ -3,10 +3,11 @@
  * topk_impl.h - what the top-k kernel variants share (common/topk.h): the
  * per-element rule and the variant tables. Private to common/topk*.c.
  *
- * Magnitudes are compared as floats (|x| >= t with t a non-negative float
- * or +inf: elem_topk_keep of common/elem.h, which the device kernels
- * share), so a NaN never passes and every variant agrees with the scalar
- * one on every input.
+ * Magnitudes are compared as floats (|x| >= t, a NaN counted as +inf:
+ * elem_topk_keep of common/elem.h, which the device kernels share; the
+ * vector variants compare "not less than, unordered"), and e + g is
+ * elem_topk_add (a NaN sum canonical), so every variant agrees with the
+ * scalar one on every input, bit for bit.
  */
 #ifndef PBOX_TOPK_IMPL_H
 #define PBOX_TOPK_IMPL_H
@@ -37,7 +38,7 @@ static inline size_t topk_pass_tail(float *x, float *g, size_t from, size_t n, f
 				    uint32_t *idx, float *val, size_t cap, unsigned flags, size_t m)
 {
 	for (size_t i = from; i < n; i++) {
-		float v = g ? x[i] + g[i] : x[i];
+		float v = g ? elem_topk_add(x[i], g[i]) : x[i];
 		if (g) {
 			x[i] = v;
 			if (flags & TOPK_CLEAR_G)

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(THREADS) add_kernel(float *x, const float *g, 
 	size_t stride = (size_t)gridDim.x * blockDim.x;
 
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-		x[i] = x[i] + g[i];
+		x[i] = elem_topk_add(x[i], g[i]);
 }
 
 /* One block per sample block, one thread per element. */
@@ -56,7 +56,8 @@ sample_kernel(float *smp, const float *x, const float *g, size_t stride)
 {
 	size_t o = (size_t)blockIdx.x * stride + threadIdx.x;
 
-	smp[(size_t)blockIdx.x * TOPK_SAMPLE_BLOCK + threadIdx.x] = g ? x[o] + g[o] : x[o];
+	smp[(size_t)blockIdx.x * TOPK_SAMPLE_BLOCK + threadIdx.x] =
+		g ? elem_topk_add(x[o], g[o]) : x[o];
 }
 
 /* Per-thread counts (at most n / THREADS each: 32 bits), summed per warp,
@@ -103,7 +104,7 @@ tiles_kernel(float *x, const float *g, int add_g, size_t n, float lo, float hi, 
 		if (i < n) {
 			float v = x[i];
 			if (add_g) {
-				v = v + g[i];
+				v = elem_topk_add(v, g[i]);
 				x[i] = v;
 			}
 			int cls = elem_topk_class(v, lo, hi);
@@ -144,12 +145,13 @@ write_kernel(const float *x, size_t n, float lo, float hi, size_t band, size_t c
 	if (start >= cap || (a1 == a0 && (b1 == b0 || b0 >= band)))
 		return;
 	size_t left = n - base;
-	load(tmp.load).Load(x + base, v, (int)(left < GPU_TOPK_TILE ? left : GPU_TOPK_TILE),
-			    elem_bits_f32(0x7fffffffu)); /* NaN past the end: never kept */
+	load(tmp.load).Load(x + base, v, (int)(left < GPU_TOPK_TILE ? left : GPU_TOPK_TILE), 0.0f);
 	__syncthreads();
 #pragma unroll
 	for (int u = 0; u < ITEMS; u++) {
-		cls[u] = elem_topk_class(v[u], lo, hi);
+		/* past the end: never kept (a NaN would be, as +inf) */
+		bool in = (size_t)threadIdx.x * ITEMS + u < left;
+		cls[u] = in ? elem_topk_class(v[u], lo, hi) : 0;
 		rank[u] = cls[u] == 1;
 	}
 	scan(tmp.scan).ExclusiveSum(rank, rank);

@@ -17,9 +17,9 @@
  * from the stream's memory pool (cudaMallocAsync) and given back at the
  * end: TOPK_MAX(k) entries, the sample, and 16 bytes per 2048 elements.
  *
- * One difference from the CPU: a NaN that e + g produces has the GPU's
- * payload (0x7fffffff), not the x86 one. NaNs are never selected (k < n),
- * so only such entries of the residual can differ, in payload only.
+ * The residual too has the same bits: e + g is elem_topk_add on both,
+ * whose NaN is canonical (a device add's NaN is 0x7fffffff, x86's the
+ * operand's).
  */
 #include <errno.h>
 #include <stdint.h>

@@ -510,11 +510,11 @@ static inline int pbox_topk_opts_init(pbox_topk_opts *o)
  * them, and write the sum over all ranks (dense, absent entries zero)
  * into buf. o NULL: the defaults. f16/bf16 gradients are selected in fp32
  * and their rounding error stays in the residual (none for a value sent
- * as an infinity). Infinities are the largest magnitudes: sent, and
- * every rank's sum shows them. A NaN entry is never selected: with error
- * feedback it stays in the residual, which stays NaN, and that entry is
- * not sent again until pbox_topk_reset; check gradients for NaN before
- * the call where they can hold one. Returns 0, PBOX_EINVAL
+ * as an infinity). Infinities and NaNs are the largest magnitudes (a NaN
+ * counts as +inf): sent first, so every rank's sum shows them, as a
+ * dense allreduce's would, and they leave nothing in the residual (more
+ * than about density * count of them leave by that many a call, in index
+ * order). Returns 0, PBOX_EINVAL
  * (density not in (0, 1], momentum not in [0, 1), count above
  * UINT32_MAX, the key declared dense or of another size or dtype), or
  * the codes of pbox_allreduce. With error feedback the selection moves
@@ -558,10 +558,10 @@ int pbox_topk_reset(pbox_client *c, uint32_t key);
 /*
  * Top-k by magnitude on the CPU (MSTopK's threshold search, AVX2/AVX-512
  * when the CPU has them): about k of the n entries of x with the largest
- * |x[i]|, k - k/8 <= *m <= k + k/8 (all n when k >= n; only the numbers
- * when fewer than k - k/8 are not NaN), indices strictly increasing, into
- * idx and val (PBOX_TOPK_MAX(k) entries each). NaNs are never selected
- * (unless k >= n). Needs no client. Returns 0 or PBOX_EINVAL (NULL
+ * |x[i]|, k - k/8 <= *m <= k + k/8 (all n when k >= n), indices strictly
+ * increasing, into idx and val (PBOX_TOPK_MAX(k) entries each). A NaN's
+ * magnitude counts as +inf's: NaNs and infinities come first. Needs no
+ * client. Returns 0 or PBOX_EINVAL (NULL
  * pointers, n above UINT32_MAX).
  */
 int pbox_topk(const float *x, size_t n, size_t k, uint32_t *idx, float *val, size_t *m);

@@ -316,8 +316,9 @@ static void bad__hierarchical_named_errors(void **state)
 /* A half-precision top-k key whose selected value is sent as an infinity
  * (an infinite gradient, as in a mixed-precision overflow step, or a
  * residual grown past the wire dtype's range) keeps no residual for it:
- * inf - inf left a NaN there, never selected again, so the element was
- * lost for good. Later steps send it again. */
+ * inf - inf left a NaN there (then never selected again, so the element
+ * was lost for good; now it would poison the next step's sum). Later
+ * steps send it again. */
 static void topk__infinity_sent_leaves_no_residual(void **state)
 {
 	(void)state;
@@ -368,6 +369,65 @@ static void topk__infinity_sent_leaves_no_residual(void **state)
 			assert_true(isinf(get(g, PBOX_F16, 0)) && get(g, PBOX_F16, 0) > 0);
 		if (step >= 2)
 			assert_float_equal(get(g, PBOX_F16, 0), 1000.0f, 0);
+	}
+	pbox_close(c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+/* A NaN gradient entry counts as the largest magnitude: it is sent, the
+ * sum shows it (GradScaler sees it and skips the step, as with a dense
+ * allreduce), and it leaves nothing in the residual, so the next step's
+ * value of that entry arrives whole. Before, a NaN was never selected and
+ * stayed in the residual for good: the sum showed 0 there, then and
+ * after. More NaNs than k leave by k a step, in index order. */
+static void topk__nan_is_sent_and_leaves_no_residual(void **state)
+{
+	(void)state;
+	enum { N = 1000 };
+	static uint16_t h[N];
+	static float f[N];
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_topk_opts o;
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "nanres", 0, 1, &opts, &c), 0);
+	pbox_topk_opts_init(&o);
+	o.density = 2.0 / N;   /* k = 2 */
+	for (int d = 0; d < 2; d++)
+		for (int step = 0; step < 3; step++) {
+			void *g = d ? (void *)h : (void *)f;
+			pbox_dtype dt = d ? PBOX_F16 : PBOX_F32;
+			for (size_t i = 0; i < N; i++)
+				put(g, dt, i, 0.0f);
+			put(g, dt, 0, step == 0 ? NAN : 1000.0f);
+			put(g, dt, 5, 1.0f);
+			assert_int_equal(pbox_allreduce_topk(c, 20 + (uint32_t)d, g, N, dt, &o), 0);
+			if (step == 0)
+				assert_true(isnan(get(g, dt, 0)));
+			else
+				assert_float_equal(get(g, dt, 0), 1000.0f, 0);
+		}
+	/* three NaNs, k = 1: one a step, the first index first */
+	o.density = 1.0 / N;
+	for (int step = 0; step < 4; step++) {
+		for (size_t i = 0; i < N; i++)
+			f[i] = 0.0f;
+		if (step == 0)
+			f[3] = f[7] = f[9] = NAN;
+		f[1] = 1.0f;
+		assert_int_equal(pbox_allreduce_topk(c, 22, f, N, PBOX_F32, &o), 0);
+		for (size_t i = 0; i < N; i++)
+			if (isnan(f[i]))
+				assert_int_equal(i, step == 0 ? 3 : step == 1 ? 7 : 9);
+		if (step < 3)
+			assert_true(isnan(f[step == 0 ? 3 : step == 1 ? 7 : 9]));
+		else
+			assert_float_equal(f[1], 4.0f, 0);   /* its four steps, kept back till now */
 	}
 	pbox_close(c);
 	box_inproc_stop(b);
@@ -456,6 +516,7 @@ int main(void)
 		cmocka_unit_test(topk__hierarchical_with_momentum),
 		cmocka_unit_test(bad__hierarchical_named_errors),
 		cmocka_unit_test(topk__infinity_sent_leaves_no_residual),
+		cmocka_unit_test(topk__nan_is_sent_and_leaves_no_residual),
 		cmocka_unit_test(bad__named_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

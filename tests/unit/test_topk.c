@@ -2,7 +2,9 @@
 /*
  * test_topk.c - top-k selection (common/topk.h): the count stays within
  * k +- k/8 on normal, heavy-tailed, layered, tied and NaN-laden inputs;
- * indices increase and values are x[idx]; nothing left out is larger than
+ * indices increase and values are x[idx]; NaNs go first, as +inf, and
+ * error feedback sends every one of them and leaves e + g's NaNs
+ * canonical; nothing left out is larger than
  * anything kept except inside the final band (against topk_exact, itself
  * checked against a sort); error feedback leaves exactly what was not
  * sent (also when the gradient is moved: topk_select_ef_move clears
@@ -54,34 +56,38 @@ static void make(float *x, size_t n, enum shape s)
 		case LAYERED: v *= powf(1000.0f, (float)(i * 5 / n)); break; /* 5 layers */
 		case TIED: v = (float)((int)(i % 7) - 3); break;       /* 7 values only */
 		case ZEROS: v = i % 10 ? 0.0f : v; break;
-		case NANS: v = i % 3 ? v : NAN; break;
+		case NANS: /* NaNs of both signs and many payloads (x86's add keeps one) */
+			if (i % 3 == 0)
+				v = elem_bits_f32((uint32_t)(i & 1) << 31 | 0x7fc00000u |
+						  (uint32_t)(i * 2654435761u >> 10));
+			break;
 		default: break;
 		}
 		x[i] = v;
 	}
 }
 
-/* The rules of topk.h on one selection. */
+/* The rules of topk.h on one selection: NaNs and infinities ("top")
+ * are the largest magnitudes, so all of them are kept if m allows, and
+ * nothing else if not. */
 static void check(const float *x, size_t n, size_t k, const uint32_t *idx, const float *val,
 		  size_t m)
 {
-	size_t numbers = 0;
+	size_t top = 0, kept_top = 0;
 	for (size_t i = 0; i < n; i++)
-		numbers += !isnan(x[i]);
+		top += !isfinite(x[i]);
 	if (k >= n)
 		assert_int_equal(m, n);
-	else if (numbers >= k - k / 8)
-		assert_true(m >= k - k / 8 && m <= k + k / 8);
 	else
-		assert_int_equal(m, numbers);
+		assert_true(m >= k - k / 8 && m <= k + k / 8);
 	for (size_t j = 0; j < m; j++) {
 		assert_true(idx[j] < n);
 		if (j)
 			assert_true(idx[j] > idx[j - 1]);
 		assert_memory_equal(&val[j], &x[idx[j]], sizeof(float));
-		if (k < n)
-			assert_false(isnan(val[j]));
+		kept_top += !isfinite(val[j]);
 	}
+	assert_int_equal(kept_top, top < m ? top : m);
 }
 
 static void select__count_within_the_band_on_every_shape(void **state)
@@ -186,7 +192,7 @@ static void ef__residual_keeps_what_was_not_sent(void **state)
 			make(g, BIG, (enum shape)((s + 2) % NSHAPES));
 			memcpy(e0, e, sizeof(e));
 			for (size_t i = 0; i < BIG; i++)
-				sum[i] = e0[i] + g[i];
+				sum[i] = elem_topk_add(e0[i], g[i]);
 			size_t k = BIG / per[d];
 			size_t rm = topk_select(NULL, sum, BIG, k, ridx, rval);
 			/* _move: the same, and g cleared */
@@ -220,6 +226,51 @@ static void ef__residual_keeps_what_was_not_sent(void **state)
 	assert_true(m >= k - k / 8 && m <= k + k / 8);
 	for (size_t j = 0; j < m; j++)
 		assert_true(e[idx[j]] == 0.0f);
+}
+
+/* A NaN is +inf's magnitude: a few are all sent at once, more than k
+ * leave by k each call in index order, and error feedback keeps none
+ * (with the old rule, "NaN never passes", each stayed in the residual for
+ * good). e + g's NaNs are canonical on every variant, whatever the
+ * payload of g's. */
+static void nan__sent_first_and_none_left_behind(void **state)
+{
+	static float e[BIG], g[BIG], val[TOPK_MAX(BIG / 100)];
+	static uint32_t idx[TOPK_MAX(BIG / 100)];
+	static const size_t ns[] = { 1000, BIG };
+	(void)state;
+
+	for (int v = 0; v < 3; v++) {
+		const struct topk_kernels *kk = topk_by_name(variants[v]);
+		if (!kk)
+			continue;
+		for (size_t a = 0; a < 2; a++)
+			for (int many = 0; many < 2; many++) {
+				size_t n = ns[a], k = n / 100, nn = many ? 3 * k : 5, sent = 0;
+				make(g, n, NORMAL);
+				memset(e, 0, n * sizeof(float));
+				for (size_t q = 0; q < nn; q++)
+					g[q * (n / nn)] = elem_bits_f32(0xffc00000u | (uint32_t)q);
+				for (int call = 0; call < (many ? 3 : 1); call++) {
+					size_t m = topk_select_ef(kk, e, call ? NULL : g, n, k, idx, val);
+					size_t nan = 0;
+					for (size_t j = 0; j < m; j++)
+						if (isnan(val[j])) {
+							assert_int_equal(elem_f32_bits(val[j]), ELEM_CANON_NAN);
+							assert_int_equal(idx[j] % (n / nn), 0);
+							nan++;
+						}
+					/* the NaNs first: all that fit */
+					assert_int_equal(nan, nn - sent < m ? nn - sent : m);
+					if (many)
+						assert_int_equal(m, k);
+					sent += nan;
+				}
+				assert_int_equal(sent, nn);
+				for (size_t i = 0; i < n; i++)
+					assert_false(isnan(e[i]));
+			}
+	}
 }
 
 static void variants__same_entries_as_scalar(void **state)
@@ -300,7 +351,7 @@ struct model {
 };
 
 /* The paths of topk_select_steps, as the steps see them. */
-enum path { P_SAMPLE, P_ADD, P_FUSED_PASS, P_TAKE, P_ALL_NUMBERS, NPATHS };
+enum path { P_SAMPLE, P_ADD, P_FUSED_PASS, P_TAKE, NPATHS };
 
 static void model_saw(struct model *md, enum path p)
 {
@@ -321,7 +372,8 @@ static int model_sample(void *ctx, float *s)
 	for (size_t b = 0; b < TOPK_SAMPLE_BLOCKS; b++)
 		for (size_t i = 0; i < TOPK_SAMPLE_BLOCK; i++) {
 			size_t o = b * stride + i;
-			s[b * TOPK_SAMPLE_BLOCK + i] = md->g ? md->x[o] + md->g[o] : md->x[o];
+			s[b * TOPK_SAMPLE_BLOCK + i] = md->g ? elem_topk_add(md->x[o], md->g[o])
+							     : md->x[o];
 		}
 	model_saw(md, P_SAMPLE);
 	return model_call(md);
@@ -332,20 +384,21 @@ static int model_add(void *ctx)
 	struct model *md = ctx;
 
 	for (size_t i = 0; i < md->n; i++)
-		md->x[i] += md->g[i];
+		md->x[i] = elem_topk_add(md->x[i], md->g[i]);
 	model_saw(md, P_ADD);
 	return model_call(md);
 }
 
-/* Counts per tile, summed in reverse tile order (atomics: any order). */
+/* Counts per tile, summed in reverse tile order (atomics: any order).
+ * Thresholds are magnitudes: a NaN one would count every entry. */
 static int model_count(void *ctx, const float *t, unsigned nt, uint64_t *counts)
 {
 	struct model *md = ctx;
 	size_t ntiles = (md->n + TILE - 1) / TILE;
 
 	memset(counts, 0, nt * sizeof(*counts));
-	if (nt == 1 && t[0] == 0)
-		model_saw(md, P_ALL_NUMBERS);
+	for (unsigned j = 0; j < nt; j++)
+		assert_true(t[j] >= 0 && t[j] <= INFINITY);
 	for (size_t b = ntiles; b-- > 0;)
 		for (size_t i = b * TILE; i < md->n && i < (b + 1) * TILE; i++)
 			for (unsigned j = 0; j < nt; j++)
@@ -404,7 +457,7 @@ static int model_pass(void *ctx, int add_g, float t, size_t cap, size_t *m)
 
 	if (add_g) {
 		for (size_t i = 0; i < md->n; i++)
-			md->x[i] += md->g[i];
+			md->x[i] = elem_topk_add(md->x[i], md->g[i]);
 		model_saw(md, P_FUSED_PASS);
 	}
 	return model_select(md, t, t, 0, cap, m);
@@ -426,7 +479,7 @@ static const struct topk_steps model_steps = {
 
 /* Every path of the search: the sample's one pass (k of 1% and 10% of
  * 300 k), the sample's range and a probe (0.1%), the whole-array
- * bisection (70 k, 1000), the exact take (ties), every number (NaNs);
+ * bisection (70 k, 1000), the exact take (ties, and NaNs past kmax);
  * with and without g. m, idx, val and the residual, bit for bit. */
 static void steps__model_of_the_device_selects_what_select_ef_does(void **state)
 {
@@ -494,6 +547,7 @@ int main(void)
 		cmocka_unit_test(select__only_the_band_differs_from_exact),
 		cmocka_unit_test(exact__matches_a_sort),
 		cmocka_unit_test(ef__residual_keeps_what_was_not_sent),
+		cmocka_unit_test(nan__sent_first_and_none_left_behind),
 		cmocka_unit_test(variants__same_entries_as_scalar),
 		cmocka_unit_test(steps__model_of_the_device_selects_what_select_ef_does),
 		cmocka_unit_test(steps__a_failing_step_ends_the_search),
