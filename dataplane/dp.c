@@ -15,6 +15,7 @@
 
 #include <rte_bus.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -253,6 +254,13 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 	const struct dp_params *c = &d->p;
 	uint16_t pid;
 
+	if (rte_eth_dev_count_avail() == 0 && rte_devargs_type_count(RTE_DEVTYPE_VIRTUAL) > 0) {
+		/* the EAL only warns when a --vdev's PMD refuses its arguments */
+		snprintf(err, errlen, "no DPDK port: the --vdev device did not come up (its PMD"
+			 " says why above: an interface that does not exist, a queue count"
+			 " above the interface's channels, ...)");
+		return -ENODEV; /* exit 1, restarted: an interface may yet come */
+	}
 	if (rte_eth_dev_count_avail() == 0) {
 		snprintf(err, errlen, "no DPDK port: bind a NIC to a DPDK driver or pass"
 			 " --vdev=net_af_packet0,iface=IFNAME (see docs/operations.md)");

@@ -19,6 +19,8 @@
 #include <rte_flow.h>
 #include <rte_mbuf.h>
 
+#include "nic/port_queues.h"
+
 #define RX_DESC 1024
 #define TX_DESC 1024
 
@@ -103,27 +105,9 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	}
 	rte_eth_dev_get_name_by_port(pid, info->name);
 	port_xdp_info(&di, info);
-	if (di.max_tx_queues < ps->nlcores) {
-		snprintf(err, errlen,
-			 "port %u (%s) has %u tx queues; pboxd needs one per data lcore (%u)"
-			 " (for net_af_packet add qpairs=%u to the --vdev)",
-			 pid, info->name, di.max_tx_queues, ps->nlcores, ps->nlcores);
-		return -EINVAL;
-	}
-	/* net_af_packet puts all its qpairs= sockets in one kernel fanout
-	 * group, which spreads flows over every one of them: a queue no lcore
-	 * polls would lose its flows without a trace. */
-	if (di.driver_name && strcmp(di.driver_name, "net_af_packet") == 0 &&
-	    di.max_rx_queues != ps->nlcores) {
-		snprintf(err, errlen,
-			 "port %u (%s) has qpairs=%u: the kernel spreads flows over all its"
-			 " queues, pboxd polls one per data lcore, and the flows of the others"
-			 " would be lost; qpairs=N must equal the number of data lcores, %u:"
-			 " use qpairs=%u in its --vdev (or %u data lcores)",
-			 pid, info->name, di.max_rx_queues, ps->nlcores, ps->nlcores,
-			 di.max_rx_queues);
-		return -EINVAL;
-	}
+	if ((rc = port_queues_check(pid, info->name, di.driver_name, di.max_rx_queues,
+				    di.max_tx_queues, ps->nlcores, err, errlen)) < 0)
+		return rc;
 	uint16_t nrxq = di.max_rx_queues >= ps->nlcores ? (uint16_t)ps->nlcores : 1;
 	rte_eth_dev_get_mtu(pid, &mtu);
 	/* --mtu, or the port's own: refuse one the port cannot carry, and size

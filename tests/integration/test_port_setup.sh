@@ -14,7 +14,12 @@
 #      failed with "N bytes will not fit in mbuf"); a framesz whose mbufs
 #      would pass 64 KiB is refused naming the largest.
 #   3. net_af_packet with qpairs= above the number of data lcores is
-#      refused (the kernel's fanout would hand flows to unpolled queues).
+#      refused (the kernel's fanout would hand flows to unpolled queues),
+#      (net_af_xdp's queue_count= likewise: tests/unit/test_port_queues.c;
+#      a veth has no combined channels, so the PMD refuses queue_count=2
+#      itself).
+#   4. a --vdev whose PMD refuses it is named as the cause (it was "no DPDK
+#      port: bind a NIC ...").
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -96,4 +101,7 @@ refused "net_af_packet0,iface=$IF_BD,framesz=65536,blocksz=65536,framecnt=16" \
 # 3: qpairs above the data lcores (-l 0-1: one data lcore)
 refused "net_af_packet0,iface=$IF_BD,qpairs=2" \
 	"qpairs=N must equal the number of data lcores, 1: use qpairs=1"
+# 4: a --vdev whose PMD refuses it: named, not "bind a NIC" (the veth has
+# no combined channels, so net_af_xdp takes no queue_count above 1)
+refused "net_af_xdp0,iface=$IF_BD,queue_count=2" "the --vdev device did not come up"
 echo "port setup: ok"
