@@ -190,24 +190,28 @@ static inline PBOX_HD float elem_topk_add(float e, float g)
 	return v != v ? elem_bits_f32(ELEM_CANON_NAN) : v;
 }
 
-/* Does v pass the threshold t (0 <= t <= +inf)? |v| >= t, a NaN counted
- * as +inf: !(|v| < t). */
-static inline PBOX_HD int elem_topk_keep(float v, float t)
-{
-	return !(fabsf(v) < t);
-}
-
-/* The final band of an exact take (0 <= lo <= hi, hi <= +inf or a NaN
- * meaning "above every magnitude"): 2 if |v| >= hi (always kept), 1 if
- * lo <= |v| < hi (kept in index order while the band lasts), 0 otherwise;
- * a NaN's magnitude is +inf's, as in elem_topk_keep. */
-static inline PBOX_HD int elem_topk_class(float v, float lo, float hi)
+/* The magnitude top-k ranks v by: |v|, a NaN's being +inf's. */
+static inline PBOX_HD float elem_topk_mag(float v)
 {
 	float a = fabsf(v);
 
-	if (a < lo)
-		return 0;
-	return hi == hi && !(a < hi) ? 2 : 1;
+	return a != a ? INFINITY : a;
+}
+
+/* Does v pass the threshold t (0 <= t <= +inf; a NaN t: nothing does)? */
+static inline PBOX_HD int elem_topk_keep(float v, float t)
+{
+	return elem_topk_mag(v) >= t;
+}
+
+/* The final band of an exact take (lo <= hi; a NaN hi: above every
+ * magnitude): 2 if |v| >= hi (always kept), 1 if lo <= |v| < hi (kept in
+ * index order while the band lasts), 0 otherwise; |v| as elem_topk_mag. */
+static inline PBOX_HD int elem_topk_class(float v, float lo, float hi)
+{
+	float a = elem_topk_mag(v);
+
+	return a >= hi ? 2 : a >= lo;
 }
 
 #endif

@@ -29,8 +29,8 @@
 #define FULL_PASSES   12                       /* whole-array bisection passes */
 #define SAMPLE_PASSES 16
 #define SAMPLE_PRECISE 600.0   /* of the k in the sample: 3 sigma within k/8: one pass */
-#define INF_BITS      0x7f800000u              /* the largest magnitude (NaNs count as it) */
-#define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches: never counted */
+#define INF_BITS      0x7f800000u              /* the largest magnitude (a NaN's too) */
+#define ABOVE_INF     0x7f800001u              /* a pattern no magnitude reaches (a NaN) */
 
 /* ---- the scalar variant, the reference of the others ---- */
 
@@ -200,8 +200,6 @@ static int probe(count_fn count, void *ctx, size_t n, uint32_t lo, uint32_t hi, 
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
-		if (tb[j] > INF_BITS) /* thresholds are magnitudes: ABOVE_INF is a NaN */
-			tb[j] = INF_BITS;
 		tf[j] = elem_bits_f32(tb[j]);
 	}
 	if ((rc = count(ctx, tf, TOPK_MAX_THRESH, cnt)) < 0)
@@ -301,15 +299,13 @@ static int cpu_sample(void *ctx, float *s)
 	return 0;
 }
 
+/* The add alone is the variant's pass with nothing to store (cap 0):
+ * its vector add and NaN rule. */
 static int cpu_add(void *ctx)
 {
 	const struct cpu_array *a = ctx;
 
-	for (size_t i = 0; i < a->n; i++) {
-		a->x[i] = elem_topk_add(a->x[i], a->g[i]);
-		if (a->flags & TOPK_CLEAR_G)
-			a->g[i] = 0;
-	}
+	a->kk->pass(a->x, a->g, a->n, INFINITY, NULL, NULL, 0, a->flags & TOPK_CLEAR_G);
 	return 0;
 }
 
@@ -411,7 +407,7 @@ static size_t select_ef(const struct topk_kernels *kk, float *e, float *g, size_
 	if (k < n && k > 0)
 		return select_from(kk, e, g, n, k, idx, val, TOPK_ZERO_KEPT | flags);
 	if (g)   /* all or nothing: the sum, then every entry or none */
-		cpu_add(&(struct cpu_array){ .x = e, .g = g, .n = n, .flags = flags });
+		cpu_add(&(struct cpu_array){ .kk = kk, .x = e, .g = g, .n = n, .flags = flags });
 	m = topk_select(kk, e, n, k, idx, val);
 	for (size_t j = 0; j < m; j++)
 		e[idx[j]] = 0;

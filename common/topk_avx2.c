@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_avx2.c - the top-k count and selection passes with AVX2
- * (common/topk.h): 8 magnitudes per compare ("not less than, unordered":
- * a NaN passes as +inf does), counts by movemask popcount;
+ * (common/topk.h): 8 magnitudes per compare (elem_topk_mag: |v| by a mask,
+ * then min(|v|, +inf), which is +inf for a NaN), counts by movemask popcount;
  * the few kept entries of a vector are written one by one (at the
  * densities top-k is for, most vectors keep none).
  */
@@ -10,11 +10,18 @@
 
 #include "common/topk_impl.h"
 
+/* elem_topk_mag of 8 floats: minps returns its second operand for a NaN. */
+static inline __m256 mag8(__m256 v)
+{
+	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+
+	return _mm256_min_ps(_mm256_and_ps(v, absmask), _mm256_set1_ps(INFINITY));
+}
+
 static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 		       uint64_t *counts)
 {
 	__m256 tv[TOPK_MAX_THRESH];
-	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	size_t i = 0;
 
 	for (unsigned j = 0; j < nt; j++) {
@@ -22,10 +29,10 @@ static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 		counts[j] = 0;
 	}
 	for (; i + 8 <= n; i += 8) {
-		__m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+		__m256 a = mag8(_mm256_loadu_ps(x + i));
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_NLT_UQ)));
+				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_GE_OQ)));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -33,7 +40,6 @@ static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 static size_t pass_avx2(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
 			size_t cap, unsigned flags)
 {
-	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	const __m256 tv = _mm256_set1_ps(t);
 	const __m256 canon = _mm256_castsi256_ps(_mm256_set1_epi32((int)ELEM_CANON_NAN));
 	size_t i = 0, m = 0;
@@ -48,7 +54,7 @@ static size_t pass_avx2(float *x, float *g, size_t n, float t, uint32_t *idx, fl
 				_mm256_storeu_ps(g + i, _mm256_setzero_ps());
 		}
 		unsigned k = (unsigned)_mm256_movemask_ps(
-			_mm256_cmp_ps(_mm256_and_ps(v, absmask), tv, _CMP_NLT_UQ));
+			_mm256_cmp_ps(mag8(v), tv, _CMP_GE_OQ));
 		for (; k; k &= k - 1, m++) {
 			if (m >= cap)
 				continue;

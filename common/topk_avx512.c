@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_avx512.c - the top-k count and selection passes with AVX-512F/DQ
- * (common/topk.h): 16 magnitudes per compare, counts by mask popcount,
+ * (common/topk.h): 16 magnitudes per compare (elem_topk_mag: |v| by a
+ * mask, then min(|v|, +inf), which is +inf for a NaN), counts by mask popcount,
  * the kept indices and values written with compress stores.
  */
 #include <immintrin.h>
 
 #include "common/topk_impl.h"
 
+/* elem_topk_mag of 16 floats: minps returns its second operand for a NaN. */
+static inline __m512 mag16(__m512 v)
+{
+	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+
+	return _mm512_min_ps(_mm512_and_ps(v, absmask), _mm512_set1_ps(INFINITY));
+}
+
 static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 			 uint64_t *counts)
 {
 	__m512 tv[TOPK_MAX_THRESH];
-	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 	size_t i = 0;
 
 	for (unsigned j = 0; j < nt; j++) {
@@ -20,10 +28,10 @@ static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 		counts[j] = 0;
 	}
 	for (; i + 16 <= n; i += 16) {
-		__m512 a = _mm512_and_ps(_mm512_loadu_ps(x + i), absmask);
+		__m512 a = mag16(_mm512_loadu_ps(x + i));
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm512_cmp_ps_mask(a, tv[j], _CMP_NLT_UQ));
+				_mm512_cmp_ps_mask(a, tv[j], _CMP_GE_OQ));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -31,7 +39,6 @@ static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, float *val,
 			  size_t cap, unsigned flags)
 {
-	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
 	const __m512 tv = _mm512_set1_ps(t);
 	const __m512 canon = _mm512_castsi512_ps(_mm512_set1_epi32((int)ELEM_CANON_NAN));
 	const __m512i step = _mm512_set1_epi32(16);
@@ -48,7 +55,7 @@ static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, 
 			if (flags & TOPK_CLEAR_G)
 				_mm512_storeu_ps(g + i, _mm512_setzero_ps());
 		}
-		__mmask16 k = _mm512_cmp_ps_mask(_mm512_and_ps(v, absmask), tv, _CMP_NLT_UQ);
+		__mmask16 k = _mm512_cmp_ps_mask(mag16(v), tv, _CMP_GE_OQ);
 		if (!k)
 			continue;
 		unsigned c = (unsigned)__builtin_popcount(k);

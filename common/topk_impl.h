@@ -3,9 +3,9 @@
  * topk_impl.h - what the top-k kernel variants share (common/topk.h): the
  * per-element rule and the variant tables. Private to common/topk*.c.
  *
- * Magnitudes are compared as floats (|x| >= t, a NaN counted as +inf:
- * elem_topk_keep of common/elem.h, which the device kernels share; the
- * vector variants compare "not less than, unordered"), and e + g is
+ * Magnitudes are compared as floats (elem_topk_mag(x) >= t, a NaN's
+ * magnitude +inf's: elem_topk_keep of common/elem.h, which the device
+ * kernels share), and e + g is
  * elem_topk_add (a NaN sum canonical), so every variant agrees with the
  * scalar one on every input, bit for bit.
  */
