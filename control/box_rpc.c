@@ -173,12 +173,13 @@ static json_t *lcore_stats(const struct box *b, unsigned i, uint64_t *total)
 			      "pushes", (json_int_t)e->pushes, "completes", (json_int_t)e->completes,
 			      "dup_open", (json_int_t)e->dup_open, "dup_done", (json_int_t)e->dup_done,
 			      "retx", (json_int_t)e->retx, "errors_sent", (json_int_t)e->errors_sent);
-	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			      "held", (json_int_t)e->held, "arp", (json_int_t)l->arp, "icmp", (json_int_t)l->icmp,
 			      "handoff_out", (json_int_t)l->handoff_out,
 			      "handoff_in", (json_int_t)l->handoff_in,
 			      "busy_polls", (json_int_t)l->busy_polls,
 			      "idle_polls", (json_int_t)l->idle_polls,
+			      "busy_ns", (json_int_t)l->busy_ns,
 			      "csum_unfilled", (json_int_t)l->csum_unfilled,
 			      "probes", (json_int_t)l->probes,
 			      "msgs", (json_int_t)e->msgs, "drops", drops_obj(l->drops)));

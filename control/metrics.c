@@ -75,7 +75,7 @@ static void lcores(FILE *f, const struct box *b)
 	static const struct engine_counters ze;
 	static const struct {
 		const char *name, *help;
-		int engine;
+		int engine;   /* 1: engine_counters; 2: lcore_stats, ns shown as seconds */
 		size_t off;
 	} m[] = {
 		{ "pbox_lcore_rx_packets_total", "Packets the lcore received.", 0,
@@ -86,6 +86,9 @@ static void lcores(FILE *f, const struct box *b)
 		  offsetof(struct lcore_stats, busy_polls) },
 		{ "pbox_lcore_idle_polls_total", "Polls that found none.", 0,
 		  offsetof(struct lcore_stats, idle_polls) },
+		{ "pbox_lcore_busy_seconds_total", "Time in polls that found work (the rest "
+		  "was spent polling empty queues or sleeping).", 2,
+		  offsetof(struct lcore_stats, busy_ns) },
 		{ "pbox_lcore_contributions_total", "Contributions accepted.", 1,
 		  offsetof(struct engine_counters, pushes) },
 		{ "pbox_lcore_rounds_total", "Segment rounds completed.", 1,
@@ -107,7 +110,8 @@ static void lcores(FILE *f, const struct box *b)
 		family(f, m[k].name, "counter", m[k].help);
 		for (unsigned i = 0; i < b->layout.nlcores; i++) {
 			const void *src;
-			if (m[k].engine) {
+			uint64_t v;
+			if (m[k].engine == 1) {
 				const struct engine_counters *e = b->dp.engine_stats ?
 					b->dp.engine_stats(b->dp.ctx, i) : NULL;
 				src = e ? (const void *)e : (const void *)&ze;
@@ -116,9 +120,13 @@ static void lcores(FILE *f, const struct box *b)
 					b->dp.lcore_stats(b->dp.ctx, i) : NULL;
 				src = l ? (const void *)l : (const void *)&zl;
 			}
-			fprintf(f, "%s{lcore=\"%u\"} %" PRIu64 "\n", m[k].name, i,
-				__atomic_load_n((const uint64_t *)((const char *)src + m[k].off),
-						__ATOMIC_RELAXED));
+			v = __atomic_load_n((const uint64_t *)((const char *)src + m[k].off),
+					    __ATOMIC_RELAXED);
+			if (m[k].engine == 2)
+				fprintf(f, "%s{lcore=\"%u\"} %" PRIu64 ".%09" PRIu64 "\n", m[k].name,
+					i, v / 1000000000u, v % 1000000000u);
+			else
+				fprintf(f, "%s{lcore=\"%u\"} %" PRIu64 "\n", m[k].name, i, v);
 		}
 	}
 }

@@ -168,6 +168,14 @@ static void watchdog_ping(void *ctx)
 	sdnotify_watchdog(ctx, clock_ns());
 }
 
+/* A state systemd did not get: a warning (each state once; the watchdog's
+ * first failure only). */
+static void notify_failed(const struct box *box, const char *state, int rc)
+{
+	ctl_log(box, CTL_LOG_WARN, "systemd notify: cannot send %s to NOTIFY_SOCKET=%s: %s",
+		state, getenv("NOTIFY_SOCKET"), strerror(-rc));
+}
+
 int main(int argc, char **argv)
 {
 	static struct box box; /* large; lives for the whole process */
@@ -247,18 +255,23 @@ int main(int argc, char **argv)
 			box.layout.telemetry);
 	dp_launch(dp);
 	ctl_log(&box, CTL_LOG_NOTICE, "ready");
-	sdnotify_open(&sd);
-	sdnotify_send(&sd, "READY=1");
+	if (sdnotify_open(&sd, err, sizeof(err)) < 0)
+		ctl_log(&box, CTL_LOG_WARN, "systemd notify: %s", err);
+	if ((rc = sdnotify_send(&sd, "READY=1")) < 0)
+		notify_failed(&box, "READY=1", rc);
 	box.keepalive = (struct box_keepalive){ watchdog_ping, &sd };
 
 	/* a scrape takes a few polls (accept, read, write): poll more often */
+	int ping_failed = 0;
 	while (!quit) {
 		rpc_server_poll(srv, metrics ? 20 : 100);
 		metrics_poll(metrics);
-		sdnotify_watchdog(&sd, clock_ns());
+		if ((rc = sdnotify_watchdog(&sd, clock_ns())) < 0 && !ping_failed++)
+			notify_failed(&box, "WATCHDOG=1", rc);
 	}
 	box.keepalive.fn = NULL;
-	sdnotify_send(&sd, "STOPPING=1");
+	if ((rc = sdnotify_send(&sd, "STOPPING=1")) < 0)
+		notify_failed(&box, "STOPPING=1", rc);
 	sdnotify_close(&sd);
 	metrics_close(metrics);
 

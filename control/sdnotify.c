@@ -6,13 +6,14 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-void sdnotify_open(struct sdnotify *n)
+int sdnotify_open(struct sdnotify *n, char *err, size_t errlen)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
 	const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
@@ -20,11 +21,20 @@ void sdnotify_open(struct sdnotify *n)
 
 	memset(n, 0, sizeof(*n));
 	n->fd = -1;
-	if (len < 2 || len >= sizeof(n->path) || (path[0] != '/' && path[0] != '@'))
-		return;
+	if (!path || !*path)
+		return 0;
+	if (len < 2 || len >= sizeof(n->path) || (path[0] != '/' && path[0] != '@')) {
+		snprintf(err, errlen, "NOTIFY_SOCKET=%.200s is not a socket path ('/...' or '@...',"
+			 " under %zu bytes): systemd will not hear READY=1", path, sizeof(n->path));
+		return -EINVAL;
+	}
 	n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (n->fd < 0)
-		return;
+	if (n->fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "NOTIFY_SOCKET=%s: cannot make a socket: %s", path,
+			 strerror(e));
+		return -e;
+	}
 	memcpy(n->path, path, len);
 	if (path[0] == '@')
 		n->path[0] = '\0'; /* abstract namespace */
@@ -34,6 +44,7 @@ void sdnotify_open(struct sdnotify *n)
 		unsigned long long us = strtoull(usec, NULL, 10);
 		n->watchdog_ns = us * 1000ull / 2;
 	}
+	return 0;
 }
 
 int sdnotify_send(struct sdnotify *n, const char *state)
@@ -48,12 +59,12 @@ int sdnotify_send(struct sdnotify *n, const char *state)
 	return r < 0 ? -errno : 0;
 }
 
-void sdnotify_watchdog(struct sdnotify *n, uint64_t now_ns)
+int sdnotify_watchdog(struct sdnotify *n, uint64_t now_ns)
 {
 	if (n->fd < 0 || !n->watchdog_ns || now_ns - n->last_ping_ns < n->watchdog_ns)
-		return;
+		return 0;
 	n->last_ping_ns = now_ns;
-	sdnotify_send(n, "WATCHDOG=1");
+	return sdnotify_send(n, "WATCHDOG=1");
 }
 
 void sdnotify_close(struct sdnotify *n)

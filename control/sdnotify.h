@@ -11,6 +11,7 @@
 #ifndef PBOX_SDNOTIFY_H
 #define PBOX_SDNOTIFY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct sdnotify {
@@ -21,16 +22,18 @@ struct sdnotify {
 	uint64_t last_ping_ns;
 };
 
-/* Read the environment; a no-op later if not under systemd. */
-void sdnotify_open(struct sdnotify *n);
+/* Read the environment; a no-op later if not under systemd. 0, or a
+ * negative errno with a message in err when $NOTIFY_SOCKET is set but
+ * cannot be used (then the other calls are no-ops too). */
+int sdnotify_open(struct sdnotify *n, char *err, size_t errlen);
 
 /* Send state ("READY=1", "STOPPING=1", "STATUS=..."); 0 or -errno
  * (0 when not under systemd). */
 int sdnotify_send(struct sdnotify *n, const char *state);
 
 /* WATCHDOG=1 if the interval has passed since the last ping (now in ns,
- * CLOCK_MONOTONIC). */
-void sdnotify_watchdog(struct sdnotify *n, uint64_t now_ns);
+ * CLOCK_MONOTONIC): 0, or the ping's -errno. */
+int sdnotify_watchdog(struct sdnotify *n, uint64_t now_ns);
 
 void sdnotify_close(struct sdnotify *n);
 

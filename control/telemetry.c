@@ -80,7 +80,7 @@ static void lcore_counters(struct tel_tree *t, const struct box *b, unsigned i, 
 	} m[] = {
 		L(rx), L(tx), E(pushes), E(completes), E(dup_open), E(dup_done), E(retx),
 		E(errors_sent), E(held), L(arp), L(icmp), L(handoff_out), L(handoff_in),
-		L(busy_polls), L(idle_polls), L(csum_unfilled), L(probes), E(msgs), E(waits),
+		L(busy_polls), L(idle_polls), L(busy_ns), L(csum_unfilled), L(probes), E(msgs), E(waits),
 		E(nacks), E(nacks_limited), E(marks), E(updates), E(no_weights),
 	};
 #undef L

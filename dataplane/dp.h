@@ -52,6 +52,7 @@ struct lcore_stats {
 	uint64_t arp, icmp;
 	uint64_t handoff_out, handoff_in;
 	uint64_t busy_polls, idle_polls;
+	uint64_t busy_ns;         /* time in the polls that found work */
 	uint64_t csum_unfilled;   /* UDP checksums left for an offload (accepted) */
 	uint64_t probes;          /* path MTU probes answered */
 	uint64_t drops[DROP_COUNT];

@@ -470,6 +470,7 @@ int lcore_main(void *arg)
 		flush_all(lc);
 		if (work) {
 			lc->st.busy_polls++;
+			lc->st.busy_ns += tsc_ns(lc) - now;
 		} else {
 			lc->st.idle_polls++;
 			if (sh->idle_sleep_us)

@@ -557,11 +557,12 @@ static void print_lcore_stats(const json_t *lcores)
 	table_print(&t);
 }
 
-/* One row per reason: total, then per lcore (up to MAX_COLS - 2 lcores). */
-static void print_drops(const json_t *drops, const json_t *lcores, int all)
+/* One row per reason: total, then per lcore, lcores first..first+17 (a
+ * table has MAX_COLS columns); returns how many rows it printed. */
+static int print_drops_of(const json_t *drops, const json_t *lcores, int all, size_t first)
 {
 	const char *h[MAX_COLS] = { "DROP", "TOTAL" };
-	char names[MAX_COLS][16];
+	char names[MAX_COLS][32];
 	size_t nl = json_array_size(lcores), i;
 	unsigned ncols = 2;
 	const char *reason;
@@ -569,7 +570,7 @@ static void print_drops(const json_t *drops, const json_t *lcores, int all)
 	struct table t;
 	int shown = 0;
 
-	for (i = 0; i < nl && ncols < MAX_COLS; i++, ncols++) {
+	for (i = first; i < nl && ncols < MAX_COLS; i++, ncols++) {
 		snprintf(names[ncols], sizeof(names[ncols]), "LCORE%zu", i);
 		h[ncols] = names[ncols];
 	}
@@ -581,14 +582,25 @@ static void print_drops(const json_t *drops, const json_t *lcores, int all)
 		table_cell(&t, "%s", reason);
 		table_cell(&t, "%lld", jint(drops, reason));
 		for (i = 0; i + 2 < ncols; i++)
-			table_cell(&t, "%lld", jint(json_object_get(json_array_get(lcores, i), "drops"),
-						    reason));
+			table_cell(&t, "%lld", jint(json_object_get(json_array_get(lcores, first + i),
+								    "drops"), reason));
 	}
-	if (shown)
-		table_print(&t);
-	else {
-		table_print(&t);
-		printf("(no drops)\n");
+	table_print(&t);
+	return shown;
+}
+
+/* The drops table, in as many tables as the lcores need. */
+static void print_drops(const json_t *drops, const json_t *lcores, int all)
+{
+	size_t nl = json_array_size(lcores), per = MAX_COLS - 2;
+
+	for (size_t first = 0; first == 0 || first < nl; first += per) {
+		if (first)
+			putchar('\n');
+		if (!print_drops_of(drops, lcores, all, first)) {
+			printf("(no drops)\n");
+			return;
+		}
 	}
 }
 

@@ -4,13 +4,14 @@
 # namespace during a job shows the job's counters rising (rounds, bytes),
 # the ports' and lcores' packets, every drop reason, in Prometheus' text
 # format; other paths get 404, other methods 405; a scraper that never
-# sends its request does not stop the next one. `pboxctl top` shows the
-# job's rates meanwhile.
+# sends its request does not stop the next one; an lcore's busy seconds
+# rise by at most the wall time. `pboxctl top` shows the job's rates
+# meanwhile, BUSY% within 0..100, and outlives the box's idle timeout.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
-box_start af_packet --metrics 0.0.0.0:9470
+box_start af_packet --metrics 0.0.0.0:9470 --idle-timeout-ms 1000
 URL=http://$BOX_MGMT:9470
 
 scrape() { # scrape PATH [METHOD] -> body on stdout, "HTTP <code>" on stderr
@@ -37,9 +38,11 @@ s = socket.create_connection(('$BOX_MGMT', 9470)); time.sleep(3)" &
 IDLE_PID=$!; PIDS+=($IDLE_PID)
 for _ in $(seq 100); do ctl --json jobs | grep -q '"active"' && break; sleep 0.1; done
 sleep 1
+t0=$(date +%s.%N)
 scrape /metrics > "$WORKDIR/m1.txt" 2> "$WORKDIR/h1.txt"
 sleep 1
 scrape /metrics > "$WORKDIR/m2.txt" 2> "$WORKDIR/h2.txt"
+t1=$(date +%s.%N)
 # pboxctl top: two frames of rates; the job's rounds per second are not 0
 ctl top --interval 500 --count 2 > "$WORKDIR/top.txt" || die "pboxctl top failed"
 wait_workers 120 || { tail -3 "$WORKDIR"/w.*.log; die "workers failed"; }
@@ -58,11 +61,21 @@ rx=$(value "$WORKDIR/m2.txt" 'pbox_port_rx_packets_total{port="0"}')
 	die "ranks joined is not 4"
 grep -q '^pbox_drops_total{reason="bad_token"} ' "$WORKDIR/m2.txt" || die "drop reasons missing"
 grep -q '^pbox_lcore_rounds_total{lcore="0"} ' "$WORKDIR/m2.txt" || die "lcore rounds missing"
+# an lcore's busy time is time: it rose, by no more than the time between
+# the scrapes (the poll counts, which it replaced as the load, are not)
+s1=$(value "$WORKDIR/m1.txt" 'pbox_lcore_busy_seconds_total{lcore="0"}')
+s2=$(value "$WORKDIR/m2.txt" 'pbox_lcore_busy_seconds_total{lcore="0"}')
+python3 -c "
+d, wall = $s2 - $s1, $t1 - $t0
+print(f'lcore 0 busy {d:.3f} s of {wall:.3f} s between the scrapes')
+assert 0 < d <= wall * 1.01, (d, wall)" || die "lcore busy seconds: '$s1' -> '$s2'"
 # every sample line is "name{labels} number"
 grep -v '^#' "$WORKDIR/m2.txt" | grep -Ev '^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.]+$' &&
 	die "malformed sample lines above"
 cat "$WORKDIR/top.txt"
 [ "$(grep -c '^pbox top' "$WORKDIR/top.txt")" = 2 ] || die "pboxctl top: not 2 frames"
+awk '/^LCORE/ { l = 1; next } l && NF == 0 { l = 0 } l && ($4 < 0 || $4 > 100) { bad = 1 }
+     END { exit bad }' "$WORKDIR/top.txt" || die "pboxctl top: a BUSY% outside 0..100"
 awk '$1 == "metricsjob" && $2 == "active" && $3 == "4/4" && $4 > 0 { ok = 1 } END { exit !ok }' \
 	"$WORKDIR/top.txt" || die "pboxctl top shows no rounds for the job"
 scrape /other > /dev/null 2> "$WORKDIR/h3.txt"
@@ -70,5 +83,9 @@ grep -q "HTTP 404" "$WORKDIR/h3.txt" || die "/other: $(cat "$WORKDIR/h3.txt")"
 scrape /metrics POST > /dev/null 2> "$WORKDIR/h4.txt"
 grep -q "HTTP 405" "$WORKDIR/h4.txt" || die "POST: $(cat "$WORKDIR/h4.txt")"
 wait $IDLE_PID 2>/dev/null
+# top samples on a connection each: an interval past --idle-timeout-ms
+# (1 s here) does not end it (it exited "Broken pipe")
+ctl top --interval 1500 --count 2 > "$WORKDIR/top2.txt" || die "pboxctl top with an interval past the idle timeout failed"
+[ "$(grep -c '^pbox top' "$WORKDIR/top2.txt")" = 2 ] || die "pboxctl top (1.5 s): not 2 frames"
 box_stop || die "pboxd exited non-zero"
 echo "metrics: ok"

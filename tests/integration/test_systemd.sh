@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # test_systemd.sh - pboxd under systemd's notify protocol: with
 # $NOTIFY_SOCKET it sends READY=1 once it serves, WATCHDOG=1 at half of
-# $WATCHDOG_USEC from its control loop, STOPPING=1 on SIGTERM; it takes its
+# $WATCHDOG_USEC from its control loop, STOPPING=1 on SIGTERM (and warns,
+# naming it, when $NOTIFY_SOCKET cannot be reached); it takes its
 # EAL arguments from its config file's `eal =` line when none come before
 # "--" (as the unit runs it); and deploy/pboxd.service passes
 # `systemd-analyze verify` (pointed at the built pboxd; skipped with a
@@ -47,13 +48,16 @@ ip = 0:$BOX_IP/24
 control = none
 rpc-socket = $WORKDIR/eal.sock
 CONF
-ip netns exec "$NS_BOX" "$BUILD/pboxd" -- --config "$WORKDIR/eal.conf" > "$WORKDIR/eal.log" 2>&1 &
+# ... under a $NOTIFY_SOCKET nobody listens on: a warning names it
+NOTIFY_SOCKET=$WORKDIR/nobody.sock ip netns exec "$NS_BOX" "$BUILD/pboxd" -- --config "$WORKDIR/eal.conf" > "$WORKDIR/eal.log" 2>&1 &
 EAL_PID=$!; PIDS+=($EAL_PID)
 for _ in $(seq 100); do grep -q 'pboxd: ready' "$WORKDIR/eal.log" && break; sleep 0.1; done
 grep -q 'pboxd: ready' "$WORKDIR/eal.log" || { cat "$WORKDIR/eal.log"; die "pboxd with eal = in its config did not start"; }
 "$BUILD/pboxctl" --socket "$WORKDIR/eal.sock" status | grep -q 'net_af_packet0' || die "no port from eal ="
+grep -q "warn: systemd notify: cannot send READY=1 to NOTIFY_SOCKET=$WORKDIR/nobody.sock: No such file" \
+	"$WORKDIR/eal.log" || { cat "$WORKDIR/eal.log"; die "no warning for an unusable NOTIFY_SOCKET"; }
 kill -TERM $EAL_PID; wait $EAL_PID || die "pboxd (eal =) exited non-zero"
-echo "eal = in the config file: ok"
+echo "eal = in the config file: ok; an unusable NOTIFY_SOCKET named"
 
 # a config the unit must not restart for exits 2 (RestartPreventExitStatus),
 # naming what is wrong: an EAL argument the EAL does not know, an address
