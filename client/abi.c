@@ -11,7 +11,8 @@
  * older than the library gets the defaults for fields it does not have; a
  * caller newer than the library is accepted as long as the fields the
  * library does not know are 0 ("default"), and refused with a message
- * otherwise, never silently ignored (Linux's copy_struct_from_user rule).
+ * otherwise, never silently ignored (Linux's copy_struct_from_user rule;
+ * client_struct_tail, which pbox_optim and pbox_topk_opts follow too).
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -106,11 +107,26 @@ int pbox_opts_init_sized(pbox_opts *opts, size_t size)
 }
 
 /* Index of the first non-zero byte of p[from, to), or `to`. */
-static size_t first_nonzero(const unsigned char *p, size_t from, size_t to)
+static size_t first_nonzero(const void *at, size_t from, size_t to)
 {
+	const unsigned char *p = at;
+
 	while (from < to && p[from] == 0)
 		from++;
 	return from;
+}
+
+int client_struct_tail(pbox_client *c, const char *what, const void *in, size_t size,
+		       size_t known)
+{
+	size_t at = first_nonzero(in, known, size);
+
+	if (at < size)
+		return client_error(c, PBOX_EINVAL, "%s sets byte %zu of its %zu, beyond the "
+				    "%zu bytes this libpbox %s knows: the program uses an option "
+				    "of a newer libpbox (install that one)", what, at, size, known,
+				    VERSION_STRING);
+	return 0;
 }
 
 int client_opts_read(pbox_client *c, const pbox_opts *in)
@@ -131,12 +147,9 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 				    "pbox_opts (at most %d bytes): fill opts with pbox_opts_init() "
 				    "before setting fields (programs built against libpbox before 0.2 "
 				    "must be rebuilt)", size, STRUCT_SIZE_MAX);
-	size_t at = first_nonzero((const unsigned char *)in, sizeof(o), size);
-	if (at < size)
-		return client_error(c, PBOX_EINVAL, "pbox_opts sets byte %zu of its %zu, beyond the "
-				    "%zu bytes this libpbox %s knows: the program uses an option of "
-				    "a newer libpbox (install that one)", at, size, sizeof(o),
-				    VERSION_STRING);
+	int rc = client_struct_tail(c, "pbox_opts", in, size, sizeof(o));
+	if (rc < 0)
+		return rc;
 	memset(&o, 0, sizeof(o));
 	memcpy(&o, in, size < sizeof(o) ? size : sizeof(o));
 	/* 0 = the default, for every field; fields beyond `size` read 0 */

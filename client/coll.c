@@ -62,6 +62,15 @@ static int coll_submit(pbox_client *c, uint32_t key, pbox_dtype dtype,
 	return 0;
 }
 
+/* A collective's checks that read c's world come after this one: an
+ * unconnected client has none (0 if pbox_connect failed early). 0, or
+ * req_check's error (its argument checks, then "not connected"). */
+static int coll_connected(pbox_client *c, uint32_t key, const void *buf, size_t count,
+			  pbox_dtype dtype)
+{
+	return c->thread_started ? 0 : req_check(c, key, buf, count, dtype, (unsigned)dtype);
+}
+
 /* count elements per rank times the world, or 0 with an error set. */
 static size_t world_count(pbox_client *c, uint32_t key, size_t count, const char *what)
 {
@@ -88,6 +97,9 @@ int pbox_ibroadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_ibroadcast key %u: req is NULL", key);
 	*req = NULL;
+	int rc = coll_connected(c, key, buf, count, dtype);
+	if (rc < 0)
+		return rc;
 	if (root < 0 || root >= c->world)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: broadcast root %d "
 				    "is not a rank of the job (world %d)", c->job, c->rank, key,
@@ -113,6 +125,9 @@ int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallgather key %u: req is NULL", key);
 	*req = NULL;
+	int rc = coll_connected(c, key, out, count, dtype);
+	if (rc < 0)
+		return rc;
 	size_t total = count ? world_count(c, key, count, "allgather") : 0;
 	if (count && !total)
 		return PBOX_EINVAL;
@@ -138,6 +153,9 @@ int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out
 		return client_error(c, PBOX_EINVAL, "pbox_ireduce_scatter key %u: req is NULL",
 				    key);
 	*req = NULL;
+	int rc = coll_connected(c, key, out, count, dtype);
+	if (rc < 0)
+		return rc;
 	size_t total = count ? world_count(c, key, count, "reduce_scatter") : 0;
 	if (count && !total)
 		return PBOX_EINVAL;

@@ -81,6 +81,12 @@ uint64_t client_serial_next(void);
 /* Set c->opts from the caller's opts (NULL = defaults), reading only the
  * opts->size bytes the caller has; 0 or PBOX_EINVAL with c's message. */
 int client_opts_read(pbox_client *c, const pbox_opts *in);
+/* The rule for a caller's struct `what` of `size` bytes (its size field)
+ * when this library knows `known` bytes of it: bytes beyond them must be 0
+ * (fields of a newer libpbox left at their default), else PBOX_EINVAL with
+ * c's message naming the byte; never silently ignored. 0 if size <= known. */
+int client_struct_tail(pbox_client *c, const char *what, const void *in, size_t size,
+		       size_t known);
 
 /* ---- ctrl.c: the control connection ------------------------------------ */
 
@@ -136,12 +142,6 @@ enum key_phase {
 
 struct pbox_req;
 
-/* A PS key's declaration as the client sends it (key_declare's
- * "optimizer"). */
-struct key_ps {
-	pbox_optim o;                /* as given to pbox_declare_optimizer */
-};
-
 struct key_state {
 	uint32_t key;
 	uint8_t phase;               /* enum key_phase */
@@ -153,8 +153,12 @@ struct key_state {
 	uint16_t root;               /* COLL_BROADCAST's root */
 	uint8_t rdtype;              /* PS: dtype of the weights returned */
 	uint64_t count;              /* as declared */
+	pbox_optim optim;            /* PS: the optimizer as declared (lr: the
+				        first declaration's; pushes carry c->lrs') */
 	struct seg_layout lay;       /* valid when READY */
 	uint32_t round;              /* rounds started so far */
+	uint32_t first_round;        /* key_declare's first_round: a PS key's
+				        init round (READY) */
 	struct pbox_req *req;        /* the call now using the key, or NULL */
 	uint32_t *slot_of;           /* nsegs: window slot + 1 of a segment in flight */
 	uint64_t *got;               /* nsegs bits: result of this round in */
@@ -477,8 +481,10 @@ int pmtu_confirm(int fd, const struct sockaddr_in *eps, unsigned neps, uint32_t 
 
 #define PS_RPC_PIECE 8192 /* floats per key_read / key_write (a JSON line
 			     holds 64 KiB) */
-/* Send r's next key_read/key_write piece (r's key READY and PS). */
-void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now);
+/* Start r (a PS read or write on its READY PS key): its count and part
+ * checked against the key's (else r finishes with PBOX_EINVAL), then its
+ * first piece. */
+void ps_rpc_start(pbox_client *c, struct pbox_req *r, uint64_t now);
 
 /* ---- release.c: key_release on the progress thread ---------------------- */
 
@@ -592,6 +598,15 @@ void release_forget_key(pbox_client *c, uint32_t key);
 /* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
  * under c->lock. */
 float ps_lr_locked(const pbox_client *c, uint32_t key);
+/* key_declare's name of an optimizer kind ("sgd", "adam", "adamw"; "?"). */
+const char *ps_optim_name(uint32_t kind);
+/* State planes the box keeps for o (dataplane/optim.c optim_planes): SGD
+ * 1 with momentum (the momentum buffer), else 0; Adam(W) 2. */
+unsigned ps_optim_planes(const pbox_optim *o);
+/* Whether now declares another optimizer than was: its kind or a
+ * hyperparameter key_declare sends (not lr: it travels in each push);
+ * the first difference named in out ("momentum 0.9, this call 0.8"). */
+bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char *out, size_t len);
 
 /* ---- debug.c: PBOX_DEBUG diagnostics ----------------------------------- */
 

@@ -36,6 +36,27 @@ void progress_finish(pbox_client *c, struct pbox_req *r, int rc, const char *fmt
 	xfer_finish(c, r, rc, msg);
 }
 
+/* pbox_declare_optimizer on a declared key: 0 if it declares the same
+ * count, dtypes and optimizer (lr aside: pushes carry it), else
+ * PBOX_EINVAL naming the difference; the key stays as it was. */
+static void declare_again(pbox_client *c, struct pbox_req *r)
+{
+	const struct key_state *ks = r->ks;
+	char diff[128];
+
+	if (ks->count != r->count || ks->dtype != r->dtype || ks->rdtype != r->rdtype)
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
+				"with %llu %s gradients and %s weights", c->job, c->rank,
+				r->key, (unsigned long long)ks->count,
+				wire_dtype_name(ks->dtype), wire_dtype_name(ks->rdtype));
+	else if (ps_optim_differs(&ks->optim, &r->optim, diff, sizeof(diff)))
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
+				"with %s: a key's optimizer is fixed (release the key to "
+				"declare it anew)", c->job, c->rank, r->key, diff);
+	else
+		xfer_finish(c, r, 0, NULL);
+}
+
 /* Start r on its READY key if the call matches the declaration. */
 static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
@@ -66,29 +87,25 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 		return;
 	}
 	if (r->kind == REQ_DECLARE) {
-		if (ks->count != r->count || ks->dtype != r->dtype || ks->rdtype != r->rdtype)
-			progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: declared before "
-				   "with %llu %s gradients and %s weights", c->job, c->rank,
-				   r->key, (unsigned long long)ks->count,
-				   wire_dtype_name(ks->dtype), wire_dtype_name(ks->rdtype));
-		else
-			xfer_finish(c, r, 0, NULL);
+		declare_again(c, r);
 		return;
 	}
 	if (r->kind == REQ_PS_INIT) {
+		/* INIT pushes count only in the key's first round (docs/protocol.md
+		 * "PS keys"); later the box drops them and the call could only
+		 * time out, a round ahead of the box's */
+		if (ks->round >= ks->first_round) {
+			progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: pbox_ps_init "
+					"already ran for this key (its first round, %u, has "
+					"started); load weights with pbox_ps_write", c->job,
+					c->rank, r->key, ks->first_round);
+			return;
+		}
 		r->count = ks->count;
 		r->empty = r->empty || ks->restored;
 	}
 	if (r->kind == REQ_PS_READ || r->kind == REQ_PS_WRITE) {
-		if (!r->set_steps && r->count != ks->count) {
-			progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: the key has "
-					"%llu elements, the call %zu", c->job, c->rank, r->key,
-					(unsigned long long)ks->count, r->count);
-			return;
-		}
-		r->state = REQ_RPC;
-		r->progress_ns = now;
-		ps_rpc_next(c, r, now);
+		ps_rpc_start(c, r, now);
 		return;
 	}
 	r->rdtype = ps ? ks->rdtype : r->dtype;
@@ -106,16 +123,15 @@ static void start_checked(pbox_client *c, struct pbox_req *r, uint64_t now)
 /* key_declare's "optimizer" object for a PS declaration. */
 static json_t *optimizer_json(const pbox_optim *o)
 {
-	static const char *const names[] = { [PBOX_OPTIM_SGD] = "sgd",
-		[PBOX_OPTIM_ADAM] = "adam", [PBOX_OPTIM_ADAMW] = "adamw" };
+	const char *name = ps_optim_name(o->kind);
 
 	if (o->kind == PBOX_OPTIM_SGD)
-		return json_pack("{s:s, s:f, s:f, s:f, s:b, s:b, s:s}", "name", names[o->kind],
+		return json_pack("{s:s, s:f, s:f, s:f, s:b, s:b, s:s}", "name", name,
 				 "momentum", o->momentum, "dampening", o->dampening,
 				 "weight_decay", o->weight_decay, "nesterov", o->nesterov != 0,
 				 "sum", o->sum != 0, "weights_dtype",
 				 wire_dtype_name(o->weights_dtype));
-	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:b, s:s}", "name", names[o->kind],
+	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:b, s:s}", "name", name,
 			 "beta1", o->beta1, "beta2", o->beta2, "eps", o->eps,
 			 "weight_decay", o->weight_decay, "sum", o->sum != 0,
 			 "weights_dtype", wire_dtype_name(o->weights_dtype));
@@ -217,6 +233,8 @@ void progress_declare(pbox_client *c, struct pbox_req *r)
 	ks->coll = r->kind == REQ_COLL ? r->coll : COLL_ALLREDUCE;
 	ks->root = r->kind == REQ_COLL ? r->root : 0;
 	ks->rdtype = ks->is_ps ? r->rdtype : r->dtype;
+	if (ks->is_ps)
+		ks->optim = r->optim;
 }
 
 void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
@@ -310,7 +328,8 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 		snprintf(err, errlen, "\"first_round\" is not a round number");
 		return -1;
 	}
-	ks->round = (uint32_t)(first - 1);
+	ks->first_round = (uint32_t)first;
+	ks->round = ks->first_round - 1;
 	if (ks->sparse != json_is_true(json_object_get(res, "sparse"))) {
 		snprintf(err, errlen, "the sparse mode (\"sparse\") differs from the declaration");
 		return -1;

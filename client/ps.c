@@ -2,10 +2,12 @@
 /*
  * ps.c - the PS-mode calls of libpbox (include/pbox.h "PS mode"):
  * pbox_optim_init, pbox_declare_optimizer, pbox_ps_init, pbox_push_pull,
- * pbox_set_lr. They check their arguments here and queue requests that the
- * progress thread runs like allreduce calls (progress.c, xfer.c); the
- * learning rates live in a small table under c->lock, read when a push is
- * queued, so a schedule costs no round trip.
+ * pbox_set_lr and the PS reads and writes. They check their arguments here
+ * and queue requests that the progress thread runs like allreduce calls
+ * (progress.c, xfer.c; reads and writes: ps_rpc.c); the learning rates
+ * live in a small table under c->lock, read when a push is queued, so a
+ * schedule costs no round trip. Also what the progress thread knows of a
+ * declared optimizer: its name, its state planes, how two differ.
  */
 #include <math.h>
 #include <stddef.h>
@@ -91,6 +93,99 @@ int pbox_set_lr(pbox_client *c, uint32_t key, double lr)
 	return rc;
 }
 
+/* ---- the optimizer as declared (key_state optim) ---- */
+
+const char *ps_optim_name(uint32_t kind)
+{
+	static const char *const names[] = { [PBOX_OPTIM_SGD] = "sgd",
+		[PBOX_OPTIM_ADAM] = "adam", [PBOX_OPTIM_ADAMW] = "adamw" };
+
+	return kind < sizeof(names) / sizeof(names[0]) && names[kind] ? names[kind] : "?";
+}
+
+unsigned ps_optim_planes(const pbox_optim *o)
+{
+	if (o->kind == PBOX_OPTIM_SGD)
+		return o->momentum != 0 ? 1 : 0;
+	return 2;
+}
+
+/* A hyperparameter key_declare sends (progress.c optimizer_json). */
+struct hparam {
+	const char *name;
+	size_t off;
+};
+
+static const struct hparam sgd_hparams[] = {
+	{ "momentum", offsetof(pbox_optim, momentum) },
+	{ "dampening", offsetof(pbox_optim, dampening) },
+	{ "weight_decay", offsetof(pbox_optim, weight_decay) },
+};
+
+static const struct hparam adam_hparams[] = {
+	{ "beta1", offsetof(pbox_optim, beta1) },
+	{ "beta2", offsetof(pbox_optim, beta2) },
+	{ "eps", offsetof(pbox_optim, eps) },
+	{ "weight_decay", offsetof(pbox_optim, weight_decay) },
+};
+
+static double hparam_of(const pbox_optim *o, const struct hparam *h)
+{
+	double v;
+
+	memcpy(&v, (const char *)o + h->off, sizeof(v));
+	return v;
+}
+
+/* "name a, this call b", with as many digits as tell a from b. */
+static void say_diff(char *out, size_t len, const char *name, double a, double b)
+{
+	char sa[32], sb[32];
+
+	snprintf(sa, sizeof(sa), "%g", a);
+	snprintf(sb, sizeof(sb), "%g", b);
+	if (strcmp(sa, sb) == 0) {
+		snprintf(sa, sizeof(sa), "%.17g", a);
+		snprintf(sb, sizeof(sb), "%.17g", b);
+	}
+	snprintf(out, len, "%s %s, this call %s", name, sa, sb);
+}
+
+bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char *out, size_t len)
+{
+	bool sgd = was->kind == PBOX_OPTIM_SGD;
+	const struct hparam *h = sgd ? sgd_hparams : adam_hparams;
+	size_t n = sgd ? sizeof(sgd_hparams) / sizeof(h[0]) : sizeof(adam_hparams) / sizeof(h[0]);
+
+	if (was->kind != now->kind) {
+		snprintf(out, len, "optimizer %s, this call %s", ps_optim_name(was->kind),
+			 ps_optim_name(now->kind));
+		return true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		double a = hparam_of(was, &h[i]), b = hparam_of(now, &h[i]);
+		if (a != b) {
+			say_diff(out, len, h[i].name, a, b);
+			return true;
+		}
+	}
+	if (sgd && (was->nesterov != 0) != (now->nesterov != 0)) {
+		say_diff(out, len, "nesterov", was->nesterov != 0, now->nesterov != 0);
+		return true;
+	}
+	if ((was->sum != 0) != (now->sum != 0)) {
+		say_diff(out, len, "sum", was->sum != 0, now->sum != 0);
+		return true;
+	}
+	if (was->weights_dtype != now->weights_dtype) {
+		snprintf(out, len, "weights_dtype %s, this call %s",
+			 wire_dtype_name((unsigned)was->weights_dtype),
+			 wire_dtype_name((unsigned)now->weights_dtype));
+		return true;
+	}
+	return false;
+}
+
 /* ---- requests ---- */
 
 static int run(pbox_client *c, struct pbox_req *r)
@@ -114,12 +209,10 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
 	if (o->weights_dtype != PBOX_F32 && o->weights_dtype != (uint32_t)grad_dtype)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: weights_dtype must "
 				    "be PBOX_F32 or the gradients' dtype", c->job, c->rank, key);
-	int rc = req_check(c, key, o, count, grad_dtype, WIRE_F32);
-	if (rc < 0 || (rc = lr_check(c, key, o->lr)) < 0)
+	int rc = client_struct_tail(c, "pbox_optim", o, o->size, sizeof(*o));
+	if (rc < 0 || (rc = req_check(c, key, o, count, grad_dtype, WIRE_F32)) < 0 ||
+	    (rc = lr_check(c, key, o->lr)) < 0)
 		return rc;
-	if ((rc = lr_store(c, key, (float)o->lr)) < 0)
-		return client_error(c, rc, "job '%s' rank %d key %u: out of memory", c->job,
-				    c->rank, key);
 	struct pbox_req *r = req_new(c, key, REQ_DECLARE);
 	if (!r)
 		return PBOX_ENOMEM;
@@ -127,7 +220,14 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
 	r->dtype = (uint8_t)grad_dtype;
 	r->rdtype = (uint8_t)o->weights_dtype;
 	memcpy(&r->optim, o, o->size < sizeof(r->optim) ? o->size : sizeof(r->optim));
-	return run(c, r);
+	/* the learning rate: a declaration's only once it succeeded (a refused
+	 * one leaves the key's as it was) */
+	if ((rc = run(c, r)) < 0)
+		return rc;
+	if ((rc = lr_store(c, key, (float)o->lr)) < 0)
+		return client_error(c, rc, "job '%s' rank %d key %u: out of memory", c->job,
+				    c->rank, key);
+	return 0;
 }
 
 /* The request of a PS round (init or step) after the common checks. */
@@ -253,6 +353,11 @@ int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps)
 
 	if (!c)
 		return PBOX_EINVAL;
+	/* key_write's steps is a JSON integer: at most INT64_MAX */
+	if (steps > INT64_MAX)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: steps %llu is above "
+				    "%lld", c->job, c->rank, key, (unsigned long long)steps,
+				    (long long)INT64_MAX);
 	int rc = state_req(c, key, REQ_PS_WRITE, PBOX_PS_WEIGHTS, &dummy, NULL, 1, &r);
 	if (rc < 0)
 		return rc;

@@ -3,8 +3,11 @@
  * ps_rpc.c - PS reads and writes on the progress thread: pbox_ps_read,
  * pbox_ps_write and pbox_ps_set_steps become a chain of key_read /
  * key_write calls on the control connection (docs/rpc.md), one piece of
- * PS_RPC_PIECE floats in flight at a time, base64 in JSON. The request
- * is in state REQ_RPC meanwhile; its timeout counts from the last answer.
+ * PS_RPC_PIECE floats in flight at a time, base64 in JSON. A call is
+ * checked against its key first: its count, and a part the key's
+ * optimizer lacks is PBOX_EINVAL (as pbox.h says), not the box's refusal.
+ * The request is in state REQ_RPC meanwhile; its timeout counts from the
+ * last answer.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +15,6 @@
 
 #include "common/b64.h"
 #include "client/internal.h"
-
 
 static const char *const part_names[] = { "weights", "state0", "state1" };
 
@@ -50,7 +52,8 @@ static json_t *piece_params(pbox_client *c, struct pbox_req *r, size_t n)
 	return p;
 }
 
-void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now)
+/* Send r's next key_read/key_write piece. */
+static void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	size_t left = r->count - r->done_elems;
 	size_t n = r->set_steps ? 0 : left < PS_RPC_PIECE ? left : PS_RPC_PIECE;
@@ -66,6 +69,32 @@ void ps_rpc_next(pbox_client *c, struct pbox_req *r, uint64_t now)
 	}
 	p->elems = n;
 	progress_rpc_send(c, r, method_of(r), params, p);
+}
+
+void ps_rpc_start(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	const struct key_state *ks = r->ks;
+	unsigned planes = ps_optim_planes(&ks->optim);
+	bool sgd = ks->optim.kind == PBOX_OPTIM_SGD;
+
+	if (!r->set_steps && r->count != ks->count) {
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: the key has %llu "
+				"elements, the call %zu", c->job, c->rank, r->key,
+				(unsigned long long)ks->count, r->count);
+		return;
+	}
+	/* part n > 0 is state plane n - 1: only those the optimizer keeps */
+	if (r->part > planes) {
+		progress_finish(c, r, PBOX_EINVAL, "job '%s' rank %d key %u: no part %s: the "
+				"key's optimizer (%s%s) keeps %u state plane%s", c->job, c->rank,
+				r->key, part_names[r->part], ps_optim_name(ks->optim.kind),
+				sgd && planes == 0 ? " without momentum" : "", planes,
+				planes == 1 ? "" : "s");
+		return;
+	}
+	r->state = REQ_RPC;
+	r->progress_ns = now;
+	ps_rpc_next(c, r, now);
 }
 
 /* A key_read piece's data into r's buffer: 0, or -1 if it does not fit. */

@@ -254,6 +254,9 @@ int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_
 		    in->size > 4096)
 			return client_error(c, PBOX_EINVAL, "top-k key %u: options not set up by "
 					    "pbox_topk_opts_init", key);
+		int rc = client_struct_tail(c, "pbox_topk_opts", in, in->size, sizeof(*o));
+		if (rc < 0)
+			return rc;
 		memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));
 	}
 	if (!(o->density > 0 && o->density <= 1))

@@ -341,7 +341,9 @@ typedef enum pbox_optim_kind {
 
 /* An optimizer and its hyperparameters, with PyTorch's meanings. Fill with
  * pbox_optim_init (PyTorch's defaults for the kind), then set fields.
- * Grows only at its end, as pbox_opts. */
+ * Grows only at its end, as pbox_opts: a size beyond this library's is
+ * accepted while the bytes it does not know are 0, else
+ * pbox_declare_optimizer fails with PBOX_EINVAL naming the byte. */
 typedef struct pbox_optim {
 	uint32_t size;          /* set by pbox_optim_init, never by hand */
 	uint32_t kind;          /* pbox_optim_kind */
@@ -361,7 +363,10 @@ typedef struct pbox_optim {
 } pbox_optim;
 
 /* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for
- * an unknown kind or a size below 80 or above 4096). */
+ * an unknown kind or a size below 80 or above 4096). o->size gets the
+ * smaller of size and this library's sizeof(pbox_optim): a caller whose
+ * struct is larger sees there that fields beyond it are unknown here
+ * (bindings check it at load time). */
 int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind);
 
 static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)
@@ -375,8 +380,15 @@ static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)
  * arguments (else PBOX_EREJECTED naming the difference). The box takes the
  * memory for the weights and state now: PBOX_EREJECTED with the bytes
  * needed if the job's memory cannot hold them. A key is either PS or
- * plain (pbox_allreduce) for the client's life. Blocks until the box
- * answered. Returns 0 or the codes of pbox_allreduce.
+ * plain (pbox_allreduce) for the client's life. Declared again on this
+ * rank with the same count, dtypes and optimizer (kind and
+ * hyperparameters; lr may differ), it returns 0 without asking the box
+ * again; anything else returns PBOX_EINVAL naming the difference and
+ * changes nothing (pbox_release_keys, then a declaration afresh, changes
+ * a key's optimizer). A declaration that returns 0 sets the learning
+ * rate the key's pushes carry to o->lr, as pbox_set_lr does; one that
+ * fails leaves it. Blocks until the box answered. Returns 0 or the codes
+ * of pbox_allreduce.
  */
 int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
 			   pbox_dtype grad_dtype, const pbox_optim *o);
@@ -387,7 +399,10 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
  * then gets the box's copy in weights_out (count elements of
  * o.weights_dtype). If the job was started from a checkpoint holding the
  * key (docs/operations.md), the box keeps the checkpoint's weights and
- * rank 0's are ignored. Returns 0 or the codes of pbox_allreduce.
+ * rank 0's are ignored. Once per declaration: after the key's first round
+ * has started, it fails at once with PBOX_EINVAL and takes no round
+ * (pbox_ps_write loads weights into a running key). Returns 0 or the
+ * codes of pbox_allreduce.
  */
 int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
 
@@ -438,10 +453,10 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
  * on the box with in (count floats: the key's count), e.g. to load a
  * checkpoint into a running job; the other ranks get the new weights with
  * the next step's result. pbox_ps_set_steps sets the optimizer steps taken
- * (the next step is steps + 1: Adam's bias correction). Returns 0 or the
- * codes of pbox_ps_read. A write that timed out may still be applied by
- * the box: until its answer comes, calls on the key return PBOX_EBUSY
- * (retry them), so none runs beside it.
+ * (the next step is steps + 1: Adam's bias correction; PBOX_EINVAL above
+ * INT64_MAX). Returns 0 or the codes of pbox_ps_read. A write that timed
+ * out may still be applied by the box: until its answer comes, calls on
+ * the key return PBOX_EBUSY (retry them), so none runs beside it.
  */
 int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
 		  size_t count);
@@ -497,6 +512,11 @@ typedef struct pbox_topk_opts {
 /* Ranks of one host in a hierarchical top-k group, at most. */
 #define PBOX_TOPK_LOCAL_MAX 64
 
+/* Fill the first size bytes at o with the defaults and set o->size =
+ * size, as pbox_opts_init_sized (PBOX_EINVAL for a size below 24 or above
+ * 4096). A size beyond this library's is accepted by the calls while the
+ * bytes it does not know are 0, else they fail with PBOX_EINVAL naming
+ * the byte. */
 int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size);
 
 static inline int pbox_topk_opts_init(pbox_topk_opts *o)

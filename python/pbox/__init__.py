@@ -864,7 +864,11 @@ class Client:
         o.sum = 1 if sum else 0
         o.weights_dtype = wdt
         self._blocking(self._L.pbox_declare_optimizer, key, count, dt, ctypes.byref(o))
-        self._ps[key] = _PsKey(count, dt, wdt, kind)
+        old = self._ps.get(key)
+        # the library accepts a declaration again only if it is the same one
+        # (lr aside): the key keeps its weights and ps_init stays done
+        if old is None or (old.count, old.dtype, old.wdtype, old.kind) != (count, dt, wdt, kind):
+            self._ps[key] = _PsKey(count, dt, wdt, kind)
 
     def _ps_key(self, key):
         _check_key(key)

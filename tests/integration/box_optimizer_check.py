@@ -372,6 +372,18 @@ def main_bad(control):
         c.set_lr(K + 3, 0.5)
         c.push_pull(K + 3, g, w)
         assert torch.equal(w, torch.arange(16.0) - 0.5), w
+        # declared again alike (another lr): the key keeps its weights and
+        # its ps_init, and steps on; a second ps_init and another optimizer
+        # are refused at once (the init timed out and broke the key)
+        c.declare_optimizer(K + 3, 16, "f32", "sgd", lr=0.25)
+        c.push_pull(K + 3, g, w)
+        assert torch.equal(w, torch.arange(16.0) - 0.75), w
+        check("binding: ps_init again", pbox.Error, ["already ran", "EINVAL"], c.ps_init,
+              K + 3, torch.arange(16.0), w)
+        check("binding: another optimizer", pbox.Error, ["optimizer sgd, this call adam",
+              "EINVAL"], c.declare_optimizer, K + 3, 16, "f32", "adam")
+        c.push_pull(K + 3, g, w)
+        assert torch.equal(w, torch.arange(16.0) - 1.0), w
         check("binding: allreduce on a PS key", pbox.Error, ["PS key"], c.allreduce, g, K + 3)
 
     def rules():

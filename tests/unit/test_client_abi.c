@@ -5,7 +5,8 @@
  * bindings check, pbox_opts read only within opts->size (a caller older
  * than the library gets defaults, a newer one is accepted while the fields
  * unknown here are 0), sizes out of range refused with PBOX_EINVAL and a
- * message, and pbox_get_stats writing exactly `size` bytes.
+ * message, pbox_optim and pbox_topk_opts under the same rule, and
+ * pbox_get_stats writing exactly `size` bytes.
  *
  * Callers' structs of other sizes are heap blocks of exactly that size, so
  * ASan reports any byte read or written past them. pbox_connect's reading
@@ -31,6 +32,7 @@
 
 #include "client/internal.h"
 #include "include/pbox.h"
+#include "tests/unit/box_inproc.h"
 
 #define OPTS_V0  24u   /* first layouts (0.2.0), as pbox.h documents them */
 #define STATS_V0 104u
@@ -296,6 +298,72 @@ static void connect__size_too_large_einval(void **state)
 	pbox_close(c);
 }
 
+/* pbox_optim and pbox_topk_opts follow pbox_opts' rule: a caller's struct
+ * larger than this library's (its size field says so) is read while the
+ * bytes unknown here are 0, and refused naming the first that is not. */
+static void *tail_struct(size_t size)
+{
+	void *p = calloc(1, size);
+
+	assert_non_null(p);
+	return p;
+}
+
+static void declare_optimizer__newer_caller_unknown_field_set_einval(void **state)
+{
+	size_t size = sizeof(pbox_optim) + 8;
+	pbox_optim *o = tail_struct(size);
+	pbox_client *c;
+	char want[64];
+
+	assert_int_equal(connect_opts(state, NULL, &c), PBOX_ECONNECT);
+	assert_int_equal(pbox_optim_init_sized(o, size, PBOX_OPTIM_SGD), 0);
+	/* this library's init writes its own size there (a binding's check);
+	 * a caller whose struct is larger says so */
+	o->size = (uint32_t)size;
+	((unsigned char *)o)[sizeof(pbox_optim) + 3] = 1;
+	assert_int_equal(pbox_declare_optimizer(c, 1, 16, PBOX_F32, o), PBOX_EINVAL);
+	snprintf(want, sizeof(want), "pbox_optim sets byte %zu of its %zu",
+		 sizeof(pbox_optim) + 3, size);
+	assert_non_null(strstr(pbox_last_error(c), want));
+	assert_non_null(strstr(pbox_last_error(c), "newer libpbox"));
+	/* a zero tail is read: the call gets as far as the connection */
+	((unsigned char *)o)[sizeof(pbox_optim) + 3] = 0;
+	assert_int_equal(pbox_declare_optimizer(c, 1, 16, PBOX_F32, o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "not connected"));
+	pbox_close(c);
+	free(o);
+}
+
+static void allreduce_topk__newer_caller_unknown_field_set_einval(void **state)
+{
+	size_t size = sizeof(pbox_topk_opts) + 8;
+	pbox_topk_opts *o = tail_struct(size);
+	struct box_inproc *b = box_inproc_new(1);
+	float x[64] = { 1 };
+	pbox_client *c;
+	char want[64];
+
+	(void)state;
+	box_inproc_start(b);
+	assert_int_equal(pbox_connect(b->addr, "abitopk", 0, 1, NULL, &c), 0);
+	assert_int_equal(pbox_topk_opts_init_sized(o, size), 0);
+	assert_int_equal(o->size, size);
+	((unsigned char *)o)[size - 1] = 1;
+	assert_int_equal(pbox_allreduce_topk(c, 1, x, 64, PBOX_F32, o), PBOX_EINVAL);
+	snprintf(want, sizeof(want), "pbox_topk_opts sets byte %zu of its %zu", size - 1, size);
+	assert_non_null(strstr(pbox_last_error(c), want));
+	assert_true(x[0] == 1);   /* refused before the selection took the gradient */
+	((unsigned char *)o)[size - 1] = 0;
+	assert_int_equal(pbox_allreduce_topk(c, 1, x, 64, PBOX_F32, o), 0);
+	assert_true(x[0] == 1);   /* world 1: the sum is what was sent */
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_stop(b);
+	box_inproc_free(b);
+	free(o);
+}
+
 /* A failed client with every counter set to a distinct value (i + 1). */
 static pbox_client *client_with_counters(void **state)
 {
@@ -401,6 +469,8 @@ int main(void)
 		T(connect__size_zero_einval),
 		T(connect__size_below_first_layout_einval),
 		T(connect__size_too_large_einval),
+		T(declare_optimizer__newer_caller_unknown_field_set_einval),
+		cmocka_unit_test(allreduce_topk__newer_caller_unknown_field_set_einval),
 		T(get_stats__fills_every_counter),
 		T(get_stats__first_layout_writes_only_it),
 		T(get_stats__newer_caller_zeros_beyond_stop_at_size),

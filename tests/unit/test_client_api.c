@@ -163,7 +163,7 @@ static void connect__unanswered_address_bounded(void **state)
 static void calls__on_unconnected_client(void **state)
 {
 	pbox_client *c = NULL;
-	float x[4];
+	float x[4] = { 0 }, out[4];
 	pbox_req *r;
 
 	(void)state;
@@ -178,6 +178,15 @@ static void calls__on_unconnected_client(void **state)
 	assert_int_equal(pbox_allreduce(c, 1, x, 4, PBOX_F32), PBOX_EINVAL);
 	assert_non_null(strstr(pbox_last_error(c), "not connected"));
 	assert_int_equal(pbox_iallreduce(c, 1, x, 4, PBOX_F32, NULL), PBOX_EINVAL);
+	/* the collectives that read the job's world (none: check_args failed
+	 * before setting it) say so first, not a root out of range or an
+	 * overflow (a division by the world: UBSan) */
+	assert_int_equal(pbox_allgather(c, 1, x, out, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "not connected"));
+	assert_int_equal(pbox_reduce_scatter(c, 1, x, out, 4, PBOX_F32), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "not connected"));
+	assert_int_equal(pbox_broadcast(c, 1, x, 4, PBOX_F32, 0), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "not connected"));
 	assert_int_equal(pbox_allreduce(NULL, 1, x, 4, PBOX_F32), PBOX_EINVAL);
 	assert_int_equal(pbox_iallreduce(NULL, 1, x, 4, PBOX_F32, &r), PBOX_EINVAL);
 	assert_int_equal(pbox_wait(NULL), PBOX_EINVAL);

@@ -11,7 +11,10 @@
  * f16 gradients and AdamW returning f16 weights, with and without lost
  * pushes and results; the box applied each segment's update exactly once.
  * Then the bad input: a push before the weights, a bad hyperparameter,
- * ranks declaring different optimizers, PS calls on a plain key and back.
+ * ranks declaring different optimizers, PS calls on a plain key and back,
+ * a rank declaring a key again with another optimizer, pbox_ps_init
+ * again after a step, a state plane the optimizer lacks, steps beyond
+ * what key_write takes.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -428,6 +431,173 @@ static void timed_out__write_and_release_hold_the_key_until_answered(void **stat
 	pbox_close(c);
 	assert_true(box_inproc_idle(b, 2000));
 	box_inproc_free(b);
+}
+
+/* A one-rank job whose calls time out after timeout_ms. */
+static struct box_inproc *one_rank_timeout(const char *job, uint32_t timeout_ms,
+					   pbox_client **c)
+{
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_opts o;
+
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	o.timeout_ms = timeout_ms;
+	assert_int_equal(pbox_connect(b->addr, job, 0, 1, &o, c), 0);
+	return b;
+}
+
+static void end_one_rank(struct box_inproc *b, pbox_client *c)
+{
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+}
+
+static void assert_all(const float *got, size_t n, float want)
+{
+	for (size_t i = 0; i < n; i++)
+		assert_true(got[i] == want);
+}
+
+/* pbox_ps_init once the key's first round has run is refused at once
+ * (the box would drop its INIT pushes: the call could only time out, a
+ * round ahead of the box's), naming pbox_ps_write; no round is taken, so
+ * the next step runs as if the call had not been made. */
+static void ps_init__again_after_a_step_einval_key_still_steps(void **state)
+{
+	enum { N = 300 };
+	static float w[N], g[N], got[N];
+	pbox_client *c;
+	struct box_inproc *b = one_rank_timeout("init2", 2000, &c);
+
+	(void)state;
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		g[i] = 1.0f;
+	}
+	sgd_key(c, 1, N, 0.25, 0, w, got);
+	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
+	assert_all(got, N, 0.75f);
+	uint64_t t0 = clock_ns();
+	assert_int_equal(pbox_ps_init(c, 1, w, got), PBOX_EINVAL);
+	assert_true(clock_ns() - t0 < 500000000u); /* not the 2 s timeout */
+	assert_non_null(strstr(pbox_last_error(c), "key 1: pbox_ps_init already ran for this key"));
+	assert_non_null(strstr(pbox_last_error(c), "pbox_ps_write"));
+	assert_int_equal(pbox_push_pull(c, 1, g, got, N, PBOX_F32), 0);
+	assert_all(got, N, 0.5f);
+	end_one_rank(b, c);
+}
+
+/* A PS key declared again on this rank: another optimizer kind or
+ * hyperparameter is refused, naming it, and changes nothing (the
+ * learning rate included); the same optimizer is accepted, and its lr
+ * is the one the next pushes carry. Released, the key is declared anew
+ * with another optimizer. */
+static void declare__again_other_optimizer_einval_same_accepted(void **state)
+{
+	enum { N = 300 };
+	static float w[N], g[N], got[N];
+	pbox_client *c;
+	pbox_optim o;
+	struct box_inproc *b = one_rank_timeout("redecl", 2000, &c);
+
+	(void)state;
+	for (size_t i = 0; i < N; i++) {
+		w[i] = 1.0f;
+		g[i] = 1.0f;
+	}
+	sgd_key(c, 2, N, 0.5, 0, w, got);
+	pbox_optim_init(&o, PBOX_OPTIM_ADAM);
+	o.lr = 0.25;
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "key 2: declared before with optimizer "
+					       "sgd, this call adam"));
+	pbox_optim_init(&o, PBOX_OPTIM_SGD);
+	o.lr = 0.25;
+	o.momentum = 0.9;
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "momentum 0, this call 0.9"));
+	o.momentum = 0;
+	o.sum = 1;
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "sum 0, this call 1"));
+	/* refused: the step runs with lr 0.5 */
+	assert_int_equal(pbox_push_pull(c, 2, g, got, N, PBOX_F32), 0);
+	assert_all(got, N, 0.5f);
+	o.sum = 0;
+	o.lr = 0.5;
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), 0);
+	o.lr = 0.125;
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), 0);
+	assert_int_equal(pbox_push_pull(c, 2, g, got, N, PBOX_F32), 0);
+	assert_all(got, N, 0.375f);
+	/* released, the key takes another optimizer, and its init round again */
+	uint32_t key = 2;
+	assert_int_equal(pbox_release_keys(c, &key, 1), 0);
+	pbox_optim_init(&o, PBOX_OPTIM_ADAM);
+	assert_int_equal(pbox_declare_optimizer(c, 2, N, PBOX_F32, &o), 0);
+	assert_int_equal(pbox_ps_init(c, 2, w, got), 0);
+	assert_all(got, N, 1.0f);
+	end_one_rank(b, c);
+}
+
+/* pbox_ps_read / pbox_ps_write of a state plane the key's optimizer does
+ * not keep: PBOX_EINVAL naming it, before any key_read or key_write;
+ * the planes it keeps work. */
+static void ps_read_write__part_the_optimizer_lacks_einval(void **state)
+{
+	enum { N = 300 };
+	static float w[N], got[N];
+	pbox_client *c;
+	pbox_optim o;
+	struct box_inproc *b = one_rank_timeout("parts", 2000, &c);
+
+	(void)state;
+	for (size_t i = 0; i < N; i++)
+		w[i] = 1.0f;
+	sgd_key(c, 3, N, 0.5, 0, w, got);           /* SGD without momentum: none */
+	assert_int_equal(pbox_ps_read(c, 3, PBOX_PS_STATE1, got, N, NULL), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "key 3: no part state1: the key's optimizer "
+					       "(sgd without momentum) keeps 0 state planes"));
+	assert_int_equal(pbox_ps_read(c, 3, PBOX_PS_STATE0, got, N, NULL), PBOX_EINVAL);
+	assert_int_equal(pbox_ps_write(c, 3, PBOX_PS_STATE0, w, N), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "no part state0"));
+	assert_int_equal(pbox_ps_read(c, 3, PBOX_PS_WEIGHTS, got, N, NULL), 0);
+	sgd_key(c, 4, N, 0.5, 0.9, w, got);         /* with momentum: state0 */
+	assert_int_equal(pbox_ps_write(c, 4, PBOX_PS_STATE0, w, N), 0);
+	assert_int_equal(pbox_ps_read(c, 4, PBOX_PS_STATE0, got, N, NULL), 0);
+	assert_int_equal(pbox_ps_write(c, 4, PBOX_PS_STATE1, w, N), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "(sgd) keeps 1 state plane"));
+	pbox_optim_init(&o, PBOX_OPTIM_ADAM);       /* Adam: both */
+	assert_int_equal(pbox_declare_optimizer(c, 5, N, PBOX_F32, &o), 0);
+	assert_int_equal(pbox_ps_init(c, 5, w, got), 0);
+	assert_int_equal(pbox_ps_read(c, 5, PBOX_PS_STATE1, got, N, NULL), 0);
+	end_one_rank(b, c);
+}
+
+/* Steps above INT64_MAX (what key_write takes) are refused before any
+ * call to the box; the key's steps are unchanged. */
+static void ps_set_steps__above_int64_max_einval(void **state)
+{
+	enum { N = 300 };
+	static float w[N], got[N];
+	pbox_client *c;
+	uint64_t steps = 1;
+	struct box_inproc *b = one_rank_timeout("steps", 2000, &c);
+
+	(void)state;
+	sgd_key(c, 6, N, 0.5, 0, w, got);
+	assert_int_equal(pbox_ps_set_steps(c, 6, (uint64_t)INT64_MAX + 1), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "key 6: steps 9223372036854775808 is above "
+					       "9223372036854775807"));
+	assert_int_equal(pbox_ps_set_steps(c, 6, UINT64_MAX), PBOX_EINVAL);
+	assert_int_equal(pbox_ps_read(c, 6, PBOX_PS_WEIGHTS, got, N, &steps), 0);
+	assert_int_equal(steps, 0);
+	assert_int_equal(pbox_ps_set_steps(c, 6, 42), 0);
+	assert_int_equal(pbox_ps_read(c, 6, PBOX_PS_WEIGHTS, got, N, &steps), 0);
+	assert_int_equal(steps, 42);
+	end_one_rank(b, c);
 }
 
 /* ---- checkpoints ---- */
@@ -932,6 +1102,10 @@ int main(void)
 		cmocka_unit_test(ckpt__job_save_one_cut_or_nothing),
 		cmocka_unit_test(ckpt__written_momentum_buffer_survives_restore),
 		cmocka_unit_test(memory__ps_key_beyond_job_bytes_named__big_state_pieces),
+		cmocka_unit_test(ps_init__again_after_a_step_einval_key_still_steps),
+		cmocka_unit_test(declare__again_other_optimizer_einval_same_accepted),
+		cmocka_unit_test(ps_read_write__part_the_optimizer_lacks_einval),
+		cmocka_unit_test(ps_set_steps__above_int64_max_einval),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
