@@ -531,7 +531,7 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
-		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, err, errlen) : 0;
+		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, &b->keepalive, err, errlen) : 0;
 		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
 			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 			memset(mem, 0, need);

@@ -22,7 +22,7 @@
 #define SNAP_TRIES 200       /* a key mid-step is tried again ... */
 #define SNAP_PAUSE_NS 500000 /* ... after 0.5 ms, for up to 0.1 s */
 #define SAVE_TRIES 3         /* a job whose keys moved on during its save */
-#define WRITE_PIECE (64u << 20) /* bytes written between keepalives */
+#define IO_PIECE (64u << 20) /* bytes written or read between keepalives */
 
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key)
 {
@@ -287,8 +287,24 @@ static int write_all(FILE *f, const void *p, size_t n, const struct box_keepaliv
 	const uint8_t *b = p;
 
 	while (n) {
-		size_t m = n < WRITE_PIECE ? n : WRITE_PIECE;
+		size_t m = n < IO_PIECE ? n : IO_PIECE;
 		if (fwrite(b, 1, m, f) != m)
+			return -1;
+		b += m;
+		n -= m;
+		box_keepalive(ka);
+	}
+	return 0;
+}
+
+/* fread n bytes in pieces, telling ka after each. 0 or -1 (short). */
+static int read_all(FILE *f, void *p, size_t n, const struct box_keepalive *ka)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		size_t m = n < IO_PIECE ? n : IO_PIECE;
+		if (fread(b, 1, m, f) != m)
 			return -1;
 		b += m;
 		n -= m;
@@ -475,7 +491,7 @@ static const char *differs(const struct hdr *h, const struct hdr *want)
 }
 
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 char *err, size_t errlen)
+		 const struct box_keepalive *ka, char *err, size_t errlen)
 {
 	char path[PS_CKPT_PATH];
 	uint8_t b[PS_CKPT_HDR];
@@ -507,7 +523,7 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 			      optim_name(h.kind) ? optim_name(h.kind) : "?");
 	}
 	for (unsigned a = 0; a < narrays(k) && rc == 0; a++)
-		if (fread(array_of(ps, a), sizeof(float), count, f) != count)
+		if (read_all(f, array_of(ps, a), count * sizeof(float), ka) < 0)
 			rc = -EINVAL;
 	if (rc == 0 && fgetc(f) != EOF)
 		rc = -EINVAL;

@@ -80,9 +80,10 @@ void ps_ckpt_discard(const char *dir, uint32_t key);
 /* Load key k's checkpoint from dir into its PS state (before the key is
  * installed on the lcores): the file must hold the same count, dtypes,
  * optimizer and hyperparameters as k's declaration (-EINVAL naming the
- * first difference), -ENOENT if there is none. Sets restored and step0. */
+ * first difference), -ENOENT if there is none. Sets restored and step0.
+ * Reads in pieces, telling ka (the watchdog) after each, as a save does. */
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 char *err, size_t errlen);
+		 const struct box_keepalive *ka, char *err, size_t errlen);
 
 /*
  * Worker access between steps (key_read, key_write): array a is 0 for the
