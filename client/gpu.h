@@ -55,8 +55,12 @@ struct gpu_key {
 	size_t count;
 	size_t chunk_bytes;        /* as asked by the first call (0: default) */
 	void *slab;                /* count wire elements, host_alloc'd */
+	bool sparse;               /* top-k calls: the box's sparse segments */
+	uint32_t seg_elems;        /* elements per segment of the key's layout:
+				      the job's segment, or a sparse one (shorter
+				      by WIRE_SPARSE_SLACK bytes) */
 	uint32_t chunk_segs;       /* segments per staging chunk */
-	uint32_t chunk_elems;      /* chunk_segs x the job's segment elements */
+	uint64_t chunk_elems;      /* chunk_segs x seg_elems */
 	uint32_t nchunks;
 	uint32_t *left;            /* per chunk: segments without their result */
 	void *ev_start;            /* on the caller's stream at submission */
@@ -126,11 +130,19 @@ int gpu_get(struct pbox_client *c, struct client_gpu **out);
 /* pbox_dev_opts as this library knows them: 0 or PBOX_EINVAL. */
 int gpu_dev_opts_read(struct pbox_client *c, uint32_t key, const struct pbox_dev_opts *in,
 		      struct pbox_dev_opts *o);
-/* Find or make key's state (count wire_dt elements on the wire) and mark
- * it busy: 0, PBOX_EBUSY (a call owns it), PBOX_EINVAL (another size or
- * chunk), PBOX_ENOMEM/PBOX_ESYS; give it back with gpu_key_give. */
+/* dev of a device call (key's) as the GPU library sees it: 0 if it is
+ * device memory; PBOX_EINVAL for host memory (the message names
+ * host_call, the host form of the call), PBOX_ESYS with the library's
+ * reason if it cannot tell. */
+int gpu_dev_check(struct pbox_client *c, struct client_gpu *g, uint32_t key, const void *dev,
+		  const char *host_call);
+/* Find or make key's state (count wire_dt elements on the wire, in the
+ * box's dense segments, or its sparse ones for top-k calls) and mark it
+ * busy: 0, PBOX_EBUSY (a call owns it), PBOX_EINVAL (another size, chunk
+ * or kind of call), PBOX_ENOMEM/PBOX_ESYS; give it back with
+ * gpu_key_give. */
 int gpu_key_take(struct pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
-		 unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out);
+		 unsigned wire_dt, bool sparse, size_t chunk_bytes, struct gpu_key **out);
 void gpu_key_give(struct client_gpu *g, struct gpu_key *k);
 
 /* pbox_wait/pbox_test of a finished device request (r->gk set): order
@@ -179,7 +191,8 @@ void gpu_direct_drop(struct client_gpu *g, struct gpu_key *k, bool retire);
 
 /* r (a device call) starts its round: enqueue the copies to the host and
  * gate its segments (r->ready_seg 0). False if r was finished (a GPU
- * failure): do not touch r then. */
+ * failure, or PBOX_EPROTO: the key's chunks do not cut the request's
+ * layout): do not touch r then. */
 bool gpu_start(struct pbox_client *c, struct pbox_req *r);
 /* Advance the ready watermark of every active device call whose chunks
  * reached the host (c->x.gpu_staging > 0). */

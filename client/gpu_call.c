@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "client/internal.h"
+#include "common/sparse.h"
 #include "include/pbox_cuda.h"
 
 #define DEV_OPTS_SIZE_V0 (offsetof(pbox_dev_opts, chunk_bytes) + sizeof(uint64_t))
@@ -140,15 +141,40 @@ int pbox_gpu_init(pbox_client *c)
 	return c ? gpu_get(c, &g) : PBOX_EINVAL;
 }
 
+/*
+ * k's staging chunks. A chunk is whole segments of the layout the box
+ * gives the request (xfer.c sends and gpu_stage.c copies back by its
+ * segment numbers): the job's segments for dense calls, the shorter
+ * sparse ones (WIRE_SPARSE_SLACK bytes less: sparse_seg_elems) for top-k
+ * calls, whose results land in the same slab. chunk_bytes (0: the
+ * default) of wire bytes, at least one segment and at most all of them;
+ * 64-bit arithmetic, so any chunk_bytes is a valid request.
+ */
+static void key_chunks(struct gpu_key *k, uint32_t seg_bytes, size_t chunk_bytes)
+{
+	size_t wsz = wire_dtype_size(k->wire_dt);
+	uint32_t seg_elems = k->sparse ? sparse_seg_elems(seg_bytes, wsz)
+				       : seg_bytes / (uint32_t)wsz;
+	uint64_t nsegs = seg_nsegs(k->count, seg_elems);
+	uint64_t want = chunk_bytes ? chunk_bytes : GPU_CHUNK_DEFAULT;
+	uint64_t segs = want / ((uint64_t)seg_elems * wsz);
+
+	if (segs < 1)
+		segs = 1;
+	if (segs > nsegs)
+		segs = nsegs;
+	k->seg_elems = seg_elems;
+	k->chunk_segs = (uint32_t)segs;   /* <= nsegs < 2^32 (req_check) */
+	k->chunk_elems = segs * seg_elems;
+	k->nchunks = (uint32_t)seg_nchunks(nsegs, segs);
+}
+
 /* A new key's staging state: slab, events, chunks (under g->lock). */
 static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
-		    unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out)
+		    unsigned wire_dt, bool sparse, size_t chunk_bytes, struct gpu_key **out)
 {
 	const struct pbox_gpu_ops *ops = g->ops;
 	size_t wsz = wire_dtype_size(wire_dt);
-	uint32_t seg_elems = c->seg_bytes / (uint32_t)wsz;
-	uint64_t nsegs = seg_nsegs(count, seg_elems);
-	size_t want = chunk_bytes ? chunk_bytes : GPU_CHUNK_DEFAULT;
 	struct gpu_key *k = calloc(1, sizeof(*k));
 
 	if (!k)
@@ -156,12 +182,9 @@ static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t c
 	k->key = key;
 	k->count = count;
 	k->wire_dt = (uint8_t)wire_dt;
+	k->sparse = sparse;
 	k->chunk_bytes = chunk_bytes;
-	k->chunk_segs = want / c->seg_bytes ? (uint32_t)(want / c->seg_bytes) : 1;
-	if (k->chunk_segs > nsegs)
-		k->chunk_segs = (uint32_t)nsegs;
-	k->chunk_elems = k->chunk_segs * seg_elems;
-	k->nchunks = (uint32_t)seg_nchunks(nsegs, k->chunk_segs);
+	key_chunks(k, c->seg_bytes, chunk_bytes);
 	k->left = calloc(k->nchunks, sizeof(*k->left));
 	k->ev_chunk = calloc(k->nchunks, sizeof(*k->ev_chunk));
 	int rc = 0;
@@ -192,9 +215,26 @@ static int key_make(pbox_client *c, struct client_gpu *g, uint32_t key, size_t c
 	return 0;
 }
 
+int gpu_dev_check(pbox_client *c, struct client_gpu *g, uint32_t key, const void *dev,
+		  const char *host_call)
+{
+	const struct pbox_gpu_ops *ops = g->ops;
+	int isdev = ops->is_device(dev);
+
+	if (isdev < 0)   /* the library failed: its reason, not a guess */
+		return client_error(c, PBOX_ESYS, "job '%s' rank %d key %u: GPU (%s): cannot tell "
+				    "whether %p is device memory: %s", c->job, c->rank, key,
+				    ops->name, dev, ops->last_error());
+	if (isdev == 0)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %p is host memory, "
+				    "not device memory (%s); %s", c->job, c->rank, key, dev,
+				    ops->name, host_call);
+	return 0;
+}
+
 /* Find or make key's state and mark it busy (under g->lock). */
 int gpu_key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t count,
-		    unsigned wire_dt, size_t chunk_bytes, struct gpu_key **out)
+		 unsigned wire_dt, bool sparse, size_t chunk_bytes, struct gpu_key **out)
 {
 	struct gpu_key *k;
 	int rc = 0;
@@ -204,10 +244,16 @@ int gpu_key_take(pbox_client *c, struct client_gpu *g, uint32_t key, size_t coun
 	while (k && k->key != key)
 		k = k->next;
 	if (!k)
-		rc = key_make(c, g, key, count, wire_dt, chunk_bytes, &k);
+		rc = key_make(c, g, key, count, wire_dt, sparse, chunk_bytes, &k);
 	else if (k->busy)
 		rc = client_error(c, PBOX_EBUSY, "job '%s' rank %d key %u: a device call on this "
 				  "key is in flight (pbox_wait for it first)", c->job, c->rank, key);
+	else if (k->sparse != sparse)
+		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job, c->rank,
+				  key, k->sparse ? "a key of top-k device calls "
+				  "(pbox_allreduce_topk_dev): dense calls cannot use it"
+				  : "a key of dense device calls: top-k calls need a key of "
+				  "their own");
 	else if (k->count != count || k->wire_dt != wire_dt)
 		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: its device calls have "
 				  "%zu %s elements on the wire, this one %zu %s (use another key "
@@ -264,13 +310,9 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 		return mode;
 	if ((rc = gpu_get(c, &g)) < 0)
 		return rc;
-	int isdev = g->ops->is_device(dev);
-	if (isdev != 1)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %p is %s (%s); "
-				    "pbox_iallreduce sums host buffers", c->job, c->rank, key, dev,
-				    isdev == 0 ? "host memory, not device memory"
-					       : "not known to the GPU library", g->ops->name);
-	if ((rc = gpu_key_take(c, g, key, count, wire, (size_t)o.chunk_bytes, &k)) < 0)
+	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_iallreduce sums host buffers")) < 0)
+		return rc;
+	if ((rc = gpu_key_take(c, g, key, count, wire, false, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {
 		gpu_key_give(g, k);

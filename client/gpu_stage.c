@@ -48,7 +48,18 @@ static void gpu_fail(pbox_client *c, struct pbox_req *r, const char *what)
 static size_t chunk_len(const struct gpu_key *k, uint32_t i)
 {
 	uint64_t first = (uint64_t)i * k->chunk_elems;
-	return k->count - first < k->chunk_elems ? (size_t)(k->count - first) : k->chunk_elems;
+	return (size_t)(k->count - first < k->chunk_elems ? k->count - first : k->chunk_elems);
+}
+
+/* k's chunks cut the request's segments as the box laid them out (dense,
+ * or sparse ones for top-k): gpu_poll releases chunk_segs segments per
+ * chunk and gpu_seg_done copies chunk seg / chunk_segs back, chunk_elems
+ * a chunk; a chunk of other segments would leave segments unsent or copy
+ * elements whose results are not in yet. */
+static bool chunks_fit(const struct gpu_key *k, const struct seg_layout *l)
+{
+	return l->slice_segs == 0 && l->seg_elems == k->seg_elems && l->count == k->count &&
+	       k->chunk_segs && k->nchunks == seg_nchunks(l->nsegs, k->chunk_segs);
 }
 
 bool gpu_start(pbox_client *c, struct pbox_req *r)
@@ -61,6 +72,14 @@ bool gpu_start(pbox_client *c, struct pbox_req *r)
 	int rc;
 
 	gpu_direct_retire(g);   /* ranges no longer used: the NIC is done with them */
+	if (!chunks_fit(k, &r->ks->lay)) {
+		progress_finish(c, r, PBOX_EPROTO, "job '%s' rank %d key %u round %u: the staging "
+				"chunks (%u of %u segments of %u elements) do not cut the layout "
+				"the box gave the key (%u segments of %u elements)", c->job,
+				c->rank, r->key, r->round, k->nchunks, k->chunk_segs, k->seg_elems,
+				nsegs, r->ks->lay.seg_elems);
+		return false;
+	}
 	r->ready_seg = 0;
 	k->staged = 0;
 	k->enqueued = true;
@@ -77,8 +96,8 @@ bool gpu_start(pbox_client *c, struct pbox_req *r)
 	}
 	for (uint32_t i = 0; i < k->nchunks; i++) {
 		uint64_t first = (uint64_t)i * k->chunk_elems;
-		uint32_t seg0 = i * k->chunk_segs;
-		k->left[i] = nsegs - seg0 < k->chunk_segs ? nsegs - seg0 : k->chunk_segs;
+		uint64_t seg0 = (uint64_t)i * k->chunk_segs, left = nsegs - seg0;
+		k->left[i] = (uint32_t)(left < k->chunk_segs ? left : k->chunk_segs);
 		if (k->nocopy)
 			continue;
 		rc = ops->copy_d2h((uint8_t *)k->slab + first * wsz, (enum gpu_dtype)k->wire_dt,

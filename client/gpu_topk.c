@@ -161,13 +161,10 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 	    (rc = dev_limits(c, key, &t, &o)) < 0 || (rc = gpu_get(c, &g)) < 0)
 		return rc;
 	const struct pbox_gpu_ops *ops = g->ops;
-	int isdev = ops->is_device(dev);
-	if (isdev != 1)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %p is %s (%s); "
-				    "pbox_allreduce_topk selects on host buffers", c->job, c->rank,
-				    key, (void *)dev, isdev == 0 ? "host memory, not device memory"
-				    : "not known to the GPU library", ops->name);
-	if ((rc = gpu_key_take(c, g, key, count, PBOX_F32, (size_t)o.chunk_bytes, &k)) < 0)
+	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_allreduce_topk selects on host buffers")) < 0)
+		return rc;
+	/* the dense sum comes back in the sparse call's segments */
+	if ((rc = gpu_key_take(c, g, key, count, PBOX_F32, true, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = topk_state(c, ops, k, sel, stream)) < 0) {
 		gpu_key_give(g, k);

@@ -25,6 +25,10 @@
  * with 4 loads in flight. tests/gpu/kernels.c prints both directions'
  * GB/s beside cudaMemcpyAsync on a device: the figures to hold this
  * choice against (docs/gpu.md "Kernels").
+ *
+ * Both run with the stream's device current (gpu_enter, lib.c): libpbox
+ * calls them from its progress thread on streams of the caller's device,
+ * and a kernel launches only into a stream of the current device.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -73,11 +77,11 @@ static int check_args(enum gpu_dtype a, enum gpu_dtype b, size_t count, const ch
 	return 0;
 }
 
-/* The kernel from src to dst (device addresses) on stream. */
+/* The kernel from src to dst (device addresses) on stream, of device dev. */
 static int launch(void *dst, enum gpu_dtype dst_dt, const void *src, enum gpu_dtype src_dt,
-		  size_t count, float scale, void *stream, const char *what)
+		  size_t count, float scale, void *stream, int dev, const char *what)
 {
-	int sms = gpu_sm_count();
+	int sms = gpu_sm_count(dev);
 
 	if (sms < 0)
 		return sms;
@@ -85,14 +89,13 @@ static int launch(void *dst, enum gpu_dtype dst_dt, const void *src, enum gpu_dt
 					(cudaStream_t)stream), what);
 }
 
-int gpu_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev, enum gpu_dtype dev_dt,
-		 size_t count, void *stream)
+/* copy_d2h on the stream's device (gpu_enter). */
+static int d2h(void *host, enum gpu_dtype host_dt, const void *dev, enum gpu_dtype dev_dt,
+	       size_t count, void *stream, int device)
 {
-	int rc = check_args(host_dt, dev_dt, count, "copy_d2h");
+	int rc;
 	void *hp;
 
-	if (rc < 0 || count == 0)
-		return rc;
 	if (host_dt == dev_dt)
 		return gpu_cuda(cudaMemcpyAsync(host, dev, count * cast_size(dev_dt),
 						cudaMemcpyDeviceToHost, (cudaStream_t)stream),
@@ -101,17 +104,17 @@ int gpu_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev, enum gpu_d
 		return rc;
 	if (!(hp = mapped(host, "copy_d2h: destination", &rc)))
 		return rc;
-	return launch(hp, host_dt, dev, dev_dt, count, 1.0f, stream, "copy_d2h: cast kernel");
+	return launch(hp, host_dt, dev, dev_dt, count, 1.0f, stream, device,
+		      "copy_d2h: cast kernel");
 }
 
-int gpu_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host, enum gpu_dtype host_dt,
-		 size_t count, float scale, void *stream)
+/* copy_h2d on the stream's device (gpu_enter). */
+static int h2d(void *dev, enum gpu_dtype dev_dt, const void *host, enum gpu_dtype host_dt,
+	       size_t count, float scale, void *stream, int device)
 {
-	int rc = check_args(dev_dt, host_dt, count, "copy_h2d");
+	int rc;
 	void *hp;
 
-	if (rc < 0 || count == 0)
-		return rc;
 	if (host_dt == dev_dt && scale == 1.0f)
 		return gpu_cuda(cudaMemcpyAsync(dev, host, count * cast_size(dev_dt),
 						cudaMemcpyHostToDevice, (cudaStream_t)stream),
@@ -120,5 +123,36 @@ int gpu_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host, enum gpu_dt
 		return rc;
 	if (!(hp = mapped(host, "copy_h2d: source", &rc)))
 		return rc;
-	return launch(dev, dev_dt, hp, host_dt, count, scale, stream, "copy_h2d: cast kernel");
+	return launch(dev, dev_dt, hp, host_dt, count, scale, stream, device,
+		      "copy_h2d: cast kernel");
+}
+
+int gpu_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev, enum gpu_dtype dev_dt,
+		 size_t count, void *stream)
+{
+	int rc = check_args(host_dt, dev_dt, count, "copy_d2h");
+	struct gpu_on on;
+
+	if (rc < 0 || count == 0)
+		return rc;
+	if ((rc = gpu_enter(stream, &on, "copy_d2h")) < 0)
+		return rc;
+	rc = d2h(host, host_dt, dev, dev_dt, count, stream, on.dev);
+	gpu_leave(&on);
+	return rc;
+}
+
+int gpu_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host, enum gpu_dtype host_dt,
+		 size_t count, float scale, void *stream)
+{
+	int rc = check_args(dev_dt, host_dt, count, "copy_h2d");
+	struct gpu_on on;
+
+	if (rc < 0 || count == 0)
+		return rc;
+	if ((rc = gpu_enter(stream, &on, "copy_h2d")) < 0)
+		return rc;
+	rc = h2d(dev, dev_dt, host, host_dt, count, scale, stream, on.dev);
+	gpu_leave(&on);
+	return rc;
 }

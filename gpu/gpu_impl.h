@@ -40,9 +40,34 @@ int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, flo
 		size_t *m_out, void *stream);
 int gpu_dmabuf_export(const void *p, size_t len, int *fd, void **base, size_t *size);
 
-/* The current device's number of multiprocessors (grid sizes), or a
- * negative errno with the message set. */
-int gpu_sm_count(void);
+/* ---- the stream's device (lib.c) ---- */
+
+/*
+ * A call's work on its stream runs with the stream's device current:
+ * CUDA launches a kernel only into a stream of the current device (else
+ * cudaErrorInvalidResourceHandle), and libpbox enqueues its copies from
+ * its progress thread, which starts with no device of its own, on streams
+ * made on the caller's device. gpu_enter makes the stream's context (its
+ * device) current on this thread if it is not; gpu_leave gives the
+ * thread its previous context back, unless it had none: such a thread's
+ * next CUDA call would bind device 0's primary context (memory on a GPU
+ * the process does not use), so it keeps the stream's. Stream 0 and the
+ * special handles (cudaStreamLegacy, cudaStreamPerThread) are the
+ * current device's: nothing changes.
+ */
+struct gpu_on {
+	void *prev;        /* the thread's context before (CUcontext) */
+	int switched;      /* gpu_enter made the stream's context current */
+	int dev;           /* the stream's device */
+};
+
+/* 0, or a negative errno with the message ("what: ...") set. */
+int gpu_enter(void *stream, struct gpu_on *on, const char *what);
+void gpu_leave(const struct gpu_on *on);
+
+/* Device dev's number of multiprocessors (grid sizes), or a negative
+ * errno with the message set. */
+int gpu_sm_count(int dev);
 
 /* ---- the cast kernel (cast.cu) ---- */
 

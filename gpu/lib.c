@@ -3,8 +3,11 @@
  * lib.c - libpbox-gpu.so.1, the CUDA implementation of common/gpu_ops.h:
  * its one exported symbol pbox_gpu_ops_v2 (gpu/libpbox-gpu.map hides the
  * rest), the set-up, memory, stream and event calls over the CUDA
- * runtime, and the per-thread error message. The copies are in copy.c,
- * top-k in topk_ef.c, the dma-buf export in dmabuf.c, the kernels in cast.cu and topk.cu (docs/gpu.md).
+ * runtime, the per-thread error message, and gpu_enter/gpu_leave: every
+ * call that enqueues on a stream runs with the stream's device current
+ * (gpu_impl.h says why). The copies are in copy.c, top-k in topk_ef.c,
+ * the dma-buf export in dmabuf.c, the kernels in cast.cu and topk.cu
+ * (docs/gpu.md).
  *
  * The CUDA runtime is linked in statically (nvcc -cudart static), so the
  * only library needed at run time is the driver's libcuda.so.1, which the
@@ -20,6 +23,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+
+#include <cuda.h>
 
 #include "gpu/gpu_impl.h"
 
@@ -76,16 +81,89 @@ static const char *last_error(void)
 	return last_err;
 }
 
-int gpu_sm_count(void)
+int gpu_sm_count(int dev)
 {
-	int dev, sms;
-	cudaError_t e = cudaGetDevice(&dev);
+	int sms;
+	cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 
-	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e != cudaSuccess)
 		return gpu_cuda(e, "multiprocessor count");
 	return sms > 0 ? sms : 1;
+}
+
+/* ---- the stream's device ---- */
+
+/* The driver's context calls, reached as dmabuf.c reaches its own (the
+ * library links no libcuda); resolved by init(). */
+static struct {
+	CUresult (*get)(CUcontext *ctx);
+	CUresult (*set)(CUcontext ctx);
+	CUresult (*of_stream)(CUstream s, CUcontext *ctx);
+	CUresult (*device)(CUdevice *dev);
+} ctx_fn;
+
+/* The driver's entry point of name as of CUDA version ver into *fn. */
+static int ctx_entry(const char *name, unsigned ver, void **fn)
+{
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, ver, cudaEnableDefault, &q);
+
+	if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && *fn)
+		return 0;
+	return gpu_fail(-ENODEV, "init: the NVIDIA driver has no %s (%s)", name,
+			e != cudaSuccess ? cudaGetErrorString(e) : "symbol not found");
+}
+
+static int ctx_resolve(void)
+{
+	int rc = ctx_entry("cuCtxGetCurrent", 4000, (void **)&ctx_fn.get);
+
+	if (rc == 0)
+		rc = ctx_entry("cuCtxSetCurrent", 4000, (void **)&ctx_fn.set);
+	if (rc == 0)
+		rc = ctx_entry("cuStreamGetCtx", 9020, (void **)&ctx_fn.of_stream);
+	if (rc == 0)
+		rc = ctx_entry("cuCtxGetDevice", 2000, (void **)&ctx_fn.device);
+	return rc;
+}
+
+static int ctx_fail(CUresult r, const char *what, const char *call)
+{
+	return gpu_fail(r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT ? -EINVAL
+			: -EIO, "%s: %s failed (CUresult %d)", what, call, (int)r);
+}
+
+int gpu_enter(void *stream, struct gpu_on *on, const char *what)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	CUcontext want, prev = NULL;
+	CUdevice dev;
+	CUresult r;
+
+	on->prev = NULL;
+	on->switched = 0;
+	if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+		return gpu_cuda(cudaGetDevice(&on->dev), what);
+	if ((r = ctx_fn.get(&prev)) != CUDA_SUCCESS)
+		return ctx_fail(r, what, "cuCtxGetCurrent");
+	if ((r = ctx_fn.of_stream((CUstream)s, &want)) != CUDA_SUCCESS)
+		return ctx_fail(r, what, "cuStreamGetCtx");
+	if (want != prev && (r = ctx_fn.set(want)) != CUDA_SUCCESS)
+		return ctx_fail(r, what, "cuCtxSetCurrent");
+	on->prev = prev;
+	on->switched = want != prev;
+	if ((r = ctx_fn.device(&dev)) != CUDA_SUCCESS) {
+		gpu_leave(on);
+		return ctx_fail(r, what, "cuCtxGetDevice");
+	}
+	on->dev = (int)dev;
+	return 0;
+}
+
+void gpu_leave(const struct gpu_on *on)
+{
+	if (on->switched && on->prev)
+		ctx_fn.set((CUcontext)on->prev);
 }
 
 /* ---- set-up ---- */
@@ -94,7 +172,7 @@ static int init(void)
 {
 	struct cudaDeviceProp p;
 	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	int n = 0, dev;
+	int n = 0, dev, rc;
 	cudaError_t e;
 
 	if (!drv)
@@ -112,6 +190,8 @@ static int init(void)
 		return gpu_cuda(e, "cudaGetDeviceCount");
 	if ((e = cudaGetDevice(&dev)) != cudaSuccess)
 		return gpu_cuda(e, "cudaGetDevice");
+	if ((rc = ctx_resolve()) < 0)
+		return rc;
 	e = gpu_kernels_runnable();
 	if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidKernelImage ||
 	    e == cudaErrorUnsupportedPtxVersion) {
@@ -210,9 +290,18 @@ static void event_destroy(void *e)
 		cudaEventDestroy((cudaEvent_t)e);
 }
 
+/* (On the stream's device, gpu_enter: the first CUDA call of libpbox's
+ * progress thread is one of these, and it must not bind device 0.) */
 static int event_record(void *e, void *stream)
 {
-	return gpu_cuda(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)stream), "cudaEventRecord");
+	struct gpu_on on;
+	int rc = gpu_enter(stream, &on, "cudaEventRecord");
+
+	if (rc < 0)
+		return rc;
+	rc = gpu_cuda(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)stream), "cudaEventRecord");
+	gpu_leave(&on);
+	return rc;
 }
 
 static int event_query(void *e)
@@ -231,13 +320,27 @@ static int event_sync(void *e)
 
 static int stream_wait_event(void *stream, void *e)
 {
-	return gpu_cuda(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)e, 0),
-			"cudaStreamWaitEvent");
+	struct gpu_on on;
+	int rc = gpu_enter(stream, &on, "cudaStreamWaitEvent");
+
+	if (rc < 0)
+		return rc;
+	rc = gpu_cuda(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)e, 0),
+		      "cudaStreamWaitEvent");
+	gpu_leave(&on);
+	return rc;
 }
 
 static int dev_zero(void *p, size_t bytes, void *stream)
 {
-	return gpu_cuda(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream), "dev_zero");
+	struct gpu_on on;
+	int rc = gpu_enter(stream, &on, "dev_zero");
+
+	if (rc < 0)
+		return rc;
+	rc = gpu_cuda(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream), "dev_zero");
+	gpu_leave(&on);
+	return rc;
 }
 
 /* ---- the table ---- */

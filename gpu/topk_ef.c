@@ -11,11 +11,13 @@
  * thresholds, same band, ties taken in index order.
  *
  * Everything runs on the caller's stream, after the work enqueued before
- * it; the call returns when the selection is in idx/val/m_out (the
- * search needs each pass's counts on the host, so it waits for the
- * stream a few times: about 4 to 15 round trips). Scratch memory is taken
- * from the stream's memory pool (cudaMallocAsync) and given back at the
- * end: TOPK_MAX(k) entries, the sample, and 16 bytes per 2048 elements.
+ * it, with the stream's device current (gpu_enter, lib.c: kernels launch
+ * only into streams of the current device); the call returns when the
+ * selection is in idx/val/m_out (the search needs each pass's counts on
+ * the host, so it waits for the stream a few times: about 4 to 15 round
+ * trips). Scratch memory is taken from the memory pool of the stream's
+ * device (cudaMallocAsync) and given back at the end: TOPK_MAX(k)
+ * entries, the sample, and 16 bytes per 2048 elements.
  *
  * The residual too has the same bits: e + g is elem_topk_add on both,
  * whose NaN is canonical (a device add's NaN is 0x7fffffff, x86's the
@@ -206,8 +208,9 @@ static int take_all_or_none(struct dev_array *d, size_t k, uint32_t *idx, float 
 	return 0;
 }
 
-int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, float *val,
-		size_t *m_out, void *stream)
+/* topk_ef on the stream's device, dev (gpu_enter). */
+static int topk_ef_on(float *e, const float *g, size_t n, size_t k, uint32_t *idx, float *val,
+		      size_t *m_out, void *stream, int dev)
 {
 	struct dev_array d = { .x = e, .g = g, .n = n, .s = (cudaStream_t)stream };
 	void *mem = NULL;
@@ -215,11 +218,7 @@ int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, flo
 	int rc;
 	cudaError_t ce;
 
-	if (n > UINT32_MAX)
-		return gpu_fail(-EINVAL, "topk_ef: %zu entries: at most 2^32 - 1", n);
-	if ((n && !e) || !idx || !val || !m_out)
-		return gpu_fail(-EINVAL, "topk_ef: a NULL array");
-	if ((d.sms = gpu_sm_count()) < 0)
+	if ((d.sms = gpu_sm_count(dev)) < 0)
 		return d.sms;
 	if (k == 0 || k >= n)
 		return take_all_or_none(&d, k, idx, val, m_out);
@@ -243,5 +242,22 @@ int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, flo
 		rc = sync_stream(&d, "topk_ef: results");
 	if (rc == 0)
 		*m_out = m;
+	return rc;
+}
+
+int gpu_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *idx, float *val,
+		size_t *m_out, void *stream)
+{
+	struct gpu_on on;
+	int rc;
+
+	if (n > UINT32_MAX)
+		return gpu_fail(-EINVAL, "topk_ef: %zu entries: at most 2^32 - 1", n);
+	if ((n && !e) || !idx || !val || !m_out)
+		return gpu_fail(-EINVAL, "topk_ef: a NULL array");
+	if ((rc = gpu_enter(stream, &on, "topk_ef")) < 0)
+		return rc;
+	rc = topk_ef_on(e, g, n, k, idx, val, m_out, stream, on.dev);
+	gpu_leave(&on);
 	return rc;
 }

@@ -68,8 +68,9 @@ typedef struct pbox_dev_opts {
 	 * buffer gets the box's bits exactly. */
 	double scale;
 	/* Staging chunk in wire bytes (rounded down to whole segments, at
-	 * least one): the unit that is copied, sent, and copied back. 0 =
-	 * default 1 MiB. Fixed by a key's first device call. */
+	 * least one and at most the buffer's: any value is valid): the unit
+	 * that is copied, sent, and copied back. 0 = default 1 MiB. Fixed by
+	 * a key's first device call. */
 	uint64_t chunk_bytes;
 	/* (Added in 0.9.0.) GPUDirect RDMA (docs/gpu.md): the NIC reads the
 	 * buffer's segments from GPU memory, with no copy to the host (the
@@ -129,8 +130,9 @@ int pbox_gpu_init(pbox_client *c);
  * opts NULL: the defaults. Returns 0, or PBOX_EINVAL (dev not device
  * memory, dev NULL, count 0, a dtype or wire_dtype unknown, scale not
  * finite, opts->size bad, another chunk_bytes than the key's first
- * call), PBOX_ENOTSUP (pbox_gpu_init's causes), PBOX_ESYS (the GPU
- * library failed: its reason in the message), and the codes of
+ * call, a key of pbox_iallreduce_topk_dev), PBOX_ENOTSUP (pbox_gpu_init's
+ * causes), PBOX_ESYS (the GPU library failed, or could not tell whether
+ * dev is device memory: its reason in the message), and the codes of
  * pbox_iallreduce. Errors found later (pbox_wait) are those of
  * pbox_allreduce and PBOX_ESYS.
  */
@@ -159,9 +161,10 @@ int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
  * chunk_bytes (wire_dtype default or PBOX_F32; gpudirect does not apply:
  * the entries go from pinned host memory). pbox_topk_reset zeroes the
  * residual before the key's next call. Returns 0, PBOX_EINVAL (those
- * limits, dev not device memory, and pbox_allreduce_topk's), PBOX_EBUSY
- * (a device call on the key is in flight), PBOX_ENOTSUP
- * (pbox_gpu_init's causes), PBOX_ESYS (the GPU library failed).
+ * limits, dev not device memory, a key of pbox_iallreduce_dev, and
+ * pbox_allreduce_topk's), PBOX_EBUSY (a device call on the key is in
+ * flight), PBOX_ENOTSUP (pbox_gpu_init's causes), PBOX_ESYS (the GPU
+ * library failed, or could not tell whether dev is device memory).
  */
 int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
 			     void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts,

@@ -9,7 +9,10 @@
  * NaNs) from 1000 to 5 M floats, with and without a gradient: the same m,
  * idx and val, and the same residual, bit for bit (e + g's NaNs are
  * canonical on both, docs/gpu.md); misuse answered with -EINVAL and a
- * message.
+ * message; with two devices or more, the copies, topk_ef and dev_zero on
+ * a stream of device 1 from a thread on device 0 (given back after) and
+ * from a thread with none (it keeps device 1), as libpbox's progress
+ * thread calls them (skipped, saying so, on one device).
  * Then the figures to hold the copies' design against: GB/s of the fused
  * copies beside cudaMemcpyAsync's, and topk_ef beside the CPU.
  *
@@ -27,6 +30,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -291,6 +295,182 @@ static void topk__matches_select_ef(void)
 	free(i0);
 }
 
+/* ---- streams of another device ---- */
+
+/* The driver's calls that pick a thread's device (the ABI has none:
+ * libpbox never picks one, the caller's current device is the one),
+ * through libcuda.so.1 as the runtime reaches it: a runtime call uses
+ * the context the driver has current (cudaSetDevice(d) makes device d's
+ * primary context current). */
+typedef int (*cu_init_fn)(unsigned flags);
+typedef int (*cu_count_fn)(int *n);
+typedef int (*cu_ctx_retain_fn)(void **ctx, int dev);
+typedef int (*cu_ctx_release_fn)(int dev);
+typedef int (*cu_ctx_set_fn)(void *ctx);
+typedef int (*cu_ctx_get_fn)(void **ctx);
+
+static struct {
+	cu_ctx_set_fn set;
+	cu_ctx_get_fn get;
+} cu;
+
+/* What a thread of libpbox does: enqueue a scaled copy (a kernel) on a
+ * stream of another device, with no device of its own. */
+struct other_thread {
+	void *dev, *host, *stream, *ev, *ctx_after;
+	size_t n;
+	int rc;
+};
+
+static void *other_thread_main(void *arg)
+{
+	struct other_thread *t = arg;
+
+	t->rc = ops->copy_h2d(t->dev, GPU_F32, t->host, GPU_F16, t->n, 0.25f, t->stream);
+	if (t->rc == 0)
+		t->rc = ops->event_record(t->ev, t->stream);
+	if (t->rc == 0)
+		t->rc = ops->event_sync(t->ev);
+	cu.get(&t->ctx_after);
+	return NULL;
+}
+
+/*
+ * The kernels of a call whose stream is on device 1 run on device 1, from
+ * a thread whose current device is 0 (the caller's thread: its device is
+ * given back after each call) and from a thread with no device (libpbox's
+ * progress thread: it keeps the stream's). CUDA launches a kernel only
+ * into a stream of the current device: without the library's switch
+ * (gpu_enter) every cast or scaled copy of a rank not on device 0
+ * failed. Skipped, saying so, with fewer than two devices.
+ */
+static void devices__stream_of_another_device(void)
+{
+	enum { N = 100003 };
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	cu_init_fn cu_init = drv ? (cu_init_fn)dlsym(drv, "cuInit") : NULL;
+	cu_count_fn cu_count = drv ? (cu_count_fn)dlsym(drv, "cuDeviceGetCount") : NULL;
+	cu_ctx_retain_fn retain = drv ? (cu_ctx_retain_fn)dlsym(drv, "cuDevicePrimaryCtxRetain")
+				      : NULL;
+	cu_ctx_release_fn release = drv ? (cu_ctx_release_fn)dlsym(drv,
+						"cuDevicePrimaryCtxRelease_v2") : NULL;
+	void *ctx0, *ctx1, *now, *s1, *ev1, *d1, *h, *h2;
+	uint16_t *src;
+	float *want, *got, *val, *e0;
+	uint32_t *idx, *i0;
+	size_t *m, k = N / 100, m0;
+	uint64_t rng = 7;
+	int n = 0;
+
+	cu.set = drv ? (cu_ctx_set_fn)dlsym(drv, "cuCtxSetCurrent") : NULL;
+	cu.get = drv ? (cu_ctx_get_fn)dlsym(drv, "cuCtxGetCurrent") : NULL;
+	if (!cu_init || !cu_count || !retain || !release || !cu.set || !cu.get ||
+	    cu_init(0) != 0 || cu_count(&n) != 0) {
+		printf("kernels: devices: cannot reach the driver's context calls\n");
+		exit(1);
+	}
+	if (n < 2) {
+		printf("devices: SKIP: %d CUDA device (a stream of another device needs 2)\n", n);
+		return;
+	}
+	src = malloc(N * 2);
+	want = malloc(N * 4);
+	got = malloc(N * 4);
+	e0 = malloc(N * 4);
+	i0 = malloc(TOPK_MAX(k) * 4);
+	if (!src || !want || !got || !e0 || !i0)
+		exit(1);
+	if (retain(&ctx0, 0) != 0 || retain(&ctx1, 1) != 0 || cu.set(ctx1) != 0) {
+		printf("kernels: devices: cannot make device 1 current\n");
+		exit(1);
+	}
+	/* made on device 1, as libpbox makes its streams on the caller's */
+	must(ops->stream_create(&s1), "stream_create");
+	must(ops->event_create(&ev1), "event_create");
+	must(ops->dev_alloc(&d1, N * 4), "dev_alloc");
+	must(ops->host_alloc(&h, N * 4), "host_alloc");
+	must(ops->host_alloc(&h2, N * 4), "host_alloc");
+	must(ops->host_alloc((void **)&val, TOPK_MAX(k) * 4), "host_alloc");
+	must(ops->host_alloc((void **)&idx, TOPK_MAX(k) * 4), "host_alloc");
+	must(ops->host_alloc((void **)&m, sizeof(*m)), "host_alloc");
+	cu.set(ctx0);
+
+	/* from device 0: h2d f16 -> f32 x 0.5, then d2h f32 -> bf16 */
+	fill(src, GPU_F16, N, &rng);
+	memcpy(h, src, N * 2);
+	cast_copy(want, GPU_F32, src, GPU_F16, N, 0.5f);
+	int rc = ops->copy_h2d(d1, GPU_F32, h, GPU_F16, N, 0.5f, s1);
+	if (rc == 0)
+		rc = ops->event_record(ev1, s1);
+	if (rc == 0)
+		rc = ops->event_sync(ev1);
+	check(rc == 0, "copy_h2d on device 1's stream from device 0: %d (%s)", rc,
+	      ops->last_error());
+	must(ops->memcpy_sync(got, d1, N * 4), "memcpy_sync");
+	check(memcmp(got, want, N * 4) == 0, "copy_h2d on device 1's stream: not cast_copy's");
+	cast_copy(want, GPU_BF16, got, GPU_F32, N, 1.0f);
+	rc = ops->copy_d2h(h2, GPU_BF16, d1, GPU_F32, N, s1);
+	if (rc == 0)
+		rc = ops->event_record(ev1, s1);
+	if (rc == 0)
+		rc = ops->event_sync(ev1);
+	check(rc == 0 && memcmp(h2, want, N * 2) == 0, "copy_d2h on device 1's stream from "
+	      "device 0: %d (%s), or not cast_copy's", rc, ops->last_error());
+	cu.get(&now);
+	check(now == ctx0, "the copies left device 0's thread on another device");
+
+	/* top-k and dev_zero from device 0 */
+	memcpy(e0, got, N * 4);
+	m0 = topk_select_ef(NULL, e0, NULL, N, k, i0, val);
+	memcpy(want, val, m0 * 4);
+	rc = ops->topk_ef(d1, NULL, N, k, idx, val, m, s1);
+	check(rc == 0 && *m == m0 && memcmp(idx, i0, m0 * 4) == 0 &&
+	      memcmp(val, want, m0 * 4) == 0, "topk_ef on device 1's stream from device 0: "
+	      "%d (%s), or not topk_select_ef's selection", rc, ops->last_error());
+	rc = ops->dev_zero(d1, N * 4, s1);
+	if (rc == 0)
+		rc = ops->event_record(ev1, s1);
+	if (rc == 0)
+		rc = ops->event_sync(ev1);
+	must(ops->memcpy_sync(got, d1, N * 4), "memcpy_sync");
+	memset(want, 0, N * 4);
+	check(rc == 0 && memcmp(got, want, N * 4) == 0, "dev_zero on device 1's stream from "
+	      "device 0: %d (%s)", rc, ops->last_error());
+	cu.get(&now);
+	check(now == ctx0, "top-k or dev_zero left device 0's thread on another device");
+
+	/* from a thread with no device: it keeps device 1's */
+	struct other_thread t = { .dev = d1, .host = h, .stream = s1, .ev = ev1, .n = N };
+	pthread_t th;
+	if (pthread_create(&th, NULL, other_thread_main, &t) != 0)
+		exit(1);
+	pthread_join(th, NULL);
+	cast_copy(want, GPU_F32, src, GPU_F16, N, 0.25f);
+	must(ops->memcpy_sync(got, d1, N * 4), "memcpy_sync");
+	check(t.rc == 0 && memcmp(got, want, N * 4) == 0, "copy_h2d on device 1's stream from "
+	      "a thread with no device: %d, or not cast_copy's", t.rc);
+	check(t.ctx_after == ctx1, "a thread with no device does not keep the stream's");
+	printf("devices: kernels on device 1's stream from device 0 and from a new thread\n");
+
+	cu.set(ctx1);
+	ops->host_free(val);
+	ops->host_free(idx);
+	ops->host_free(m);
+	ops->host_free(h);
+	ops->host_free(h2);
+	ops->dev_free(d1);
+	ops->event_destroy(ev1);
+	ops->stream_destroy(s1);
+	cu.set(ctx0);
+	release(1);
+	release(0);
+	free(src);
+	free(want);
+	free(got);
+	free(e0);
+	free(i0);
+}
+
 /* ---- figures ---- */
 
 static void figures(void)
@@ -402,6 +582,7 @@ int main(int argc, char **argv)
 	}
 	copies__match_cast_copy();
 	topk__matches_select_ef();
+	devices__stream_of_another_device();
 	if (failed == 0)
 		figures();
 	printf("kernels: %u passed, %u failed\n", passed, failed);

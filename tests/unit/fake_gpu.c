@@ -12,9 +12,20 @@
  * cudaStreamWaitEvent captures the event's last record the same way).
  * NULL is the legacy default stream, made on first use. Copies cast and
  * scale with fake_cast, the one conversion routine here.
+ *
+ * Devices: each thread has a current device (fake_gpu_set_device, the
+ * tests' cudaSetDevice); streams, events and device memory belong to the
+ * device current where they were made. As with CUDA, an event records
+ * only on a stream of its device, and a kernel (a cast or scaled copy,
+ * topk_ef, dev_zero) launches only into a stream of the current device
+ * and reaches only its device's memory; the library makes the stream's
+ * device current for each call that enqueues on it (gpu/lib.c's
+ * gpu_enter), which fake_gpu_set_switch(0) turns off to show what a
+ * library without it does.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,30 +61,92 @@ static int fail(int rc, const char *what)
 	return rc;
 }
 
+static int failf(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int failf(int rc, const char *fmt, ...)
+{
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return fail(rc, what);
+}
+
 static const char *fake_last_error(void)
 {
 	return last_err;
 }
 
+/* ---- devices ------------------------------------------------------------ */
+
+/* The thread's current device; -1: none yet (a new thread). CUDA's first
+ * call on such a thread binds device 0, unless the library made a
+ * stream's device current for it (then it keeps that one). */
+static __thread int cur_dev = -1;
+static int dev_switch = 1;   /* the library's gpu_enter (fake_gpu_set_switch) */
+
+/* The device a call without a stream works on (binding device 0). */
+static int thread_dev(void)
+{
+	if (cur_dev < 0)
+		cur_dev = 0;
+	return cur_dev;
+}
+
+/* gpu_enter for a call enqueueing on a stream of device sd: the thread
+ * works on sd for the call; one with no device keeps it. Without the
+ * switch, the thread's own device. */
+static int enter_dev(int sd)
+{
+	if (!__atomic_load_n(&dev_switch, __ATOMIC_RELAXED))
+		return thread_dev();
+	if (cur_dev < 0)
+		cur_dev = sd;
+	return sd;
+}
+
 /* ---- device memory: a registry of dev_alloc's blocks ------------------ */
 
-struct block { uintptr_t lo, hi; };
+struct block { uintptr_t lo, hi; int dev; };
 
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct block *blocks;
 static size_t nblocks, capblocks;
 static unsigned long host_allocs, host_frees;
 
-static int fake_is_device(const void *p)
+/* The device of the block holding p, or -1 if p is not device memory. */
+static int dev_of(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
-	int yes = 0;
+	int dev = -1;
 
 	pthread_mutex_lock(&mem_mu);
-	for (size_t i = 0; i < nblocks && !yes; i++)
-		yes = a >= blocks[i].lo && a < blocks[i].hi;
+	for (size_t i = 0; i < nblocks && dev < 0; i++)
+		if (a >= blocks[i].lo && a < blocks[i].hi)
+			dev = blocks[i].dev;
 	pthread_mutex_unlock(&mem_mu);
-	return yes;
+	return dev;
+}
+
+static int fake_is_device(const void *p)
+{
+	return dev_of(p) >= 0;
+}
+
+/* is_device as the table has it: fake_gpu_fail_is_device makes it fail
+ * as a CUDA error would (cudaPointerGetAttributes). */
+static int is_device_err;
+
+static int fake_is_device_op(const void *p)
+{
+	int err = __atomic_load_n(&is_device_err, __ATOMIC_RELAXED);
+
+	if (err < 0)
+		return fail(err, "is_device: cudaPointerGetAttributes failed "
+			    "(fake_gpu_fail_is_device)");
+	return fake_is_device(p);
 }
 
 static int fake_dev_alloc(void **p, size_t bytes)
@@ -97,7 +170,7 @@ static int fake_dev_alloc(void **p, size_t bytes)
 		blocks = nb;
 		capblocks = ncap;
 	}
-	blocks[nblocks++] = (struct block){ (uintptr_t)m, (uintptr_t)m + len };
+	blocks[nblocks++] = (struct block){ (uintptr_t)m, (uintptr_t)m + len, thread_dev() };
 	pthread_mutex_unlock(&mem_mu);
 	*p = m;
 	return 0;
@@ -147,6 +220,7 @@ static int fake_memcpy_sync(void *dst, const void *src, size_t bytes)
 /* Under ev_mu. As with CUDA, an event may be destroyed while work that
  * records or waits for it is pending: it is freed when that work ran. */
 struct fake_event {
+	int dev;                 /* the device current where it was made */
 	uint64_t recorded;       /* generation of the last record (0: never) */
 	uint64_t done;           /* the highest generation reached */
 	unsigned refs;           /* pending records and waits */
@@ -158,8 +232,13 @@ static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
 
 static int fake_event_create(void **e)
 {
-	*e = calloc(1, sizeof(struct fake_event));
-	return *e ? 0 : fail(-ENOMEM, "event_create: out of memory");
+	struct fake_event *ev = calloc(1, sizeof(*ev));
+
+	*e = ev;
+	if (!ev)
+		return fail(-ENOMEM, "event_create: out of memory");
+	ev->dev = thread_dev();
+	return 0;
 }
 
 static void fake_event_destroy(void *e)
@@ -232,6 +311,7 @@ struct fake_stream {
 	struct op *head, *tail;
 	bool stop;
 	unsigned id;
+	int dev;                 /* the device current where it was made */
 	uint64_t rng;
 };
 
@@ -339,6 +419,7 @@ static int stream_new(struct fake_stream **out)
 	s->id = ++nstreams;
 	pthread_mutex_unlock(&ev_mu);
 	s->rng = (seed + s->id) * 0x9E3779B97F4A7C15ull | 1;
+	s->dev = thread_dev();
 	if (pthread_create(&s->th, NULL, stream_main, s) != 0) {
 		free(s);
 		return fail(-EAGAIN, "stream_create: cannot start a thread");
@@ -384,6 +465,30 @@ static struct fake_stream *stream_of(void *p)
 	return s;
 }
 
+/* The device of a stream: its own; the legacy stream is the current
+ * device's. */
+static int stream_dev(void *p)
+{
+	return p ? ((struct fake_stream *)p)->dev : thread_dev();
+}
+
+/* A kernel of a call enqueued on stream, touching device memory dev
+ * (NULL: none): CUDA launches it only into a stream of the current
+ * device (the call's, with the library's switch), and it reaches only
+ * that device's memory (no peer access here). 0 or -EINVAL. */
+static int kernel_check(void *stream, const void *dev, const char *what)
+{
+	int sd = stream_dev(stream), on = enter_dev(sd), md = dev ? dev_of(dev) : sd;
+
+	if (on != sd)
+		return failf(-EINVAL, "%s: a kernel launched into a stream of device %d from "
+			     "device %d (cudaErrorInvalidResourceHandle)", what, sd, on);
+	if (md != sd)
+		return failf(-EINVAL, "%s: a kernel on device %d reached memory of device %d",
+			     what, sd, md);
+	return 0;
+}
+
 static int enqueue(void *stream, struct op *tmpl)
 {
 	struct fake_stream *s = stream_of(stream);
@@ -424,6 +529,12 @@ static int fake_event_record(void *e, void *stream)
 {
 	struct fake_event *ev = e;
 	struct op o = { .kind = OP_RECORD, .ev = ev };
+	int sd = stream_dev(stream);
+
+	enter_dev(sd);
+	if (ev->dev != sd)   /* CUDA's rule */
+		return failf(-EINVAL, "event_record: an event of device %d on a stream of device "
+			     "%d (cudaErrorInvalidResourceHandle)", ev->dev, sd);
 
 	pthread_mutex_lock(&ev_mu);
 	o.gen = ++ev->recorded;
@@ -439,6 +550,8 @@ static int fake_stream_wait_event(void *stream, void *e)
 {
 	struct fake_event *ev = e;
 	struct op o = { .kind = OP_WAIT, .ev = ev };
+
+	enter_dev(stream_dev(stream));
 
 	pthread_mutex_lock(&ev_mu);
 	o.gen = ev->recorded;    /* the last record, as at this call */
@@ -476,6 +589,10 @@ static int fake_copy_d2h(void *host, enum gpu_dtype host_dt, const void *dev,
 {
 	if (!fake_is_device(dev))
 		return fail(-EINVAL, "copy_d2h: the source is not device memory");
+	int rc = host_dt != dev_dt ? kernel_check(stream, dev, "copy_d2h")
+				   : (enter_dev(stream_dev(stream)), 0);
+	if (rc < 0)
+		return rc;
 	if (fault_now(&d2h_fault))
 		return fail(-EIO, "copy_d2h: the device faulted (fake_gpu_fail_d2h)");
 	struct op o = { .kind = OP_D2H, .dst = host, .ddt = host_dt, .src = dev, .sdt = dev_dt,
@@ -489,6 +606,10 @@ static int fake_copy_h2d(void *dev, enum gpu_dtype dev_dt, const void *host,
 {
 	if (!fake_is_device(dev))
 		return fail(-EINVAL, "copy_h2d: the destination is not device memory");
+	int rc = host_dt != dev_dt || scale != 1.0f ? kernel_check(stream, dev, "copy_h2d")
+						    : (enter_dev(stream_dev(stream)), 0);
+	if (rc < 0)
+		return rc;
 	if (fault_now(&h2d_fault))
 		return fail(-EIO, "copy_h2d: the device faulted (fake_gpu_fail_h2d)");
 	struct op o = { .kind = OP_H2D, .dst = dev, .ddt = dev_dt, .src = host, .sdt = host_dt,
@@ -501,7 +622,11 @@ static int fake_topk_ef(float *e, const float *g, size_t n, size_t k, uint32_t *
 {
 	struct op o = { .kind = OP_TOPK, .dst = e, .src = g, .count = n, .k = k, .idx = idx,
 			.val = val, .m_out = m_out };
-	return enqueue(stream, &o);
+	int rc = kernel_check(stream, n ? e : NULL, "topk_ef");
+
+	if (rc == 0 && g && n)
+		rc = kernel_check(stream, g, "topk_ef");
+	return rc < 0 ? rc : enqueue(stream, &o);
 }
 
 static int fake_dev_zero(void *p, size_t bytes, void *stream)
@@ -509,7 +634,9 @@ static int fake_dev_zero(void *p, size_t bytes, void *stream)
 	if (!fake_is_device(p) || (bytes && !fake_is_device((const uint8_t *)p + bytes - 1)))
 		return fail(-EINVAL, "dev_zero: not device memory");
 	struct op o = { .kind = OP_ZERO, .dst = p, .count = bytes };
-	return enqueue(stream, &o);
+	int rc = kernel_check(stream, p, "dev_zero");
+
+	return rc < 0 ? rc : enqueue(stream, &o);
 }
 
 /* ---- GPUDirect: dma-bufs ------------------------------------------------ */
@@ -569,7 +696,7 @@ static struct pbox_gpu_ops ops = {
 	.name = "fake",
 	.init = fake_init,
 	.last_error = fake_last_error,
-	.is_device = fake_is_device,
+	.is_device = fake_is_device_op,
 	.dev_alloc = fake_dev_alloc,
 	.dev_free = fake_dev_free,
 	.host_alloc = fake_host_alloc,
@@ -649,6 +776,26 @@ EXPORT void fake_gpu_fail_h2d(unsigned long nth)
 EXPORT void fake_gpu_fail_d2h(unsigned long nth)
 {
 	fault_set(&d2h_fault, nth);
+}
+
+EXPORT void fake_gpu_fail_is_device(int err)
+{
+	__atomic_store_n(&is_device_err, err, __ATOMIC_RELAXED);
+}
+
+EXPORT void fake_gpu_set_device(int dev)
+{
+	cur_dev = dev;
+}
+
+EXPORT int fake_gpu_device(void)
+{
+	return cur_dev < 0 ? 0 : cur_dev;
+}
+
+EXPORT void fake_gpu_set_switch(int on)
+{
+	__atomic_store_n(&dev_switch, on, __ATOMIC_RELAXED);
 }
 
 /* The trace buffer goes when the library is unloaded (LeakSanitizer). */

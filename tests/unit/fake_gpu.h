@@ -17,7 +17,11 @@
  * initialised: PBOX_FAKE_GPU_ABI (the ABI number it claims),
  * PBOX_FAKE_GPU_INIT (a negative errno its init returns),
  * PBOX_FAKE_GPU_DMABUF=0 (dmabuf_export refuses, as a device under the
- * proprietary driver does). Device memory is page aligned; dmabuf_export
+ * proprietary driver does). Devices: each thread has a current device
+ * (fake_gpu_set_device); an event records only on a stream of its
+ * device, and a kernel (a cast or scaled copy, topk_ef, dev_zero) runs
+ * only on its stream's device and that device's memory, as on CUDA.
+ * Device memory is page aligned; dmabuf_export
  * hands out a memfd as the dma-buf: nothing maps it, the fake NIC of
  * test_tp_verbs reads device memory by its address.
  */
@@ -59,6 +63,20 @@ typedef void (*fake_gpu_set_delay_fn)(unsigned max_us);
  * enqueue with -EIO, as a device that faults would; 0: none fails. */
 typedef void (*fake_gpu_fail_h2d_fn)(unsigned long nth);
 typedef void (*fake_gpu_fail_d2h_fn)(unsigned long nth);
+/* is_device returns err (a negative errno, as for a CUDA failure) from
+ * now on; 0: it answers again. */
+typedef void (*fake_gpu_fail_is_device_fn)(int err);
+/* The calling thread's current device (cudaSetDevice, cudaGetDevice): a
+ * new thread is on device 0. Streams, events and device memory belong to
+ * the device current where they are made. */
+typedef void (*fake_gpu_set_device_fn)(int dev);
+typedef int (*fake_gpu_device_fn)(void);
+/* 1 (default): each call that enqueues on a stream works on the stream's
+ * device, as the library's gpu_enter makes it (gpu/lib.c); 0: on the
+ * calling thread's, so a kernel into a stream of another device fails
+ * (-EINVAL, "a kernel launched into a stream of device 1 from device
+ * 0"), as it did before the library switched. */
+typedef void (*fake_gpu_set_switch_fn)(int on);
 
 #define FAKE_GPU_TRACE_MAX 65536
 

@@ -25,6 +25,7 @@
  * process, so the fake's failure knobs act only before that.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <setjmp.h>
@@ -59,6 +60,10 @@ static fake_gpu_trace_reset_fn trace_reset;
 static fake_gpu_set_delay_fn set_delay;
 static fake_gpu_fail_h2d_fn fail_h2d;
 static fake_gpu_fail_d2h_fn fail_d2h;
+static fake_gpu_fail_is_device_fn fail_is_device;
+static fake_gpu_set_device_fn set_device;
+static fake_gpu_device_fn get_device;
+static fake_gpu_set_switch_fn set_switch;
 
 /* The fake beside this program (build/tests/ or build-san/tests/). */
 static void find_fake(void)
@@ -87,8 +92,13 @@ static void open_fake(void)
 	set_delay = (fake_gpu_set_delay_fn)dlsym(h, "fake_gpu_set_delay");
 	fail_h2d = (fake_gpu_fail_h2d_fn)dlsym(h, "fake_gpu_fail_h2d");
 	fail_d2h = (fake_gpu_fail_d2h_fn)dlsym(h, "fake_gpu_fail_d2h");
+	fail_is_device = (fake_gpu_fail_is_device_fn)dlsym(h, "fake_gpu_fail_is_device");
+	set_device = (fake_gpu_set_device_fn)dlsym(h, "fake_gpu_set_device");
+	get_device = (fake_gpu_device_fn)dlsym(h, "fake_gpu_device");
+	set_switch = (fake_gpu_set_switch_fn)dlsym(h, "fake_gpu_set_switch");
 	assert_true(get && host_allocs && host_live && launch && trace_get && trace_reset &&
-		    set_delay && fail_h2d);
+		    set_delay && fail_h2d && fail_d2h && fail_is_device && set_device &&
+		    get_device && set_switch);
 	ops = get();
 	assert_int_equal(ops->init(), 0);
 }
@@ -143,6 +153,10 @@ struct run {
 	int use_test;        /* rank 1 completes with pbox_test, not pbox_wait */
 	double density;      /* > 0: pbox_iallreduce_topk_dev (f32) */
 	int reset_at;        /* top-k: pbox_topk_reset before this step (0: never) */
+	bool no_delay;       /* the fake's streams run without their random delay
+				(copies back race the results still coming) */
+	uint32_t timeout_ms; /* pbox_opts.timeout_ms (0: 20000) */
+	int device;          /* the ranks' threads' current device */
 	uint8_t *out[MAXW][STEPS]; /* results as read back on the stream */
 	void *dev[MAXW];
 	int rc[MAXW];
@@ -164,6 +178,7 @@ static void *worker_main(void *arg)
 	pbox_dev_opts o;
 	int rc;
 
+	set_device(r->device);   /* before anything of the device is made */
 	assert_int_equal(ops->dev_alloc(&dev, bytes), 0);
 	assert_int_equal(ops->stream_create(&stream), 0);
 	assert_int_equal(ops->event_create(&ev), 0);
@@ -201,6 +216,7 @@ static void *worker_main(void *arg)
 		assert_int_equal(ops->event_record(ev, stream), 0);
 		assert_int_equal(ops->event_sync(ev), 0);
 	}
+	assert_int_equal(get_device(), r->device);   /* the calls left it so */
 	r->rc[wk->rank] = rc;
 	if (rc < 0)
 		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(wk->c));
@@ -216,8 +232,10 @@ static void run_ranks(struct box_inproc *b, struct run *r)
 	pbox_opts opts;
 
 	pbox_opts_init(&opts);
-	opts.timeout_ms = 20000;
+	opts.timeout_ms = r->timeout_ms ? r->timeout_ms : 20000;
 	opts.mtu = 1500;
+	if (r->no_delay)
+		set_delay(0);
 	for (int k = 0; k < r->world; k++) {
 		for (int s = 0; s < r->steps; s++)
 			r->out[k][s] = calloc(r->n, esize(r->dt));
@@ -228,6 +246,8 @@ static void run_ranks(struct box_inproc *b, struct run *r)
 		pthread_create(&th[k], NULL, worker_main, &wk[k]);
 	for (int k = 0; k < r->world; k++)
 		pthread_join(th[k], NULL);
+	if (r->no_delay)
+		set_delay(50);
 	for (int k = 0; k < r->world; k++) {
 		pbox_close(wk[k].c);
 		if (r->rc[k])
@@ -380,6 +400,43 @@ static void gpu__errors_named(void **state)
 	/* the blocking form, on the legacy default stream */
 	assert_int_equal(pbox_allreduce_dev(c, 2, dev, 64, PBOX_F32, NULL, NULL), 0);
 
+	/* any chunk_bytes is a request: beyond the buffer, one chunk (1408 <<
+	 * 32, 2^32 segments, was cut to 0 segments a chunk in 32 bits: no
+	 * chunk at all, and the call wrote past the end of its arrays) */
+	static const uint64_t huge[] = { (uint64_t)1408 << 32, UINT64_MAX };
+	void *ev;
+	assert_int_equal(ops->event_create(&ev), 0);
+	assert_int_equal(ops->event_record(ev, NULL), 0);   /* the last call's copies are done */
+	assert_int_equal(ops->event_sync(ev), 0);
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		float *f = dev;
+		for (size_t j = 0; j < 64; j++)
+			f[j] = (float)(j + i);
+		pbox_dev_opts_init(&o);
+		o.chunk_bytes = huge[i];
+		assert_int_equal(pbox_allreduce_dev(c, 10 + (uint32_t)i, dev, 64, PBOX_F32, stream,
+						    &o), 0);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+		for (size_t j = 0; j < 64; j++)
+			assert_true(f[j] == (float)(j + i));   /* one rank: the sum is its own */
+	}
+	ops->event_destroy(ev);
+
+	/* the library cannot tell what dev is (a CUDA failure): its reason,
+	 * not "host memory" */
+	pbox_topk_opts t;
+	pbox_topk_opts_init(&t);
+	fail_is_device(-EIO);
+	assert_int_equal(pbox_iallreduce_dev(c, 12, dev, 64, PBOX_F32, stream, NULL, &req),
+			 PBOX_ESYS);
+	assert_non_null(strstr(pbox_last_error(c), "cannot tell whether"));
+	assert_non_null(strstr(pbox_last_error(c), "cudaPointerGetAttributes failed"));
+	assert_int_equal(pbox_iallreduce_topk_dev(c, 13, dev, 64, stream, &t, NULL, &req),
+			 PBOX_ESYS);
+	assert_non_null(strstr(pbox_last_error(c), "cudaPointerGetAttributes failed"));
+	fail_is_device(0);
+
 	pbox_close(c);
 	ops->dev_free(dev);
 	ops->stream_destroy(stream);
@@ -487,22 +544,67 @@ static void check_topk(const struct run *r)
 	free(idx);
 }
 
+static void topk_run(struct run *r)
+{
+	struct box_inproc *b = box_inproc_new(2);
+	unsigned long live = host_live();
+
+	box_inproc_start(b);
+	run_ranks(b, r);
+	box_inproc_stop(b);
+	check_topk(r);
+	assert_int_equal(host_live(), live);   /* slab and selection freed at close */
+	free_run(r);
+	box_inproc_free(b);
+}
+
 static void gpu__topk_exact_with_residual_and_reset(void **state)
 {
 	static struct run r = { .job = "gputopk", .world = 3, .n = 30011, .dt = PBOX_F32,
 				.wire = -1, .scale = 1.0 / 3, .chunk = CHUNK, .fill_us = 2000,
 				.steps = STEPS, .density = 0.02, .reset_at = 2 };
-	struct box_inproc *b = box_inproc_new(2);
-	unsigned long live = host_live();
-
 	(void)state;
-	box_inproc_start(b);
-	run_ranks(b, &r);
-	box_inproc_stop(b);
-	check_topk(&r);
-	assert_int_equal(host_live(), live);   /* slab and selection freed at close */
-	free_run(&r);
-	box_inproc_free(b);
+	topk_run(&r);
+}
+
+/*
+ * The staging chunks of a top-k call are whole segments of its sparse
+ * layout, whose segments are WIRE_SPARSE_SLACK bytes shorter than the
+ * job's (336 floats, not 352, at MTU 1500). Cut by the dense size:
+ *   - the same shape without the fake's delays copied chunks back with
+ *     elements of the next chunk whose results were not in (stale sums);
+ *   - 3520 floats, 10 dense segments, are 11 sparse ones: with the
+ *     default chunk (one chunk) the 11th was never released to be sent
+ *     (the call timed out) and its result indexed a chunk past the end;
+ *   - 1 Mi floats in 5 chunks of 744 segments: 3121 sparse segments, of
+ *     which the last 142 were never sent, and stale sums without delays.
+ */
+static void gpu__topk_exact_without_device_delay(void **state)
+{
+	static struct run r = { .job = "gputopk0", .world = 3, .n = 30011, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0 / 3, .chunk = CHUNK, .fill_us = 2000,
+				.steps = STEPS, .density = 0.02, .reset_at = 2, .no_delay = true,
+				.timeout_ms = 5000 };
+	(void)state;
+	topk_run(&r);
+}
+
+static void gpu__topk_one_chunk_of_sparse_segments(void **state)
+{
+	static struct run r = { .job = "gputopk1", .world = 2, .n = 3520, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0, .chunk = 0, .fill_us = 100, .steps = 2,
+				.density = 0.02, .timeout_ms = 3000 };
+	(void)state;
+	topk_run(&r);
+}
+
+static void gpu__topk_many_chunks_without_device_delay(void **state)
+{
+	static struct run r = { .job = "gputopkm", .world = 2, .n = 1048576, .dt = PBOX_F32,
+				.wire = -1, .scale = 0.5, .chunk = 0, .fill_us = 100, .steps = 2,
+				.density = 0.02, .no_delay = true, .timeout_ms = 5000 };
+	(void)state;
+	topk_run(&r);
 }
 
 /* What a device top-k call cannot take, and a host pointer. */
@@ -547,6 +649,9 @@ static void gpu__topk_limits_named(void **state)
 	assert_null(req);
 	/* one call goes through; reset on a key without top-k state is named */
 	assert_int_equal(pbox_allreduce_topk_dev(c, 3, dev, 64, NULL, &t, &o), 0);
+	/* its staging is cut in sparse segments: a dense call needs another key */
+	assert_int_equal(pbox_allreduce_dev(c, 3, dev, 64, PBOX_F32, NULL, NULL), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "dense calls cannot use it"));
 	assert_int_equal(pbox_topk_reset(c, 3), 0);
 	assert_int_equal(pbox_topk_reset(c, 4), PBOX_EINVAL);
 	assert_non_null(strstr(pbox_last_error(c), "no pbox_allreduce_topk call has used"));
@@ -668,6 +773,47 @@ static void gpu__copy_back_failure_named(void **state)
 	one_gpu_close(&g);
 }
 
+/*
+ * Ranks whose threads are on device 1: their buffers, their streams and
+ * libpbox's (made on the caller's thread) are device 1's, while libpbox's
+ * progress thread, which enqueues the cast and scaled copies, starts on
+ * device 0. Sums with a bf16 wire and the mean's scale, and top-k, are
+ * exact, and the callers stay on device 1. A library that does not make
+ * the stream's device current for a call (the fake without its switch,
+ * as gpu/ was) fails the first kernel: CUDA launches one only into a
+ * stream of the current device.
+ */
+static void gpu__caller_on_device_1(void **state)
+{
+	static struct run dense = { .job = "gpudev1", .world = 2, .n = 20011, .dt = PBOX_F32,
+				    .wire = PBOX_BF16, .scale = 0.5, .chunk = CHUNK,
+				    .fill_us = 500, .steps = 2, .device = 1 };
+	static struct run topk = { .job = "gpudev1k", .world = 2, .n = 30011, .dt = PBOX_F32,
+				   .wire = -1, .scale = 0.5, .chunk = CHUNK, .fill_us = 500,
+				   .steps = 2, .density = 0.02, .device = 1 };
+	struct one_gpu g;
+	pbox_dev_opts o;
+
+	(void)state;
+	exact_run(&dense);
+	topk_run(&topk);
+
+	set_device(1);
+	one_gpu_open(&g, "gpudev1x", 1000, 3000);
+	set_switch(0);
+	pbox_dev_opts_init(&o);
+	o.wire_dtype = PBOX_BF16;
+	int rc = pbox_allreduce_dev(g.c, 3, g.dev, 1000, PBOX_F32, g.stream, &o);
+	set_switch(1);
+	assert_int_equal(rc, PBOX_ESYS);
+	if (!strstr(pbox_last_error(g.c), "a kernel launched into a stream of device 1 from "
+		    "device 0"))
+		fail_msg("said '%s'", pbox_last_error(g.c));
+	one_gpu_sync(&g);
+	one_gpu_close(&g);
+	set_device(0);
+}
+
 static int by_dev(const void *a, const void *b)
 {
 	const struct fake_gpu_op *x = a, *y = b;
@@ -752,7 +898,11 @@ int main(void)
 		cmocka_unit_test(gpu__exact_f32_bf16_wire_mean),
 		cmocka_unit_test(gpu__chunks_overlap),
 		cmocka_unit_test(gpu__topk_exact_with_residual_and_reset),
+		cmocka_unit_test(gpu__topk_exact_without_device_delay),
+		cmocka_unit_test(gpu__topk_one_chunk_of_sparse_segments),
+		cmocka_unit_test(gpu__topk_many_chunks_without_device_delay),
 		cmocka_unit_test(gpu__topk_limits_named),
+		cmocka_unit_test(gpu__caller_on_device_1),
 		cmocka_unit_test(gpu__copy_back_failure_named),
 		cmocka_unit_test(gpu__copy_out_failure_retry_is_exact),
 	};
