@@ -200,6 +200,8 @@ static int probe(count_fn count, void *ctx, size_t n, uint32_t lo, uint32_t hi, 
 		hi = lo + 1;
 	for (unsigned j = 0; j < TOPK_MAX_THRESH; j++) {
 		tb[j] = lo + (uint32_t)((uint64_t)(hi - lo) * j / (TOPK_MAX_THRESH - 1));
+		if (tb[j] > INF_BITS) /* counted thresholds are magnitudes (topk.h) */
+			tb[j] = INF_BITS;
 		tf[j] = elem_bits_f32(tb[j]);
 	}
 	if ((rc = count(ctx, tf, TOPK_MAX_THRESH, cnt)) < 0)

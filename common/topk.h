@@ -50,8 +50,10 @@
 
 struct topk_kernels {
 	const char *name;   /* "scalar", "avx2", "avx512" */
-	/* Count, for each of nt thresholds t[j] (nt <= TOPK_MAX_THRESH),
-	 * the entries of x with |x[i]| >= t[j] into counts[j]. */
+	/* Count, for each of nt thresholds t[j] (nt <= TOPK_MAX_THRESH,
+	 * 0 <= t[j] <= +inf, as every t of these kernels and of struct
+	 * topk_steps' count and pass), the entries of x with |x[i]| >= t[j]
+	 * (elem_topk_keep) into counts[j]. */
 	void (*count)(const float *x, size_t n, const float *t, unsigned nt,
 		      uint64_t *counts);
 	/* The selection pass: if g is not NULL, first x[i] += g[i]

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_avx2.c - the top-k count and selection passes with AVX2
- * (common/topk.h): 8 magnitudes per compare (elem_topk_mag: |v| by a mask,
- * then min(|v|, +inf), which is +inf for a NaN), counts by movemask popcount;
+ * (common/topk.h): 8 magnitudes per compare, "not less than, unordered"
+ * (for a threshold 0 <= t <= inf, elem_topk_keep: a NaN passes as +inf
+ * does), counts by movemask popcount;
  * the few kept entries of a vector are written one by one (at the
  * densities top-k is for, most vectors keep none).
  */
@@ -10,12 +11,10 @@
 
 #include "common/topk_impl.h"
 
-/* elem_topk_mag of 8 floats: minps returns its second operand for a NaN. */
-static inline __m256 mag8(__m256 v)
+/* |v| of 8 floats. */
+static inline __m256 abs8(__m256 v)
 {
-	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-
-	return _mm256_min_ps(_mm256_and_ps(v, absmask), _mm256_set1_ps(INFINITY));
+	return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
 }
 
 static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
@@ -29,10 +28,10 @@ static void count_avx2(const float *x, size_t n, const float *t, unsigned nt,
 		counts[j] = 0;
 	}
 	for (; i + 8 <= n; i += 8) {
-		__m256 a = mag8(_mm256_loadu_ps(x + i));
+		__m256 a = abs8(_mm256_loadu_ps(x + i));
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_GE_OQ)));
+				_mm256_movemask_ps(_mm256_cmp_ps(a, tv[j], _CMP_NLT_UQ)));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -54,7 +53,7 @@ static size_t pass_avx2(float *x, float *g, size_t n, float t, uint32_t *idx, fl
 				_mm256_storeu_ps(g + i, _mm256_setzero_ps());
 		}
 		unsigned k = (unsigned)_mm256_movemask_ps(
-			_mm256_cmp_ps(mag8(v), tv, _CMP_GE_OQ));
+			_mm256_cmp_ps(abs8(v), tv, _CMP_NLT_UQ));
 		for (; k; k &= k - 1, m++) {
 			if (m >= cap)
 				continue;

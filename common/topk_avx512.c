@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_avx512.c - the top-k count and selection passes with AVX-512F/DQ
- * (common/topk.h): 16 magnitudes per compare (elem_topk_mag: |v| by a
- * mask, then min(|v|, +inf), which is +inf for a NaN), counts by mask popcount,
+ * (common/topk.h): 16 magnitudes per compare, "not less than, unordered"
+ * (for a threshold 0 <= t <= inf, elem_topk_keep: a NaN passes as +inf
+ * does), counts by mask popcount,
  * the kept indices and values written with compress stores.
  */
 #include <immintrin.h>
 
 #include "common/topk_impl.h"
 
-/* elem_topk_mag of 16 floats: minps returns its second operand for a NaN. */
-static inline __m512 mag16(__m512 v)
+/* |v| of 16 floats. */
+static inline __m512 abs16(__m512 v)
 {
-	const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-
-	return _mm512_min_ps(_mm512_and_ps(v, absmask), _mm512_set1_ps(INFINITY));
+	return _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff)));
 }
 
 static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
@@ -28,10 +27,10 @@ static void count_avx512(const float *x, size_t n, const float *t, unsigned nt,
 		counts[j] = 0;
 	}
 	for (; i + 16 <= n; i += 16) {
-		__m512 a = mag16(_mm512_loadu_ps(x + i));
+		__m512 a = abs16(_mm512_loadu_ps(x + i));
 		for (unsigned j = 0; j < nt; j++)
 			counts[j] += (uint64_t)__builtin_popcount(
-				_mm512_cmp_ps_mask(a, tv[j], _CMP_GE_OQ));
+				_mm512_cmp_ps_mask(a, tv[j], _CMP_NLT_UQ));
 	}
 	topk_count_tail(x, i, n, t, nt, counts);
 }
@@ -55,7 +54,7 @@ static size_t pass_avx512(float *x, float *g, size_t n, float t, uint32_t *idx, 
 			if (flags & TOPK_CLEAR_G)
 				_mm512_storeu_ps(g + i, _mm512_setzero_ps());
 		}
-		__mmask16 k = _mm512_cmp_ps_mask(mag16(v), tv, _CMP_GE_OQ);
+		__mmask16 k = _mm512_cmp_ps_mask(abs16(v), tv, _CMP_NLT_UQ);
 		if (!k)
 			continue;
 		unsigned c = (unsigned)__builtin_popcount(k);

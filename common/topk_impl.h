@@ -5,7 +5,8 @@
  *
  * Magnitudes are compared as floats (elem_topk_mag(x) >= t, a NaN's
  * magnitude +inf's: elem_topk_keep of common/elem.h, which the device
- * kernels share), and e + g is
+ * kernels share; the vector variants compare "not less than, unordered",
+ * the same for the thresholds 0 <= t <= inf they are given), and e + g is
  * elem_topk_add (a NaN sum canonical), so every variant agrees with the
  * scalar one on every input, bit for bit.
  */
