@@ -87,10 +87,14 @@ for p in "${PIDS[@]}"; do
 	[ "$p" = "$BOX_PID" ] || wait "$p" 2>/dev/null
 done
 for f in amp idle flood slow; do echo "attack $f: $(cat "$WORKDIR/atk.$f")"; done
+# (the box may get to some refusals only after the attacker stopped
+# counting them as such, busy with the other attacks: those show as
+# closed_by_box, since no idle timeout (60 s) falls in the attack's 25 s)
 python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["opened"] == 64 and d["refused"] == 2100 - 64, d
+held = d["opened"] - d["closed_by_box"]
+assert held == 64 and d["refused"] + d["closed_by_box"] == 2100 - 64, d
 ' "$WORKDIR/atk.idle" || die "the per-peer cap did not hold the attacker to 64 connections"
 grep -q '"answer": "request line not complete within 10000 ms' "$WORKDIR/atk.slow" ||
 	die "a half-sent request was not closed with a named error"
