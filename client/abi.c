@@ -60,6 +60,11 @@ size_t pbox_stats_size(void)
 	return sizeof(pbox_stats);
 }
 
+size_t pbox_optim_size(void)
+{
+	return sizeof(pbox_optim);
+}
+
 static void opts_defaults(pbox_opts *o)
 {
 	memset(o, 0, sizeof(*o));

@@ -25,7 +25,7 @@ int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind)
 	    kind < PBOX_OPTIM_SGD || kind > PBOX_OPTIM_ADAMW)
 		return PBOX_EINVAL;
 	memset(o, 0, size);
-	o->size = (uint32_t)(size < sizeof(*o) ? size : sizeof(*o));
+	o->size = (uint32_t)size;
 	o->kind = kind;
 	o->lr = kind == PBOX_OPTIM_SGD ? 0.01 : 0.001;
 	o->weight_decay = kind == PBOX_OPTIM_ADAMW ? 0.01 : 0;

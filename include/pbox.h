@@ -35,8 +35,8 @@
  *    sizeof as compiled into the caller, so C callers never write a size.
  *  - FFI bindings (Python's pbox package) cannot see sizeof: they call the
  *    *_sized functions with the size of their own declaration, and check at
- *    load time that pbox_version() and pbox_opts_size()/pbox_stats_size()
- *    are the ones they were written for.
+ *    load time that pbox_version() and pbox_opts_size(), pbox_stats_size()
+ *    and pbox_optim_size() are the ones they were written for.
  *  - Versions: MAJOR changes when the ABI breaks (the soname is
  *    libpbox.so.MAJOR), MINOR when it grows (functions or fields added),
  *    PATCH for fixes. Before 1.0 a MINOR change may break the ABI too
@@ -57,8 +57,8 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 9
-#define PBOX_VERSION_PATCH 1
+#define PBOX_VERSION_MINOR 10
+#define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
 		      PBOX_VERSION_PATCH)
@@ -192,10 +192,11 @@ static inline void pbox_opts_init(pbox_opts *opts)
 	(void)pbox_opts_init_sized(opts, sizeof(*opts));
 }
 
-/* sizeof(pbox_opts) and sizeof(pbox_stats) as this library was built, for
- * FFI bindings that declare the structs themselves. */
+/* sizeof(pbox_opts), sizeof(pbox_stats) and sizeof(pbox_optim) as this
+ * library was built, for FFI bindings that declare the structs themselves. */
 size_t pbox_opts_size(void);
 size_t pbox_stats_size(void);
+size_t pbox_optim_size(void);
 
 /* This library's version, (MAJOR << 16) | (MINOR << 8) | PATCH: compare
  * with PBOX_VERSION, the version of the header a program was built with. */
@@ -363,10 +364,10 @@ typedef struct pbox_optim {
 } pbox_optim;
 
 /* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for
- * an unknown kind or a size below 80 or above 4096). o->size gets the
- * smaller of size and this library's sizeof(pbox_optim): a caller whose
- * struct is larger sees there that fields beyond it are unknown here
- * (bindings check it at load time). */
+ * an unknown kind or a size below 80 or above 4096); o->size gets size.
+ * The bytes beyond this library's sizeof(pbox_optim) are zeroed: a caller
+ * built with a newer header that sets a field there is refused by
+ * pbox_declare_optimizer, never silently ignored. */
 int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind);
 
 static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)

@@ -12,18 +12,17 @@ Search order (first that loads wins):
 A library that loads is then checked against what this package was written
 for (include/pbox.h, "ABI rules"): its pbox_version() must have our MAJOR
 and at least our MINOR (while MAJOR is 0, exactly our MINOR: before 1.0 a
-minor version may break the ABI), and pbox_opts_size()/pbox_stats_size()
-must equal the sizes of Opts/Stats below (or exceed them, for a newer minor
-version whose structs grew). A mismatch raises OSError saying what was found
+minor version may break the ABI), and pbox_opts_size(), pbox_stats_size()
+and pbox_optim_size() must equal the sizes of Opts, Stats and Optim below
+(or exceed them, for a newer minor version whose structs grew). A mismatch raises OSError saying what was found
 and what was expected; it is never skipped.
 
 ctypes releases the GIL around every foreign call, so a thread blocked in
 pbox_wait() does not stop other Python threads.
 
-pbox_optim (PS mode, Optim below) has no size function: the library tells
-its size through pbox_optim_init_sized, which fills at most its own struct
-and writes the size it used into the size field; load() checks that it
-takes ours whole (check_optim).
+pbox_optim (PS mode, Optim below) is checked the same way, by
+pbox_optim_size() (0.10.0 on; before it a library wrote its own size into
+the size field, so a newer program's fields went unseen).
 
 Everything typed here by hand from include/pbox.h and include/pbox_cuda.h
 (the version, dtypes, error codes in __init__.py, the structs' fields, the
@@ -36,7 +35,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.9.1"
+__version__ = "0.10.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -184,6 +183,8 @@ def _declare(lib):
     lib.pbox_opts_size.restype = ctypes.c_size_t
     lib.pbox_stats_size.argtypes = []
     lib.pbox_stats_size.restype = ctypes.c_size_t
+    lib.pbox_optim_size.argtypes = []
+    lib.pbox_optim_size.restype = ctypes.c_size_t
     lib.pbox_opts_init_sized.argtypes = [ctypes.POINTER(Opts), ctypes.c_size_t]
     lib.pbox_opts_init_sized.restype = ctypes.c_int
     lib.pbox_connect.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
@@ -311,7 +312,8 @@ def _need(expect):
             f"{expect[0]}.y.z with y >= {expect[1]}")
 
 
-def check(lib, where, expect=VERSION, structs=(("pbox_opts", Opts), ("pbox_stats", Stats))):
+def check(lib, where, expect=VERSION,
+          structs=(("pbox_opts", Opts), ("pbox_stats", Stats), ("pbox_optim", Optim))):
     """Raise LibraryMismatch (an OSError) unless lib, a CDLL loaded from
     `where`, is a libpbox this package can use (module docstring); return
     lib. expect and structs are parameters for the tests only."""
@@ -346,32 +348,6 @@ def check(lib, where, expect=VERSION, structs=(("pbox_opts", Opts), ("pbox_stats
     return lib
 
 
-def check_optim(lib, where, struct=Optim):
-    """Raise LibraryMismatch unless lib's pbox_optim_init_sized fills our
-    Optim whole: it accepts sizeof(struct) and writes that size into the
-    size field (a library whose pbox_optim is smaller writes its own
-    size; one whose first layout is larger refuses). struct is a
-    parameter for the tests only."""
-    fn = getattr(lib, "pbox_optim_init_sized", None)
-    ours = ctypes.sizeof(struct)
-    if fn is None:
-        raise LibraryMismatch(f"pbox: {where} has no pbox_optim_init_sized(): not a libpbox "
-                              "with PS mode (0.5.0 or later)")
-    if isinstance(lib, ctypes.CDLL):
-        # a function object of our own: the library's keeps _declare's argtypes
-        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        fn = proto(("pbox_optim_init_sized", lib))
-    o = struct()
-    rc = fn(ctypes.addressof(o), ours, PBOX_OPTIM_SGD)
-    if rc != 0 or o.size != ours:
-        theirs = "refuses it" if rc != 0 else f"fills {o.size} bytes"
-        raise LibraryMismatch(f"pbox: struct pbox_optim is {ours} bytes as this package "
-                              f"declares it (pbox._lib.{struct.__name__}) but "
-                              f"pbox_optim_init_sized in {where} {theirs}: the declaration "
-                              "does not match include/pbox.h")
-    return lib
-
-
 _lib = None
 _lib_path = None
 
@@ -394,7 +370,6 @@ def load():
             continue
         try:
             check(lib, n)
-            check_optim(lib, n)
         except LibraryMismatch as e:
             if explicit:
                 raise
