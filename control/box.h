@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "control/peers.h"
 #include "dataplane/dp.h"
 
 /*
@@ -116,7 +117,7 @@ struct box {
 	struct box_dp dp;
 	struct dp_layout layout;      /* ports, lcores, endpoints */
 	double start_time;            /* CLOCK_MONOTONIC seconds at start */
-	uint32_t log_peer;            /* TCP peer being served (host order), 0 = none:
+	struct peer_addr log_peer;    /* TCP peer being served, all zero = none:
 				       * ctl_log counts its lines against --log-peer-burst */
 	struct jobs *jobs;
 	struct {                      /* box_ports_watch */
@@ -130,10 +131,10 @@ struct box {
 	} tel_watch;
 	struct box_log_sink log;      /* see ctl_log */
 	struct box_keepalive keepalive; /* pboxd: the watchdog's ping */
-	/* Per-peer log budget: lines logged while log_peer != 0 are written
-	 * only if allow(ctx, log_peer) (the RPC server's; NULL = all). */
+	/* Per-peer log budget: lines logged while log_peer is a peer are
+	 * written only if allow(ctx, &log_peer) (the RPC server's; NULL = all). */
 	struct {
-		int (*allow)(void *ctx, uint32_t ip);
+		int (*allow)(void *ctx, const struct peer_addr *peer);
 		void *ctx;
 	} log_gate;
 };

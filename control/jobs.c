@@ -178,7 +178,7 @@ static void start_remove(struct jobs *js, struct job *j, const char *why)
 	js->nlive--;
 	js->nremoving++;
 	jobs_keys_release(js, j);
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removing (%s)",
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removing (%s)",
 		j->name, j->id, why);
 	post_removes(js, j);
 }
@@ -202,12 +202,17 @@ void jobs_tick(struct jobs *js)
 		struct job *j = js->table[i];
 		if (j && !j->removing && j->keys_removing)
 			jobs_keys_tick(js, j);
+		/* its sessions were told; a connection that stays open does not
+		 * keep its slot and memory */
+		if (j && !j->removing && j->state == JOB_ABORTED &&
+		    clock_s() - j->aborted_at >= JOB_ABORT_LINGER_S)
+			start_remove(js, j, "aborted, its sessions told");
 		if (!j || !j->removing)
 			continue;
 		post_removes(js, j);
 		if (!lcores_done(js, j))
 			continue;
-		ctl_log_peer(js->box, j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removed, %" PRIu64
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removed, %" PRIu64
 			" bytes freed", j->name, j->id, j->max_bytes);
 		js->nremoving--;
 		job_free(js, j);
@@ -232,11 +237,12 @@ void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
 	if (j->state == JOB_ABORTED || j->removing)
 		return;
 	j->state = JOB_ABORTED;
+	j->aborted_at = clock_s();
 	snprintf(j->reason, sizeof(j->reason), "%s", reason);
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): aborted: %s",
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): aborted: %s",
 		j->name, j->id, reason);
 	if (post_all(js, &m, &failed) < 0)
-		ctl_log_peer(js->box, j->log_peer, CTL_LOG_ERROR, "job %s: lcore %u's ring is full; "
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_ERROR, "job %s: lcore %u's ring is full; "
 			"it keeps aggregating until the job is removed", j->name, failed);
 	for (unsigned r = 0; r < j->world; r++)
 		if (j->ranks[r].session && js->notify)
@@ -260,7 +266,7 @@ int jobs_session_holds(const struct jobs *js, const void *session)
 {
 	for (unsigned i = 0; js && session && i < ENGINE_MAX_JOBS; i++) {
 		const struct job *j = js->table[i];
-		if (!j || j->removing)
+		if (!j || j->removing || j->state == JOB_ABORTED)
 			continue;
 		for (unsigned r = 0; r < j->world; r++)
 			if (j->ranks[r].session == session)
@@ -440,7 +446,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 		start_remove(js, j, "install failed");
 		return rc;
 	}
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): admitted, world %" PRIu32
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): admitted, world %" PRIu32
 		", %" PRIu32 "-byte segments, %" PRIu64 " bytes", name, j->id, world,
 		seg_bytes, max_bytes);
 	*out = j;
@@ -567,7 +573,7 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	j->njoined++;
 	if (j->njoined == j->world && j->state == JOB_FORMING)
 		j->state = JOB_ACTIVE;
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " joined (%u of %u)",
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " joined (%u of %u)",
 		j->name, a->rank, j->njoined, j->world);
 	return 0;
 }
@@ -659,7 +665,7 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	j->ranks[rank].joined = 0;
 	j->ranks[rank].session = NULL;
 	j->njoined--;
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
 		j->name, rank, j->njoined);
 	if (j->njoined == 0)
 		start_remove(js, j, "every rank left");

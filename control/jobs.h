@@ -42,6 +42,11 @@ enum job_state {
 	JOB_ABORTED,     /* lcores answer ERROR; reason says why */
 };
 
+/* An aborted job is listed (job_list, job_status: its reason) until no
+ * session is left or this long after the abort, whichever is first; then
+ * it is removed and its slot and memory freed. */
+#define JOB_ABORT_LINGER_S 10
+
 struct job_rank {
 	uint8_t joined;     /* joined and not left */
 	uint32_t ip;        /* data address, host order (kept after leave) */
@@ -109,7 +114,8 @@ struct job {
 				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
-	uint32_t log_peer;         /* TCP peer that created it: its lines count there */
+	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
+	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
 	int removing;
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
@@ -263,8 +269,8 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
  * js NULL is ignored. */
 void jobs_session_closed(struct jobs *js, void *session);
 
-/* 1 if session holds a rank of a live job (it may stay silent while the
- * job runs), else 0. */
+/* 1 if session holds a rank of a live job, one not aborted (it may stay
+ * silent while the job runs), else 0. */
 int jobs_session_holds(const struct jobs *js, const void *session);
 
 /* Periodic work: finish removals whose lcores have applied the REMOVE

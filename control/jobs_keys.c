@@ -234,7 +234,7 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 				j->round_hwm = k->ek->segs[s].done + 1;
 		memset(j->arena + k->off, 0, k->bytes);
 		if (arena_free(&j->mem, k->off, k->bytes) < 0)
-			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
+			ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
 				": out of memory for the free list; its %zu bytes stay taken",
 				j->name, k->key, k->bytes);
 		freed += k->bytes;
@@ -247,7 +247,7 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 	if (!done)
 		return;
 	index_rebuild(j);
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_DEBUG, "job %s: %" PRIu32 " released key%s "
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s: %" PRIu32 " released key%s "
 		"removed, %" PRIu64 " bytes back (%" PRIu64 " of %" PRIu64 " in use)", j->name,
 		done, done > 1 ? "s" : "", freed, j->mem.used, j->max_bytes);
 }
@@ -599,7 +599,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 		jobs_abort_job(js, j, why);
 		return errmsg(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
 	}
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
 		" segments in %" PRIu32 " chunks, %zu bytes", j->name, a->key, a->count,
 		wire_dtype_name(a->dtype), k.geom.nsegs, k.geom.nchunks, k.bytes);
 	*out = &j->keys[j->nkeys - 1];

@@ -68,25 +68,40 @@ void jobs_traffic(const struct jobs *js, const struct job *j, struct job_traffic
 }
 
 /* "rank 2 stalled" / "ranks 1, 3 stalled" / "rank 3 never joined", or
- * "rank 2 " followed by what when what is given. */
+ * "rank 2 " followed by what when what is given. The ranks that do not fit
+ * in len are counted ("ranks 1, 2, ..., 20 and 43 more stalled"): the
+ * cause always ends the text. */
 static void describe(const struct job *j, uint64_t missing, const char *what,
 		     char *buf, size_t len)
 {
-	size_t n = 0;
-	unsigned count = 0, unjoined = 0;
+	unsigned count = 0, unjoined = 0, listed = 0;
+	char tail[64], more[32];
 
 	for (unsigned r = 0; r < j->world; r++)
 		if (missing >> r & 1) {
 			count++;
 			unjoined += !j->ranks[r].joined && !j->ranks[r].ip;
 		}
-	n += (size_t)snprintf(buf + n, len - n, "%s", count == 1 ? "rank" : "ranks");
-	for (unsigned r = 0, i = 0; r < j->world && n < len; r++)
-		if (missing >> r & 1)
-			n += (size_t)snprintf(buf + n, len - n, "%s%u", i++ ? ", " : " ", r);
+	snprintf(tail, sizeof(tail), " %s", what ? what :
+		 unjoined == count ? "never joined" : "stalled");
+	/* room kept for the longest " and N more" and the cause */
+	size_t keep = strlen(" and 64 more") + strlen(tail) + 1;
+	size_t n = (size_t)snprintf(buf, len, "%s", count == 1 ? "rank" : "ranks");
+	for (unsigned r = 0; r < j->world && n < len; r++) {
+		if (!(missing >> r & 1))
+			continue;
+		char one[16];
+		int w = snprintf(one, sizeof(one), "%s%u", listed ? ", " : " ", r);
+		if (n + (size_t)w + keep > len && listed + 1 < count)
+			break;
+		n += (size_t)snprintf(buf + n, len - n, "%s", one);
+		listed++;
+	}
+	more[0] = '\0';
+	if (listed < count)
+		snprintf(more, sizeof(more), " and %u more", count - listed);
 	if (n < len)
-		snprintf(buf + n, len - n, " %s", what ? what :
-			 unjoined == count ? "never joined" : "stalled");
+		snprintf(buf + n, len - n, "%s%s", more, tail);
 }
 
 /* Ranks that have never joined. */
@@ -110,7 +125,7 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 		return 0;
 	char reason[sizeof(j->reason)];
 	if (j->njoined == 0 && missing == (j->world >= 64 ? ~0ull : (1ull << j->world) - 1)) {
-		ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
 			PRIu32 " ms; removed", j->name, j->id, wait_ms);
 		jobs_abort_job(js, j, "no rank joined within the join wait");
 		return 1;
@@ -118,7 +133,7 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 	char who[128];
 	describe(j, missing, "never joined", who, sizeof(who));
 	snprintf(reason, sizeof(reason), "%s within %" PRIu32 " ms (--join-wait-ms)", who, wait_ms);
-	ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 	jobs_abort_job(js, j, reason);
 	return 1;
 }
@@ -163,7 +178,7 @@ void jobs_watch(struct jobs *js)
 			snprintf(reason, sizeof(reason), "%s with rounds open"
 				 " (key %" PRIu32 " segment %" PRIu32 " round %" PRIu32 ")",
 				 who, p.key, p.seg, p.round);
-			ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
+			ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
 				j->name, j->id, reason);
 			jobs_abort_job(js, j, reason);
 			continue;
@@ -186,7 +201,7 @@ void jobs_watch(struct jobs *js)
 		snprintf(reason, sizeof(reason),
 			 "%s: no contribution for %.1f s (key %" PRIu32 " segment %" PRIu32
 			 " round %" PRIu32 ")", who, now - j->watch_since, p.key, p.seg, p.round);
-		ctl_log_peer(js->box, j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 		jobs_abort_job(js, j, reason);
 	}
 }

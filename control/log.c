@@ -11,14 +11,15 @@ bool ctl_log_enabled(const struct box *box, enum ctl_log_level level)
 	return !box || (int)level <= box->cfg.log_level;
 }
 
-static void vlog(const struct box *box, uint32_t peer, enum ctl_log_level level,
+static void vlog(const struct box *box, const struct peer_addr *peer, enum ctl_log_level level,
 		 const char *fmt, va_list ap)
 {
 	char msg[1024], line[1100];
 
 	if (!ctl_log_enabled(box, level))
 		return;
-	if (box && peer && box->log_gate.allow && !box->log_gate.allow(box->log_gate.ctx, peer))
+	if (box && peer && !peer_addr_is_none(peer) && box->log_gate.allow &&
+	    !box->log_gate.allow(box->log_gate.ctx, peer))
 		return;   /* over this peer's budget: counted, reported later */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (box && box->log.write) {
@@ -34,16 +35,17 @@ void ctl_log(const struct box *box, enum ctl_log_level level, const char *fmt, .
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog(box, box ? box->log_peer : 0, level, fmt, ap);
+	vlog(box, box ? &box->log_peer : NULL, level, fmt, ap);
 	va_end(ap);
 }
 
-void ctl_log_peer(const struct box *box, uint32_t peer, enum ctl_log_level level,
-		  const char *fmt, ...)
+void ctl_log_peer(const struct box *box, const struct peer_addr *peer,
+		  enum ctl_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog(box, box && box->log_peer ? box->log_peer : peer, level, fmt, ap);
+	vlog(box, box && !peer_addr_is_none(&box->log_peer) ? &box->log_peer : peer, level, fmt,
+	     ap);
 	va_end(ap);
 }

@@ -32,10 +32,11 @@ bool ctl_log_enabled(const struct box *box, enum ctl_log_level level);
 void ctl_log(const struct box *box, enum ctl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The same, counted against TCP peer `peer` (host order; 0 = none) when
- * no request is being served: a job's lines against the peer that made
- * it (--log-peer-burst). */
-void ctl_log_peer(const struct box *box, uint32_t peer, enum ctl_log_level level,
-		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The same, counted against TCP peer `peer` (NULL or all zero = none)
+ * when no request is being served: a job's lines against the peer that
+ * made it (--log-peer-burst). */
+void ctl_log_peer(const struct box *box, const struct peer_addr *peer,
+		  enum ctl_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif

@@ -111,14 +111,17 @@ static int valid_id(const json_t *id)
 
 /*
  * The id comes back as the client sent it. After an integer overflow
- * (ints_as_reals) an integral real id within 2^53 (exact in a double)
- * was an integer: give it back as one. A larger integer id, read through
- * a double, cannot be echoed exactly and is refused.
+ * (ints_as_reals) an id that is not integral was a real: it stays one. An
+ * integral one within 2^53 (exact in a double) is taken for an integer and
+ * given back as one (an id sent as 2.0 comes back 2). A larger one may
+ * have been an integer that a double cannot hold exactly: refused.
  */
 static int restore_id(json_t *req, json_t **id, char *err, size_t errlen)
 {
 	double v = json_real_value(*id);
 
+	if (v != floor(v))
+		return 0;
 	if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(json_int_t)v) {
 		json_object_set_new(req, "id", json_integer((json_int_t)v));
 		*id = json_object_get(req, "id");

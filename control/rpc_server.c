@@ -20,6 +20,7 @@
  */
 #include "control/rpc_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -46,6 +47,7 @@
 #define READS_PER_EVENT 16
 #define CLOSE_GRACE_MS 1000  /* to flush a last reply before closing */
 #define SWEEP_MS       1000  /* timeouts and suppressed-log reports */
+#define NO_PEER ((struct peer_addr){ { 0 } })
 
 enum { EP_TCP_LISTEN = 1, EP_UNIX_LISTEN, EP_CONN };
 
@@ -66,7 +68,7 @@ struct conn {
 	long last_tx_ms;      /* replies last moved: one sent, or the first
 				 queued after none were unread */
 	long partial_ms;      /* since when a request line is incomplete, 0 = none */
-	uint32_t ip;          /* TCP peer address (host order), 0 = Unix socket */
+	struct peer_addr ip;  /* TCP peer address, all zero = Unix socket */
 	char peer[64];
 	struct jsonl_buf in;
 	char *out;
@@ -124,8 +126,9 @@ static void conn_kill(struct rpc_server *s, struct conn *c, const char *why)
 	s->nconns--;
 	s->out_total -= c->out_len - c->out_off;
 	s->nthrottled -= c->throttled != 0;
+	c->throttled = 0;
 	if (c->is_tcp) {
-		struct peer *p = peers_get(&s->peers, c->ip);
+		struct peer *p = peers_get(&s->peers, &c->ip);
 		s->ntcp--;
 		if (p && p->conns)
 			p->conns--;
@@ -399,22 +402,39 @@ static void tune_tcp(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
-static void peer_name(int fd, int is_tcp, char *buf, size_t len, uint32_t *ip_out)
+/* "ADDR:PORT" ("[ADDR]:PORT" for IPv6) of the socket's peer, and its
+ * peer address (peers.h). */
+static void peer_name(int fd, int is_tcp, char *buf, size_t len, struct peer_addr *ip_out)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	char ip[16];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char a[INET6_ADDRSTRLEN];
 
-	*ip_out = 0;
-	if (is_tcp && getpeername(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET) {
-		*ip_out = ntohl(sa.sin_addr.s_addr);
-		snprintf(buf, len, "%s:%u", rpc_ip_str(*ip_out, ip, sizeof(ip)), ntohs(sa.sin_port));
-	} else {
+	memset(ip_out, 0, sizeof(*ip_out));
+	if (!is_tcp || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
 		snprintf(buf, len, is_tcp ? "tcp peer" : "unix peer");
+		return;
 	}
+	*ip_out = peer_addr_of((struct sockaddr *)&ss);
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a));
+		snprintf(buf, len, "%s:%u", a, ntohs(in->sin_port));
+		return;
+	}
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {   /* IPv4 on a dual-stack listener */
+		inet_ntop(AF_INET, in6->sin6_addr.s6_addr + 12, a, sizeof(a));
+		snprintf(buf, len, "%s:%u", a, ntohs(in6->sin6_port));
+		return;
+	}
+	inet_ntop(AF_INET6, &in6->sin6_addr, a, sizeof(a));
+	snprintf(buf, len, "[%s]:%u", a, ntohs(in6->sin6_port));
 }
 
-static void add_conn(struct rpc_server *s, int fd, int is_tcp, uint32_t ip, const char *peer)
+static void add_conn(struct rpc_server *s, int fd, int is_tcp, const struct peer_addr *ip,
+		     const char *peer)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
@@ -427,7 +447,7 @@ static void add_conn(struct rpc_server *s, int fd, int is_tcp, uint32_t ip, cons
 	c->kind = EP_CONN;
 	c->fd = fd;
 	c->is_tcp = is_tcp;
-	c->ip = ip;
+	c->ip = *ip;
 	c->events = EPOLLIN;
 	c->last_rx_ms = now_ms();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
@@ -453,7 +473,7 @@ static void add_conn(struct rpc_server *s, int fd, int is_tcp, uint32_t ip, cons
 
 /* May one more connection of this kind (and TCP peer) be taken? NULL, or
  * why not. The last --unix-reserved-conns slots are the Unix socket's. */
-static const char *refuse_why(struct rpc_server *s, int is_tcp, uint32_t ip)
+static const char *refuse_why(struct rpc_server *s, int is_tcp, const struct peer_addr *ip)
 {
 	const struct box_config *cfg = &s->box->cfg;
 	unsigned tcp_max = RPC_SERVER_MAX_CONNS - (cfg->unix_reserved_conns < RPC_SERVER_MAX_CONNS ?
@@ -487,20 +507,20 @@ static void accept_all(struct rpc_server *s, struct listener *l)
 		}
 		int is_tcp = l->kind == EP_TCP_LISTEN;
 		char peer[64];
-		uint32_t ip;
+		struct peer_addr ip;
 		peer_name(fd, is_tcp, peer, sizeof(peer), &ip);
-		const char *why = refuse_why(s, is_tcp, ip);
+		const char *why = refuse_why(s, is_tcp, &ip);
 		if (why) {
 			s->box->log_peer = ip;
 			ctl_log(s->box, CTL_LOG_WARN, "control: refused a connection from %s: %s",
 				peer, why);
-			s->box->log_peer = 0;
+			s->box->log_peer = NO_PEER;
 			close(fd);
 			continue;
 		}
 		if (is_tcp)
 			tune_tcp(fd);
-		add_conn(s, fd, is_tcp, ip, peer);
+		add_conn(s, fd, is_tcp, &ip, peer);
 	}
 }
 
@@ -525,7 +545,7 @@ static void handle_event(struct rpc_server *s, struct epoll_event *e)
 		conn_readable(s, c);
 	else if (!c->dead && (e->events & (EPOLLHUP | EPOLLERR)))
 		conn_kill(s, c, "hang-up");
-	s->box->log_peer = 0;
+	s->box->log_peer = NO_PEER;
 }
 
 static void expire_closing(struct rpc_server *s)
@@ -533,7 +553,9 @@ static void expire_closing(struct rpc_server *s)
 	long now = now_ms();
 
 	for (struct conn *c = s->conns, *n; c; c = n) {
-		n = c->next;
+		n = c->next;   /* may die meanwhile: then it leads into s->dead */
+		if (c->dead)
+			continue;
 		if (c->closing && now >= c->deadline_ms)
 			conn_kill(s, c, "last reply not read in time");
 	}
@@ -546,19 +568,19 @@ static void resume_throttled(struct rpc_server *s)
 	const struct box_config *cfg = &s->box->cfg;
 
 	for (struct conn *c = s->conns, *n; c && s->nthrottled; c = n) {
-		n = c->next;
-		if (!c->throttled || unread(c) > cfg->conn_reply_bytes / 2 ||
+		n = c->next;   /* may die meanwhile (a notice's failed send) */
+		if (c->dead || !c->throttled || unread(c) > cfg->conn_reply_bytes / 2 ||
 		    (unread(c) && s->out_total > cfg->total_reply_bytes))
 			continue;
 		throttle(s, c, 0);
 		s->box->log_peer = c->ip;
 		if (handle_lines(s, c) >= 0 && !c->dead)
 			flush(s, c);
-		s->box->log_peer = 0;
+		s->box->log_peer = NO_PEER;
 	}
 }
 
-static int log_allow(void *ctx, uint32_t ip)
+static int log_allow(void *ctx, const struct peer_addr *ip)
 {
 	struct rpc_server *s = ctx;
 	struct peer *p = peers_get(&s->peers, ip);
@@ -566,13 +588,13 @@ static int log_allow(void *ctx, uint32_t ip)
 	return !p || peers_log_allow(p, clock_s(), s->box->cfg.log_peer_burst);
 }
 
-static void report_suppressed(void *ctx, uint32_t ip, uint32_t n)
+static void report_suppressed(void *ctx, const struct peer_addr *ip, uint32_t n)
 {
 	struct rpc_server *s = ctx;
-	char a[16];
+	char a[64];
 
 	ctl_log(s->box, CTL_LOG_WARN, "control: %" PRIu32 " log lines from %s suppressed in the"
-		" last %.0f s (--log-peer-burst %" PRIu32 ")", n, rpc_ip_str(ip, a, sizeof(a)),
+		" last %.0f s (--log-peer-burst %" PRIu32 ")", n, peer_addr_str(ip, a, sizeof(a)),
 		PEERS_LOG_WINDOW_S, s->box->cfg.log_peer_burst);
 }
 
@@ -587,8 +609,8 @@ static void sweep(struct rpc_server *s)
 		return;
 	s->next_sweep_ms = now + SWEEP_MS;
 	for (struct conn *c = s->conns, *n; c; c = n) {
-		n = c->next;
-		if (c->closing)
+		n = c->next;   /* may die meanwhile (a notice's failed send) */
+		if (c->dead || c->closing)
 			continue;
 		s->box->log_peer = c->ip;
 		if (cfg->idle_timeout_ms && unread(c) &&
@@ -616,7 +638,7 @@ static void sweep(struct rpc_server *s)
 				cfg->idle_timeout_ms);
 			conn_kill(s, c, "idle");
 		}
-		s->box->log_peer = 0;
+		s->box->log_peer = NO_PEER;
 	}
 	peers_sweep(&s->peers, clock_s(), report_suppressed, s);
 }

@@ -518,6 +518,61 @@ static void watch__join_wait(void **state)
 	jobs_tick(t->js);
 }
 
+/* A wide job's reason counts the ranks that do not fit and still ends with
+ * the cause. */
+static void watch__join_wait_wide_job_keeps_the_cause(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	t->f->box.cfg.join_wait_ms = 1000;
+	assert_int_equal(join(t, "wide", 0, 64, (void *)1, &j), 0);
+	((struct job *)j)->created -= 2.0;
+	jobs_tick(t->js);
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_true(strncmp(j->reason, "ranks 1, 2, 3, ", 15) == 0);
+	const char *more = strstr(j->reason, " more never joined within 1000 ms (--join-wait-ms)");
+	assert_non_null(more);
+	assert_string_equal(more, " more never joined within 1000 ms (--join-wait-ms)");
+	unsigned last = 0, extra = 0;
+	const char *and = strstr(j->reason, " and ");
+	assert_non_null(and);
+	assert_int_equal(sscanf(and, " and %u more", &extra), 1);
+	for (const char *p = j->reason; p < and; p++)
+		if (*p == ',' || *p == ' ')
+			last = (unsigned)strtoul(p + 1, NULL, 10);
+	assert_int_equal(last + extra, 63);   /* ranks 1..last listed, the rest counted */
+	jobs_session_closed(t->js, (void *)1);
+	jobs_tick(t->js);
+}
+
+/* An aborted job is removed JOB_ABORT_LINGER_S after the abort even while
+ * a session stays open (its slot and memory are not held by a connection
+ * that never closes), and such a session holds nothing (the idle timeout
+ * applies to it). */
+static void abort__lingers_then_is_removed_with_sessions_open(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	assert_int_equal(join(t, "sq", 0, 2, (void *)1, &j), 0);
+	assert_int_equal(jobs_session_holds(t->js, (void *)1), 1);
+	assert_int_equal(jobs_abort(t->js, "sq", "test", t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_session_holds(t->js, (void *)1), 0);
+	jobs_tick(t->js);
+	assert_non_null(jobs_find(t->js, "sq"));    /* listed with its reason a while */
+	assert_int_equal(t->f->frees, 0);
+	((struct job *)j)->aborted_at -= JOB_ABORT_LINGER_S;
+	jobs_tick(t->js);
+	assert_null(jobs_find(t->js, "sq"));
+	assert_int_equal(t->f->frees, 1);
+	jobs_session_closed(t->js, (void *)1);      /* later: nothing left to do */
+	jobs_tick(t->js);
+	assert_int_equal(join(t, "sq", 0, 2, (void *)2, &j), 0);   /* the name is free */
+	jobs_session_closed(t->js, (void *)2);
+	jobs_tick(t->js);
+}
+
 static void session_close__aborts_and_notifies(void **state)
 {
 	struct t *t = *state;
@@ -603,6 +658,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(watch__join_wait, setup, teardown),
+		cmocka_unit_test_setup_teardown(watch__join_wait_wide_job_keeps_the_cause, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(abort__lingers_then_is_removed_with_sessions_open,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(leave__last_rank_removes_and_frees, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort__memory_freed_only_after_lcores_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(remove__full_ring_retried_by_tick, setup, teardown),

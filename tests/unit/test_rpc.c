@@ -5,6 +5,7 @@
  * with the client (rpc_client.c) over a real Unix socket in a temporary
  * directory: sessions, notifications, over-long lines.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@
 #include "tests/unit/box_fixture.h"
 #include "control/jobs.h"
 #include "control/options.h"
+#include "control/peers.h"
 #include "control/rpc.h"
 #include "common/rpc_client.h"
 #include "control/rpc_server.h"
@@ -213,9 +215,15 @@ static void id__echoed(void **state)
 	assert_true(json_is_null(json_object_get(r, "id")));
 	assert_non_null(strstr(message_of(r), "id is too large"));
 	json_decref(r);
-	/* a real id comes back a real */
+	/* a real id comes back a real, next to a 2^64 parameter too */
 	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"job_list\"}");
 	assert_true(json_is_real(json_object_get(r, "id")));
+	json_decref(r);
+	r = call_line(t, "{\"jsonrpc\":\"2.0\",\"id\":-1.5,\"method\":\"job_status\","
+		      "\"params\":{\"job\":18446744073709551616}}");
+	assert_true(json_is_real(json_object_get(r, "id")));
+	assert_true(json_real_value(json_object_get(r, "id")) == -1.5);
+	assert_int_not_equal(code_of(r), RPC_INVALID_REQUEST);
 	json_decref(r);
 }
 
@@ -431,7 +439,7 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static int srv_setup(void **state)
+static int srv_setup_at(void **state, const char *control)
 {
 	struct srv_t *s = calloc(1, sizeof(*s));
 	char err[256];
@@ -441,7 +449,7 @@ static int srv_setup(void **state)
 	snprintf(s->path, sizeof(s->path), "%s/pboxd.sock", s->dir);
 	s->f = fixture_new(1, 2);
 	snprintf(s->f->box.cfg.rpc_socket, sizeof(s->f->box.cfg.rpc_socket), "%s", s->path);
-	snprintf(s->f->box.cfg.control, sizeof(s->f->box.cfg.control), "127.0.0.1:0");
+	snprintf(s->f->box.cfg.control, sizeof(s->f->box.cfg.control), "%s", control);
 	s->f->box.cfg.rpc_socket_mode = 0600;
 	/* --rpc-socket-group: group "daemon" (gid 1 on Debian) owns the socket */
 	snprintf(s->f->box.cfg.rpc_socket_group, sizeof(s->f->box.cfg.rpc_socket_group),
@@ -454,6 +462,9 @@ static int srv_setup(void **state)
 	*state = s;
 	return 0;
 }
+
+static int srv_setup(void **state) { return srv_setup_at(state, "127.0.0.1:0"); }
+static int srv6_setup(void **state) { return srv_setup_at(state, "[::]:0"); }
 
 static int srv_teardown(void **state)
 {
@@ -779,6 +790,101 @@ static void server__refuses_live_socket_replaces_stale(void **state)
 	fixture_free(f2);
 }
 
+/* A TCP connection to addr:port (IPv4 or IPv6 text), or -1. */
+static int tcp_to(const char *addr, unsigned port)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len;
+
+	if (strchr(addr, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, addr, &a->sin6_addr);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, addr, &a->sin_addr);
+		len = sizeof(*a);
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* 1 if the box closed fd (refused it at accept), 0 if it still holds it. */
+static int closed_by_box(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, 0);
+	return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+/* Peer addresses: IPv4 and IPv4 on a dual-stack listener are one peer;
+ * an IPv6 client is its /64. */
+static void peers__addresses(void **state)
+{
+	struct sockaddr_in v4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 m = { .sin6_family = AF_INET6 }, a = m, b = m, c = m;
+	char buf[64];
+
+	(void)state;
+	inet_pton(AF_INET, "10.1.2.3", &v4.sin_addr);
+	inet_pton(AF_INET6, "::ffff:10.1.2.3", &m.sin6_addr);
+	inet_pton(AF_INET6, "2001:db8:1:2::5", &a.sin6_addr);
+	inet_pton(AF_INET6, "2001:db8:1:2:aaaa:bbbb:cccc:dddd", &b.sin6_addr);
+	inet_pton(AF_INET6, "2001:db8:1:3::5", &c.sin6_addr);
+	struct peer_addr p4 = peer_addr_of((struct sockaddr *)&v4);
+	struct peer_addr pm = peer_addr_of((struct sockaddr *)&m);
+	struct peer_addr pa = peer_addr_of((struct sockaddr *)&a);
+	struct peer_addr pb = peer_addr_of((struct sockaddr *)&b);
+	struct peer_addr pc = peer_addr_of((struct sockaddr *)&c);
+	assert_memory_equal(&p4, &pm, sizeof(p4));
+	assert_memory_equal(&pa, &pb, sizeof(pa));
+	assert_memory_not_equal(&pa, &pc, sizeof(pa));
+	assert_string_equal(peer_addr_str(&p4, buf, sizeof(buf)), "10.1.2.3");
+	assert_string_equal(peer_addr_str(&pb, buf, sizeof(buf)), "2001:db8:1:2::/64");
+	assert_false(peer_addr_is_none(&p4));
+	struct peer_addr none = { { 0 } };
+	assert_true(peer_addr_is_none(&none));
+}
+
+/* On a dual-stack listener ([::]) the per-peer cap is per address: an IPv6
+ * client at its cap does not lock out an IPv4 one (every peer was one
+ * address, 0, before). */
+static void server__ipv6_listener_caps_each_peer(void **state)
+{
+	struct srv_t *s = *state;
+	unsigned port = rpc_server_tcp_port(s->srv);
+	int v6[3], v4;
+
+	s->f->box.cfg.max_conns_per_peer = 2;
+	s->f->box.cfg.conn_rate_per_peer = 0;
+	for (int i = 0; i < 2; i++) {
+		v6[i] = tcp_to("::1", port);
+		if (v6[i] < 0)
+			skip();   /* no IPv6 loopback here */
+		assert_false(closed_by_box(v6[i]));
+	}
+	v6[2] = tcp_to("::1", port);
+	assert_true(v6[2] >= 0);
+	assert_true(closed_by_box(v6[2]));   /* ::1 is at its cap */
+	v4 = tcp_to("127.0.0.1", port);
+	assert_true(v4 >= 0);
+	assert_false(closed_by_box(v4));     /* another peer: served */
+	for (int i = 0; i < 3; i++)
+		close(v6[i]);
+	close(v4);
+}
+
 /* Without an operator secret, TCP operators may read but not create or
  * abort jobs; the Unix socket may do both. */
 static void authorize__tcp_without_secret(void **state)
@@ -823,6 +929,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(server__split_pipelined_lines_are_not_slow, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__replies_never_read_close_the_connection, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__refuses_live_socket_replaces_stale, srv_setup, srv_teardown),
+		cmocka_unit_test_setup_teardown(server__ipv6_listener_caps_each_peer, srv6_setup,
+						srv_teardown),
+		cmocka_unit_test(peers__addresses),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
