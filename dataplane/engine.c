@@ -724,8 +724,7 @@ static int sparse_push(struct engine *e, struct engine_job *j, struct engine_key
 	size_t esz = wire_dtype_size(k->dtype), left = m->plen;
 	const uint8_t *p = payload;
 	struct sparse_rec r;
-	uint32_t prev = 0;
-	int done = 0;
+	uint32_t prev = 0, done = 0;
 
 	if (m->arg || (m->flags & WIRE_FLAG_INIT))
 		return -DROP_BAD_FLAGS;
@@ -759,14 +758,15 @@ static int sparse_push(struct engine *e, struct engine_job *j, struct engine_key
 		ev->what = seg_push(e, j, k, m, r.seg, (uint16_t)len, p, r.bytes, NULL, 0, &o);
 		if (ev->what == ENGINE_SEND_NOTICE)
 			ev->notice = o.notice;
-		done |= ev->what == ENGINE_SEND_ALL;
+		done += ev->what == ENGINE_SEND_ALL;
 	}
 	sp->n = m->count;
 	sp->cur = 0;
 	sp->phase = 0;
+	/* marks counts rounds, as the dense path's: one per completed record */
 	sp->ce = done && over_share(e, j);
 	if (sp->ce)
-		e->c.marks++;
+		e->c.marks += done;
 	(void)out;
 	return ENGINE_ABSORBED;
 }

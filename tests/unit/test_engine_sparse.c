@@ -254,6 +254,35 @@ static void sparse__duplicates_answered_per_record(void **state)
 	assert_int_equal(engine_next(&f->e, &out), ENGINE_ABSORBED);
 }
 
+/* A congested lcore marks completed sparse rounds CE; marks counts rounds
+ * (one per completed record), as the dense path's, not packets. */
+static void sparse__marks_count_rounds(void **state)
+{
+	struct fx *f = *state;
+	static float x[4][COUNT];
+	uint8_t pkt[4][SEG_BYTES * NSEGS];
+	uint32_t plen[4];
+	struct engine_out out;
+	unsigned ce_recs = 0;
+
+	install_sparse(f, 0, 9, COUNT, WIRE_F32);
+	contributions(x, 7);
+	engine_set_congested(&f->e, 1);
+	for (int r = 0; r < 4; r++)
+		plen[r] = build(pkt[r], (const uint8_t *)x[r], 4, SE32, COUNT, 0, 3);
+	for (int r = 0; r < 4; r++) {
+		int rc = push(f, sparse_hdr(f, (uint16_t)r, 9, 0, 1, 3, plen[r], WIRE_F32), pkt[r],
+			      &out);
+		do {
+			if (rc == ENGINE_SEND_ALL && (out.hdr.flags & WIRE_FLAG_CE))
+				ce_recs += out.hdr.count;
+		} while ((rc = engine_next(&f->e, &out)) != ENGINE_ABSORBED);
+	}
+	assert_int_equal(f->e.c.completes, 3);
+	assert_int_equal(ce_recs, 3);
+	assert_int_equal(f->e.c.marks, 3);
+}
+
 /* An IDX record by hand: n indices, then n f32 values. */
 static uint32_t idx_rec(uint8_t *p, uint32_t seg, const uint16_t *idx, uint16_t n)
 {
@@ -350,6 +379,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(sparse__f16_one_rounding_and_empty_round, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse__duplicates_answered_per_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse__bad_records_drop_the_whole_packet, setup, teardown),
+		cmocka_unit_test_setup_teardown(sparse__marks_count_rounds, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
