@@ -91,6 +91,9 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	if (!c->mtu_auto && wire_seg_bytes(c->opts.mtu) == 0)
 		return client_error(c, PBOX_EINVAL, "mtu %u is too small for a %d-byte payload",
 				    c->opts.mtu, WIRE_PAYLOAD_ALIGN);
+	if (c->opts.timeout_ms > INT32_MAX)
+		return client_error(c, PBOX_EINVAL, "timeout_ms %u exceeds %d (24.8 days)",
+				    c->opts.timeout_ms, INT32_MAX);
 	if (c->opts.window > MAX_WINDOW)
 		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
 				    MAX_WINDOW);

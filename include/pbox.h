@@ -114,7 +114,8 @@ typedef struct pbox_opts {
 	 * that lie within it; later fields take their defaults. */
 	uint32_t size;
 	/* Total time without progress before a call fails with
-	 * PBOX_ETIMEDOUT; 0 = default 30000 ms. */
+	 * PBOX_ETIMEDOUT; 0 = default 30000 ms, at most 2^31 - 1
+	 * (pbox_connect fails with PBOX_EINVAL beyond). */
 	uint32_t timeout_ms;
 	/* Retransmission timeout until the first round trip is measured;
 	 * then it adapts (RFC 6298: max(srtt + 4 rttvar, 2 srtt), 5 ms .. 1 s,

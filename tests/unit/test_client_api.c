@@ -107,6 +107,13 @@ static void connect__bad_arguments(void **state)
 	assert_int_equal(pbox_connect("127.0.0.1:1", "job", 0, 1, &o, &c), PBOX_EINVAL);
 	assert_non_null(strstr(pbox_last_error(c), "mtu 100"));
 	pbox_close(c);
+	/* a timeout beyond an int's milliseconds wrapped the control calls'
+	 * deadlines (they failed at once): refused by name */
+	pbox_opts_init(&o);
+	o.timeout_ms = UINT32_MAX;
+	assert_int_equal(pbox_connect("127.0.0.1:1", "job", 0, 1, &o, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "timeout_ms 4294967295 exceeds 2147483647"));
+	pbox_close(c);
 }
 
 static void connect__closed_port_fails_fast(void **state)
