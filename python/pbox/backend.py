@@ -64,7 +64,8 @@ import weakref
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
-                                        ProcessGroupGloo, ReduceOp, _create_work_from_future)
+                                        ProcessGroupGloo, ReduceOp, ReduceOptions,
+                                        _create_work_from_future)
 
 from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _int_arg, _on_stream
 
@@ -106,6 +107,45 @@ def _boxable(t, cuda=False):
             and t.layout == torch.strided and t.numel() > 0)
 
 
+def _tensors(xs):
+    """The tensors of xs: a tensor, or lists (of lists) of them."""
+    if isinstance(xs, torch.Tensor):
+        yield xs
+    elif isinstance(xs, (list, tuple)):
+        for x in xs:
+            yield from _tensors(x)
+
+
+def _overlapping(t):
+    """t has elements that share memory (an expand()ed tensor: a stride 0
+    over more than one element), which no result can be copied into."""
+    if t.layout != torch.strided:
+        return False
+    has = getattr(torch, "_debug_has_internal_overlap", None)
+    if has is not None:
+        return has(t) == 1            # MemOverlap::Yes: what copy_ refuses
+    return any(st == 0 and n > 1 for st, n in zip(t.stride(), t.size()))
+
+
+def _check_outputs(name, *outputs):
+    """Refuse a call whose output tensors overlap themselves, at once and
+    before anything reaches the box or Gloo: the result could not be
+    written back (the group would fail on its waiter thread, and Gloo
+    writes such a tensor past its memory)."""
+    for t in _tensors(outputs):
+        if _overlapping(t):
+            raise Error(EINVAL, f"{name}: an output tensor of size {tuple(t.shape)} has "
+                                f"overlapping elements (stride {t.stride()}, e.g. from "
+                                f"expand()); pass one with memory of its own (.clone())")
+
+
+def _complete(result):
+    """A Work that is already complete, holding result."""
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
 def _box_op(opts):
     """'sum', 'avg' or None (another op: Gloo's)."""
     op = opts.reduceOp
@@ -114,6 +154,18 @@ def _box_op(opts):
     if op == ReduceOp.AVG:
         return "avg"
     return None
+
+
+def _empty_like(out, inp):
+    """out is an empty output that an empty inp's call may fill: the same
+    dtype, device and (dense) layout, as Gloo checks for a non-empty one."""
+    return (out.numel() == 0 and out.dtype == inp.dtype and out.device == inp.device and
+            out.layout == inp.layout == torch.strided)
+
+
+def _contiguous_out(t):
+    """t, or a contiguous buffer to stage a non-contiguous output t through."""
+    return t if t.is_contiguous() else torch.empty_like(t, memory_format=torch.contiguous_format)
 
 
 class ProcessGroupPBox(ProcessGroup):
@@ -311,28 +363,72 @@ class ProcessGroupPBox(ProcessGroup):
         (so the call blocks); its Work is complete."""
         self._check_failed()
         self.calls["gloo"] += 1
-        fut = torch.futures.Future()
-        fut.set_result(run())
-        return _create_work_from_future(fut)
+        return _complete(run())
+
+    def _empty(self, result):
+        """The Work of a call with nothing to move (every tensor empty),
+        complete at once: torch 1.13's Gloo divides by zero (SIGFPE) on an
+        empty allgather."""
+        self._check_failed()
+        return _complete(result)
+
+    def _gloo_avg(self, name, tensors, opts, root=None):
+        """all_reduce (root None) or reduce with AVG on Gloo, which lacks
+        it: the SUM, then divided by the world in the tensors' dtype (as
+        on the box) once it is done; floating-point tensors only."""
+        for t in tensors:
+            if not (t.dtype.is_floating_point or t.dtype.is_complex):
+                raise Error(EINVAL, f"{name}: AVG of {t.dtype} tensors (the backend averages "
+                                    "floating-point tensors only)")
+        o = AllreduceOptions() if root is None else ReduceOptions()
+        o.reduceOp = ReduceOp.SUM
+        o.timeout = opts.timeout
+        if root is not None:
+            o.rootRank, o.rootTensor = opts.rootRank, opts.rootTensor
+        work = self._gloo_call("allreduce" if root is None else "reduce", tensors, o)
+        world = self.size()
+        mine = root is None or root == self.rank()
+
+        def divide(fut):
+            fut.value()                  # raises what Gloo raised
+            if mine:
+                for t in tensors:
+                    t.div_(world)
+            return tensors
+
+        return _create_work_from_future(work.get_future().then(divide))
 
     def _gloo_reduce_scatter(self, out, ins, op):
         """out = this rank's part of the reduction (op) of ins, on Gloo:
-        an allreduce of them all, then a copy of the part."""
-        flat = torch.cat([i.reshape(-1) for i in ins])
-        o = AllreduceOptions()
-        o.reduceOp = op
-        self._gloo.allreduce([flat], o).wait()
-        start = sum(i.numel() for i in ins[:self.rank()])
+        an allreduce of them all, then a copy of the part. AVG, which Gloo
+        lacks, is the SUM divided by the world in the tensor's dtype (as
+        on the box), for floating-point tensors only (an integer AVG is
+        refused, as Gloo refuses it for all_reduce)."""
         if out.numel() != ins[self.rank()].numel():
             raise ValueError(f"reduce_scatter: the output has {out.numel()} elements, this "
                              f"rank's input part {ins[self.rank()].numel()}")
-        out.copy_(flat[start:start + out.numel()].view_as(out))
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        avg = op == ReduceOp.AVG
+        if avg and not (flat.dtype.is_floating_point or flat.dtype.is_complex):
+            raise Error(EINVAL, f"reduce_scatter: AVG of {flat.dtype} tensors (the backend "
+                                f"averages floating-point tensors only)")
+        o = AllreduceOptions()
+        o.reduceOp = ReduceOp.SUM if avg else op
+        self._gloo.allreduce([flat], o).wait()
+        start = sum(i.numel() for i in ins[:self.rank()])
+        part = flat[start:start + out.numel()]
+        if avg:
+            part.div_(self.size())
+        out.copy_(part.view_as(out))
 
     # -- collectives on the box -----------------------------------------------
     def allreduce(self, tensors, opts=None):
+        _check_outputs("all_reduce", tensors)
         opts = opts if opts is not None else AllreduceOptions()
         op = _box_op(opts)
         if len(tensors) != 1 or op is None or not _boxable(tensors[0], cuda=True):
+            if op == "avg":
+                return self._gloo_avg("all_reduce", tensors, opts)
             return self._gloo_call("allreduce", tensors, opts)
         t = tensors[0]
         buf = t if t.is_contiguous() else t.contiguous()
@@ -355,9 +451,13 @@ class ProcessGroupPBox(ProcessGroup):
                          lambda k: [self.client.iallreduce(buf, k)], finish, [t])
 
     def reduce(self, tensors, opts):
+        # every rank refuses what the root would (the same call everywhere)
+        _check_outputs("reduce", tensors)
         op = _box_op(opts)
         if (len(tensors) != 1 or op is None or not _boxable(tensors[0], cuda=True) or
                 opts.rootTensor):
+            if op == "avg":
+                return self._gloo_avg("reduce", tensors, opts, root=opts.rootRank)
             return self._gloo_call("reduce", tensors, opts)
         t = tensors[0]
         root = opts.rootRank == self.rank()
@@ -383,6 +483,7 @@ class ProcessGroupPBox(ProcessGroup):
                          [t] if root else [])
 
     def broadcast(self, tensors, opts):
+        _check_outputs("broadcast", tensors)
         if len(tensors) != 1 or opts.rootTensor or not _boxable(tensors[0]):
             return self._gloo_call("broadcast", tensors, opts)
         t = tensors[0]
@@ -404,8 +505,12 @@ class ProcessGroupPBox(ProcessGroup):
                          lambda k: [self.client.iallgather(src, out, k)], finish, outs)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
+        _check_outputs("all_gather", output_tensors)
         outs = output_tensors[0] if len(output_tensors) == 1 else None
         inp = input_tensors[0] if len(input_tensors) == 1 else None
+        if (outs is not None and inp is not None and inp.numel() == 0 and
+                len(outs) == self.size() and all(_empty_like(o, inp) for o in outs)):
+            return self._empty(output_tensors)
         if (outs is None or inp is None or not _boxable(inp) or len(outs) != self.size() or
                 any(o.dtype != inp.dtype or o.numel() != inp.numel() for o in outs)):
             return self._gloo_call("allgather", output_tensors, input_tensors, *(
@@ -420,7 +525,13 @@ class ProcessGroupPBox(ProcessGroup):
         return self._allgather_flat("allgather", flat, inp, finish, list(outs))
 
     def _allgather_base(self, output, input, opts=None):
-        if (not _boxable(input) or output.dtype != input.dtype or not output.is_contiguous() or
+        _check_outputs("all_gather_into_tensor", output)
+        if input.numel() == 0 and _empty_like(output, input):
+            return self._empty([output])
+        # the path depends only on what every rank's call has in common
+        # (dtypes, sizes), never on this rank's layout: a non-contiguous
+        # output is staged below, as the other collectives' are
+        if (not _boxable(input) or not _boxable(output) or output.dtype != input.dtype or
                 output.numel() != self.size() * input.numel()):
             if output.numel() != self.size() * input.numel():
                 return self._gloo_call("_allgather_base", output, input, *(
@@ -433,8 +544,14 @@ class ProcessGroupPBox(ProcessGroup):
                 output.copy_(torch.cat([p.reshape(-1) for p in parts]).view_as(output))
                 return [output]
             return self._gloo_composed(run)
-        flat = output.view(-1)
-        return self._allgather_flat("all_gather_into_tensor", flat, input, lambda: [output],
+        res = _contiguous_out(output)
+
+        def finish():
+            if res is not output:
+                output.copy_(res)
+            return [output]
+
+        return self._allgather_flat("all_gather_into_tensor", res.view(-1), input, finish,
                                     [output])
 
     def _reduce_scatter_flat(self, name, out, inp, op, finish, outs):
@@ -449,6 +566,7 @@ class ProcessGroupPBox(ProcessGroup):
                          lambda k: [self.client.ireduce_scatter(inp, out, k)], done, outs)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts):
+        _check_outputs("reduce_scatter", output_tensors)
         op = _box_op(opts)
         out = output_tensors[0] if len(output_tensors) == 1 else None
         ins = input_tensors[0] if len(input_tensors) == 1 else None
@@ -463,7 +581,7 @@ class ProcessGroupPBox(ProcessGroup):
                 return output_tensors
             return self._gloo_composed(run)
         flat = torch.cat([i.reshape(-1) for i in ins])
-        res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+        res = _contiguous_out(out)
 
         def finish():
             if res is not out:
@@ -474,9 +592,12 @@ class ProcessGroupPBox(ProcessGroup):
                                          [out])
 
     def _reduce_scatter_base(self, output, input, opts):
+        _check_outputs("reduce_scatter_tensor", output)
         op = _box_op(opts)
-        if (op is None or not _boxable(output) or input.dtype != output.dtype or
-                not output.is_contiguous() or input.numel() != self.size() * output.numel()):
+        # as in _allgather_base: a non-contiguous output is staged, so that
+        # every rank takes the same path
+        if (op is None or not _boxable(output) or not _boxable(input) or
+                input.dtype != output.dtype or input.numel() != self.size() * output.numel()):
             if input.numel() != self.size() * output.numel():
                 return self._gloo_call("_reduce_scatter_base", output, input, opts)
 
@@ -486,8 +607,15 @@ class ProcessGroupPBox(ProcessGroup):
                 return [output]
             return self._gloo_composed(run_base)
         inp = input if input.is_contiguous() else input.contiguous()
-        return self._reduce_scatter_flat("reduce_scatter_tensor", output.view(-1), inp.view(-1),
-                                         op, lambda: [output], [output])
+        res = _contiguous_out(output)
+
+        def finish():
+            if res is not output:
+                output.copy_(res)
+            return [output]
+
+        return self._reduce_scatter_flat("reduce_scatter_tensor", res.view(-1), inp.view(-1),
+                                         op, finish, [output])
 
     def barrier(self, opts=None):
         one = torch.ones(1)
@@ -496,19 +624,24 @@ class ProcessGroupPBox(ProcessGroup):
 
     # -- the rest: Gloo ---------------------------------------------------------
     def allreduce_coalesced(self, tensors, opts=None):
+        _check_outputs("all_reduce_coalesced", tensors)
         return self._gloo_call("allreduce_coalesced", tensors, *([opts] if opts else []))
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
+        _check_outputs("all_gather_coalesced", output_lists)
         return self._gloo_call("allgather_coalesced", output_lists, input_list,
                                *([opts] if opts else []))
 
     def gather(self, output_tensors, input_tensors, opts):
+        _check_outputs("gather", output_tensors)
         return self._gloo_call("gather", output_tensors, input_tensors, opts)
 
     def scatter(self, output_tensors, input_tensors, opts):
+        _check_outputs("scatter", output_tensors)
         return self._gloo_call("scatter", output_tensors, input_tensors, opts)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        _check_outputs("all_to_all", output_tensors)
         if (len(output_tensors) != self.size() or len(input_tensors) != self.size() or
                 len({t.dtype for t in output_tensors + input_tensors}) != 1):
             return self._gloo_call("alltoall", output_tensors, input_tensors,
@@ -527,6 +660,7 @@ class ProcessGroupPBox(ProcessGroup):
         return self._gloo_composed(run)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _check_outputs("all_to_all_single", output)
         return self._gloo_call("alltoall_base", output, input, output_split_sizes,
                                input_split_sizes, *([opts] if opts else []))
 
@@ -534,9 +668,11 @@ class ProcessGroupPBox(ProcessGroup):
         return self._gloo_call("send", tensors, dst, tag)
 
     def recv(self, tensors, src, tag=0):
+        _check_outputs("recv", tensors)
         return self._gloo_call("recv", tensors, src, tag)
 
     def recv_anysource(self, tensors, tag=0):
+        _check_outputs("recv", tensors)
         return self._gloo_call("recv_anysource", tensors, tag)
 
     def monitored_barrier(self, *args, **kw):

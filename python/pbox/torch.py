@@ -464,6 +464,9 @@ def sparse_allreduce(t, client, key, out=None):
         shape = (int(size),)
         values = torch.as_tensor(values)
         idx = torch.as_tensor(idx).reshape(-1)
+        if values.numel() != idx.numel():   # one value per index, or entries go astray
+            raise Error(EINVAL, f"sparse_allreduce: {idx.numel()} indices but "
+                                f"{values.numel()} values")
         order = torch.argsort(idx)
         idx, values = idx[order], values.reshape(-1)[order].contiguous()
         if idx.numel() > 1 and bool((idx[1:] == idx[:-1]).any()):

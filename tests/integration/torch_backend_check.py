@@ -11,7 +11,10 @@ rank 0 prints one "backend: N passed, 0 failed" line.
   sum rounded once (AVG: that sum divided by the world), barrier; the ops
   that go to the inner Gloo group (MAX, int64, all_to_all, gather,
   scatter, send/recv) give Gloo's answers; counters say which ran where;
-  torch.profiler shows a pbox::allreduce span. Run lossless and under loss.
+  torch.profiler shows a pbox::allreduce span; then the edges (part_edges:
+  empty all-gathers, a non-contiguous output on one rank only, AVG on the
+  reduce-scatter's Gloo fallback, refused overlapping outputs and sparse
+  counts). Run lossless and under loss.
 --part train: DDP with init_process_group("pbox") and no hook (conv,
   embedding, layernorm, an unused parameter, no_sync accumulation) against
   the same model under DDP on a Gloo group in the same processes; and a
@@ -171,6 +174,98 @@ def part_coll(steps):
     w = dist.all_reduce(t, async_op=True)
     w.wait()
     check(torch.equal(t, torch.full((4096,), float(world))), "async all_reduce")
+    part_edges()
+
+
+def refused(fn, *words):
+    """fn() raises a pbox EINVAL naming words, at once (None if it did)."""
+    try:
+        fn()
+    except pbox.Error as e:
+        if e.code == pbox.EINVAL and all(w in e.message for w in words):
+            return None
+        return f"{e.name}: {e.message}"
+    return "nothing raised"
+
+
+def part_edges():
+    """Calls at the edges, each ending with the group still working:
+    empty all-gathers (torch 1.13's Gloo divides by zero on them), a
+    non-contiguous output on some ranks only (every rank must still take
+    the same path: the box), AVG on the Gloo fallbacks of reduce_scatter,
+    all_reduce and reduce (float64), an overlapping (expand()ed) output and a sparse tensor with
+    more values than indices (refused at once with EINVAL)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    pg = dist.distributed_c10d._get_default_group()
+    ag = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+    rs = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+    calls = dict(pg.calls)
+    outs = [torch.zeros(0) for _ in range(world)]
+    dist.all_gather(outs, torch.zeros(0))
+    ag(torch.zeros(0), torch.zeros(0))
+    ag(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
+    check(pg.calls == calls, f"empty all-gathers complete without the box or Gloo ({pg.calls})")
+    # rank 1's outputs are column views, the others' contiguous
+    x = torch.tensor([1.0, 2.0]) + 10 * rank
+    want = torch.cat([torch.tensor([1.0, 2.0]) + 10 * r for r in range(world)])
+    base = torch.zeros(2 * world, 2)
+    out = base[:, 1] if rank == 1 else torch.zeros(2 * world)
+    box = pg.calls["box"]
+    ag(out, x)
+    check(torch.equal(out, want) and not base[:, 0].any(),
+          f"all_gather_into_tensor, a non-contiguous output on rank 1: {out.tolist()}")
+    base = torch.zeros(3, 2)
+    out = base[:, 0] if rank == 1 else torch.zeros(3)
+    rs(out, torch.arange(3.0 * world) * (rank + 1), op=dist.ReduceOp.AVG)
+    mean = (world + 1) / 2
+    check(torch.equal(out, (torch.arange(3.0) + 3 * rank) * mean) and not base[:, 1].any(),
+          f"reduce_scatter_tensor AVG, a non-contiguous output on rank 1: {out.tolist()}")
+    check(pg.calls["box"] == box + 2, f"both ran on the box on every rank ({pg.calls})")
+    # AVG of float64 (the Gloo fallback), list and tensor forms
+    ins = [torch.full((3,), float(rank + 1 + 10 * i), dtype=torch.float64) for i in range(world)]
+    out = torch.zeros(3, dtype=torch.float64)
+    dist.reduce_scatter(out, ins, op=dist.ReduceOp.AVG)
+    check(torch.equal(out, torch.full((3,), mean + 10 * rank, dtype=torch.float64)),
+          f"reduce_scatter AVG of float64 (Gloo): {out.tolist()}")
+    out = torch.zeros(3, dtype=torch.float64)
+    rs(out, torch.cat(ins), op=dist.ReduceOp.AVG)
+    check(torch.equal(out, torch.full((3,), mean + 10 * rank, dtype=torch.float64)),
+          f"reduce_scatter_tensor AVG of float64 (Gloo): {out.tolist()}")
+    err = refused(lambda: rs(torch.zeros(1, dtype=torch.int64),
+                             torch.ones(world, dtype=torch.int64), op=dist.ReduceOp.AVG),
+                  "AVG of torch.int64")
+    check(err is None, f"reduce_scatter_tensor AVG of int64 refused ({err})")
+    # all_reduce and reduce AVG of float64 (the Gloo fallback): SUM / world
+    t = torch.full((3,), float(rank + 1), dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    check(torch.equal(t, torch.full((3,), mean, dtype=torch.float64)),
+          f"all_reduce AVG of float64 (Gloo): {t.tolist()}")
+    t = torch.full((3,), float(rank + 1), dtype=torch.float64)
+    w = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)
+    w.wait()
+    check(torch.equal(t, torch.full((3,), mean, dtype=torch.float64)),
+          f"all_reduce AVG of float64 (Gloo), async: {t.tolist()}")
+    t = torch.full((3,), float(rank + 1), dtype=torch.float64)
+    dist.reduce(t, 0, op=dist.ReduceOp.AVG)
+    check(rank != 0 or torch.equal(t, torch.full((3,), mean, dtype=torch.float64)),
+          f"reduce AVG of float64 (Gloo) at the root: {t.tolist()}")
+    err = refused(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64),
+                                          op=dist.ReduceOp.AVG), "AVG of torch.int64")
+    check(err is None, f"all_reduce AVG of int64 refused ({err})")
+    # an output whose elements overlap: refused, the group goes on
+    e = torch.ones(1).expand(4)
+    err = refused(lambda: dist.all_reduce(e), "all_reduce", "overlapping")
+    check(err is None, f"all_reduce of an expand()ed tensor refused ({err})")
+    err = refused(lambda: ag(torch.zeros(1).expand(world), torch.ones(1)), "overlapping")
+    check(err is None, f"all_gather_into_tensor into an expand()ed tensor refused ({err})")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((4,), float(world))), "the group works after refusals")
+    # a sparse tensor's indices and values must pair up (refused before the box)
+    err = refused(lambda: pbox.torch.sparse_allreduce(([4, 1, 7], [1., 2., 3., 4., 5.], 8),
+                                                      pg.client, 2 ** 31 + 5),
+                  "3 indices but 5 values")
+    check(err is None, f"sparse_allreduce of 3 indices and 5 values refused ({err})")
 
 
 class Net(nn.Module):

@@ -22,7 +22,15 @@ box (make pycheck):
   group dict as it does as keyword arguments;
 - the backend's fallbacks that torch 1.13's Gloo lacks (reduce_scatter and
   its tensor form, all_gather_into_tensor, list all_to_all) are composed of
-  Gloo calls it has: two processes over a real Gloo group.
+  Gloo calls it has, AVG included (float64; int64's refused); empty
+  all-gathers complete without Gloo (which divides by zero on them): two
+  processes over a real Gloo group;
+- the backend refuses an output whose elements overlap (expand()) in every
+  call that writes one, at once with EINVAL, before the box or Gloo;
+- a non-contiguous output of all_gather_into_tensor and reduce_scatter_
+  tensor goes to the box as a contiguous one does (staged), so that a
+  rank's layout never changes the path it takes;
+- sparse_allreduce refuses indices and values of different counts.
 
 Stub clients stand in for the box where a call must succeed. Needs torch
 (skipped with a message without it) and the tree's build/libpbox.so.
@@ -261,6 +269,10 @@ class _BoxStub:
         out.copy_(src.reshape(-1))
         return _Req()
 
+    def ireduce_scatter(self, inp, out, key):
+        out.copy_(inp.reshape(-1))
+        return _Req()
+
     def release(self, keys):
         self.freed += len(keys)
 
@@ -381,15 +393,32 @@ def _composed_rank(rank, path, errs):
         out = torch.zeros(4, dtype=torch.int32)
         pg._allgather_base(out, torch.full((2,), rank, dtype=torch.int32)).wait()
         assert out.tolist() == [0, 0, 1, 1], out
-        big = torch.zeros(4, 2)
-        pg._allgather_base(big[:, 0], torch.full((2,), rank + 0.5)).wait()
+        big = torch.zeros(4, 2, dtype=torch.float64)
+        pg._allgather_base(big[:, 0], torch.full((2,), rank + 0.5, dtype=torch.float64)).wait()
         assert big[:, 0].tolist() == [0.5, 0.5, 1.5, 1.5] and not big[:, 1].any(), big
+        # AVG (Gloo has none): the sum divided by the world; int64's refused
+        o.reduceOp = ReduceOp.AVG
+        ins = [torch.full((2,), 1.0 + rank + 10 * i, dtype=torch.float64) for i in range(2)]
+        out = torch.zeros(2, dtype=torch.float64)
+        pg.reduce_scatter([out], [ins], o).wait()
+        assert out.tolist() == [1.5 + 10 * rank] * 2, out
+        out = torch.zeros(2, dtype=torch.float64)
+        pg._reduce_scatter_base(out, torch.cat(ins), o).wait()
+        assert out.tolist() == [1.5 + 10 * rank] * 2, out
+        expect_error(lambda: pg._reduce_scatter_base(torch.zeros(1, dtype=torch.int64),
+                                                     torch.ones(2, dtype=torch.int64), o),
+                     pbox.EINVAL, "AVG of torch.int64")
+        # empty all-gathers: complete, Gloo untouched (it divides by zero)
+        pg.allgather([[torch.zeros(0), torch.zeros(0)]], [torch.zeros(0)]).wait()
+        pg._allgather_base(torch.zeros(0), torch.zeros(0)).wait()
+        pg._allgather_base(torch.zeros(0, dtype=torch.int32),
+                           torch.zeros(0, dtype=torch.int32)).wait()
         # list all_to_all of uneven sizes: rank r sends i + 1 elements to rank i
         ins = [torch.full((i + 1,), 10.0 * rank + i, dtype=torch.float64) for i in range(2)]
         outs = [torch.zeros(rank + 1, dtype=torch.float64) for _ in range(2)]
         pg.alltoall(outs, ins, AllToAllOptions()).wait()
         assert [o.tolist() for o in outs] == [[10.0 * q + rank] * (rank + 1) for q in range(2)]
-        assert pg.calls["gloo"] == 5, pg.calls
+        assert pg.calls["gloo"] == 8, pg.calls
     except BaseException as e:  # noqa: BLE001 (report it to the parent)
         errs.put(f"rank {rank}: {type(e).__name__}: {e}")
         raise
@@ -418,6 +447,87 @@ def test_backend_gloo_composed():
             msgs.append(errs.get())
         assert not msgs and all(p.exitcode == 0 for p in procs), (
             msgs or [p.exitcode for p in procs])
+
+
+def test_backend_overlapping_outputs_refused():
+    """Every call that writes an output refuses one whose elements overlap
+    (expand()) at once with EINVAL: nothing reaches the box or Gloo, the
+    group has not failed (the copy back would fail on the waiter thread,
+    Gloo would write past the tensor)."""
+    need_torch()
+    from torch._C._distributed_c10d import (AllreduceOptions, AllToAllOptions,
+                                            BroadcastOptions, GatherOptions, ReduceOptions,
+                                            ReduceScatterOptions, ScatterOptions)
+    pg = _group(_StubClient())
+    x, e = torch.ones(2), torch.zeros(1).expand(2)
+    calls = {
+        "all_reduce": lambda: pg.allreduce([e], AllreduceOptions()),
+        "reduce": lambda: pg.reduce([e], ReduceOptions()),
+        "broadcast": lambda: pg.broadcast([e], BroadcastOptions()),
+        "all_gather": lambda: pg.allgather([[torch.zeros(2), e]], [x]),
+        "all_gather_into_tensor": lambda: pg._allgather_base(torch.zeros(1).expand(4), x),
+        "reduce_scatter": lambda: pg.reduce_scatter([e], [[x, x]], ReduceScatterOptions()),
+        "reduce_scatter_tensor": lambda: pg._reduce_scatter_base(e, torch.ones(4),
+                                                                 ReduceScatterOptions()),
+        "all_to_all": lambda: pg.alltoall([e, torch.zeros(2)], [x, x], AllToAllOptions()),
+        "all_to_all_single": lambda: pg.alltoall_base(e, x, [], []),
+        "gather": lambda: pg.gather([[e, torch.zeros(2)]], [x], GatherOptions()),
+        "scatter": lambda: pg.scatter([e], [[x, x]], ScatterOptions()),
+        "recv": lambda: pg.recv([e], 1),
+        "all_reduce_coalesced": lambda: pg.allreduce_coalesced([x, e]),
+    }
+    try:
+        for name, call in calls.items():
+            expect_error(call, pbox.EINVAL, name, "overlapping")
+        assert pg.calls == {"box": 0, "gloo": 0} and pg._failed is None, (pg.calls, pg._failed)
+        assert pg._q.empty()
+        # a tensor that only looks alike (size 1, stride 0) is fine
+        w = _completed(pg.allreduce([torch.ones(1).expand(1)], AllreduceOptions()))
+        w.get_future().wait()
+    finally:
+        pg._q.put(None)
+
+
+def test_backend_noncontiguous_outputs_on_box():
+    """all_gather_into_tensor and reduce_scatter_tensor into a
+    non-contiguous output run on the box (through a contiguous copy) as
+    they do into a contiguous one: the path may depend only on what every
+    rank's call shares, never on one rank's layout."""
+    pb, undo = _stub_box()
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
+    dist.init_process_group("pbox", store=HashStore(), rank=0, world_size=1)
+    try:
+        pg = dist.distributed_c10d._get_default_group()
+        for contiguous in (True, False):
+            base = torch.zeros(3, 2)
+            out = torch.zeros(3) if contiguous else base[:, 1]
+            dist.all_gather_into_tensor(out, torch.tensor([1.0, 2.0, 3.0]))
+            assert out.tolist() == [1.0, 2.0, 3.0] and not base[:, 0].any(), base
+            out = torch.zeros(3) if contiguous else base[:, 0]
+            dist.reduce_scatter_tensor(out, torch.tensor([4.0, 5.0, 6.0]),
+                                       op=dist.ReduceOp.AVG)
+            assert out.tolist() == [4.0, 5.0, 6.0], base
+            assert pg.calls == {"box": 2 + 2 * (not contiguous), "gloo": 0}, (contiguous,
+                                                                               pg.calls)
+    finally:
+        dist.destroy_process_group()
+        undo()
+
+
+def test_sparse_allreduce_counts_must_match():
+    """(indices, values, size) with more values than indices, or fewer:
+    EINVAL naming both counts, before anything reaches the box."""
+    need_torch()
+    import pbox.torch as pt
+    c = unconnected(world=1)
+    try:
+        for idx, vals in (([4, 1, 7], [1.0, 2.0, 3.0, 4.0, 5.0]),
+                          ([4, 1, 7, 2, 3], [1.0, 2.0, 3.0])):
+            expect_error(lambda: pt.sparse_allreduce((idx, vals, 8), c, 2 ** 31 + 5),
+                         pbox.EINVAL, f"{len(idx)} indices but {len(vals)} values")
+    finally:
+        c.close()
 
 
 class _PsStub:
