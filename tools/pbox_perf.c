@@ -23,6 +23,10 @@
 #include "tools/perf_sparse.h"
 #include "common/wire.h"
 
+/* Most keys a size may be split over (--keys): the requests of one call
+ * are in flight at once. */
+#define PERF_MAX_KEYS 65536
+
 struct perf_args {
 	const char *control, *job;
 	int rank, world;
@@ -52,7 +56,7 @@ static void usage(FILE *f)
 		"  --warmup W          untimed calls per size first (default 2)\n"
 		"  --dtype T           f32, f16 or bf16 (default f32)\n"
 		"  --keys K            split each size over K keys reduced at once with\n"
-		"                      pbox_iallreduce (default 1)\n"
+		"                      pbox_iallreduce (default 1, at most 65536)\n"
 		"  --check             fill exact-sum data and verify every element\n"
 		"  --window W --rto-ms MS --timeout-ms MS --mtu M   pbox_opts (0 = default)\n"
 		"  --udp-offload       send with UDP GSO, receive with GRO (pbox_opts.udp_offload)\n"
@@ -78,6 +82,18 @@ static void usage(FILE *f)
 		"keeps every size's keys, about twice maxbytes in total.\n");
 }
 
+/* parse_int/parse_size for parse_args: NULL, or what the option takes. */
+static const char *int_arg(const char *s, int *out)
+{
+	return parse_int(s, out) < 0 ? "an integer in [0, 2^30]" : NULL;
+}
+
+static const char *size_arg(const char *s, size_t *out)
+{
+	return parse_size(s, out) < 0 ? "a size in bytes (K, M, G suffixes) below 2^64" : NULL;
+}
+
+/* Options into a; -1 (after a message naming what is wrong) on bad ones. */
 static int parse_args(int argc, char **argv, struct perf_args *a)
 {
 	static const struct option lo[] = {
@@ -92,57 +108,75 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "sparse", 1, 0, 'Y' }, { "topk", 1, 0, 'K' }, { "topk-local", 1, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
-	int o, v, bad = 0;
+	int o, v, li = 0, bad = 0;
 
 	*a = (struct perf_args){ .rank = -1, .world = -1, .minbytes = 4, .maxbytes = 64 << 20,
 				 .stepfactor = 2, .iters = 20, .warmup = 2, .keys = 1,
 				 .blast_seconds = 3, .blast_bytes = 1448 };
 	pbox_opts_init(&a->opts); /* sets its size; --window 0 etc. keep "default" */
-	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "", lo, &li)) != -1) {
+		const char *want = NULL;   /* what the option takes, if refused */
+
+		v = 0;
 		switch (o) {
 		case 'c': a->control = optarg; break;
 		case 'j': a->job = optarg; break;
-		case 'r': bad |= parse_int(optarg, &a->rank); break;
-		case 'n': bad |= parse_int(optarg, &a->world); break;
-		case 'b': bad |= parse_size(optarg, &a->minbytes); break;
-		case 'e': bad |= parse_size(optarg, &a->maxbytes); break;
-		case 'f': a->stepfactor = atof(optarg); break;
-		case 'i': bad |= parse_int(optarg, &a->iters); break;
-		case 'w': bad |= parse_int(optarg, &a->warmup); break;
-		case 'k': bad |= parse_int(optarg, &a->keys); break;
+		case 'r': want = int_arg(optarg, &a->rank); break;
+		case 'n': want = int_arg(optarg, &a->world); break;
+		case 'b': want = size_arg(optarg, &a->minbytes); break;
+		case 'e': want = size_arg(optarg, &a->maxbytes); break;
+		case 'f':
+			if (parse_real(optarg, 1, INFINITY, &a->stepfactor) < 0)
+				want = "a finite number above 1";
+			break;
+		case 'i': want = int_arg(optarg, &a->iters); break;
+		case 'w': want = int_arg(optarg, &a->warmup); break;
+		case 'k':
+			if (parse_int(optarg, &a->keys) < 0 || a->keys < 1 || a->keys > PERF_MAX_KEYS)
+				want = "an integer in [1, 65536]";
+			break;
 		case 'C': a->check = 1; break;
 		case 'B': a->blast = optarg; break;
-		case 'S': a->blast_seconds = atof(optarg); bad |= a->blast_seconds <= 0 ? -1 : 0; break;
-		case 'Z': bad |= parse_size(optarg, &a->blast_bytes); break;
+		case 'S':
+			if (parse_real(optarg, 0, 86400, &a->blast_seconds) < 0)
+				want = "a number of seconds in (0, 86400]";
+			break;
+		case 'Z': want = size_arg(optarg, &a->blast_bytes); break;
 		case 'G': a->blast_gso = 1; break;
 		case 'O': a->opts.udp_offload = 1; break;
 		case 'P': a->opts.busy_poll = 1; break;
 		case 'Y':
 		case 'K':
 			a->sp.mode = o == 'Y' ? PERF_SPARSE : PERF_TOPK;
-			a->sp.density = atof(optarg);
-			bad |= a->sp.density > 0 && a->sp.density <= 1 ? 0 : -1;
+			if (parse_real(optarg, 0, 1, &a->sp.density) < 0)
+				want = "a density in (0, 1]";
 			break;
-		case 'L': bad |= parse_int(optarg, &a->sp.local); break;
+		case 'L': want = int_arg(optarg, &a->sp.local); break;
 		case 'X':
 			v = !strcmp(optarg, "auto") ? PBOX_TRANSPORT_AUTO
 			  : !strcmp(optarg, "udp") ? PBOX_TRANSPORT_UDP
 			  : !strcmp(optarg, "xdp") ? PBOX_TRANSPORT_XDP
 			  : !strcmp(optarg, "verbs") ? PBOX_TRANSPORT_VERBS : -1;
-			bad |= v < 0 ? -1 : 0;
+			if (v < 0)
+				want = "auto, udp, xdp or verbs";
 			a->opts.transport = (uint32_t)(v < 0 ? 0 : v);
 			break;
-		case 'W': bad |= parse_int(optarg, &v); a->opts.window = (uint32_t)v; break;
-		case 'R': bad |= parse_int(optarg, &v); a->opts.rto_ms = (uint32_t)v; break;
-		case 'T': bad |= parse_int(optarg, &v); a->opts.timeout_ms = (uint32_t)v; break;
-		case 'M': bad |= parse_int(optarg, &v); a->opts.mtu = (uint32_t)v; break;
+		case 'W': want = int_arg(optarg, &v); a->opts.window = (uint32_t)v; break;
+		case 'R': want = int_arg(optarg, &v); a->opts.rto_ms = (uint32_t)v; break;
+		case 'T': want = int_arg(optarg, &v); a->opts.timeout_ms = (uint32_t)v; break;
+		case 'M': want = int_arg(optarg, &v); a->opts.mtu = (uint32_t)v; break;
 		case 'd':
 			a->dtype = !strcmp(optarg, "f32") ? PBOX_F32 : !strcmp(optarg, "f16") ? PBOX_F16
 				 : !strcmp(optarg, "bf16") ? PBOX_BF16 : (pbox_dtype)-1;
-			bad |= (int)a->dtype < 0 ? -1 : 0;
+			if ((int)a->dtype < 0)
+				want = "f32, f16 or bf16";
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
+		}
+		if (want) {
+			fprintf(stderr, "pbox-perf: --%s '%s': want %s\n", lo[li].name, optarg, want);
+			bad = -1;
 		}
 	}
 	if (a->blast && !bad && optind == argc)
@@ -153,7 +187,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 	    (a->sp.mode && (a->keys != 1 || a->dtype != PBOX_F32)) ||
 	    (a->sp.local > 1 && (a->sp.mode != PERF_TOPK || a->world % a->sp.local))) {
 		fprintf(stderr, "pbox-perf: bad or missing arguments (need --job, --rank, "
-			"--world; --keys/--iters >= 1; --stepfactor > 1; minbytes <= maxbytes;\n"
+			"--world; --keys in [1, 65536]; --iters >= 1; --stepfactor > 1; minbytes <= maxbytes;\n"
 			"--sparse/--topk: a density in (0, 1], f32 and one key; --topk-local L:\n"
 			"with --topk, L dividing --world)\n");
 		usage(stderr);
@@ -205,12 +239,33 @@ static float bf16_to_float(uint16_t b)
 	return f;
 }
 
-/* Rank r's value at index i in iteration it: an integer in [-4, 3], so any
- * sum of up to 64 ranks is an integer of magnitude <= 256, exact in f32,
- * f16 and bf16 at every partial sum. */
+/* Rank r's value at index i in iteration it: an integer in [-4, 3] from a
+ * hash of all three (splitmix64's finalizer), so that a sum delivered to
+ * another index or key, a stale one (an earlier iteration's) or one that
+ * lost or doubled a rank's part differs from the expected one almost
+ * everywhere, whatever the world. Any sum of up to 64 ranks is an integer
+ * of magnitude <= 256, exact in f32, f16 and bf16 at every partial sum. */
 static int value(int r, size_t i, int it)
 {
-	return (int)((i + (size_t)r + (size_t)it) % 8) - 4;
+	uint64_t h = (((uint64_t)(uint32_t)r << 32) | (uint32_t)it) * 0x9E3779B97F4A7C15ull +
+		     (uint64_t)i;
+
+	h ^= h >> 30;
+	h *= 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 27;
+	h *= 0x94D049BB133111EBull;
+	h ^= h >> 31;
+	return (int)(h >> 61) - 4;
+}
+
+/* The sum every rank expects at index i in iteration it. */
+static int expected(int world, size_t i, int it)
+{
+	int sum = 0;
+
+	for (int r = 0; r < world; r++)
+		sum += value(r, i, it);
+	return sum;
 }
 
 
@@ -243,21 +298,15 @@ static void fill(void *buf, pbox_dtype t, size_t count, int rank, int it)
 static size_t verify(const void *buf, pbox_dtype t, size_t count, int world, int it,
 		     int rank, size_t bytes)
 {
-	int expect[8];
 	size_t wrong = 0;
 
-	for (int p = 0; p < 8; p++) {
-		expect[p] = 0;
-		for (int r = 0; r < world; r++)
-			expect[p] += value(r, (size_t)p, it);
-	}
 	for (size_t i = 0; i < count; i++) {
 		float got = load(buf, t, i);
-		if (got != (float)expect[i % 8]) {
+		int want = expected(world, i, it);
+		if (got != (float)want) {
 			if (wrong++ == 0)
 				fprintf(stderr, "pbox-perf: rank %d size %zu iteration %d: element %zu "
-					"expected %d got %g\n", rank, bytes, it, i, expect[i % 8],
-					(double)got);
+					"expected %d got %g\n", rank, bytes, it, i, want, (double)got);
 		}
 	}
 	return wrong;
@@ -270,11 +319,10 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* One call of a size: all keys started, then all waited. */
-static int run_once(pbox_client *c, uint32_t key0, int nkeys, char *buf, size_t count,
-		    pbox_dtype t)
+/* One call of a size: all keys started, then all waited; reqs holds nkeys. */
+static int run_once(pbox_client *c, uint32_t key0, int nkeys, pbox_req **reqs, char *buf,
+		    size_t count, pbox_dtype t)
 {
-	pbox_req *reqs[nkeys];
 	size_t per = count / (size_t)nkeys, esz = elem_size(t);
 	int rc = 0, started = 0;
 
@@ -299,7 +347,7 @@ struct size_result {
 };
 
 static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, int nkeys,
-		    char *buf, size_t count, struct size_result *res)
+		    pbox_req **reqs, char *buf, size_t count, struct size_result *res)
 {
 	size_t bytes = count * elem_size(a->dtype);
 	double total = 0;
@@ -312,7 +360,7 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 		else if (sp->mode != PERF_TOPK && (a->check || it == 0))
 			fill(buf, a->dtype, count, a->rank, it);
 		/* the entries and the expected sum are made before the clock starts */
-		int rc = sp->mode ? perf_sparse_prepare(sp, count, it) : 0;
+		int rc = sp->mode ? perf_sparse_prepare(sp, key0, count, it) : 0;
 		if (it == a->warmup) { /* --topk's split: the timed calls of the last size */
 			sp->select_us = sp->call_us = 0;
 			sp->calls = 0;
@@ -320,7 +368,7 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 		double t0 = now_us();
 		if (rc == 0)
 			rc = sp->mode ? perf_sparse_call(c, sp, key0, (float *)buf, count)
-				      : run_once(c, key0, nkeys, buf, count, a->dtype);
+				      : run_once(c, key0, nkeys, reqs, buf, count, a->dtype);
 		double t1 = now_us();
 		if (rc < 0) {
 			fprintf(stderr, "pbox-perf: rank %d size %zu: %s: %s\n", a->rank, bytes,
@@ -376,6 +424,13 @@ static int run_all(pbox_client *c, const struct perf_args *a, char *buf, double 
 {
 	size_t esz = elem_size(a->dtype);
 	uint32_t idx = 0;
+	pbox_req **reqs = malloc((size_t)a->keys * sizeof(*reqs));
+	int rc = 0;
+
+	if (!reqs) {
+		fprintf(stderr, "pbox-perf: cannot allocate %d requests\n", a->keys);
+		return PBOX_ENOMEM;
+	}
 
 	for (double s = (double)a->minbytes; s <= (double)a->maxbytes; s *= a->stepfactor, idx++) {
 		size_t count = (size_t)s / esz;
@@ -383,16 +438,19 @@ static int run_all(pbox_client *c, const struct perf_args *a, char *buf, double 
 			continue;
 		int nkeys = (size_t)a->keys < count ? a->keys : (int)count;
 		struct size_result res;
-		int rc = run_size(c, a, idx * (uint32_t)a->keys, nkeys, buf, count, &res);
+		rc = run_size(c, a, idx * (uint32_t)a->keys, nkeys, reqs, buf, count, &res);
 		if (rc < 0)
-			return rc;
+			break;
 		if (a->rank == 0)
 			print_line(a, count * esz, count, &res);
-		if (res.wrong)
-			return -1;
+		if (res.wrong) {
+			rc = -1;
+			break;
+		}
 		*last_rate = res.us > 0 ? (double)(count * esz) / res.us : 0;
 	}
-	return 0;
+	free(reqs);
+	return rc;
 }
 
 /* The window the last size needed: bandwidth x round trip in segments

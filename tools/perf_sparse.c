@@ -108,10 +108,17 @@ static int expect_sum(struct perf_sparse *p, size_t count, int it)
 	return 0;
 }
 
-int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it)
+int perf_sparse_prepare(struct perf_sparse *p, uint32_t key, size_t count, int it)
 {
 	int rc = buffers(p, count);
 
+	/* pbox_allreduce_topk keeps a residual per key, zero at its first
+	 * call: two sizes of one count are two keys */
+	if (rc == 0 && p->resid && (!p->keyed || p->key != key)) {
+		memset(p->resid, 0, (size_t)p->world * count * sizeof(float));
+		p->key = key;
+		p->keyed = 1;
+	}
 	if (rc == 0 && p->check)
 		rc = expect_sum(p, count, it);
 	if (rc < 0 || p->mode != PERF_SPARSE)
@@ -173,4 +180,5 @@ void perf_sparse_free(struct perf_sparse *p)
 	p->resid = NULL;
 	p->expect = NULL;
 	p->count = 0;
+	p->keyed = 0;
 }

@@ -33,6 +33,8 @@ struct perf_sparse {
 	uint32_t *idx;
 	float *val;
 	float *resid;        /* --topk --check: world x count replayed residuals */
+	uint32_t key;        /* the key resid is for (keyed: resid holds one) */
+	int keyed;
 	float *expect;       /* count: the sum the check expects */
 	double select_us;    /* --topk: time in pbox_iallreduce_topk (the
 				selection and submission) of the calls */
@@ -48,9 +50,11 @@ struct perf_sparse {
  * timed calls on a shared machine). */
 void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int it);
 
-/* Before the call of iteration it (untimed): this rank's entries
- * (--sparse) and, for --check, the expected sum. 0 or PBOX_ENOMEM. */
-int perf_sparse_prepare(struct perf_sparse *p, size_t count, int it);
+/* Before the call of iteration it on key (untimed): this rank's entries
+ * (--sparse) and, for --check, the expected sum (--topk: the replayed
+ * residuals start from zero on a new key, as the library's do, whatever
+ * the count). 0 or PBOX_ENOMEM. */
+int perf_sparse_prepare(struct perf_sparse *p, uint32_t key, size_t count, int it);
 /* The call on key: buf (count f32) holds this rank's gradient (--topk) and
  * gets the sum. 0 or a pbox error. */
 int perf_sparse_call(pbox_client *c, struct perf_sparse *p, uint32_t key, float *buf,

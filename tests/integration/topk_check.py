@@ -14,9 +14,16 @@ against a real box, one rank of WORLD (test_topk_train.sh runs them):
   local=(rank % 2, 2)): the host's residual lives with its leader.
 * Bad input raises before anything is sent: a sparse tensor to the dense
   entry points, densities 0 and 1.5, unsorted and out-of-range indices,
-  repeated indices, a dense tensor to sparse_allreduce.
+  repeated indices, indices and values of different counts, a dense
+  tensor to sparse_allreduce.
+* Rank 0, pbox-perf (the build's, beside $PBOX_LIB, or $PBOX_PERF):
+  --topk --check over two sizes of one element count (two keys, so the
+  replayed residuals start from zero again) finds every element exact;
+  bad numbers (--keys beyond its cap, NaN, infinities, trailing text) are
+  refused with exit code 2 and a message naming the option.
 """
 import os
+import subprocess
 import sys
 
 import torch
@@ -38,6 +45,37 @@ def raises(fn, kind, what):
     except kind:
         return
     raise AssertionError(f"no {kind.__name__}: {what}")
+
+
+def perf_checks(control, job):
+    """pbox-perf's --topk --check replay and its argument refusals (the
+    module docstring's last point)."""
+    perf = os.environ.get("PBOX_PERF") or os.path.join(
+        os.path.dirname(os.environ.get("PBOX_LIB", "build/libpbox.so")), "pbox-perf")
+    assert os.access(perf, os.X_OK), f"no pbox-perf at {perf} (make, or set PBOX_PERF)"
+
+    def run(n, *args):
+        return subprocess.run([perf, "--control", control, "--job", f"{job}-perf{n}", "--rank",
+                               "0", "--world", "1", *args], capture_output=True, text=True,
+                              timeout=60)
+    # 4096 and 4100 bytes: 1024 elements twice, on two keys
+    r = run(0, "--topk", "0.01", "--check", "--minbytes", "4096", "--maxbytes", "4100",
+            "--stepfactor", "1.0005", "--iters", "3", "--warmup", "0")
+    lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and ln[0] != "#"]
+    assert r.returncode == 0 and len(lines) == 2 and all(
+        ln[1] == "1024" and ln[6] == "0" for ln in lines), (
+        f"pbox-perf --topk --check, two sizes of 1024 elements: rc {r.returncode}\n"
+        f"{r.stdout}{r.stderr}")
+    bad = (("--keys", "4000000"), ("--keys", "0"), ("--stepfactor", "nan"),
+           ("--stepfactor", "2x"), ("--stepfactor", "inf"), ("--blast-seconds", "nan"),
+           ("--topk", "0.5x"), ("--sparse", "nan"), ("--maxbytes", "nan"),
+           ("--maxbytes", "inf"), ("--minbytes", "1e30"))
+    for n, (opt, val) in enumerate(bad, 1):
+        # the bad value last: before the fix the run would go on, briefly
+        r = run(n, "--maxbytes", "64", "--iters", "1", "--warmup", "0", opt, val)
+        assert r.returncode == 2 and f"{opt} '{val}'" in r.stderr, (
+            f"pbox-perf {opt} {val}: rc {r.returncode} (want 2 and a message naming it)\n"
+            f"{r.stderr[-400:]}")
 
 
 def main():
@@ -93,11 +131,15 @@ def main():
            pbox.Error, "index out of range")
     raises(lambda: pt.sparse_allreduce(([2, 2], torch.ones(2), 10), c, 2**31 + 6), ValueError,
            "repeated indices")
+    raises(lambda: pt.sparse_allreduce(([4, 1, 7], torch.ones(5), 8), c, 2**31 + 6), pbox.Error,
+           "3 indices but 5 values")
     raises(lambda: pt.sparse_allreduce(torch.ones(3), c, 2**31 + 6), TypeError,
            "dense tensor to sparse_allreduce")
     raises(lambda: pt.TopkState(c, density=0), ValueError, "TopkState density 0")
     st = c.stats()
     c.close()
+    if rank == 0:
+        perf_checks(control, job)
     print(f"topk_check: rank {rank}/{world} ok, {st['sparse_entries']} sparse entries sent")
     return 0
 
