@@ -534,6 +534,12 @@ static int check_rank(const struct jobs *js, const struct job *j,
 	if (a->ip == 0 || a->port == 0)
 		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " has no data "
 				 "address (data_ip and data_port must be set)", j->name, a->rank);
+	if (a->ip >> 28 >= 0xE) {   /* 224/4 multicast, 240/4 reserved and broadcast */
+		ip_str(a->ip, ip, sizeof(ip));
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s data_ip %s is "
+				 "not a unicast address: results go to one worker", j->name, a->rank,
+				 ip);
+	}
 	for (unsigned r = 0; r < j->world; r++) {
 		if (j->ranks[r].joined && j->ranks[r].ip == a->ip && j->ranks[r].port == a->port) {
 			ip_str(a->ip, ip, sizeof(ip));

@@ -129,6 +129,27 @@ static void join__rank_reuse_is_eexist(void **state)
 	assert_non_null(strstr(t->err, "rank 1 already joined"));
 }
 
+/* Results go to one worker: a multicast, reserved or broadcast data_ip is
+ * refused (and the job the join would have made is not kept). */
+static void join__data_ip_must_be_unicast(void **state)
+{
+	struct t *t = *state;
+	const uint32_t bad[] = { 0xE0000001u, 0xEFFFFFFFu, 0xF0000001u, 0xFFFFFFFFu };
+
+	for (unsigned i = 0; i < 4; i++) {
+		struct jobs_join_args a = { .name = "mc", .rank = 0, .world = 2, .ip = bad[i],
+					    .port = 40000, .mtu = 1500, .session = (void *)1 };
+		const struct job *j;
+		assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), -EINVAL);
+		assert_non_null(strstr(t->err, "not a unicast address"));
+		assert_null(jobs_find(t->js, "mc"));
+		jobs_tick(t->js);
+	}
+	assert_int_equal(join(t, "mc", 0, 1, (void *)1, NULL), 0);   /* 10.0.0.1 */
+	jobs_session_closed(t->js, (void *)1);
+	jobs_tick(t->js);
+}
+
 static void join__out_of_range(void **state)
 {
 	struct t *t = *state;
@@ -644,6 +665,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(join__world_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__rank_reuse_is_eexist, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__data_ip_must_be_unicast, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__same_data_address_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__seg_bytes_from_smallest_mtu, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__limits, setup, teardown),
