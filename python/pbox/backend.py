@@ -139,6 +139,14 @@ def _check_outputs(name, *outputs):
                                 f"expand()); pass one with memory of its own (.clone())")
 
 
+def _check_avg(name, dtype):
+    """AVG on Gloo is a SUM divided by the world: refuse dtypes that cannot
+    be divided (integers, bool) with EINVAL, as Gloo refuses AVG itself."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise Error(EINVAL, f"{name}: AVG of {dtype} tensors (the backend averages "
+                            "floating-point tensors only)")
+
+
 def _complete(result):
     """A Work that is already complete, holding result."""
     fut = torch.futures.Future()
@@ -377,9 +385,7 @@ class ProcessGroupPBox(ProcessGroup):
         it: the SUM, then divided by the world in the tensors' dtype (as
         on the box) once it is done; floating-point tensors only."""
         for t in tensors:
-            if not (t.dtype.is_floating_point or t.dtype.is_complex):
-                raise Error(EINVAL, f"{name}: AVG of {t.dtype} tensors (the backend averages "
-                                    "floating-point tensors only)")
+            _check_avg(name, t.dtype)
         o = AllreduceOptions() if root is None else ReduceOptions()
         o.reduceOp = ReduceOp.SUM
         o.timeout = opts.timeout
@@ -409,9 +415,8 @@ class ProcessGroupPBox(ProcessGroup):
                              f"rank's input part {ins[self.rank()].numel()}")
         flat = torch.cat([i.reshape(-1) for i in ins])
         avg = op == ReduceOp.AVG
-        if avg and not (flat.dtype.is_floating_point or flat.dtype.is_complex):
-            raise Error(EINVAL, f"reduce_scatter: AVG of {flat.dtype} tensors (the backend "
-                                f"averages floating-point tensors only)")
+        if avg:
+            _check_avg("reduce_scatter", flat.dtype)
         o = AllreduceOptions()
         o.reduceOp = ReduceOp.SUM if avg else op
         self._gloo.allreduce([flat], o).wait()
