@@ -158,7 +158,7 @@ RPC_HANDLER(rpc_key_write)
 		if (n <= 0 || n % 4 || n / 4 > PS_RPC_MAX_ELEMS)
 			rc = errmsg(err, errlen, RPC_INVALID_PARAMS, "params.data must be base64 "
 				    "of 1..%d little-endian float32", PS_RPC_MAX_ELEMS);
-		else
+		else if ((rc = a == 0 ? jobs_ps_stage(ctx->box->jobs, j, k, err, errlen) : 0) == 0)
 			rc = ps_ckpt_write(j, k, a, offset, (uint32_t)(n / 4), buf, err, errlen);
 		free(buf);
 		if (rc)

@@ -78,6 +78,10 @@ struct job_key {
 	struct engine_key *ek;     /* in the job arena */
 	size_t bytes;              /* arena bytes it took */
 	uint64_t off;              /* ... at this offset */
+	size_t stage_bytes;        /* PS, f32 weights: the stage for written
+				      weights (engine_ps staged), 0 until the
+				      first write of them (jobs_ps_stage) */
+	uint64_t stage_off;        /* ... at this offset of the arena */
 	uint64_t released;         /* bit r: rank r released it (key_release) */
 	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
 				      count incl. its KEY_REMOVE (0 = not
@@ -251,6 +255,15 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *session,
 		 const uint32_t *keys, uint32_t n, uint32_t *removed, uint32_t *nremoved,
 		 char *err, size_t errlen);
+
+/*
+ * Before rank 0 first writes PS key k's weights while they are its
+ * results (weights_dtype f32): give the key a stage in the job's arena
+ * (engine_ps_stage_init), kept until the key is removed. 0 (also when
+ * it has one or needs none), or -ENOSPC naming the bytes it needs.
+ */
+int jobs_ps_stage(struct jobs *js, const struct job *j, const struct job_key *k,
+		  char *err, size_t errlen);
 
 /* "live", "releasing" (some ranks released it), "removing" (all did:
  * waiting for the lcores). */

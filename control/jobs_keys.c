@@ -214,6 +214,44 @@ static void index_rebuild(struct job *j)
 		index_add(j, i);
 }
 
+/* A block of a removed key reads as zeros again and goes back to the job. */
+static void give_back(struct jobs *js, struct job *j, const struct job_key *k, uint64_t off,
+		      size_t bytes)
+{
+	memset(j->arena + off, 0, bytes);
+	if (arena_free(&j->mem, off, bytes) < 0)
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
+			     ": out of memory for the free list; its %zu bytes stay taken",
+			     j->name, k->key, bytes);
+}
+
+int jobs_ps_stage(struct jobs *js, const struct job *cj, const struct job_key *ck,
+		  char *err, size_t errlen)
+{
+	struct job *j = (struct job *)cj;
+	struct job_key *k = (struct job_key *)ck;
+	uint64_t off;
+
+	(void)js;
+	if (!k->is_ps || k->ps.rdtype != WIRE_F32 || k->stage_bytes)
+		return 0;
+	size_t need = engine_ps_stage_bytes(k->ek);
+	uint64_t left = j->max_bytes - j->mem.used;
+	int rc = arena_alloc(&j->mem, need, &off);
+	if (rc == -ENOSPC)
+		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": writing its weights "
+			      "needs %zu bytes of job memory in one block (they wait there for "
+			      "the next step), %" PRIu64 " of %" PRIu64 " are free", j->name,
+			      k->key, need, left, j->max_bytes);
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": out of memory", j->name,
+			      k->key);
+	engine_ps_stage_init(k->ek, j->arena + off);
+	k->stage_off = off;
+	k->stage_bytes = need;
+	return 0;
+}
+
 void jobs_keys_tick(struct jobs *js, struct job *j)
 {
 	uint32_t done = 0;
@@ -232,12 +270,10 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 		for (uint32_t s = 0; s < k->ek->nsegs; s++)
 			if (k->ek->segs[s].done + 1 > j->round_hwm)
 				j->round_hwm = k->ek->segs[s].done + 1;
-		memset(j->arena + k->off, 0, k->bytes);
-		if (arena_free(&j->mem, k->off, k->bytes) < 0)
-			ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
-				": out of memory for the free list; its %zu bytes stay taken",
-				j->name, k->key, k->bytes);
-		freed += k->bytes;
+		give_back(js, j, k, k->off, k->bytes);
+		if (k->stage_bytes)
+			give_back(js, j, k, k->stage_off, k->stage_bytes);
+		freed += k->bytes + k->stage_bytes;
 		free(k->chunk_ep);
 		free(k->remove_mark);
 		j->keys[i] = j->keys[--j->nkeys];

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,20 @@ static float *array_of(const struct engine_ps *ps, unsigned a)
 	return a == 0 ? ps->w : ps->st[a - 1];
 }
 
+/* Whether segment s's weights wait in the stage (written since its last
+ * round, engine_ps pending). */
+static bool staged(const struct engine_ps *ps, uint32_t s)
+{
+	return ps->pending && __atomic_load_n(&ps->pending[s], __ATOMIC_ACQUIRE);
+}
+
+/* Array a as a reader sees segment s of it: the stage's weights while
+ * they wait there. */
+static const float *seen(const struct engine_ps *ps, unsigned a, uint32_t s)
+{
+	return a == 0 && staged(ps, s) ? ps->staged : array_of(ps, a);
+}
+
 /* Copy elements [first, first + n) of arrays [a0, a1) of k into out (one
  * run of n floats per array), segment by segment, each at one completed
  * round (read before and after the copy), all at the same; *round gets
@@ -161,7 +176,7 @@ static int copy_range(const struct job_key *k, unsigned a0, unsigned a1, uint64_
 			return -EAGAIN;
 		*round = done;
 		for (unsigned a = a0; a < a1; a++)
-			memcpy(out + (a - a0) * n + (lo - first), array_of(ek->ps, a) + lo,
+			memcpy(out + (a - a0) * n + (lo - first), seen(ek->ps, a, s) + lo,
 			       (hi - lo) * sizeof(float));
 		/* the slot, then done: the lcore opens the slot before it
 		 * touches the weights and stores done before it frees the slot,
@@ -233,6 +248,27 @@ int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint6
 	return rc;
 }
 
+/* Weights [first, first + n) into the stage: a segment not waiting there
+ * yet starts as its weights (a write may cover part of it), then waits
+ * for its next round (release: the lcore reads the flag, then the stage). */
+static void stage(const struct engine_key *ek, uint64_t first, uint64_t n, const float *in)
+{
+	struct engine_ps *ps = ek->ps;
+	uint64_t end = first + n;
+
+	for (uint32_t s = (uint32_t)(first / ek->seg_elems); s < ek->nsegs; s++) {
+		uint64_t lo = (uint64_t)s * ek->seg_elems, hi = lo + ek->seg_elems;
+		if (lo >= end)
+			break;
+		if (!staged(ps, s))
+			memcpy(ps->staged + lo, ps->w + lo, ek->seg_elems * sizeof(float));
+		lo = lo < first ? first : lo;
+		hi = hi > end ? end : hi;
+		memcpy(ps->staged + lo, in + (lo - first), (hi - lo) * sizeof(float));
+		__atomic_store_n(&ps->pending[s], 1, __ATOMIC_RELEASE);
+	}
+}
+
 int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,
 		  uint32_t n, const float *in, char *err, size_t errlen)
 {
@@ -246,17 +282,16 @@ int ps_ckpt_write(const struct job *j, const struct job_key *k, unsigned a, uint
 	if (__atomic_load_n(&ek->segs[first / ek->seg_elems].done, __ATOMIC_ACQUIRE) == ek->round0)
 		return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no weights yet "
 			      "(run pbox_ps_init first)", j->name, k->key);
-	memcpy(array_of(ek->ps, a) + first, in, (size_t)n * sizeof(float));
+	if (a == 0 && ek->ps->rdtype == WIRE_F32 && !ek->ps->staged)
+		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": its weights are "
+			      "its results, and it has no stage for written ones (jobs_ps_stage)",
+			      j->name, k->key);
+	if (a == 0 && ek->ps->rdtype == WIRE_F32)
+		stage(ek, first, n, in);
+	else
+		memcpy(array_of(ek->ps, a) + first, in, (size_t)n * sizeof(float));
 	if (a == 1 && k->ps.opt.kind == OPTIM_SGD)
 		ek->ps->buf_written = 1;
-	/* the weights go back as a copy: keep it equal */
-	if (a == 0 && ek->ps->rdtype != WIRE_F32)
-		for (uint64_t e = first; e < first + n; e++) {
-			uint32_t s = (uint32_t)(e / ek->seg_elems);
-			sum_narrow(ek->result + (size_t)s * j->seg_bytes +
-				   (e % ek->seg_elems) * wire_dtype_size(ek->ps->rdtype),
-				   array_of(ek->ps, 0) + e, 1, ek->ps->rdtype);
-		}
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	return 0;
 }

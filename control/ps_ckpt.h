@@ -93,7 +93,11 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
  * round can complete meanwhile even if the other ranks pushed the next
  * step (-EBUSY only if the segments were at different rounds). ps_ckpt_write overwrites them; the caller
  * must be rank 0 with no call in flight on the key, so no segment can
- * complete meanwhile (-ENODATA before the init round). ps_ckpt_set_step makes the next step number steps + 1
+ * complete meanwhile (-ENODATA before the init round). Written weights
+ * are the next step's start; until it, retransmissions of the last
+ * step still get its weights: when those are the weights themselves
+ * (f32), written ones wait in the key's stage (jobs_ps_stage first;
+ * reads see them), else the results are a copy the write leaves alone. ps_ckpt_set_step makes the next step number steps + 1
  * (Adam's bias correction). 0 or a negative errno with the message.
  */
 int ps_ckpt_read(const struct job *j, const struct job_key *k, unsigned a, uint64_t first,

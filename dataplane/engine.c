@@ -220,6 +220,20 @@ struct engine_ps *engine_ps_init(void *mem, struct engine_key *k,
 	return ps;
 }
 
+size_t engine_ps_stage_bytes(const struct engine_key *k)
+{
+	return ALIGN64((size_t)k->nsegs * k->seg_elems * sizeof(float)) + ALIGN64(k->nsegs);
+}
+
+void engine_ps_stage_init(struct engine_key *k, void *mem)
+{
+	uint8_t *p = mem;
+
+	k->ps->staged = (float *)p;
+	__atomic_store_n(&k->ps->pending, p + ALIGN64((size_t)k->nsegs * k->seg_elems *
+						      sizeof(float)), __ATOMIC_RELEASE);
+}
+
 /* ---- control messages (applied by the owning lcore) ---- */
 
 void engine_init(struct engine *e, uint16_t lcore, const struct sum_kernels *sum)
@@ -494,6 +508,12 @@ static void ps_complete(struct engine *e, const struct engine_job *j,
 	} else {
 		float *g = e->ps_grad;
 		float *st[OPTIM_MAX_PLANES] = { 0 };
+		uint8_t *pending = __atomic_load_n(&ps->pending, __ATOMIC_ACQUIRE);
+		if (pending && __atomic_load_n(&pending[seg], __ATOMIC_ACQUIRE)) {
+			/* weights written since the last round: this step's start */
+			memcpy(w, ps->staged + first, (size_t)count * sizeof(float));
+			__atomic_store_n(&pending[seg], 0, __ATOMIC_RELEASE);
+		}
 		if (k->dtype == WIRE_F32)
 			e->sum->fn[WIRE_F32](g, sl->src, j->world, count);
 		else

@@ -113,6 +113,13 @@ struct engine_ps {
 	float   *w;              /* nsegs * seg_elems weights; the key's shadow
 				    copies themselves when rdtype is f32 */
 	float   *st[OPTIM_MAX_PLANES]; /* optim_planes(&opt) state arrays, like w */
+	/* Weights written between steps (key_write) when w is the shadow
+	 * copy: w must keep answering the last round's retransmissions, so
+	 * segment s's written weights wait in staged while pending[s], and
+	 * its next round takes them before it steps. NULL until the first
+	 * such write (engine_ps_stage_init). */
+	float   *staged;         /* like w */
+	uint8_t *pending;        /* nsegs flags */
 };
 
 /*
@@ -275,6 +282,13 @@ static inline uint32_t engine_key_rounds(const struct engine_key *k, uint32_t do
  * 64-aligned. */
 size_t engine_ps_mem_bytes(uint64_t count, uint32_t seg_bytes, unsigned planes,
 			   unsigned rdtype);
+
+/* Bytes of a PS key's stage for written weights (engine_ps staged and
+ * pending), 64-aligned; engine_ps_stage_init lays it out in mem (zeroed)
+ * while the key is installed: the lcores see it from the first pending
+ * flag set after. */
+size_t engine_ps_stage_bytes(const struct engine_key *k);
+void engine_ps_stage_init(struct engine_key *k, void *mem);
 
 /* Make k (from engine_key_init with dtype WIRE_F32) a PS key whose
  * gradients come as grad_dtype, its PS state laid out in mem

@@ -453,10 +453,15 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
 /*
  * Rank 0 only, between its steps: overwrite a PS key's weights or state
  * on the box with in (count floats: the key's count), e.g. to load a
- * checkpoint into a running job; the other ranks get the new weights with
- * the next step's result. pbox_ps_set_steps sets the optimizer steps taken
- * (the next step is steps + 1: Adam's bias correction; PBOX_EINVAL above
- * INT64_MAX). Returns 0 or the codes of pbox_ps_read. A write that timed
+ * checkpoint into a running job; written weights are the next step's
+ * start (reads show them at once; a rank still waiting for the last
+ * step's result gets that step's weights, as rank 0 did). Weights that
+ * return as f32 wait for that step in a stage of the key's size in the
+ * job's memory, taken at the first write of them: PBOX_EREJECTED naming
+ * the bytes when the job has no room. pbox_ps_set_steps sets the
+ * optimizer steps taken (the next step is steps + 1: Adam's bias
+ * correction; PBOX_EINVAL above INT64_MAX). Returns 0 or the codes of
+ * pbox_ps_read. A write that timed
  * out may still be applied by the box: until its answer comes, calls on
  * the key return PBOX_EBUSY (retry them), so none runs beside it.
  */

@@ -96,6 +96,7 @@ struct box_inproc {
 	atomic_uint drop_result_every; /* every Nth RESULT an lcore sends is lost */
 	atomic_int drop_random;        /* the two above lose 1 in N at random instead
 					* (reproducible per lcore, never periodic) */
+	atomic_int lose_results_to;    /* rank + 1 whose RESULTs are all lost; 0 = none */
 	atomic_int silent;             /* every datagram to the box is lost */
 	atomic_uint probe_max;         /* path MTU probes above this many bytes are lost
 					* (a path that drops jumbo frames); 0 = none */
@@ -183,6 +184,9 @@ static void bi_send(struct bi_lcore *lc, unsigned ep, const struct engine_out *o
 			     .msg_iovlen = plen ? 2 : 1 };
 
 	if (h.type == WIRE_RESULT && bi_lose(lc, &lc->results_out, every))
+		return;
+	if (h.type == WIRE_RESULT &&
+	    atomic_load_explicit(&b->lose_results_to, memory_order_relaxed) == rank + 1)
 		return;
 	h.rank = rank;
 	if (ack)

@@ -14,7 +14,9 @@
  * ranks declaring different optimizers, PS calls on a plain key and back,
  * a rank declaring a key again with another optimizer, pbox_ps_init
  * again after a step, a state plane the optimizer lacks, steps beyond
- * what key_write takes.
+ * what key_write takes. Last, weights written while a rank's result of
+ * the last step is lost (it still gets that step's), and written weights
+ * with no room in the job for their stage.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -274,10 +276,6 @@ static void sgd__plain_under_loss_applied_once(void **state)
 	box_inproc_free(b);
 }
 
-/* A job sized by its first worker (pbox_opts.job_bytes): a PS key whose
- * weights and state do not fit is refused at declaration, naming the
- * bytes needed and left; a key that fits loads and reads back 64 K
- * floats of state, after a gradient pushed too early was refused. */
 /* A job of one rank on a one-lcore box (job_bytes 0: the default). */
 static struct box_inproc *one_rank(const char *job, uint64_t job_bytes, pbox_client **c)
 {
@@ -305,6 +303,10 @@ static void sgd_key(pbox_client *c, uint32_t key, size_t n, double lr, double mo
 	assert_int_equal(pbox_ps_init(c, key, w, got), 0);
 }
 
+/* A job sized by its first worker (pbox_opts.job_bytes): a PS key whose
+ * weights and state do not fit is refused at declaration, naming the
+ * bytes needed and left; a key that fits loads and reads back 64 K
+ * floats of state, after a gradient pushed too early was refused. */
 static void memory__ps_key_beyond_job_bytes_named__big_state_pieces(void **state)
 {
 	pbox_client *c;
@@ -1108,6 +1110,163 @@ static void ckpt__written_momentum_buffer_survives_restore(void **state)
 	box_inproc_free(b);
 }
 
+/* ---- a write against a lost result ---- */
+
+enum { LOST_N = 300, LOST_KEY = 9 };
+
+struct lost_arg {
+	pbox_client *c;
+	const pbox_optim *o;    /* weights_dtype: the gradients' too */
+	const void *in;         /* initial f32 weights (rank 0) or the gradient */
+	void *out;              /* the weights back */
+	int init, rc;
+};
+
+static void *lost_main(void *arg)
+{
+	struct lost_arg *a = arg;
+	pbox_dtype dt = (pbox_dtype)a->o->weights_dtype;
+
+	if (a->init) {
+		a->rc = pbox_declare_optimizer(a->c, LOST_KEY, LOST_N, dt, a->o);
+		if (a->rc == 0)
+			a->rc = pbox_ps_init(a->c, LOST_KEY, a->in, a->out);
+	} else {
+		a->rc = pbox_push_pull(a->c, LOST_KEY, a->in, a->out, LOST_N, dt);
+	}
+	return NULL;
+}
+
+/* Both ranks at once: rank 0 here, rank 1 on a thread (joined). */
+static void lost_both(struct two *t, const pbox_optim *o, const void *in0, const void *in1,
+		      void *out0, void *out1, int init)
+{
+	struct lost_arg a1 = { t->c[1], o, in1, out1, init, -1 };
+	struct lost_arg a0 = { t->c[0], o, in0, out0, init, -1 };
+	pthread_t th;
+
+	pthread_create(&th, NULL, lost_main, &a1);
+	lost_main(&a0);
+	pthread_join(th, NULL);
+	assert_int_equal(a0.rc, 0);
+	assert_int_equal(a1.rc, 0);
+}
+
+/* Every one of the LOST_N values in got (of dtype dt) is want. */
+#define assert_all_of(got, dt, want)                                         \
+	do {                                                                 \
+		for (size_t i_ = 0; i_ < LOST_N; i_++)                       \
+			assert_float_equal(get((got), (dt), i_), (want), 0); \
+	} while (0)
+
+/* Rank 1's RESULT of a step is lost; rank 0, past that step, overwrites
+ * the weights; rank 1's retransmission still gets that step's weights
+ * (0.5, as rank 0 got), not the written ones: the write is the next
+ * step's start (7 - 0.5 * 2 = 6 on both ranks), and a read between
+ * shows it. For f32 weights (the results are the weights themselves:
+ * the written ones wait in a stage) and bf16 ones (the results are a
+ * copy). */
+static void write__rank_lost_result_still_gets_its_step(void **state)
+{
+	static float init[LOST_N], seven[LOST_N], got[LOST_N];
+	static uint32_t g1[LOST_N], g2[LOST_N], out0[LOST_N], out1[LOST_N];
+	const pbox_dtype dts[] = { PBOX_F32, PBOX_BF16 };
+
+	(void)state;
+	for (size_t i = 0; i < LOST_N; i++) {
+		init[i] = 1.0f;
+		seven[i] = 7.0f;
+	}
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		pbox_dtype dt = dts[d];
+		struct box_inproc *b = box_inproc_new(1);
+		struct lost_arg a1;
+		struct two t;
+		pbox_optim o;
+		pthread_t th;
+
+		for (size_t i = 0; i < LOST_N; i++) {
+			put(g1, dt, i, 1.0f);
+			put(g2, dt, i, 2.0f);
+		}
+		box_inproc_start(b);
+		connect_two(b, "lostw", &t);
+		pbox_optim_init(&o, PBOX_OPTIM_SGD);
+		o.lr = 0.5;
+		o.weights_dtype = dt;
+		lost_both(&t, &o, init, NULL, out0, out1, 1);
+		assert_all_of(out1, dt, 1.0f);
+
+		atomic_store(&b->lose_results_to, 2); /* rank 1 */
+		a1 = (struct lost_arg){ t.c[1], &o, g1, out1, 0, -1 };
+		pthread_create(&th, NULL, lost_main, &a1);
+		assert_int_equal(pbox_push_pull(t.c[0], LOST_KEY, g1, out0, LOST_N, dt), 0);
+		assert_all_of(out0, dt, 0.5f);
+		assert_int_equal(pbox_ps_write(t.c[0], LOST_KEY, PBOX_PS_WEIGHTS, seven, LOST_N), 0);
+		assert_int_equal(pbox_ps_read(t.c[0], LOST_KEY, PBOX_PS_WEIGHTS, got, LOST_N,
+					      NULL), 0);
+		assert_all_of(got, PBOX_F32, 7.0f);
+		atomic_store(&b->lose_results_to, 0);
+		pthread_join(th, NULL);
+		assert_int_equal(a1.rc, 0);
+		assert_all_of(out1, dt, 0.5f);
+
+		lost_both(&t, &o, g2, g2, out0, out1, 0);
+		assert_all_of(out0, dt, 6.0f);
+		assert_all_of(out1, dt, 6.0f);
+		for (int k = 0; k < 2; k++)
+			pbox_close(t.c[k]);
+		assert_true(box_inproc_idle(b, 2000));
+		box_inproc_free(b);
+	}
+}
+
+/* Written f32 weights wait in a stage of the key's size in the job's
+ * memory until the next step: 64 K weights written in 8192-float pieces
+ * (which end mid-segment) read back and are that step's start (a zero
+ * gradient keeps them); a key whose stage does not fit is refused
+ * naming the bytes, keeps stepping and takes state writes, and writes
+ * its weights once a released key gave its memory (and stage) back. */
+static void write__weights_staged_in_pieces__no_room_named(void **state)
+{
+	enum { N1 = 1 << 16, N2 = 120000 };
+	static float w[N2], got[N2], zero[N2];
+	pbox_client *c;
+	struct box_inproc *b = one_rank("stage", 2 << 20, &c);
+	uint32_t key = 1;
+	int rc;
+
+	(void)state;
+	for (size_t i = 0; i < N2; i++)
+		w[i] = (float)i * 0.25f;
+	sgd_key(c, 1, N1, 0.5, 0, zero, got);
+	assert_int_equal(pbox_ps_write(c, 1, PBOX_PS_WEIGHTS, w, N1), 0);
+	assert_int_equal(pbox_ps_read(c, 1, PBOX_PS_WEIGHTS, got, N1, NULL), 0);
+	assert_bits(got, w, N1);
+	for (int s = 0; s < 2; s++) {
+		memset(got, 0, sizeof(got));
+		assert_int_equal(pbox_push_pull(c, 1, zero, got, N1, PBOX_F32), 0);
+		assert_bits(got, w, N1);
+	}
+
+	sgd_key(c, 2, N2, 0.5, 0.9, zero, got);
+	assert_int_equal(pbox_ps_write(c, 2, PBOX_PS_WEIGHTS, w, N2), PBOX_EREJECTED);
+	assert_non_null(strstr(pbox_last_error(c), "key 2: writing its weights needs"));
+	assert_non_null(strstr(pbox_last_error(c), "bytes of job memory in one block"));
+	assert_int_equal(pbox_ps_write(c, 2, PBOX_PS_STATE0, w, N2), 0);
+	assert_int_equal(pbox_push_pull(c, 2, zero, got, N2, PBOX_F32), 0);
+	assert_true(got[1] == -0.5f * 0.9f * 0.25f); /* the written buffer moved them */
+
+	assert_int_equal(pbox_release_keys(c, &key, 1), 0);
+	for (int t = 0; (rc = pbox_ps_write(c, 2, PBOX_PS_WEIGHTS, w, N2)) == PBOX_EREJECTED &&
+			t < 200; t++)
+		usleep(10000); /* until the lcores let the key go */
+	assert_int_equal(rc, 0);
+	assert_int_equal(pbox_ps_read(c, 2, PBOX_PS_WEIGHTS, got, N2, NULL), 0);
+	assert_bits(got, w, N2);
+	end_one_rank(b, c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1126,6 +1285,8 @@ int main(void)
 		cmocka_unit_test(declare__again_other_optimizer_einval_same_accepted),
 		cmocka_unit_test(ps_read_write__part_the_optimizer_lacks_einval),
 		cmocka_unit_test(ps_set_steps__above_int64_max_einval),
+		cmocka_unit_test(write__rank_lost_result_still_gets_its_step),
+		cmocka_unit_test(write__weights_staged_in_pieces__no_room_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
