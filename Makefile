@@ -146,6 +146,13 @@ $(BUILD)/tests/test_tp_verbs: tests/unit/test_tp_verbs.c $(BUILD)/libboxcore.a $
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) $(VERBS_WRAP_FLAGS)
 
+# test_jobs makes the registry's calloc fail on demand (tests/unit/test_jobs.c
+# fail_calloc): calloc is wrapped at link time.
+$(BUILD)/tests/test_jobs: tests/unit/test_jobs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=calloc
+
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)

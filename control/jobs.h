@@ -250,7 +250,7 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
  * last to release go into removed[] (room for n), their number into
  * *nremoved. 0, or -ENOENT (no job, no such key), -EINVAL (rank
  * not joined, a key already released by the rank), -EACCES,
- * -ECONNABORTED; on an error nothing was released.
+ * -ECONNABORTED, -ENOMEM; on an error nothing was released.
  */
 int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *session,
 		 const uint32_t *keys, uint32_t n, uint32_t *removed, uint32_t *nremoved,

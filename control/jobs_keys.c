@@ -184,16 +184,14 @@ static int post_key_remove(struct jobs *js, struct job *j, struct job_key *k)
 }
 
 /* Every rank released k: the lcores drop it, its endpoints' load goes
- * back now, its memory once they applied the REMOVE (jobs_keys_tick). */
-static int start_key_remove(struct jobs *js, struct job *j, struct job_key *k)
+ * back now, its memory once they applied the REMOVE (jobs_keys_tick).
+ * mark: the key's remove_mark, zeroed, taken over. */
+static void start_key_remove(struct jobs *js, struct job *j, struct job_key *k, uint64_t *mark)
 {
-	k->remove_mark = calloc(js->box->layout.nlcores, sizeof(*k->remove_mark));
-	if (!k->remove_mark)
-		return -ENOMEM;
+	k->remove_mark = mark;
 	assign_release(&k->geom, js->load, js->box->layout.neps, k->chunk_ep);
 	j->keys_removing++;
 	post_key_remove(js, j, k);
-	return 0;
 }
 
 static int key_applied(const struct jobs *js, const struct job_key *k)
@@ -288,6 +286,29 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 		done, done > 1 ? "s" : "", freed, j->mem.used, j->max_bytes);
 }
 
+/* The remove marks of the keys rank's release of keys[0..n) completes
+ * (marks[i] for keys[i]; NULL for keys other ranks still hold), or NULL
+ * when memory ran out. */
+static uint64_t **alloc_marks(const struct jobs *js, const struct job *j, uint32_t rank,
+			      const uint32_t *keys, uint32_t n)
+{
+	uint64_t **marks = calloc(n ? n : 1, sizeof(*marks));
+
+	for (uint32_t i = 0; marks && i < n; i++) {
+		const struct job_key *k = job_key_find(j, keys[i]);
+		if ((k->released | 1ull << rank) != world_bits(j->world))
+			continue;
+		marks[i] = calloc(js->box->layout.nlcores, sizeof(*marks[i]));
+		if (!marks[i]) {
+			for (uint32_t o = 0; o < i; o++)
+				free(marks[o]);
+			free(marks);
+			marks = NULL;
+		}
+	}
+	return marks;
+}
+
 int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *session,
 		 const uint32_t *keys, uint32_t n, uint32_t *removed, uint32_t *nremoved,
 		 char *err, size_t errlen)
@@ -321,22 +342,23 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 				return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 " is "
 					      "named twice", j->name, keys[i]);
 	}
+	/* then the memory, so that nothing can fail once keys change */
+	uint64_t **marks = alloc_marks(js, j, rank, keys, n);
+	if (!marks)
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory releasing %" PRIu32
+			      " key%s (none was released)", j->name, n, n == 1 ? "" : "s");
 	for (uint32_t i = 0; i < n; i++) {
 		struct job_key *k = (struct job_key *)job_key_find(j, keys[i]);
 		if (!k->released)
 			j->keys_releasing++;
 		k->released |= 1ull << rank;
-		if (k->released != world_bits(j->world))
+		if (!marks[i])
 			continue;
-		int rc = start_key_remove(js, j, k);
-		if (rc < 0) { /* not released by this rank: it may try again */
-			k->released &= ~(1ull << rank);
-			return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": out of memory",
-				      j->name, keys[i]);
-		}
+		start_key_remove(js, j, k, marks[i]);
 		j->keys_releasing--;
 		removed[(*nremoved)++] = keys[i];
 	}
+	free(marks);
 	return 0;
 }
 

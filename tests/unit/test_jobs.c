@@ -33,6 +33,19 @@ static void on_abort(void *ctx, void *session, const struct job *j)
 	snprintf(t->last_reason, sizeof(t->last_reason), "%s", j->reason);
 }
 
+/* calloc, wrapped (the Makefile links with --wrap=calloc): once
+ * fail_calloc is n > 0, the nth call from then on returns NULL. */
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static unsigned fail_calloc;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	if (fail_calloc && --fail_calloc == 0)
+		return NULL;
+	return __real_calloc(n, size);
+}
+
 static int setup_box(void **state, unsigned nports, unsigned nlcores)
 {
 	struct t *t = calloc(1, sizeof(*t));
@@ -382,6 +395,40 @@ static void declare__key_limit_is_enospc_or_ebusy_while_releasing(void **state)
 	assert_int_equal(declare(t, j->id, 0, 999, 100, WIRE_F32, NULL), 0);
 }
 
+/* A release that runs out of memory releases none of its keys: with
+ * the second key's remove mark refused, the first is still live and
+ * unreleased, nothing is counted as releasing, and the same release
+ * again removes all three. */
+static void release__out_of_memory_releases_nothing(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	uint32_t keys[3] = { 0, 64, 128 }, removed[3], nremoved = 9;
+
+	assert_int_equal(join(t, "rel", 0, 1, NULL, &j), 0);
+	for (uint32_t k = 0; k < 3; k++)
+		assert_int_equal(declare(t, j->id, 0, keys[k], 100, WIRE_F32, NULL), 0);
+	fail_calloc = 3; /* the list of marks, the first key's, then the second's */
+	assert_int_equal(jobs_release(t->js, j->id, 0, j->ranks[0].session, keys, 3, removed,
+				      &nremoved, t->err, sizeof(t->err)), -ENOMEM);
+	fail_calloc = 0;
+	assert_non_null(strstr(t->err, "out of memory releasing 3 keys (none was released)"));
+	assert_int_equal(nremoved, 0);
+	for (uint32_t k = 0; k < 3; k++) {
+		assert_string_equal(job_key_state(job_key_find(j, keys[k])), "live");
+		assert_int_equal(job_key_find(j, keys[k])->released, 0);
+	}
+	assert_int_equal(j->keys_releasing, 0);
+	assert_int_equal(j->keys_removing, 0);
+	assert_int_equal(jobs_release(t->js, j->id, 0, j->ranks[0].session, keys, 3, removed,
+				      &nremoved, t->err, sizeof(t->err)), 0);
+	assert_int_equal(nremoved, 3);
+	for (int i = 0; i < 100 && j->keys_removing; i++)
+		jobs_tick(t->js);
+	assert_int_equal(j->nkeys, 0);
+	assert_int_equal(j->keys_releasing, 0);
+}
+
 static void declare__many_keys_lookup(void **state)
 {
 	struct t *t = *state;
@@ -676,6 +723,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__memory_exhausted_is_enospc, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__key_limit_is_enospc_or_ebusy_while_releasing, setup, teardown),
+		cmocka_unit_test_setup_teardown(release__out_of_memory_releases_nothing, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
