@@ -19,7 +19,9 @@ What runs where (docs/pytorch.md "The pbox backend"):
   host); without a GPU library or device the Work fails naming it;
   on an inner Gloo group built from the same store: everything else (other
   reduce ops, integer and bool tensors, gather, scatter, all_to_all,
-  point-to-point, coalesced calls, monitored_barrier).
+  point-to-point, coalesced calls, monitored_barrier); torch 1.13's Gloo
+  has no bfloat16, so there bfloat16 reductions run in float32, rounded
+  once, and bfloat16 data moves as float16 bytes.
 
 The job: rank 0 makes a job name and a join secret (random) and writes them
 to the group's c10d store; every rank reads them there and joins the box
@@ -114,6 +116,21 @@ def _tensors(xs):
     elif isinstance(xs, (list, tuple)):
         for x in xs:
             yield from _tensors(x)
+
+
+# the inner Gloo group's collectives that reduce (the others move bytes)
+_GLOO_REDUCING = {"allreduce", "reduce", "allreduce_coalesced", "reduce_scatter",
+                  "_reduce_scatter_base"}
+
+
+def _map_tensors(xs, fn):
+    """xs with fn(t) for every tensor t in it (a tensor, or lists or tuples
+    of them); anything else as it is."""
+    if isinstance(xs, torch.Tensor):
+        return fn(xs)
+    if isinstance(xs, (list, tuple)):
+        return type(xs)(_map_tensors(x, fn) for x in xs)
+    return xs
 
 
 def _overlapping(t):
@@ -362,7 +379,37 @@ class ProcessGroupPBox(ProcessGroup):
     def _gloo_call(self, name, *args):
         self._check_failed()
         self.calls["gloo"] += 1
-        return getattr(self._gloo, name)(*args)
+        return self._gloo_raw(name, *args)
+
+    def _gloo_raw(self, name, *args):
+        """The inner Gloo group's collective name(*args), which torch 1.13's
+        Gloo has no bfloat16 type for ("Invalid scalar type"): its
+        reductions run on float32 copies of bfloat16 tensors, rounded back
+        once when done (MAX and MIN exact), and the others move bfloat16
+        tensors' bytes as float16 (Gloo copies them; it has no int16)."""
+        call = getattr(self._gloo, name)
+        if not any(t.dtype == torch.bfloat16 for t in _tensors(args)):
+            return call(*args)
+        if name not in _GLOO_REDUCING:
+            return call(*_map_tensors(args, lambda t: t.view(torch.float16)
+                                      if t.dtype == torch.bfloat16 else t))
+        pairs = []
+
+        def wide(t):
+            if t.dtype != torch.bfloat16:
+                return t
+            pairs.append((t, t.float()))
+            return pairs[-1][1]
+
+        work = call(*_map_tensors(args, wide))
+
+        def narrow(fut):
+            fut.value()                  # raises what Gloo raised
+            for t, w in pairs:
+                t.copy_(w)
+            return [t for t, _ in pairs]
+
+        return _create_work_from_future(work.get_future().then(narrow))
 
     def _gloo_composed(self, run):
         """A collective torch 1.13's Gloo lacks (reduce_scatter, its tensor
@@ -419,7 +466,7 @@ class ProcessGroupPBox(ProcessGroup):
             _check_avg("reduce_scatter", flat.dtype)
         o = AllreduceOptions()
         o.reduceOp = ReduceOp.SUM if avg else op
-        self._gloo.allreduce([flat], o).wait()
+        self._gloo_raw("allreduce", [flat], o).wait()
         start = sum(i.numel() for i in ins[:self.rank()])
         part = flat[start:start + out.numel()]
         if avg:
@@ -545,7 +592,7 @@ class ProcessGroupPBox(ProcessGroup):
             def run():   # Gloo's allgather into parts, then one copy
                 parts = [torch.empty_like(input, memory_format=torch.contiguous_format)
                          for _ in range(self.size())]
-                self._gloo.allgather([parts], [input.contiguous()]).wait()
+                self._gloo_raw("allgather", [parts], [input.contiguous()]).wait()
                 output.copy_(torch.cat([p.reshape(-1) for p in parts]).view_as(output))
                 return [output]
             return self._gloo_composed(run)
@@ -655,8 +702,8 @@ class ProcessGroupPBox(ProcessGroup):
         def run():   # Gloo's alltoall_base over the flattened lists
             inp = torch.cat([t.reshape(-1) for t in input_tensors])
             out = torch.empty(sum(t.numel() for t in output_tensors), dtype=inp.dtype)
-            self._gloo.alltoall_base(out, inp, [t.numel() for t in output_tensors],
-                                     [t.numel() for t in input_tensors]).wait()
+            self._gloo_raw("alltoall_base", out, inp, [t.numel() for t in output_tensors],
+                           [t.numel() for t in input_tensors]).wait()
             start = 0
             for t in output_tensors:
                 t.copy_(out[start:start + t.numel()].view_as(t))

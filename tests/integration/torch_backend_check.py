@@ -175,6 +175,7 @@ def part_coll(steps):
     w.wait()
     check(torch.equal(t, torch.full((4096,), float(world))), "async all_reduce")
     part_edges()
+    part_bf16()
 
 
 def refused(fn, *words):
@@ -266,6 +267,54 @@ def part_edges():
                                                       pg.client, 2 ** 31 + 5),
                   "3 indices but 5 values")
     check(err is None, f"sparse_allreduce of 3 indices and 5 values refused ({err})")
+
+
+def part_bf16():
+    """bfloat16 on the Gloo fallbacks, which torch 1.13's Gloo has no type
+    for ("Invalid scalar type"): reductions other than SUM/AVG run in
+    float32 and round once (MAX and MIN exact), data movement (gather,
+    scatter, all-to-all) moves the bytes."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    bf = torch.bfloat16
+    vals = [torch.tensor([1.5, -2.0, 3.25], dtype=bf) * (r + 1) for r in range(world)]
+    t = vals[rank].clone()
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    check(torch.equal(t, torch.stack(vals).max(0).values), f"bf16 all_reduce MAX: {t}")
+    t = vals[rank].clone()
+    w = dist.all_reduce(t, op=dist.ReduceOp.MIN, async_op=True)
+    w.wait()
+    check(torch.equal(t, torch.stack(vals).min(0).values), f"bf16 all_reduce MIN async: {t}")
+    t = torch.full((2,), float(rank + 1), dtype=bf)
+    dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
+    prod = float(torch.arange(1, world + 1).prod())
+    check(torch.equal(t, torch.full((2,), prod, dtype=bf)), f"bf16 all_reduce PRODUCT: {t}")
+    t = vals[rank].clone()
+    dist.reduce(t, 0, op=dist.ReduceOp.MAX)
+    check(rank != 0 or torch.equal(t, torch.stack(vals).max(0).values),
+          f"bf16 reduce MAX at the root: {t}")
+    out = torch.zeros(3, dtype=bf)
+    dist.reduce_scatter(out, [v.clone() * (rank + 1) for v in vals], op=dist.ReduceOp.MAX)
+    want = torch.stack([vals[rank] * (k + 1) for k in range(world)]).max(0).values
+    check(torch.equal(out, want), f"bf16 reduce_scatter MAX: {out}")
+    g = [torch.zeros(3, dtype=bf) for _ in range(world)] if rank == 0 else None
+    dist.gather(vals[rank], g, dst=0)
+    check(rank != 0 or all(torch.equal(g[r], vals[r]) for r in range(world)),
+          f"bf16 gather: {g}")
+    s = torch.zeros(3, dtype=bf)
+    dist.scatter(s, [v.clone() for v in vals] if rank == 0 else None, src=0)
+    check(torch.equal(s, vals[rank]), f"bf16 scatter: {s}")
+    src = (torch.arange(world, dtype=torch.float32) + 10 * rank).to(bf)
+    dst = torch.zeros(world, dtype=bf)
+    dist.all_to_all_single(dst, src)
+    check(torch.equal(dst, (torch.arange(world, dtype=torch.float32) * 10 + rank).to(bf)),
+          f"bf16 all_to_all_single: {dst}")
+    outs = [torch.zeros(1, dtype=bf) for _ in range(world)]
+    dist.all_to_all(outs, [torch.tensor([float(10 * rank + r)], dtype=bf) for r in range(world)])
+    check([o.item() for o in outs] == [float(10 * r + rank) for r in range(world)],
+          f"bf16 all_to_all: {outs}")
+    t = torch.ones(4, dtype=bf)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((4,), float(world), dtype=bf)), "the box after bf16 Gloo")
 
 
 class Net(nn.Module):
