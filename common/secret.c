@@ -15,7 +15,13 @@
 
 int secret_load(const char *path, char *out, char *err, size_t errlen)
 {
-	char buf[SECRET_MAX_LEN + 64];
+	/* the whole first line, white space included, and one byte more to
+	 * tell a line of SECRET_LINE_MAX bytes from a longer one: a line cut
+	 * short, or read as a C string up to a NUL, would be a shorter secret
+	 * than the file holds */
+	char buf[SECRET_LINE_MAX + 1];
+	const char *nl = NULL;
+	size_t n = 0;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
@@ -36,22 +42,33 @@ int secret_load(const char *path, char *out, char *err, size_t errlen)
 			 "have no access (chmod 600)", path, (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	int e = errno;
-	close(fd);
-	if (n < 0) {
-		snprintf(err, errlen, "cannot read secret file '%s': %s", path, strerror(e));
-		return -e;
+	while (!nl && n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			close(fd);
+			snprintf(err, errlen, "cannot read secret file '%s': %s", path, strerror(e));
+			return -e;
+		}
+		if (r == 0)
+			break;
+		nl = memchr(buf + n, '\n', (size_t)r);
+		n += (size_t)r;
 	}
-	buf[n] = '\0';
-	char *s = buf, *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = '\0';
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t len = strlen(s);
-	while (len && isspace((unsigned char)s[len - 1]))
-		s[--len] = '\0';
+	close(fd);
+	if (!nl && n > SECRET_LINE_MAX) {
+		snprintf(err, errlen, "the first line of secret file '%s' is over %d bytes",
+			 path, SECRET_LINE_MAX);
+		return -EINVAL;
+	}
+	size_t from = 0, to = nl ? (size_t)(nl - buf) : n;
+	while (from < to && isspace((unsigned char)buf[from]))
+		from++;
+	while (to > from && isspace((unsigned char)buf[to - 1]))
+		to--;
+	size_t len = to - from;
 	if (len < SECRET_MIN_LEN || len > SECRET_MAX_LEN) {
 		snprintf(err, errlen, "secret in '%s' is %zu bytes; it must be %d to %d "
 			 "(e.g. head -c 24 /dev/urandom | base64)", path, len, SECRET_MIN_LEN,
@@ -59,13 +76,14 @@ int secret_load(const char *path, char *out, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < len; i++) {
-		if (!isprint((unsigned char)s[i])) {
+		if (!isprint((unsigned char)buf[from + i])) { /* a NUL too */
 			snprintf(err, errlen, "secret in '%s' has a non-printable byte at %zu",
 				 path, i);
 			return -EINVAL;
 		}
 	}
-	memcpy(out, s, len + 1);
+	memcpy(out, buf + from, len);
+	out[len] = '\0';
 	return (int)len;
 }
 

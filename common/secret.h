@@ -13,12 +13,14 @@
 
 #define SECRET_MIN_LEN 16
 #define SECRET_MAX_LEN 256
+#define SECRET_LINE_MAX 4096 /* the first line with its white space */
 
 /*
- * Read the secret from path: its first line without surrounding white
- * space, SECRET_MIN_LEN..SECRET_MAX_LEN printable bytes, into out (at
- * least SECRET_MAX_LEN + 1 bytes, NUL-terminated). The file must be a
- * regular file not readable or writable by group or others (chmod 600).
+ * Read the secret from path: its first line (at most SECRET_LINE_MAX
+ * bytes) without surrounding white space, SECRET_MIN_LEN..SECRET_MAX_LEN
+ * printable bytes (no NUL), into out (at least SECRET_MAX_LEN + 1 bytes,
+ * NUL-terminated). The file must be a regular file not readable or
+ * writable by group or others (chmod 600).
  * Returns the length, or a negative errno with the reason in err.
  */
 int secret_load(const char *path, char *out, char *err, size_t errlen);
