@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -27,6 +29,10 @@
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
+/* job save: the box answers once every file is written (gigabytes take
+ * seconds to minutes), so its answer is awaited this long unless --timeout
+ * is given (the box's watchdog pings go on while it writes). */
+#define SAVE_TIMEOUT_MS 3600000
 
 
 static int complain(int code, const char *fmt, va_list ap)
@@ -80,12 +86,13 @@ static void usage(FILE *f)
 		"                                --restore its PS keys start from the\n"
 		"                                checkpoints in DIR (on the box)\n"
 		"  job save NAME DIR             checkpoint the job's PS keys (weights and\n"
-		"                                optimizer state) into DIR on the box\n"
+		"                                optimizer state) into DIR on the box (waits\n"
+		"                                up to an hour for it, unless --timeout)\n"
 		"  stats [--all]                 port and lcore counters, drops by reason\n"
+		"                                (non-zero drops only, unless --all)\n"
 		"  top [--interval MS] [--count N]\n"
 		"                                live rates per port, lcore and job (every\n"
 		"                                MS, default 1000; N frames, default until ^C)\n"
-		"                                (non-zero drops only, unless --all)\n"
 		"\n"
 		"options:\n"
 		"  --socket PATH       pboxd's Unix socket (default $PBOX_SOCKET or %s)\n"
@@ -236,7 +243,8 @@ int call(struct ctl *c, const char *method, json_t *params, json_t **result)
 		fprintf(stderr, "pboxctl: %s\n", e.message);
 		return EXIT_UNREACHABLE;
 	}
-	rc = rpc_client_call(c->rpc, method, params, c->timeout_ms, result, &e);
+	rc = rpc_client_call(c->rpc, method, params,
+			     c->reply_timeout_ms ? c->reply_timeout_ms : c->timeout_ms, result, &e);
 	json_decref(params);
 	if (rc < 0)
 		return die("%s", e.message);
@@ -470,12 +478,20 @@ static int cmd_job_abort(struct ctl *c, const char *name, const char *reason)
 }
 
 /* A directory for the box: as given over --control (the box's own path),
- * made absolute here over the Unix socket (pboxctl runs on the box). */
+ * made absolute here over the Unix socket (pboxctl runs on the box): one
+ * that does not exist too, so that the box's answer names the path meant. */
 static const char *box_dir(const struct ctl *c, const char *dir, char *buf)
 {
+	char cwd[PATH_MAX];
+
 	if (dir[0] == '/' || strncmp(c->target, "unix:", 5) != 0)
 		return dir;
-	return realpath(dir, buf) ? buf : dir;
+	if (realpath(dir, buf))
+		return buf;
+	if (!getcwd(cwd, sizeof(cwd)) ||
+	    (size_t)snprintf(buf, PATH_MAX, "%s/%s", strcmp(cwd, "/") ? cwd : "", dir) >= PATH_MAX)
+		return dir;
+	return buf;
 }
 
 static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
@@ -483,6 +499,8 @@ static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
 	char abs[PATH_MAX];
 	json_t *r;
 
+	if (!c->timeout_given)
+		c->reply_timeout_ms = SAVE_TIMEOUT_MS;
 	int rc = call(c, "job_save", json_pack("{s:s, s:s}", "job", name, "dir",
 					       box_dir(c, dir, abs)), &r);
 	if (rc)
@@ -624,71 +642,83 @@ static int cmd_stats(struct ctl *c, int all)
 
 /* ---- command line ---- */
 
-/* Whether the command options given are all in allowed ("" = none). */
-static int options_fit(const struct ctl *c, const char *cmd, const char *const *allowed)
+/* The command options' names, by bit (OPT_*). */
+static const char *const opt_names[] = { "all", "reason", "world", "max-bytes", "weight",
+					 "restore", "interval", "count" };
+
+/* Whether the command options given are all in allowed (OPT_* bits);
+ * else a usage message naming the first that is not. */
+static int options_fit(const struct ctl *c, const char *cmd, unsigned allowed)
 {
-	for (unsigned i = 0; i < c->nused; i++) {
-		const char *const *a = allowed;
-		while (*a && strcmp(*a, c->used[i]))
-			a++;
-		if (!*a) {
-			bad_usage("'%s' does not take --%s (see --help)", cmd, c->used[i]);
+	unsigned extra = c->used & ~allowed;
+
+	for (unsigned i = 0; extra && i < sizeof(opt_names) / sizeof(opt_names[0]); i++)
+		if (extra & (1u << i)) {
+			bad_usage("'%s' does not take --%s (see --help)", cmd, opt_names[i]);
 			return 0;
 		}
-	}
 	return 1;
 }
 
 static int run_job(struct ctl *c, int argc, char **argv)
 {
-	static const char *const none[] = { NULL };
-	static const char *const abort_opts[] = { "reason", NULL };
-	static const char *const create_opts[] = { "world", "max-bytes", "weight", "restore", NULL };
+	static const struct {
+		const char *name, *full;
+		int nargs;              /* after the subcommand */
+		unsigned opts;
+	} subs[] = {
+		{ "show", "job show", 1, 0 },
+		{ "abort", "job abort", 1, OPT_REASON },
+		{ "create", "job create", 1, OPT_WORLD | OPT_MAX_BYTES | OPT_WEIGHT | OPT_RESTORE },
+		{ "save", "job save", 2, 0 },
+	};
 	const char *sub = argc ? argv[0] : "";
+	unsigned i;
 
-	if (strcmp(sub, "show") == 0 && argc == 2 && options_fit(c, "job show", none))
+	for (i = 0; i < sizeof(subs) / sizeof(subs[0]) && strcmp(sub, subs[i].name); i++)
+		;
+	if (argc && i == sizeof(subs) / sizeof(subs[0]))
+		return bad_usage("unknown job command '%s' (show, abort, create, save)", sub);
+	if (!argc || argc - 1 != subs[i].nargs)
+		return bad_usage("usage: pboxctl job show NAME | abort NAME [--reason TEXT] | create NAME "
+				 "--world N [--memory SIZE | --max-bytes B] [--weight W] [--restore DIR] | "
+				 "save NAME DIR");
+	if (!options_fit(c, subs[i].full, subs[i].opts))
+		return EXIT_USAGE;
+	switch (i) {
+	case 0:
 		return cmd_job_show(c, argv[1]);
-	if (strcmp(sub, "abort") == 0 && argc == 2 && options_fit(c, "job abort", abort_opts))
+	case 1:
 		return cmd_job_abort(c, argv[1], c->reason);
-	if (strcmp(sub, "save") == 0 && argc == 3 && options_fit(c, "job save", none))
-		return cmd_job_save(c, argv[1], argv[2]);
-	if (strcmp(sub, "create") == 0 && argc == 2 && options_fit(c, "job create", create_opts)) {
+	case 2:
 		if (!c->world)
 			return bad_usage("job create needs --world N");
 		return cmd_job_create(c, argv[1]);
+	default:
+		return cmd_job_save(c, argv[1], argv[2]);
 	}
-	if (c->nused && strcmp(sub, "show") && strcmp(sub, "abort") && strcmp(sub, "save") &&
-	    strcmp(sub, "create"))
-		return bad_usage("unknown job command '%s' (show, abort, create, save)", sub);
-	return c->nused && !options_fit(c, "job", none) ? EXIT_USAGE :
-	       bad_usage("usage: pboxctl job show NAME | abort NAME [--reason TEXT] | create NAME "
-			 "--world N [--max-bytes B] [--weight W] [--restore DIR] | save NAME DIR");
 }
 
 static int run(struct ctl *c, int argc, char **argv)
 {
-	static const char *const none[] = { NULL };
-	static const char *const stats_opts[] = { "all", NULL };
-	static const char *const top_opts[] = { "interval", "count", NULL };
 	const char *cmd = argv[0];
 
 	if (strcmp(cmd, "job") == 0)
 		return run_job(c, argc - 1, argv + 1);
-	if (argc > 1)
-		return bad_usage("unexpected arguments after '%s' (see --help)", cmd);
-	if (strcmp(cmd, "status") == 0 && options_fit(c, cmd, none))
-		return cmd_status(c);
-	if (strcmp(cmd, "jobs") == 0 && options_fit(c, cmd, none))
-		return cmd_jobs(c);
-	if (strcmp(cmd, "stats") == 0 && options_fit(c, cmd, stats_opts))
-		return cmd_stats(c, c->all);
-	if (strcmp(cmd, "top") == 0 && options_fit(c, cmd, top_opts))
-		return cmd_top(c, c->interval_ms ? (unsigned)c->interval_ms : 1000,
-			       (unsigned)c->count);
 	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") && strcmp(cmd, "stats") &&
 	    strcmp(cmd, "top"))
 		return bad_usage("unknown command '%s' (see --help)", cmd);
-	return EXIT_USAGE;
+	if (argc > 1)
+		return bad_usage("unexpected arguments after '%s' (see --help)", cmd);
+	if (strcmp(cmd, "status") == 0)
+		return options_fit(c, cmd, 0) ? cmd_status(c) : EXIT_USAGE;
+	if (strcmp(cmd, "jobs") == 0)
+		return options_fit(c, cmd, 0) ? cmd_jobs(c) : EXIT_USAGE;
+	if (strcmp(cmd, "stats") == 0)
+		return options_fit(c, cmd, OPT_ALL) ? cmd_stats(c, c->all) : EXIT_USAGE;
+	return options_fit(c, cmd, OPT_INTERVAL | OPT_COUNT) ?
+	       cmd_top(c, c->interval_ms ? (unsigned)c->interval_ms : 1000, (unsigned)c->count) :
+	       EXIT_USAGE;
 }
 
 /* A positive integer option's value up to max, or 0 after a usage
@@ -738,8 +768,10 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
-		if (strchr("arwmMWRin", opt) && c.nused < sizeof(c.used) / sizeof(c.used[0]))
-			c.used[c.nused++] = lo[li].name;
+		static const char copts[] = "arwmWRin"; /* the OPT_* bits in order */
+		const char *copt = opt ? strchr(copts, opt) : NULL;
+		if (copt)
+			c.used |= 1u << (copt - copts);
 		switch (opt) {
 		case 's':
 			c.target = optarg;
@@ -770,6 +802,7 @@ int main(int argc, char **argv)
 				return bad_usage("--timeout: '%s' is not a time in ms in [1, 3600000]",
 						 optarg);
 			c.timeout_ms = (int)t;
+			c.timeout_given = 1;
 			break;
 		}
 		case 'a':
@@ -792,7 +825,7 @@ int main(int argc, char **argv)
 				return bad_usage("--memory: '%s' is not a size (bytes, or with K, M, "
 						 "G, T)", optarg);
 			c.max_bytes = (long long)(n << shift);
-			c.used[c.nused - 1] = "max-bytes"; /* the same option */
+			c.used |= OPT_MAX_BYTES; /* the same option */
 			break;
 		}
 		case 'w':
@@ -828,6 +861,21 @@ int main(int argc, char **argv)
 		    sizeof(unix_target))
 			return bad_usage("socket path '%s' is too long", c.target);
 		c.target = unix_target;
+	}
+	/* a target that cannot name a box is the command line's fault (2),
+	 * not the box's (3) */
+	if (strncmp(c.target, "unix:", 5) == 0) {
+		size_t len = strlen(c.target + 5);
+		size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+		if (!len)
+			return bad_usage("the socket path is empty");
+		if (len > max)
+			return bad_usage("socket path '%s' is too long (at most %zu bytes)",
+					 c.target + 5, max);
+	} else {
+		char host[256], port[16];
+		if (rpc_hostport_split(c.target, host, sizeof(host), port, sizeof(port)) < 0)
+			return bad_usage("--control '%s' is not ADDR:PORT (or a socket path)", c.target);
 	}
 	rc = run(&c, argc - optind, argv + optind);
 	rpc_client_close(c.rpc);

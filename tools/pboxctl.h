@@ -27,8 +27,16 @@ struct ctl {
 	const char *restore;         /* job create --restore */
 	long long world, max_bytes, weight; /* job create; 0 = not given */
 	long long interval_ms, count;       /* top; 0 = not given */
-	const char *used[8];         /* the command options given, for checks */
-	unsigned nused;
+	int reply_timeout_ms;        /* a command's own wait for its answer (0 = timeout_ms) */
+	int timeout_given;           /* --timeout was given */
+	unsigned used;               /* the command options given: OPT_* bits */
+};
+
+/* The command options, one bit each in ctl.used (all of them counted,
+ * however many times given). */
+enum {
+	OPT_ALL = 1u << 0, OPT_REASON = 1u << 1, OPT_WORLD = 1u << 2, OPT_MAX_BYTES = 1u << 3,
+	OPT_WEIGHT = 1u << 4, OPT_RESTORE = 1u << 5, OPT_INTERVAL = 1u << 6, OPT_COUNT = 1u << 7,
 };
 
 /* An aligned text table: cells filled row by row. */
