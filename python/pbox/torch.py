@@ -53,6 +53,7 @@ import math
 import os
 import queue
 import threading
+import weakref
 
 import torch
 from torch.optim.optimizer import required as _torch_required
@@ -160,10 +161,21 @@ class State:
                 self._owner[k] = t
             self._cur.append(k)
             if last:
-                self._held |= set(self._cur)
-                self._cur = []
-                self._iters += 1
+                self._end_iteration()
             return k
+
+    def skip(self, last=False):
+        """A bucket with nothing to send (no elements): no key; only the
+        iteration's end is noted when it is the last."""
+        with self._klock:
+            if last:
+                self._end_iteration()
+
+    def _end_iteration(self):
+        # under _klock: the iteration's keys are now held on the box
+        self._held |= set(self._cur)
+        self._cur = []
+        self._iters += 1
 
     def _release(self, keys):
         """Forget keys and give them back to the box (under _klock): the
@@ -283,6 +295,17 @@ def _failed(e):
     return out
 
 
+def _empty_bucket(state, bucket, buf):
+    """A bucket of no elements (e.g. the only parameters of a dtype are
+    empty): nothing to sum, as Gloo's allreduce of nothing; the future is
+    complete at once (a zero-element key cannot be declared)."""
+    state.skip(_is_last(bucket))
+    fut = torch.futures.Future(devices=[buf.device]) if buf.device.type == "cuda" \
+        else torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
 def _bucket_buffer(bucket):
     buf = bucket.buffer()
     if buf.device.type not in ("cpu", "cuda"):
@@ -301,6 +324,8 @@ def allreduce_hook(state, bucket):
     (float32, float16 or bfloat16 gradients; CPU or CUDA)."""
     try:
         buf = _bucket_buffer(bucket)
+        if buf.numel() == 0:
+            return _empty_bucket(state, bucket, buf)
         key = state.key(bucket.index(), buf.numel(), buf.dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
@@ -317,6 +342,8 @@ def allreduce_hook(state, bucket):
 def _compress_hook(state, bucket, dtype):
     try:
         buf = _bucket_buffer(bucket)
+        if buf.numel() == 0:
+            return _empty_bucket(state, bucket, buf)
         key = state.key(bucket.index(), buf.numel(), dtype, _is_last(bucket))
     except Exception as e:
         return _failed(e)
@@ -716,6 +743,7 @@ class BoxOptimizer(torch.optim.Optimizer):
         self._declared = []     # per group: the hyperparameters on the box
         self._keys = {}         # key -> bucket
         self._grad_accs = []    # overlap: AccumulateGrad nodes (kept alive)
+        self._grad_hooks = []   # overlap: their hooks' handles (removed by close())
         self._fixed = set()     # ids of params kept on the worker (requires_grad=False)
         self._ready = False
         self._own_client = client is None
@@ -826,11 +854,25 @@ class BoxOptimizer(torch.optim.Optimizer):
         with torch.enable_grad():
             for i, p in enumerate(b.params):
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                acc.register_hook(self._grad_ready(b, i))
+                self._grad_hooks.append(acc.register_hook(self._grad_ready(b, i)))
                 self._grad_accs.append(acc)
 
+    def _unhook(self):
+        """Remove the overlap hooks: the parameters' AccumulateGrad nodes
+        outlive the optimizer (they are the parameters'), and a hook left
+        there would push this optimizer's keys in every later backward,
+        e.g. one for another optimizer of the same model."""
+        for h in self._grad_hooks:
+            h.remove()
+        self._grad_hooks, self._grad_accs = [], []
+
     def _grad_ready(self, b, i):
+        ref = weakref.ref(self)    # the node's hook must not keep the optimizer alive
+
         def hook(*_):
+            opt = ref()
+            if opt is None:        # dropped without close()
+                return
             if b.req is not None:
                 raise RuntimeError(
                     f"BoxOptimizer(overlap=True): a gradient of bucket {b.index} of group "
@@ -838,7 +880,7 @@ class BoxOptimizer(torch.optim.Optimizer):
                     "before step(), e.g. gradient accumulation); use overlap=False")
             b.ready.add(i)
             if len(b.ready) == len(b.params):
-                self._push(b)
+                opt._push(b)
         return hook
 
     # -- steps --------------------------------------------------------------
@@ -964,17 +1006,21 @@ class BoxOptimizer(torch.optim.Optimizer):
     def state_dict(self):
         """torch's optimizer state_dict, with the state read back from the
         box: per parameter, SGD {'momentum_buffer', 'step'}, Adam(W)
-        {'step', 'exp_avg', 'exp_avg_sq'} (tensors of the parameter's
-        dtype; 'step' a float tensor, as torch 1.13). Any rank, alone,
+        {'step', 'exp_avg', 'exp_avg_sq'} ('step' a float tensor, as
+        torch 1.13; the others float32, the box's precision, also for
+        16-bit parameters: torch.optim's load_state_dict casts them to the
+        parameter's dtype, a BoxOptimizer's keeps them). Any rank, alone,
         between its steps."""
         if any(b.req is not None for b in self._buckets):
             raise RuntimeError("BoxOptimizer.state_dict() between steps only (pushes are in "
                                "flight: call step() first)")
         sd = super().state_dict()
+        # the index torch gave each parameter (with a parameter twice in a
+        # group, torch's, not its first position)
         index = {}
-        for g in self.param_groups:
-            for p in g["params"]:
-                index.setdefault(id(p), len(index))
+        for g, packed in zip(self.param_groups, sd["param_groups"]):
+            for p, i in zip(g["params"], packed["params"]):
+                index[id(p)] = i
         state = {}
         for b in self._buckets:
             names = self._state_names(b)
@@ -988,7 +1034,7 @@ class BoxOptimizer(torch.optim.Optimizer):
                 off, n = b.offsets[i], p.numel()
                 st = {"step": torch.tensor(float(steps))}
                 for name, a in zip(names, arrays):
-                    st[name] = a[off:off + n].view(p.shape).to(p.dtype).clone()
+                    st[name] = a[off:off + n].view(p.shape).clone()
                 state[index[id(p)]] = st
         sd["state"] = state
         return sd
@@ -1015,7 +1061,20 @@ class BoxOptimizer(torch.optim.Optimizer):
             if changed:
                 raise ValueError(f"BoxOptimizer: param group {gi} of the state_dict has "
                                  f"other hyperparameters than the box: {', '.join(changed)}")
+        # the state as given: torch's load casts it to the parameters' dtype,
+        # which for 16-bit parameters would round the box's fp32 state (an
+        # exp_avg_sq of float16 underflows to 0)
+        given = {}
+        saved = [i for g in groups for i in g.get("params", [])]
+        mine = [p for g in self.param_groups for p in g["params"]]
+        if len(saved) == len(mine):           # else torch's load raises
+            to = dict(zip(saved, mine))
+            for k, v in state_dict.get("state", {}).items():
+                if k in to and isinstance(v, dict):
+                    given[to[k]] = v
         super().load_state_dict(state_dict)   # param groups; self.state cast to the params
+        for p, v in given.items():
+            self.state[p] = dict(v)
         try:
             # checked on every rank before rank 0 writes anything, so that a
             # bad state_dict fails everywhere instead of leaving the others
@@ -1043,24 +1102,51 @@ class BoxOptimizer(torch.optim.Optimizer):
     def _loaded_steps(self, b):
         """The step count of b's parameters in self.state (a loaded
         state_dict; torch.optim.SGD's has none: 1 with a momentum buffer),
-        checked: one per key, state tensors of the parameters' shapes."""
-        steps = set()
-        for p in b.params:
+        checked: one per key, state tensors of the parameters' shapes.
+
+        SGD: the box tells only the first step (the buffer starts as the
+        gradient) from the later ones, so counts >= 1 are alike (the
+        largest is kept); a parameter without a buffer (one that
+        torch.optim.SGD never stepped, e.g. unused) next to ones with it
+        gets a zero buffer, which with dampening 0 continues exactly as
+        torch starts one (momentum * 0 + gradient). Adam(W)'s bias
+        correction needs each count as it is."""
+        steps, none = {}, []
+        names = self._state_names(b)
+        for i, p in enumerate(b.params):
             st = self.state.get(p, {})
             s = st.get("step")
             if s is None:
                 s = 1 if st.get("momentum_buffer") is not None else 0
-            steps.add(int(float(s)))
-            for name in self._state_names(b):
+            s = int(float(s))
+            if s == 0 or (names and all(st.get(n) is None for n in names)):
+                none.append(i)
+            else:
+                steps.setdefault(s, i)
+            for name in names:
                 v = st.get(name)
                 if v is not None and tuple(v.shape) != tuple(p.shape):
                     raise ValueError(f"BoxOptimizer: state {name} has shape {tuple(v.shape)}, "
                                      f"its parameter {tuple(p.shape)}")
-        if len(steps) > 1:
-            raise ValueError(f"BoxOptimizer: the parameters of bucket {b.index} of group "
-                             f"{b.group} (one PS key) have different step counts "
-                             f"{sorted(steps)}; the box keeps one per key")
-        return steps.pop() if steps else 0
+        where = f"bucket {b.index} of group {b.group} (one PS key)"
+        if self.kind == "sgd":
+            damp = self._declared[b.group]["dampening"]
+            if none and steps and damp != 0:
+                raise ValueError(
+                    f"BoxOptimizer: in the state_dict, parameter "
+                    f"{tuple(b.params[none[0]].shape)} of {where} has no momentum buffer and "
+                    f"others have one; with dampening {damp:g} the box cannot start its "
+                    "buffer as torch would (the box keeps one step count per key)")
+            return max(steps) if steps else 0
+        if len(steps) > 1 or (steps and none):
+            have = ", ".join(f"{s} (parameter {tuple(b.params[i].shape)})"
+                             for s, i in sorted(steps.items()))
+            if none:
+                have += f", none (parameter {tuple(b.params[none[0]].shape)}: no state, e.g. " \
+                        "never stepped in the saved optimizer)"
+            raise ValueError(f"BoxOptimizer: the parameters of {where} have different step "
+                             f"counts in the state_dict: {have}; the box keeps one per key")
+        return next(iter(steps)) if steps else 0
 
     @torch.no_grad()
     def _write(self, b, steps):
@@ -1094,7 +1180,10 @@ class BoxOptimizer(torch.optim.Optimizer):
         return [(b.key, b.group, b.numel, b.dtype) for b in self._buckets]
 
     def close(self):
-        """Wait for pushes in flight; close the client if the optimizer made it."""
+        """Wait for pushes in flight, remove the overlap hooks (a later
+        backward pushes nothing of this optimizer's); close the client if
+        the optimizer made it."""
+        self._unhook()
         _, first = self._drain()
         if self._own_client:
             self.client.close()

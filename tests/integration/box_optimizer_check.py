@@ -422,6 +422,16 @@ def main_bad(control):
         opt2.zero_grad()
         F.cross_entropy(m2(x), y).backward()
         opt2.step()        # and goes on
+        # closed, its hooks are gone: another optimizer of the same model
+        # steps (the old hooks pushed opt2's keys in every backward, and the
+        # second raised 'changed after the bucket was pushed')
+        opt2.close()
+        opt3 = ps(m2.parameters(), "adam", c, name="overlap-after", lr=1e-3)
+        for _ in range(2):
+            opt3.zero_grad()
+            F.cross_entropy(m2(x), y).backward()
+            opt3.step()
+        passed("overlap: a closed optimizer's hooks push nothing; another one steps")
 
     def checkpoints():
         # a torch.optim checkpoint loads into a BoxOptimizer and back (world 1:
@@ -471,6 +481,28 @@ def main_bad(control):
             one_step(b, ob, 10 + s_)
             agree(f"a fresh torch.optim.SGD state with dampening, step {s_}")
         passed("checkpoints: a fresh torch.optim.SGD state (dampening 0.5) loads, steps agree")
+        # a torch.optim.SGD checkpoint in which the head never had a gradient
+        # (no momentum buffer): it loads (the buffer as zeros, which the box
+        # continues as torch starts one), and the steps agree once the head
+        # is used (it was refused: 'different step counts [0, 1]')
+        torch.manual_seed(7)
+        a, b = Net(), Net()
+        b.load_state_dict(a.state_dict())
+        hyper = dict(lr=0.1, momentum=0.9, weight_decay=1e-3)
+        ta = torch.optim.SGD(a.parameters(), **hyper)
+        for s_ in range(2):
+            ta.zero_grad()
+            x, _ = batch(9, 20 + s_, 0)
+            a.fc2(torch.tanh(a.fc1(x))).pow(2).mean().backward()   # no head
+            ta.step()
+        b.load_state_dict(a.state_dict())
+        ob = ps(b.parameters(), "sgd", c, name="sgd-unused", **hyper)
+        ob.load_state_dict(ta.state_dict())
+        for s_ in range(2):
+            one_step(a, ta, 22 + s_)
+            one_step(b, ob, 22 + s_)
+            agree(f"a torch.optim.SGD state without the head's buffers, step {s_}")
+        passed("checkpoints: a torch.optim.SGD state with unused parameters loads, steps agree")
 
     def half():
         # 16-bit parameters: bf16/f16 gradients up, 16-bit weights back, fp32 on the box
@@ -486,6 +518,31 @@ def main_bad(control):
                 want = (w0 - 0.25 * g).to(dt)
                 assert w.dtype == dt and torch.equal(w.detach(), want), (dt, w, want)
             passed(f"{dt} parameters: one step as torch rounds it")
+        # a save/load of a 16-bit Adam keeps the box's fp32 state: the run
+        # resumed from the state_dict steps as the one never stopped, up to
+        # the weights' own rounding (float16's exp_avg_sq of gradients
+        # ~1e-4 was 0: the first step after the load moved weights by ~8)
+        for dt in (torch.float16, torch.bfloat16):
+            torch.manual_seed(3)
+            w0 = torch.randn(1000).to(dt)
+            gs = [(torch.randn(1000) * 1e-4).to(dt) for _ in range(6)]
+            ends = []
+            for resumed in (False, True):
+                w = nn.Parameter(w0.clone())
+                o = ps([w], "adam", c, name=f"half-sd-{dt}-{resumed}", lr=1e-3)
+                for i, g in enumerate(gs):
+                    if resumed and i == 3:
+                        sd = o.state_dict()
+                        o = ps([w], "adam", c, name=f"half-sd-{dt}-{resumed}-2", lr=1e-3)
+                        o.load_state_dict(sd)
+                    w.grad = g.clone()
+                    o.step()
+                ends.append(w.detach().float())
+            # one 16-bit ulp of weights below 4: the load writes the 16-bit weights
+            ulp = 2.0 ** -8 if dt == torch.float16 else 2.0 ** -6
+            d = (ends[0] - ends[1]).abs().max().item()
+            assert d <= ulp, (dt, d)
+            passed(f"{dt} Adam: state_dict/load_state_dict resumes as never stopped ({d:.1e})")
 
     failed = []
     for section in (construction, binding, rules, overlap, checkpoints, half):

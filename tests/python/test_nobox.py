@@ -30,7 +30,14 @@ box (make pycheck):
 - a non-contiguous output of all_gather_into_tensor and reduce_scatter_
   tensor goes to the box as a contiguous one does (staged), so that a
   rank's layout never changes the path it takes;
-- sparse_allreduce refuses indices and values of different counts.
+- sparse_allreduce refuses indices and values of different counts;
+- the DDP hooks complete a bucket of no elements at once, without a key;
+- BoxOptimizer(overlap=True)'s hooks push nothing once it is closed or
+  dropped;
+- BoxOptimizer.state_dict() numbers the parameters as torch does (a
+  parameter twice in a group), keeps 16-bit parameters' state in fp32
+  both ways, and a torch.optim.SGD checkpoint with an unused parameter
+  (no momentum buffer) loads.
 
 Stub clients stand in for the box where a call must succeed. Needs torch
 (skipped with a message without it) and the tree's build/libpbox.so.
@@ -555,6 +562,193 @@ def test_boxoptimizer_flags_in_groups_refused():
             raise AssertionError(f"BoxOptimizer({kind}) took a group with {flags}")
     # off is accepted, as torch.optim's defaults are
     pt.BoxOptimizer([dict(params=m.parameters(), lr=0.1, maximize=False)], "sgd", _PsStub())
+
+
+class _Bucket:
+    """What DDP hands a communication hook (torch's GradBucket)."""
+    def __init__(self, index, buf, last):
+        self._i, self._buf, self._last = index, buf, last
+
+    def index(self):
+        return self._i
+
+    def buffer(self):
+        return self._buf
+
+    def is_last(self):
+        return self._last
+
+
+def test_hooks_empty_bucket_completes():
+    """A DDP bucket of no elements (the only parameters of a dtype are
+    empty): every hook completes it at once, as Gloo's allreduce does,
+    without a key (a zero-element key cannot be declared: it failed
+    backward with EINVAL 'tensor is empty'); as the iteration's last
+    bucket it still ends the State's iteration."""
+    need_torch()
+    import pbox.torch as pt
+    c = unconnected(world=2)    # anything reaching the client fails
+    try:
+        for name, hook in pt.HOOKS.items():
+            st = (pt.TopkState if name == "topk" else pt.State)(c)
+            for dt in (torch.float32, torch.float16):
+                buf = torch.zeros(0, dtype=dt)
+                out = hook(st, _Bucket(1, buf, last=True)).wait()
+                assert out.numel() == 0 and out.dtype == dt, (name, out)
+            assert st.keys == {} and st._iters == 2, (name, st.keys, st._iters)
+    finally:
+        c.close()
+
+
+class _PushStub(_PsStub):
+    """A PS client whose steps return the weights unchanged; counts pushes."""
+    def __init__(self):
+        self._ps, self.pushes = {}, []
+
+    def set_lr(self, key, lr):
+        pass
+
+    def ipush_pull(self, key, grad, out):
+        self.pushes.append(key)
+        return _Req()
+
+
+def test_boxoptimizer_overlap_hooks_end_with_it():
+    """BoxOptimizer(overlap=True) hooks the parameters' AccumulateGrad
+    nodes, which outlive it: after close(), or once it is dropped, a
+    backward for another optimizer of the same model pushes nothing of
+    its (its hooks pushed its keys, and the second backward raised 'a
+    gradient ... changed after the bucket was pushed')."""
+    need_torch()
+    import gc
+    import pbox.torch as pt
+    m = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    for how in ("close", "drop"):
+        c1 = _PushStub()
+        o1 = pt.BoxOptimizer(m.parameters(), "sgd", c1, name="one", overlap=True, lr=0.1)
+        m(x).sum().backward()
+        assert len(c1.pushes) == 1, c1.pushes    # pushed during backward
+        o1.step()
+        if how == "close":
+            o1.close()
+        else:
+            del o1
+            gc.collect()
+        c2 = _PushStub()
+        o2 = pt.BoxOptimizer(m.parameters(), "sgd", c2, name="two", lr=0.1)
+        for _ in range(2):
+            o2.zero_grad()
+            m(x).sum().backward()
+            o2.step()
+        assert len(c1.pushes) == 1 and len(c2.pushes) == 2, (how, c1.pushes, c2.pushes)
+
+
+class _StateStub(_PushStub):
+    """A PS client that keeps what ps_write sends and ps_read returns, as
+    the box does (float32 arrays per key and part, a step count per key)."""
+    def __init__(self):
+        super().__init__()
+        self.parts, self.steps = {}, {}
+
+    def ps_write(self, key, data, part="weights"):
+        self.parts[key, part] = data.clone()
+
+    def ps_set_steps(self, key, steps):
+        self.steps[key] = steps
+
+    def ps_read(self, key, out, part="weights"):
+        out.copy_(self.parts[key, part])
+        return self.steps[key]
+
+    def allreduce(self, buf, key):
+        return buf
+
+
+def test_boxoptimizer_state_dict_indices_are_torchs():
+    """With a parameter twice in a group (torch 1.13 warns and goes on),
+    torch numbers the parameters by position, the last one winning: the
+    state_dict's state must use those numbers (it used first positions:
+    torch.optim gave a's state to nothing and b's to a)."""
+    need_torch()
+    import warnings
+    import pbox.torch as pt
+    a, b = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))
+    c = _StateStub()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        o = pt.BoxOptimizer([a, a, b], "adam", c, lr=0.1)
+        (key, _, n, _), = o.keys
+        c.parts[key, "state0"] = torch.arange(float(n))          # a, a, b
+        c.parts[key, "state1"] = torch.arange(float(n)) + 100
+        c.steps[key] = 4
+        sd = o.state_dict()
+        a2, b2 = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))
+        t = torch.optim.Adam([a2, a2, b2], lr=0.1)
+        t.load_state_dict(sd)
+    assert set(t.state) == {a2, b2}, list(t.state)
+    assert torch.equal(t.state[a2]["exp_avg"], torch.tensor([3.0, 4.0, 5.0])), t.state[a2]
+    assert torch.equal(t.state[b2]["exp_avg"], torch.tensor([6.0, 7.0])), t.state[b2]
+
+
+def test_boxoptimizer_16bit_state_kept_in_fp32():
+    """The box keeps 16-bit parameters' optimizer state in fp32:
+    state_dict() gives it as float32 and load_state_dict() writes it as
+    given. Rounded to float16 (torch's dtype of the parameter), Adam's
+    exp_avg_sq of gradients ~1e-4 became 0, and the step after a
+    save/load moved the weights by lr * 1e4 instead of lr."""
+    need_torch()
+    import pbox.torch as pt
+    w = torch.nn.Parameter(torch.zeros(4, dtype=torch.float16))
+    c = _StateStub()
+    o = pt.BoxOptimizer([w], "adam", c, lr=0.1)
+    (key, _, n, _), = o.keys
+    small = torch.full((n,), 1e-10)
+    c.parts[key, "state0"], c.parts[key, "state1"] = small * 1e4, small
+    c.steps[key] = 7
+    sd = o.state_dict()
+    st = sd["state"][0]
+    assert st["exp_avg_sq"].dtype == torch.float32 and torch.equal(st["exp_avg_sq"], small), st
+    o2 = pt.BoxOptimizer([w], "adam", c, name="again", lr=0.1)
+    o2.load_state_dict(sd)
+    (key2, _, _, _), = o2.keys
+    assert torch.equal(c.parts[key2, "state1"], small), c.parts[key2, "state1"]
+    assert torch.equal(c.parts[key2, "state0"], small * 1e4) and c.steps[key2] == 7
+    # torch.optim takes it too, in the parameter's dtype as it does
+    t = torch.optim.Adam([w], lr=0.1)
+    t.load_state_dict(sd)
+    assert t.state[w]["exp_avg"].dtype == torch.float16
+
+
+def test_boxoptimizer_loads_sgd_with_unused_parameters():
+    """A torch.optim.SGD (momentum, dampening 0) checkpoint in which a
+    parameter has no momentum buffer (unused: torch never stepped it)
+    loads: that buffer as zeros, which the box continues exactly as torch
+    starts one (ValueError 'different step counts [0, 1]' before); with
+    dampening it cannot, and the ValueError says why."""
+    need_torch()
+    import pbox.torch as pt
+    used, unused = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    params = list(used.parameters()) + list(unused.parameters())
+    for damp in (0.0, 0.5):
+        t = torch.optim.SGD(params, lr=0.1, momentum=0.9, dampening=damp)
+        used(torch.randn(4, 3)).sum().backward()
+        t.step()
+        c = _StateStub()
+        o = pt.BoxOptimizer(params, "sgd", c, lr=0.1, momentum=0.9, dampening=damp)
+        (key, _, n, _), = o.keys
+        if damp:
+            try:
+                o.load_state_dict(t.state_dict())
+            except ValueError as e:
+                assert "no momentum buffer" in str(e) and "dampening 0.5" in str(e), str(e)
+            else:
+                raise AssertionError("dampening 0.5: a missing buffer loaded")
+            continue
+        o.load_state_dict(t.state_dict())
+        want = torch.cat([t.state[p]["momentum_buffer"].reshape(-1) for p in used.parameters()] +
+                         [torch.zeros(p.numel()) for p in unused.parameters()])
+        assert torch.equal(c.parts[key, "state0"], want) and c.steps[key] == 1, c.parts
 
 
 def main():
