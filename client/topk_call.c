@@ -13,8 +13,8 @@
  * Hierarchical top-k (local_size > 1, topk_local.c): the call first puts
  * the gradient into the host group's shared memory and sums its slice;
  * the leader then selects from the host's sum with its residual, the
- * others send an empty contribution. A key keeps the local_size of its
- * first call.
+ * others send an empty contribution. A key keeps the local_size and
+ * local_rank of its first call.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +39,8 @@ struct topk_state {
 	uint8_t *val_wire;         /* cap values in the wire dtype (f16/bf16) */
 	size_t cap;
 	uint32_t local_size;       /* of the first call: 1 flat, else hierarchical */
+	uint32_t local_rank;       /* of the first call (hierarchical): its place in
+				    * the host group (t->local) is the key's for good */
 	struct topk_local *local;  /* the host group (hierarchical), once opened */
 };
 
@@ -95,33 +97,39 @@ void topk_forget_key(pbox_client *c, uint32_t key)
 }
 
 /* Find or make key's state and mark it busy. 0, PBOX_EBUSY, PBOX_EINVAL
- * (another size or dtype), PBOX_ENOMEM. */
+ * (another size or dtype), PBOX_ENOMEM. A call refused here (busy,
+ * another size) leaves no state behind; a new state takes the size and
+ * dtype of the call that made it. That size is this client's, not the
+ * key's declaration (which the progress thread checks later): a first
+ * call that the declaration refused leaves a state of its size, until a
+ * release of the key clears it. */
 static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		     struct topk_state **out)
 {
 	struct topk_state *t = NULL;
+	size_t had_count = 0;
+	uint8_t had_dtype = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (t = c->topk; t && t->key != key; t = t->next)
 		;
-	if (!t) {
-		t = calloc(1, sizeof(*t));
-		if (t) {
-			t->key = key;
-			t->count = count;
-			t->dtype = (uint8_t)dtype;
-			t->next = c->topk;
-			c->topk = t;
-		}
-	}
-	if (!t)
-		rc = PBOX_ENOMEM;
-	else if (t->busy || req_key_busy_locked(c, key))
+	if ((t && t->busy) || req_key_busy_locked(c, key)) {
 		rc = PBOX_EBUSY;
-	else if (t->count != count || t->dtype != (uint8_t)dtype)
+	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
 		rc = PBOX_EINVAL;
-	else
+		had_count = t->count;   /* (t may go with a release once unlocked) */
+		had_dtype = t->dtype;
+	} else if (!t && (t = calloc(1, sizeof(*t)))) {
+		t->key = key;
+		t->count = count;
+		t->dtype = (uint8_t)dtype;
+		t->next = c->topk;
+		c->topk = t;
+	}
+	if (rc == 0 && !t)
+		rc = PBOX_ENOMEM;
+	else if (rc == 0)
 		t->busy = true;
 	pthread_mutex_unlock(&c->lock);
 	if (rc == PBOX_ENOMEM)
@@ -131,9 +139,11 @@ static int topk_take(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtyp
 		return client_error(c, rc, "job '%s' rank %d key %u: a call on this key is still "
 				    "in flight (wait for it first)", c->job, c->rank, key);
 	if (rc == PBOX_EINVAL)
-		return client_error(c, rc, "job '%s' rank %d key %u: the key has %zu %s elements, "
-				    "this call %zu %s (use another key for another size)", c->job,
-				    c->rank, key, t->count, wire_dtype_name(t->dtype), count,
+		return client_error(c, rc, "job '%s' rank %d key %u: this rank's top-k state of "
+				    "the key is for %zu %s elements (its first pbox_allreduce_topk "
+				    "call's), this call has %zu %s (use another key for another "
+				    "size, or pbox_release_keys the key first)", c->job, c->rank,
+				    key, had_count, wire_dtype_name(had_dtype), count,
 				    wire_dtype_name((unsigned)dtype));
 	*out = t;
 	return 0;
@@ -270,9 +280,7 @@ int topk_opts_read(pbox_client *c, uint32_t key, const pbox_topk_opts *in, size_
 	int rc = topk_local_check(c, key, o->local_rank, o->local_size);
 	if (rc < 0)
 		return rc;
-	*k = (size_t)ceil(o->density * (double)count);
-	if (*k > count)
-		*k = count;
+	*k = topk_k_of_density(o->density, count);
 	return 0;
 }
 
@@ -342,12 +350,25 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 		return rc;
 	if ((rc = topk_take(c, key, count, dtype, &t)) < 0)
 		return rc;
-	if (!t->local_size)
+	if (!t->local_size) {
 		t->local_size = o.local_size;
+		t->local_rank = o.local_rank;
+	}
 	if (t->local_size != o.local_size) {
 		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: local_size %u, but the "
 				  "key's first call had %u (a key stays flat or hierarchical)",
 				  c->job, c->rank, key, o.local_size, t->local_size);
+		topk_give(c, t);
+		return rc;
+	}
+	/* the host group was opened for the first call's place in it: another
+	 * local_rank would lead a group it is a member of (a member gets no
+	 * host sum to select from), or the reverse */
+	if (o.local_size > 1 && t->local_rank != o.local_rank) {
+		rc = client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: local_rank %u, but the "
+				  "key's first call had %u (a rank's place in its host group is "
+				  "fixed per key)", c->job, c->rank, key, o.local_rank,
+				  t->local_rank);
 		topk_give(c, t);
 		return rc;
 	}

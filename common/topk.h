@@ -31,7 +31,8 @@
  * picked at run time like the sum kernels (PBOX_KERNEL forces one); every
  * variant returns the same entries as the scalar one.
  * The search bisects the magnitudes' bit patterns (topk.c). One
- * allocation per call (the 256 KiB sample); thread-safe (no state).
+ * allocation per call (the 256 KiB sample); thread-safe (no state but
+ * topk_best's choice, made once).
  *
  * The decisions (thresholds, bands, when to stop) are made by one piece
  * of C, topk_select_steps, which reaches the array only through the steps
@@ -42,6 +43,7 @@
 #ifndef PBOX_TOPK_H
 #define PBOX_TOPK_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,8 +86,24 @@ static inline size_t topk_sample_stride(size_t n)
 	return (n - TOPK_SAMPLE_BLOCK) / (TOPK_SAMPLE_BLOCKS - 1);
 }
 
+/* The k of a density: the fewest entries whose share k / n (a binary64
+ * quotient, as the density is a binary64) is at least density in (0, 1],
+ * at most n. ceil(density * n) alone is one too many wherever the density
+ * names a whole number of entries but the product lies above it (0.07 *
+ * 100 is 7.000000000000001: 8), and never fewer. The client, pbox-perf's
+ * replay and the tests' references take k from here. */
+static inline size_t topk_k_of_density(double density, size_t n)
+{
+	size_t k = (size_t)ceil(density * (double)n);
+
+	if (k > 1 && (double)(k - 1) / (double)n >= density)
+		k--;
+	return k > n ? n : k;
+}
+
 /* The fastest variant this CPU supports (PBOX_KERNEL=scalar|avx2|avx512
- * forces one, as for the sum kernels). */
+ * forces one, as for the sum kernels), chosen at the first call: the
+ * environment is read, and a bad PBOX_KERNEL named, once per process. */
 const struct topk_kernels *topk_best(void);
 /* The named variant, or NULL if unknown or not supported by this CPU. */
 const struct topk_kernels *topk_by_name(const char *name);

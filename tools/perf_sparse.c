@@ -4,6 +4,8 @@
  */
 #include "tools/perf_sparse.h"
 
+#include "common/topk.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +79,7 @@ void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int
  * order from +0, as the box does (hierarchical: every host leader's). */
 static int expect_sum(struct perf_sparse *p, size_t count, int it)
 {
-	size_t k = (size_t)(p->density * (double)count + 0.999999);
+	size_t k = topk_k_of_density(p->density, count);
 	memset(p->expect, 0, count * sizeof(float));
 	for (int r = 0; r < p->world; r++) {
 		if (p->mode == PERF_SPARSE) {

@@ -501,7 +501,7 @@ static void gpu__exact_f32_bf16_wire_mean(void **state)
  * absent entries zero, times the scale. */
 static void check_topk(const struct run *r)
 {
-	size_t k = (size_t)ceil(r->density * (double)r->n), cap = TOPK_MAX(k);
+	size_t k = topk_k_of_density(r->density, r->n), cap = TOPK_MAX(k);
 	float *e = calloc(r->n * (size_t)r->world, sizeof(float));
 	float *g = malloc(r->n * sizeof(float)), *acc = malloc(r->n * sizeof(float));
 	float *val = malloc(cap * sizeof(float));

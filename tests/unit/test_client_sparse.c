@@ -10,16 +10,21 @@
  * momentum), so the reference replays it; hierarchical top-k (two hosts
  * of two ranks: the host's sum through shared memory, the leader's
  * selection from it, empty contributions from the others) replays the
- * same way; and the bad input is refused with named errors, a host group
- * whose member never comes included.
+ * same way; a density naming a whole number of entries sends that many;
+ * and the bad input is refused with named errors, a host group whose
+ * member never comes and a rank that changes its place in it included,
+ * without a refused call holding the key to its size, and a bad
+ * PBOX_KERNEL named once, not at every call.
  */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -434,6 +439,175 @@ static void topk__nan_is_sent_and_leaves_no_residual(void **state)
 	box_inproc_free(b);
 }
 
+/* A rank's place in its host group is the key's first call's: a later
+ * call naming another local_rank is refused before it touches the group.
+ * Before, rank 1 (a member of rank 0's group) calling as a leader waited
+ * in that group, then selected from a host sum only leaders get: NULL
+ * (SIGSEGV without error feedback). Three ranks: 0 and 1 a host, 2 flat. */
+struct lr_call {
+	pbox_client *c;
+	uint32_t local_rank, local_size;
+	float g[1000];
+	int rc;
+};
+
+static void *lr_main(void *arg)
+{
+	struct lr_call *a = arg;
+	pbox_topk_opts o;
+
+	pbox_topk_opts_init(&o);
+	o.density = 0.1;
+	o.local_rank = a->local_rank;
+	o.local_size = a->local_size;
+	for (size_t i = 0; i < 1000; i++)
+		a->g[i] = (float)(i % 17);
+	a->rc = pbox_allreduce_topk(a->c, 1, a->g, 1000, PBOX_F32, &o);
+	return NULL;
+}
+
+static void bad__hierarchical_local_rank_is_fixed_per_key(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	static struct lr_call a[3] = { { .local_rank = 0, .local_size = 2 },
+				       { .local_rank = 1, .local_size = 2 },
+				       { .local_rank = 0, .local_size = 1 } };
+	pthread_t th[3];
+	pbox_opts opts;
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 500;
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(pbox_connect(b->addr, "lrfixed", r, 3, &opts, &a[r].c), 0);
+	for (int r = 0; r < 3; r++)
+		pthread_create(&th[r], NULL, lr_main, &a[r]);
+	for (int r = 0; r < 3; r++)
+		pthread_join(th[r], NULL);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(a[r].rc, 0);
+	/* rank 1 now says it leads ranks 1..2 (valid on its own) */
+	a[1].local_rank = 0;
+	lr_main(&a[1]);
+	assert_int_equal(a[1].rc, PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(a[1].c), "local_rank 0, but the key's first "
+						     "call had 1"));
+	for (size_t i = 0; i < 1000; i++)   /* refused before the gradient was taken */
+		assert_float_equal(a[1].g[i], (float)(i % 17), 0);
+	for (int r = 0; r < 3; r++)
+		pbox_close(a[r].c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+/* A top-k call refused for another call in flight on the key leaves no
+ * top-k state: the key's size stays open for the next call. Before, the
+ * refused call's state (its size) stayed, and every top-k call of the
+ * key's real size was refused with EINVAL ("the key has 200 elements"
+ * for a key of 100) until the key was released. A first call that the
+ * key's declaration refuses does leave a state of its size: the refusal
+ * of the right size then says so and how to clear it. */
+static void topk__a_refused_call_does_not_hold_the_key(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_req *r;
+	static float out[100], g[200];
+	uint32_t idx[1] = { 3 }, key = 1;
+	float v[1] = { 1 };
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 5000;
+	opts.rto_ms = 20;
+	assert_int_equal(pbox_connect(b->addr, "topkheld", 0, 1, &opts, &c), 0);
+	atomic_store(&b->silent, 1);   /* the sparse call stays in flight */
+	assert_int_equal(pbox_iallreduce_sparse(c, key, 100, PBOX_F32, idx, v, 1, out, &r), 0);
+	assert_int_equal(pbox_allreduce_topk(c, key, g, 200, PBOX_F32, NULL), PBOX_EBUSY);
+	atomic_store(&b->silent, 0);
+	assert_int_equal(pbox_wait(r), 0);
+	assert_float_equal(out[3], 1.0f, 0);
+	assert_int_equal(pbox_allreduce_topk(c, key, g, 100, PBOX_F32, NULL), 0);
+	/* a fresh key whose first top-k call the declaration refuses */
+	key = 2;
+	assert_int_equal(pbox_allreduce_sparse(c, key, 100, PBOX_F32, idx, v, 1, out), 0);
+	assert_int_equal(pbox_allreduce_topk(c, key, g, 200, PBOX_F32, NULL), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "declared with 100"));
+	assert_int_equal(pbox_allreduce_topk(c, key, g, 100, PBOX_F32, NULL), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "top-k state of the key is for 200 f32 "
+						  "elements (its first pbox_allreduce_topk call's)"));
+	assert_non_null(strstr(pbox_last_error(c), "pbox_release_keys"));
+	assert_int_equal(pbox_release_keys(c, &key, 1), 0);
+	assert_int_equal(pbox_allreduce_topk(c, key, g, 100, PBOX_F32, NULL), 0);
+	pbox_close(c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+/* k is the fewest entries whose share of the key reaches the density:
+ * density 0.07 of 100 elements sends 7 (below 8 the selection is exact),
+ * not ceil(0.07 * 100) = ceil(7.000000000000001) = 8. */
+static void topk__density_of_a_whole_number_of_entries_sends_that_many(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_client *c;
+	pbox_opts opts;
+	pbox_topk_opts o;
+	pbox_stats st;
+	static float g[100];
+
+	box_inproc_start(b);
+	pbox_opts_init(&opts);
+	opts.timeout_ms = 5000;
+	assert_int_equal(pbox_connect(b->addr, "topkwhole", 0, 1, &opts, &c), 0);
+	pbox_topk_opts_init(&o);
+	o.density = 0.07;
+	for (int i = 0; i < 100; i++)
+		g[i] = (float)(i + 1);
+	assert_int_equal(pbox_allreduce_topk(c, 1, g, 100, PBOX_F32, &o), 0);
+	for (int i = 0; i < 100; i++)   /* the 7 largest: 94..100 */
+		assert_float_equal(g[i], i >= 93 ? (float)(i + 1) : 0.0f, 0);
+	pbox_get_stats(c, &st);
+	assert_int_equal(st.sparse_entries, 7);
+	pbox_close(c);
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
+/* Hierarchical top-k with a bad PBOX_KERNEL: each process names it once
+ * (the box, the selection's kernel choice, the slices' sum kernel), not
+ * once per call and rank (the slices' sum asked sum_best at every call:
+ * a line on stderr per rank and step). */
+static void topk__a_bad_pbox_kernel_is_named_once(void **state)
+{
+	static struct run r = { .job = "topkkern", .dt = PBOX_F32, .topk = 1, .density = 0.01,
+				.local = 2 };
+	FILE *err = tmpfile();
+	int saved = dup(2), lines = 0;
+	char line[512];
+	(void)state;
+
+	assert_non_null(err);
+	assert_true(saved >= 0);
+	setenv("PBOX_KERNEL", "nope", 1);
+	fflush(stderr);
+	dup2(fileno(err), 2);
+	topk_run_and_replay(&r);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("PBOX_KERNEL");
+	rewind(err);
+	while (fgets(line, sizeof(line), err))
+		lines += strstr(line, "PBOX_KERNEL=nope") != NULL;
+	fclose(err);
+	assert_true(lines <= 3);
+}
+
 static void bad__named_errors(void **state)
 {
 	(void)state;
@@ -518,6 +692,10 @@ int main(void)
 		cmocka_unit_test(topk__infinity_sent_leaves_no_residual),
 		cmocka_unit_test(topk__nan_is_sent_and_leaves_no_residual),
 		cmocka_unit_test(bad__named_errors),
+		cmocka_unit_test(topk__a_bad_pbox_kernel_is_named_once),
+		cmocka_unit_test(bad__hierarchical_local_rank_is_fixed_per_key),
+		cmocka_unit_test(topk__a_refused_call_does_not_hold_the_key),
+		cmocka_unit_test(topk__density_of_a_whole_number_of_entries_sends_that_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,8 @@
  * through struct topk_steps by a model of the GPU library's kernels
  * (tile-wise counts, a prefix sum and an in-tile compaction, in any tile
  * order) selects what topk_select_ef selects, and a failing step ends it
- * with its error.
+ * with its error; the variant is picked once, a bad PBOX_KERNEL named
+ * once.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,8 +21,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -537,6 +540,52 @@ static void steps__a_failing_step_ends_the_search(void **state)
 	}
 }
 
+/* Lines of the file f that contain what. */
+static int lines_with(FILE *f, const char *what)
+{
+	char line[512];
+	int n = 0;
+
+	rewind(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	return n;
+}
+
+/* topk_best picks the variant once per process: a bad PBOX_KERNEL is
+ * named on stderr once, not on every selection (sum_best warned at
+ * each call: a line per top-k call and key). The choice is stable and
+ * supported. */
+static void best__a_bad_pbox_kernel_is_named_once(void **state)
+{
+	(void)state;
+	static float x[1000];
+	uint32_t idx[TOPK_MAX(10)];
+	float val[TOPK_MAX(10)];
+	FILE *err = tmpfile();
+	int saved = dup(2);
+	const struct topk_kernels *first;
+
+	assert_non_null(err);
+	assert_true(saved >= 0);
+	make(x, 1000, NORMAL);
+	setenv("PBOX_KERNEL", "nope", 1);
+	fflush(stderr);
+	dup2(fileno(err), 2);
+	first = topk_best();
+	for (int i = 0; i < 5; i++) {
+		assert_ptr_equal(topk_best(), first);
+		topk_select(NULL, x, 1000, 10, idx, val);
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("PBOX_KERNEL");
+	assert_true(lines_with(err, "PBOX_KERNEL=nope") <= 1);
+	assert_ptr_equal(topk_by_name(first->name), first);
+	fclose(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -548,6 +597,7 @@ int main(void)
 		cmocka_unit_test(variants__same_entries_as_scalar),
 		cmocka_unit_test(steps__model_of_the_device_selects_what_select_ef_does),
 		cmocka_unit_test(steps__a_failing_step_ends_the_search),
+		cmocka_unit_test(best__a_bad_pbox_kernel_is_named_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
