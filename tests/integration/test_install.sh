@@ -17,6 +17,12 @@ done
 if command -v man > /dev/null; then
 	man -l --warnings "$PREFIX/share/man/man8/pboxctl.8" 2>&1 > /dev/null | grep . && die "pboxctl.8 has troff warnings"
 fi
+# every manual page's .TH names the version of the installed pbox.h (MAJOR.MINOR)
+ver=$(sed -n 's/^#define PBOX_VERSION_MAJOR *\([0-9]*\).*/\1/p' "$PREFIX/include/pbox.h").$(sed -n 's/^#define PBOX_VERSION_MINOR *\([0-9]*\).*/\1/p' "$PREFIX/include/pbox.h")
+for m in man8/pboxd.8 man8/pboxctl.8 man3/libpbox.3; do
+	th=$(grep '^\.TH' "$PREFIX/share/man/$m")
+	case $th in *"\"pbox $ver\""*) ;; *) die "$m: .TH says '$th', not \"pbox $ver\" (include/pbox.h)";; esac
+done
 # the completion offers the commands, and job's subcommands
 bash -c ". '$PREFIX/share/bash-completion/completions/pboxctl'
 COMP_WORDS=(pboxctl job ''); COMP_CWORD=2; _pboxctl; echo \"\${COMPREPLY[*]}\"" > "$WORKDIR/compl.txt" 2>&1
