@@ -245,11 +245,13 @@ int rpc_authorize(struct rpc_ctx *ctx, const struct rpc_method *m, json_t *param
 		rc = errmsg(err, errlen, -EACCES, "%s over TCP needs the operator secret "
 			  "(params.secret; pboxctl --secret-file FILE)", m->name);
 	else if (checked && !secret_equal(given, strlen(given), cfg->operator_secret,
-					  cfg->operator_secret_len)) {
-		ctl_log(ctx->box, CTL_LOG_WARN, "control: %s from %s refused: wrong operator secret",
-			m->name, ctx->peer ? ctx->peer : "?");
+					  cfg->operator_secret_len))
 		rc = errmsg(err, errlen, -EACCES, "%s refused: wrong operator secret", m->name);
-	}
+	/* every refused operator call is logged with its peer (counted
+	 * against its --log-peer-burst, as the request is being served) */
+	if (rc < 0)
+		ctl_log(ctx->box, CTL_LOG_WARN, "control: refused a call from %s: %s",
+			ctx->peer ? ctx->peer : "?", err);
 	json_object_del(params, "secret");
 	return rc;
 }

@@ -910,6 +910,66 @@ static void authorize__tcp_without_secret(void **state)
 	jobs_tick(t->f->box.jobs);
 }
 
+/* Every refused operator call over TCP is logged with its peer, not only
+ * a wrong secret (docs/operations.md: "logs every refused remote call"):
+ * a write on a box without a secret and a missing secret were refused in
+ * silence. */
+struct refusals {
+	int lines;
+	char last[512];
+};
+
+static void refusal_write(void *ctx, int prio, const char *msg)
+{
+	struct refusals *r = ctx;
+
+	if (prio == LOG_PRIO_WARNING && strstr(msg, "refused")) {
+		r->lines++;
+		snprintf(r->last, sizeof(r->last), "%s", msg);
+	}
+}
+
+static void authorize__every_refusal_is_logged_with_its_peer(void **state)
+{
+	struct t *t = *state;
+	struct box_config *cfg = &t->f->box.cfg;
+	struct refusals seen = { 0 };
+	struct box_log_sink saved = t->f->box.log;
+	int saved_level = cfg->log_level;
+
+	t->f->box.log = (struct box_log_sink){ .write = refusal_write, .ctx = &seen };
+	cfg->log_level = LOG_PRIO_WARNING;
+	t->ctx.remote = 1;
+	t->ctx.peer = "10.0.0.9:5555";
+	/* no operator secret on the box: a write method */
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_abort\",\"params\":{\"job\":\"a\"}}",
+		    -EACCES, "no operator secret");
+	assert_int_equal(seen.lines, 1);
+	assert_non_null(strstr(seen.last, "refused a call from 10.0.0.9:5555: job_abort over TCP"));
+	assert_non_null(strstr(seen.last, "no operator secret"));
+	/* a secret on the box: missing, of the wrong type, wrong */
+	snprintf(cfg->operator_secret, sizeof(cfg->operator_secret), "0123456789abcdef-secret");
+	cfg->operator_secret_len = (uint32_t)strlen(cfg->operator_secret);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_list\"}", -EACCES,
+		    "needs the operator secret");
+	assert_int_equal(seen.lines, 2);
+	assert_non_null(strstr(seen.last, "refused a call from 10.0.0.9:5555: job_list over TCP needs"));
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":7}}", RPC_INVALID_PARAMS, "secret");
+	assert_int_equal(seen.lines, 3);
+	expect_code(t, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"job_abort\",\"params\":"
+		    "{\"job\":\"a\",\"secret\":\"0123456789abcdef-secreT\"}}", -EACCES,
+		    "wrong operator secret");
+	assert_int_equal(seen.lines, 4);
+	assert_non_null(strstr(seen.last, "wrong operator secret"));
+	/* the Unix socket is never refused, and nothing is logged for it */
+	t->ctx.remote = 0;
+	json_decref(result_of(t, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"job_list\"}"));
+	assert_int_equal(seen.lines, 4);
+	t->f->box.log = saved;
+	cfg->log_level = saved_level;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -920,6 +980,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(flow__join_declare_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(abort__operator_secret_over_tcp, setup, teardown),
 		cmocka_unit_test_setup_teardown(authorize__tcp_without_secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(authorize__every_refusal_is_logged_with_its_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(box__status_stats_endpoints, setup, teardown),
 		cmocka_unit_test_setup_teardown(server__calls_and_errors, srv_setup, srv_teardown),
 		cmocka_unit_test_setup_teardown(server__closed_session_aborts_job_and_notifies, srv_setup, srv_teardown),
