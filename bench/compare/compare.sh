@@ -66,6 +66,8 @@
 #   through shared memory first, one rank per host selects and sends); the
 #   table adds t_local / t_pbox and t_local / t_topk. Every N must be a
 #   multiple of L.
+# PBOXD_ARGS (environment): more pboxd options for every pbox run, split at
+#   spaces (e.g. PBOXD_ARGS="--slots 1024"); info.txt records them.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
 # stops what is left and removes the namespaces (lib.sh topo_down). Exit
 # status 0 if every requested system produced every size.
@@ -566,11 +568,11 @@ for ((rep = 0; rep < REPS; rep++)); do
 		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
 			mtu_args=(); [ "$MTU" = 9000 ] && mtu_args=(--mtu 9000)
 			VDEV_ARGS=$([ "$MTU" = 9000 ] && echo ",framesz=10240,blocksz=20480,framecnt=1024") \
-				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
 		else
-			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M"
+			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
 		fi
-		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
+		[ $rep -gt 0 ] || echo "pboxd: job arena ${JOB_MIB} MiB; extra options: ${PBOXD_ARGS:-none}; $(head -c 300 "$BOX_LOG" | tr '\n' ' ')" >> "$OUT/info.txt"
 		# A box runs for days; measure it warm. Right after start, the first
 		# pass through net_af_packet's rx and tx rings (1024 frames each) is
 		# slow on this VM: the PMD's copies into them take several times

@@ -16,8 +16,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"pbox": "tab:red", "openmpi": "tab:blue", "gloo": "tab:green"}
-LABELS = {"pbox": "pbox", "openmpi": "OpenMPI (TCP)", "gloo": "Gloo (torch)"}
+# Every system its own colour (the pbox variants too: "pbox-xdp" drawn in
+# matplotlib's default cycle matched Gloo's green, "pbox-topk" OpenMPI's blue).
+COLORS = {"pbox": "tab:red", "openmpi": "tab:blue", "gloo": "tab:green",
+          "pbox-xdp": "tab:orange", "pbox-topk": "tab:purple", "pbox-topk-local": "tab:brown"}
+OTHER_COLORS = ["tab:pink", "tab:olive", "tab:cyan", "tab:gray"]
+LABELS = {"pbox": "pbox (udp)", "openmpi": "OpenMPI (TCP)", "gloo": "Gloo (torch)",
+          "pbox-xdp": "pbox (AF_XDP)", "pbox-topk": "pbox top-k 1% (udp)",
+          "pbox-topk-local": "pbox hierarchical top-k"}
 STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D"]
 
@@ -42,13 +48,15 @@ def main():
         print("plot.py: %s has no rows" % a.csv, file=sys.stderr)
         return 1
     ns = sorted({n for _, n in series})
+    others = sorted({s for s, _ in series if s not in COLORS})
+    colors = dict(COLORS, **{s: OTHER_COLORS[i % len(OTHER_COLORS)] for i, s in enumerate(others)})
     fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(13, 5))
     for (system, n), pts in sorted(series.items()):
         pts.sort()
         x = [q[0] for q in pts]
         med = [q[1] for q in pts]
         err = [[q[1] - q[2] for q in pts], [q[3] - q[1] for q in pts]]
-        style = dict(color=COLORS.get(system), linestyle=STYLES[ns.index(n) % len(STYLES)],
+        style = dict(color=colors[system], linestyle=STYLES[ns.index(n) % len(STYLES)],
                      marker=MARKERS[ns.index(n) % len(MARKERS)], markersize=4,
                      label="%s, N=%d" % (LABELS.get(system, system), n))
         ax_t.errorbar(x, med, yerr=err, capsize=2, **style)
