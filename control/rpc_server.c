@@ -772,7 +772,7 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 				" operator secret");
 		else
 			ctl_log(box, CTL_LOG_WARN, "control: no operator secret: tcp operators may only"
-				" read; job_create and job_abort only over the unix socket (set"
+				" read; job_create, job_abort and job_save only over the unix socket (set"
 				" --operator-secret-file to allow them over tcp)");
 	}
 	if (s->unx.fd >= 0)
