@@ -30,11 +30,23 @@ static int load(hwloc_topology_t *t, int io, char *err, size_t errlen)
 	return 0;
 }
 
-static void fill(struct numa_place *pl, int node, hwloc_const_cpuset_t cpus)
+/* pl's node and CPU list; -ENOSPC (list "?") if the list does not fit:
+ * a cut one would be read as other CPUs than the device's. */
+static int fill(struct numa_place *pl, int node, hwloc_const_cpuset_t cpus,
+		char *err, size_t errlen)
 {
+	int n = hwloc_bitmap_list_snprintf(pl->cpus, sizeof(pl->cpus), cpus);
+
 	pl->node = node;
-	if (hwloc_bitmap_list_snprintf(pl->cpus, sizeof(pl->cpus), cpus) < 0)
+	if (n < 0)
 		snprintf(pl->cpus, sizeof(pl->cpus), "?");
+	if (n >= (int)sizeof(pl->cpus)) {
+		snprintf(pl->cpus, sizeof(pl->cpus), "?");
+		snprintf(err, errlen, "hwloc: the CPU list takes %d bytes, more than %zu",
+			 n, sizeof(pl->cpus) - 1);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 int numa_machine_place(struct numa_place *pl, char *err, size_t errlen)
@@ -44,9 +56,9 @@ int numa_machine_place(struct numa_place *pl, char *err, size_t errlen)
 
 	if (rc)
 		return rc;
-	fill(pl, -1, hwloc_topology_get_topology_cpuset(t));
+	rc = fill(pl, -1, hwloc_topology_get_topology_cpuset(t), err, errlen);
 	hwloc_topology_destroy(t);
-	return 0;
+	return rc;
 }
 
 /* "DDDD:BB:DD.F" or "BB:DD.F", hex digits, nothing else. */
@@ -77,7 +89,7 @@ int numa_pci_place(const char *pci, struct numa_place *pl, char *err, size_t err
 		return rc;
 	hwloc_obj_t dev = hwloc_get_pcidev_by_busidstring(t, pci);
 	if (!dev) {
-		fill(pl, -1, hwloc_topology_get_topology_cpuset(t));
+		fill(pl, -1, hwloc_topology_get_topology_cpuset(t), err, errlen);
 		hwloc_topology_destroy(t);
 		snprintf(err, errlen, "hwloc does not know PCI device %s", pci);
 		return -ENODEV;
@@ -86,9 +98,10 @@ int numa_pci_place(const char *pci, struct numa_place *pl, char *err, size_t err
 	int node = -1;
 	if (anc && anc->nodeset && hwloc_bitmap_weight(anc->nodeset) == 1)
 		node = hwloc_bitmap_first(anc->nodeset);
-	fill(pl, node, anc && anc->cpuset ? anc->cpuset : hwloc_topology_get_topology_cpuset(t));
+	rc = fill(pl, node, anc && anc->cpuset ? anc->cpuset : hwloc_topology_get_topology_cpuset(t),
+		  err, errlen);
 	hwloc_topology_destroy(t);
-	return 0;
+	return rc;
 }
 
 int numa_cpu_in(const char *cpus, unsigned cpu)

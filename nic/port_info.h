@@ -35,7 +35,9 @@ struct box_port_info {
 	char iface[32];
 	int64_t napi_defer_hard_irqs, gro_flush_timeout_ns;
 	int numa_node;            /* the NIC's NUMA node (hwloc), -1 = unknown/any */
-	char local_cpus[128];     /* CPUs local to it ("0-15"); all for vdevs */
+	/* CPUs local to it ("0-15"); all for vdevs. As long as numa.h's list:
+	 * an interleaved numbering ("0,2,4,...") of hundreds of CPUs fits */
+	char local_cpus[2048];
 };
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,6 +62,53 @@ static void machine(void **state)
 		assert_true(numa_cpu_in(pl.cpus, (unsigned)c));
 }
 
+/* A machine whose CPUs are numbered apart (every other one here, as
+ * with SMT siblings offline or a BIOS that interleaves the sockets): its
+ * list, "0,2,4,...,126", is 200 bytes, and it is kept whole (a 128-byte
+ * list cut it before: CPUs 88-126 were lost). Never cut:
+ * a cut list loses CPUs (dp.c would warn that a local lcore is remote)
+ * or makes a cut number another CPU. hwloc builds it from HWLOC_SYNTHETIC. */
+static void machine_with_a_long_cpu_list(void **state)
+{
+	struct numa_place pl;
+	char err[128], desc[600];
+	int at = snprintf(desc, sizeof(desc), "pu:64(indexes=");
+	(void)state;
+	for (unsigned c = 0; c < 64; c++)
+		at += snprintf(desc + at, sizeof(desc) - (size_t)at, "%s%u", c ? "," : "", 2 * c);
+	snprintf(desc + at, sizeof(desc) - (size_t)at, ")");
+	setenv("HWLOC_SYNTHETIC", desc, 1);
+	int rc = numa_machine_place(&pl, err, sizeof(err));
+	unsetenv("HWLOC_SYNTHETIC");
+	assert_int_equal(rc, 0);
+	for (unsigned c = 0; c < 140; c++)
+		assert_int_equal(numa_cpu_in(pl.cpus, c), c < 128 && c % 2 == 0);
+}
+
+/* A list longer than pl.cpus (1024 interleaved CPUs: about 4.6 KB) is
+ * refused with -ENOSPC naming its length, never cut. */
+static void machine_with_a_list_too_long_is_refused(void **state)
+{
+	struct numa_place pl;
+	char err[128];
+	size_t cap = 16384;
+	char *desc = malloc(cap);
+	int at;
+	(void)state;
+	assert_non_null(desc);
+	at = snprintf(desc, cap, "pu:1024(indexes=");
+	for (unsigned c = 0; c < 1024; c++)
+		at += snprintf(desc + at, cap - (size_t)at, "%s%u", c ? "," : "", 2 * c);
+	snprintf(desc + at, cap - (size_t)at, ")");
+	setenv("HWLOC_SYNTHETIC", desc, 1);
+	int rc = numa_machine_place(&pl, err, sizeof(err));
+	unsetenv("HWLOC_SYNTHETIC");
+	free(desc);
+	assert_int_equal(rc, -ENOSPC);
+	assert_non_null(strstr(err, "CPU list takes"));
+	assert_string_equal(pl.cpus, "?");
+}
+
 /* A PCI device of this machine (the host bridge 0000:00:00.0 exists on
  * every PC) is found; an absent one is -ENODEV with a message. */
 static void pci_devices(void **state)
@@ -88,6 +136,8 @@ int main(void)
 		cmocka_unit_test(cpu_lists),
 		cmocka_unit_test(bad_addresses),
 		cmocka_unit_test(machine),
+		cmocka_unit_test(machine_with_a_long_cpu_list),
+		cmocka_unit_test(machine_with_a_list_too_long_is_refused),
 		cmocka_unit_test(pci_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
