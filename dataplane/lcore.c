@@ -294,7 +294,8 @@ static inline int csum_left(const struct rte_mbuf *m)
 	       (l4 == RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN ? FRAME_CSUM_L4 : 0);
 }
 
-/* Every received frame: classify, answer ARP/ICMP, route UDP to its owner. */
+/* Every received frame: classify, answer ARP/ICMP, route UDP to its owner
+ * (handed: it came through the owner's hand-off ring, verified). */
 static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 {
 	const struct dp_port *port = &lc->sh->ports[m->port];
@@ -304,7 +305,9 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 		drop(lc, m, DROP_BAD_LEN);
 		return;
 	}
-	int verify = csum_left(m);
+	/* a handed-off datagram was verified (and counted) by the lcore
+	 * that received it: its owner checks no checksum again */
+	int verify = handed ? 0 : csum_left(m);
 	if (verify < 0) {
 		drop(lc, m, DROP_BAD_CSUM);
 		return;

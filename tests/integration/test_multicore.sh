@@ -34,6 +34,11 @@ assert sum(l["handoff_out"] for l in ls) > 0 and sum(l["handoff_in"] for l in ls
 # CPU 1 here) was descheduled while its hand-off ring filled; those packets
 # are dropped, counted, and retransmitted. Allowed, but not as the norm.
 handoffs = sum(l["handoff_out"] for l in ls)
+# a datagram is verified once, by the lcore that received it: every UDP
+# checksum the veth left unfilled is counted once (the owner of a handed-
+# off datagram verified and counted it again: up to rx + handoff_in)
+unfilled, rx = sum(l["csum_unfilled"] for l in ls), sum(l["rx"] for l in ls)
+assert 0 < unfilled <= rx, ("csum_unfilled", unfilled, "rx", rx, "handoffs", handoffs)
 assert s["drops"].get("ring_full", 0) < handoffs // 4, (s["drops"], handoffs)
 # stale_round: net_af_packet spreads a full queue'"'"'s packets over the others
 # (fanout rollover), so a rank'"'"'s PUSHes can reach their owner out of order,
