@@ -316,8 +316,9 @@ static void handle_rx(struct lcore_ctx *lc, struct rte_mbuf *m, int handed)
 	uint32_t len = rte_pktmbuf_data_len(m);
 	int kind = frame_parse(frame, len, port->ip, &fi);
 	/* Longer than the port's MTU: a datagram the kernel reassembled
-	 * before the PMD saw it (net_af_packet), never a pbox packet. */
-	if (kind == FRAME_UDP && len > port->mtu + FRAME_ETH_LEN)
+	 * before the PMD saw it (net_af_packet), never a pbox packet, nor an
+	 * echo request the port could answer (its reply would not fit). */
+	if ((kind == FRAME_UDP || kind == FRAME_ICMP_ECHO) && len > port->mtu + FRAME_ETH_LEN)
 		kind = -DROP_FRAGMENT;
 	if ((kind == FRAME_UDP || kind == FRAME_ICMP_ECHO) && verify) {
 		verify = frame_verify(frame, len, (unsigned)verify);

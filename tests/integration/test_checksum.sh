@@ -3,8 +3,8 @@
 # test_checksum.sh - on net_af_packet, whose PMD reports no checksum status,
 # pboxd verifies checksums in software: a pbox datagram with a wrong UDP or
 # IPv4 header checksum and an ICMP echo with a wrong IPv4 checksum are
-# dropped as bad_csum (the echo unanswered); datagrams the kernel reassembled
-# from fragments beyond the MTU are dropped as fragment; then a
+# dropped as bad_csum (the echo unanswered); datagrams and echo requests the
+# kernel reassembled from fragments beyond the MTU are dropped as fragment; then a
 # clean job sums exactly with no drop at all, its veth-unfinished UDP
 # checksums accepted and counted (csum_unfilled).
 set -u
@@ -36,6 +36,20 @@ assert icmp == 0, f"{icmp} echo requests with a bad IPv4 checksum answered"
 # than the MTU, and are dropped as fragment
 assert d["fragment"] == n, f"fragment {d['fragment']} != {n}"
 assert d["no_job"] == 0 and d["bad_len"] == 0, "a damaged datagram got past the checks"
+PY
+# an echo request the kernel fragments (1800 bytes at MTU 1500) reaches
+# pboxd reassembled beyond the MTU: dropped as fragment, not answered with
+# a reply the port cannot send (it was counted as icmp and tx)
+ctl --json stats > "$WORKDIR/before.json"
+in_wk ping -c 2 -s 1800 -W 1 -q $BOX_IP > /dev/null && die "an 1800-byte echo was answered beyond the MTU"
+sleep 0.5
+ctl --json stats > "$WORKDIR/after.json"
+python3 - "$WORKDIR/before.json" "$WORKDIR/after.json" <<'PY' || die "oversized echo not dropped as fragment"
+import json, sys
+b, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+frag = a["drops"]["fragment"] - b["drops"].get("fragment", 0)
+icmp = sum(l["icmp"] for l in a["lcores"]) - sum(l["icmp"] for l in b["lcores"])
+assert frag == 2 and icmp == 0, f"fragment {frag} (want 2), icmp {icmp} (want 0); drops { {k: v - b['drops'].get(k, 0) for k, v in a['drops'].items() if v != b['drops'].get(k, 0)} }"
 PY
 ctl --json stats > "$WORKDIR/before.json"
 workers 4 clean "$WORKDIR/clean" --minbytes 4 --maxbytes 4M --iters 2 --check
