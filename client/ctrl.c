@@ -225,9 +225,13 @@ static int wait_readable(int fd, uint64_t deadline_ns)
 	return n < 0 ? -errno : n;
 }
 
-/* Next parsed message within the deadline: 0 and *msg, or a PBOX code. */
+/* Next parsed message within the deadline: 0 and *msg, or a PBOX code.
+ * Lines already read are taken first; once the deadline has passed the
+ * socket is not read again (after a first look, *looked), so a box that
+ * keeps sending other lines (notifications, answers to other ids) cannot
+ * hold the call beyond its timeout. */
 static int next_message(struct ctrl *k, const char *method, uint64_t deadline_ns,
-			int timeout_ms, json_t **msg, char *err, size_t errlen)
+			int timeout_ms, bool *looked, json_t **msg, char *err, size_t errlen)
 {
 	for (;;) {
 		char *line;
@@ -241,11 +245,12 @@ static int next_message(struct ctrl *k, const char *method, uint64_t deadline_ns
 			return PBOX_EPROTO;
 		}
 		if (n < 0) {
-			snprintf(err, errlen, "%s: box %s sent a line over %d bytes", method,
-				 k->addr, JSONL_MAX_LINE);
+			snprintf(err, errlen, "%s: box %s sent a line over %zu bytes", method,
+				 k->addr, k->in.max_line);
 			return PBOX_EPROTO;
 		}
-		int w = wait_readable(k->fd, deadline_ns);
+		int w = *looked && ms_left(deadline_ns) == 0 ? 0 : wait_readable(k->fd, deadline_ns);
+		*looked = true;
 		if (w == 0) {
 			snprintf(err, errlen, "%s: no answer from box %s within %d ms", method,
 				 k->addr, timeout_ms);
@@ -265,11 +270,12 @@ int ctrl_call(struct ctrl *k, const char *method, json_t *params, int timeout_ms
 {
 	uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000;
 	uint64_t id;
+	bool looked = false;
 	int rc = ctrl_send(k, method, params, timeout_ms, &id, err, errlen);
 
 	while (rc == 0) {
 		json_t *msg;
-		rc = next_message(k, method, deadline, timeout_ms, &msg, err, errlen);
+		rc = next_message(k, method, deadline, timeout_ms, &looked, &msg, err, errlen);
 		if (rc < 0)
 			break;
 		int found = match_answer(msg, id, method, result, &rc, err, errlen);
@@ -297,8 +303,8 @@ int ctrl_read(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
 		if (n == 0)
 			return 0;
 		if (n < 0) {
-			snprintf(err, errlen, "box %s sent a control line over %d bytes",
-				 k->addr, JSONL_MAX_LINE);
+			snprintf(err, errlen, "box %s sent a control line over %zu bytes",
+				 k->addr, k->in.max_line);
 			return PBOX_EPROTO;
 		}
 		json_t *msg = json_loadb(line, len, 0, NULL);

@@ -332,13 +332,16 @@ int rpc_client_call(struct rpc_client *c, const char *method, json_t *params,
 	*result = NULL;
 	if (rc < 0)
 		return rc;
-	for (;;) {
+	for (int looked = 0;; looked = 1) {
 		int done = take_lines(c, id, result, &rc, e);
 		if (done < 0)
 			return done;
 		if (done)
 			return rc;
-		int r = fill(c, deadline, e);
+		/* Past the deadline the socket is not read again (after a first
+		 * look): a box that keeps sending other lines (notifications,
+		 * answers to other ids) cannot hold the call beyond it. */
+		int r = looked && now_ms() >= deadline ? 0 : fill(c, deadline, e);
 		if (r < 0)
 			return r;
 		if (r == 0)
@@ -355,13 +358,17 @@ int rpc_client_notify(struct rpc_client *c, const char *method, json_t *params,
 
 int rpc_client_poll(struct rpc_client *c, int timeout_ms, struct rpc_error *e)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = now_ms() + timeout_ms, end = deadline;
 	int rc = 0;
 
-	for (;;) {
+	for (int looked = 0;; looked = 1) {
 		int r = take_lines(c, -1, NULL, &rc, e);
 		if (r < 0)
 			return r;
+		/* a box that never stops sending cannot hold the caller past
+		 * its timeout either (end: the first deadline) */
+		if (looked && now_ms() >= end)
+			return 0;
 		r = fill(c, deadline, e);
 		if (r <= 0)
 			return r;

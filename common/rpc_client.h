@@ -62,8 +62,9 @@ int rpc_client_notify(struct rpc_client *c, const char *method, json_t *params,
 void rpc_client_set_notify(struct rpc_client *c, rpc_client_notify_fn fn, void *arg);
 
 /* Handle what has arrived (notifications), waiting up to timeout_ms for
- * the first byte. Returns 0, -ECONNRESET if the box closed the
- * connection, -EPROTO or -errno. */
+ * the first byte (and returning by then, however much keeps arriving).
+ * Returns 0, -ECONNRESET if the box closed the connection, -EPROTO or
+ * -errno. */
 int rpc_client_poll(struct rpc_client *c, int timeout_ms, struct rpc_error *e);
 
 /* The socket, to wait for readability in the caller's own loop. */
