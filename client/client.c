@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "common/secret.h"
 
 #define MAX_WINDOW         65536
 
@@ -53,6 +54,31 @@ static bool job_name_ok(const char *job)
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", job[i]))
 			return false;
 	return true;
+}
+
+/* The join secret (pbox_opts.join_secret, else PBOX_JOIN_SECRET) travels
+ * as a JSON string (docs/rpc.md job_join): 1..SECRET_MAX_LEN bytes of
+ * UTF-8. Bytes that are not UTF-8 cannot be sent at all (json_string
+ * refuses them: the join would go without the secret, creating an open
+ * job), and a longer one the box refuses as invalid params (PBOX_EPROTO):
+ * both are the caller's PBOX_EINVAL, found before anything is sent. */
+static int check_secret(pbox_client *c)
+{
+	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
+	const char *what = c->opts.join_secret ? "pbox_opts.join_secret" : "PBOX_JOIN_SECRET";
+
+	if (!secret || !*secret)
+		return 0;
+	size_t n = strlen(secret);
+	if (n > SECRET_MAX_LEN)
+		return client_error(c, PBOX_EINVAL, "%s is %zu bytes long: at most %d", what, n,
+				    SECRET_MAX_LEN);
+	json_t *s = json_string(secret);
+	if (!s)
+		return client_error(c, PBOX_EINVAL, "%s is not UTF-8 text (it travels as a JSON "
+				    "string)", what);
+	json_decref(s);
+	return 0;
 }
 
 static int check_args(pbox_client *c, const char *control, const char *job, int rank,
@@ -97,7 +123,7 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	if (c->opts.window > MAX_WINDOW)
 		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
 				    MAX_WINDOW);
-	return 0;
+	return check_secret(c);
 }
 
 static int parse_endpoint(const json_t *e, struct sockaddr_in *sa)
@@ -145,18 +171,20 @@ static int get_endpoints(pbox_client *c)
 static int parse_join(pbox_client *c, const json_t *res)
 {
 	const char *tok = json_string_value(json_object_get(res, "token"));
-	json_int_t id = json_integer_value(json_object_get(res, "job_id"));
+	json_t *jid = json_object_get(res, "job_id");
+	json_int_t id = json_integer_value(jid);
 	json_int_t seg = json_integer_value(json_object_get(res, "seg_bytes"));
 	json_t *w = json_object_get(res, "world");
-	char *end = NULL;
 
-	if (tok && strlen(tok) == 16)
-		c->token = strtoull(tok, &end, 16);
-	if (!end || *end)
+	/* exactly 16 hex digits (docs/rpc.md): strtoull alone also takes
+	 * blanks, a sign and "0x" */
+	if (!tok || strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16)
 		return client_error(c, PBOX_EPROTO, "job_join: box %s sent token '%s', not 16 "
 				    "hex digits", c->control, tok ? tok : "(none)");
-	if (id < 0 || id > UINT32_MAX || seg <= 0 || seg > WIRE_MAX_PAYLOAD ||
-	    seg % WIRE_PAYLOAD_ALIGN)
+	c->token = strtoull(tok, NULL, 16);
+	/* a missing or non-integer job_id is not job 0 */
+	if (!json_is_integer(jid) || id < 0 || id > UINT32_MAX || seg <= 0 ||
+	    seg > WIRE_MAX_PAYLOAD || seg % WIRE_PAYLOAD_ALIGN)
 		return client_error(c, PBOX_EPROTO, "job_join: box %s sent job_id %lld, "
 				    "seg_bytes %lld", c->control, (long long)id, (long long)seg);
 	if (w && json_integer_value(w) != c->world)
@@ -226,10 +254,17 @@ static int open_data_and_join(pbox_client *c)
 	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
 	if (params && secret && *secret)
 		json_object_set_new(params, "join_secret", json_string(secret));
+	/* The box caps both (--max-job-bytes) but takes no more than its
+	 * bounds (docs/rpc.md: INT64_MAX, key_bytes half that): a larger
+	 * request is the bound, not a negative json_int_t (-32602,
+	 * PBOX_EPROTO). */
 	if (params && c->opts.job_bytes)
-		json_object_set_new(params, "max_bytes", json_integer((json_int_t)c->opts.job_bytes));
+		json_object_set_new(params, "max_bytes", json_integer(
+			c->opts.job_bytes < INT64_MAX ? (json_int_t)c->opts.job_bytes : INT64_MAX));
 	else if (params && c->opts.key_bytes)
-		json_object_set_new(params, "key_bytes", json_integer((json_int_t)c->opts.key_bytes));
+		json_object_set_new(params, "key_bytes", json_integer(
+			c->opts.key_bytes < INT64_MAX / 2 ? (json_int_t)c->opts.key_bytes
+							  : INT64_MAX / 2));
 	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));

@@ -330,6 +330,82 @@ static void connect__join_rejected_keeps_box_message(void **state)
 	pbox_close(c0);
 }
 
+/* The join secret travels as a JSON string. Bytes that are not UTF-8
+ * could not (json_string refused them, and the join went without the
+ * secret: the job was created open, and a worker without it got in); one
+ * over 256 bytes the box refused as invalid params (PBOX_EPROTO, "the box
+ * answered something unexpected"). Both are the caller's PBOX_EINVAL,
+ * before anything is sent. */
+static void connect__join_secret_checked(void **state)
+{
+	struct box_inproc *b = *state;
+	pbox_client *c = NULL, *c1 = NULL;
+	pbox_opts o;
+	char longs[300];
+
+	unsetenv("PBOX_JOIN_SECRET");
+	pbox_opts_init(&o);
+	o.join_secret = "s\xff\xfe-not-utf8";
+	int rc = pbox_connect(b->addr, "sec", 0, 2, &o, &c);
+	if (rc == 0) {
+		int rc1 = pbox_connect(b->addr, "sec", 1, 2, NULL, &c1);
+		pbox_close(c1);
+		pbox_close(c);
+		fail_msg("a join secret that is not UTF-8 was dropped: the job was made without "
+			 "one, and a join without a secret gave %d", rc1);
+	}
+	assert_int_equal(rc, PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "pbox_opts.join_secret is not UTF-8"));
+	pbox_close(c);
+	setenv("PBOX_JOIN_SECRET", "\xc3(", 1);
+	assert_int_equal(pbox_connect(b->addr, "sec", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "PBOX_JOIN_SECRET is not UTF-8"));
+	pbox_close(c);
+	unsetenv("PBOX_JOIN_SECRET");
+	memset(longs, 'k', sizeof(longs) - 1);
+	longs[sizeof(longs) - 1] = 0;
+	o.join_secret = longs;
+	rc = pbox_connect(b->addr, "sec", 0, 1, &o, &c);
+	if (rc != PBOX_EINVAL)
+		fail_msg("a 299-byte join secret: %d (%s)", rc, pbox_last_error(c));
+	assert_non_null(strstr(pbox_last_error(c), "299 bytes long: at most 256"));
+	pbox_close(c);
+	/* 256 bytes of UTF-8 are a secret */
+	longs[256] = 0;
+	assert_int_equal(pbox_connect(b->addr, "sec", 0, 1, &o, &c), 0);
+	pbox_close(c);
+}
+
+/* pbox_opts.job_bytes and key_bytes are "capped by the box's
+ * --max-job-bytes" (pbox.h): asking for the most there is works. Beyond
+ * INT64_MAX they went as negative JSON integers, which the box refuses
+ * (-32602): PBOX_EPROTO. */
+static void connect__job_bytes_beyond_int64_capped(void **state)
+{
+	struct box_inproc *b = *state;
+	pbox_client *c = NULL;
+	pbox_opts o;
+	pbox_stats st;
+	float x = 1;
+
+	unsetenv("PBOX_JOB_BYTES");
+	pbox_opts_init(&o);
+	o.job_bytes = UINT64_MAX;
+	int rc = pbox_connect(b->addr, "big", 0, 1, &o, &c);
+	if (rc != 0)
+		fail_msg("job_bytes UINT64_MAX: %d (%s)", rc, pbox_last_error(c));
+	assert_int_equal(pbox_allreduce(c, 1, &x, 1, PBOX_F32), 0);
+	pbox_get_stats(c, &st);
+	assert_true(st.key_bytes > 0);
+	pbox_close(c);
+	pbox_opts_init(&o);
+	o.key_bytes = UINT64_MAX;
+	rc = pbox_connect(b->addr, "big", 0, 1, &o, &c);
+	if (rc != 0)
+		fail_msg("key_bytes UINT64_MAX: %d (%s)", rc, pbox_last_error(c));
+	pbox_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +422,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(last_error__each_thread_reads_its_own, setup_box, teardown_box),
 		cmocka_unit_test_setup_teardown(iallreduce__busy_key, setup_box, teardown_box),
 		cmocka_unit_test_setup_teardown(connect__join_rejected_keeps_box_message, setup_box,
+						teardown_box),
+		cmocka_unit_test_setup_teardown(connect__join_secret_checked, setup_box,
+						teardown_box),
+		cmocka_unit_test_setup_teardown(connect__job_bytes_beyond_int64_capped, setup_box,
 						teardown_box),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
