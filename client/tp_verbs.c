@@ -145,6 +145,17 @@ static int tx_post(struct verbs *v, struct ibv_send_wr **first, struct ibv_send_
 	uint64_t upto = bad ? bad->wr_id : from;
 	uint64_t lost = v->tx_head - upto;
 	v->tx_head = upto;
+	/* The last send reading GPU memory may be among them: mem_dereg
+	 * waits only for one the NIC has (the last posted before upto, if
+	 * not known complete), else for a completion that cannot come. */
+	if (v->dev_seq > upto) {
+		v->dev_seq = 0;
+		for (uint64_t seq = upto; seq > v->tx_tail; seq--)
+			if (v->swr[(seq - 1) & (v->ntx - 1)].num_sge == 2) {
+				v->dev_seq = seq;
+				break;
+			}
+	}
 	tp_ctr_add(&v->ctr.tx_dgrams, upto - from);
 	tp_ctr_add(&v->ctr.tx_dropped, lost);
 	if (rc != ENOMEM) {

@@ -111,6 +111,9 @@ static struct fake {
 	struct ibv_device dev[2];
 	char sysfs[64];           /* temporary ibdev_path root */
 	int qp_errno, flow_errno;
+	int fail_step, step;      /* the fail_step-th fallible call fails (0: none) ... */
+	int fail_errno;           /* ... with this errno */
+	unsigned refuse_at;       /* post_send refuses (ENOMEM) its refuse_at-th request on (0: none) */
 	uint32_t raw_caps;        /* raw_packet_caps */
 	uint64_t cap_flags;       /* device_cap_flags */
 	enum ibv_port_state port_state;
@@ -163,6 +166,12 @@ static struct fake {
 static void lock(void) { pthread_mutex_lock(&F.mu); }
 static void unlock(void) { pthread_mutex_unlock(&F.mu); }
 
+/* Whether this call, one that can fail, is the one F.fail_step names. */
+static bool fail_now(void)
+{
+	return F.fail_step && ++F.step == F.fail_step;
+}
+
 static void cq_push(struct fake_cq *c, const struct ibv_wc *w)
 {
 	assert_true(c->tail - c->head < CQ_MAX);
@@ -188,6 +197,8 @@ static int fake_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 static int fake_req_notify_cq(struct ibv_cq *cq, int solicited)
 {
 	assert_int_equal(solicited, 0);
+	if (fail_now())
+		return F.fail_errno;
 	lock();
 	((struct fake_cq *)cq)->armed = true;
 	F.n_arm++;
@@ -247,9 +258,14 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 	*bad = NULL;
 	lock();
 	F.n_post_send++;
-	for (; wr; wr = wr->next) {
+	for (unsigned k = 1; wr; wr = wr->next, k++) {
 		static uint8_t f[4096];
 		uint32_t len = 0;
+		if (F.refuse_at && k >= F.refuse_at) {   /* the send queue is full */
+			*bad = wr;
+			unlock();
+			return ENOMEM;
+		}
 		assert_true(wr->num_sge >= 1 && (unsigned)wr->num_sge <= F.qp_send_sge);
 		assert_int_equal(wr->opcode, IBV_WR_SEND);
 		for (int k = 0; k < wr->num_sge; k++) {   /* gather, as the NIC would */
@@ -297,6 +313,10 @@ static int fake_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_
 {
 	(void)qp;
 	*bad = NULL;
+	if (fail_now()) {
+		*bad = wr;
+		return F.fail_errno;
+	}
 	lock();
 	F.n_post_recv++;
 	F.nreposted = 0;
@@ -318,6 +338,8 @@ static int fake_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_por
 {
 	(void)ctx;
 	assert_int_equal(port, 1);
+	if (fail_now())
+		return F.fail_errno;
 	memset(pa, 0, len);
 	pa->state = F.port_state;
 	pa->link_layer = F.link_layer;
@@ -329,6 +351,8 @@ static int fake_query_device_ex(struct ibv_context *ctx, const struct ibv_query_
 				struct ibv_device_attr_ex *a, size_t len)
 {
 	(void)ctx; (void)in;
+	if (fail_now())
+		return F.fail_errno;
 	memset(a, 0, len);
 	a->orig_attr.phys_port_cnt = 1;
 	a->orig_attr.max_qp_wr = 32768;
@@ -343,8 +367,8 @@ static void *nic_main(void *arg);
 
 static struct ibv_flow *fake_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *attr)
 {
-	if (F.flow_errno) {
-		errno = F.flow_errno;
+	if (F.flow_errno || fail_now()) {
+		errno = F.flow_errno ? F.flow_errno : F.fail_errno;
 		return NULL;
 	}
 	assert_true(attr->size <= sizeof(F.flow_attr));
@@ -425,6 +449,10 @@ const char *__wrap_ibv_get_device_name(struct ibv_device *d)
 
 struct ibv_context *__wrap_ibv_open_device(struct ibv_device *d)
 {
+	if (fail_now()) {
+		errno = F.fail_errno;
+		return NULL;
+	}
 	struct fake_ctx *fc = calloc(1, sizeof(*fc));
 
 	assert_non_null(fc);
@@ -461,6 +489,10 @@ int __wrap_ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 
 struct ibv_pd *__wrap_ibv_alloc_pd(struct ibv_context *ctx)
 {
+	if (fail_now()) {
+		errno = F.fail_errno;
+		return NULL;
+	}
 	struct ibv_pd *pd = calloc(1, sizeof(*pd));
 
 	assert_non_null(pd);
@@ -478,6 +510,10 @@ int __wrap_ibv_dealloc_pd(struct ibv_pd *pd)
 
 struct ibv_comp_channel *__wrap_ibv_create_comp_channel(struct ibv_context *ctx)
 {
+	if (fail_now()) {
+		errno = F.fail_errno;
+		return NULL;
+	}
 	struct ibv_comp_channel *ch = calloc(1, sizeof(*ch));
 	int p[2];
 
@@ -505,6 +541,10 @@ int __wrap_ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 struct ibv_cq *__wrap_ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
 				    struct ibv_comp_channel *ch, int vec)
 {
+	if (fail_now()) {
+		errno = F.fail_errno;
+		return NULL;
+	}
 	struct fake_cq *c = calloc(1, sizeof(*c));
 
 	(void)vec;
@@ -537,8 +577,8 @@ int __wrap_ibv_destroy_cq(struct ibv_cq *cq)
 
 struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
-	if (F.qp_errno) {
-		errno = F.qp_errno;
+	if (F.qp_errno || fail_now()) {
+		errno = F.qp_errno ? F.qp_errno : F.fail_errno;
 		return NULL;
 	}
 	struct ibv_qp *qp = calloc(1, sizeof(*qp));
@@ -561,6 +601,8 @@ struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 
 int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
+	if (fail_now())
+		return F.fail_errno;
 	assert_true(F.nmod < 4);
 	F.mod[F.nmod].state = a->qp_state;
 	F.mod[F.nmod].mask = mask;
@@ -583,6 +625,10 @@ static uint32_t next_key = 100;
 struct ibv_mr *__wrap_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
 	(void)access;
+	if (fail_now()) {
+		errno = F.fail_errno;
+		return NULL;
+	}
 	if (is_dev(addr) && !F.peermem) {
 		errno = EFAULT;   /* the RDMA core cannot pin GPU memory by itself */
 		return NULL;
@@ -1022,6 +1068,40 @@ static void open__endpoints_on_two_interfaces__enotsup_names_both(void **state)
 	assert_int_equal(transport_open(&t, PBOX_TRANSPORT_VERBS, &cfg, err, sizeof(err)),
 			 PBOX_ENOTSUP);
 	assert_non_null(strstr(err, BOX_IP " via pbxv0, " BOX_IP2 " via pbxv1"));
+}
+
+/* Every call of the open that can fail, failed in turn (the device, its
+ * queries, PD, channel, both CQs, QP and its three state changes, both
+ * rings' registrations, the receives' posting, the CQ's arming, the flow
+ * rule): each fails the open with a message, and undoes every verbs
+ * object made before it (the teardown's checks, after each one). */
+static void open__each_failing_step_undoes_the_rest(void **state)
+{
+	struct tp_config cfg = config(1);
+	int steps = 0;
+
+	(void)state;
+	add_device("mlx5_0", "pbxv0");
+	F.fail_errno = EIO;
+	for (int k = 1;; k++) {
+		struct transport t;
+		char err[256] = "";
+		F.step = 0;
+		F.fail_step = k;
+		F.nmod = 0;
+		int rc = transport_open(&t, PBOX_TRANSPORT_VERBS, &cfg, err, sizeof(err));
+		if (rc == 0) {   /* beyond the last call that can fail */
+			transport_close(&t);
+			break;
+		}
+		steps++;
+		if (rc != PBOX_ESYS || !strstr(err, "mlx5_0"))
+			fail_msg("call %d failing: %d '%s'", k, rc, err);
+		assert_null(t.ops);
+		assert_int_equal(F.n_ctx + F.n_pd + F.n_chan + F.n_cq + F.n_qp + F.n_mr + F.n_flow, 0);
+	}
+	F.fail_step = 0;
+	assert_int_equal(steps, 16);
 }
 
 static void open__qp_flow_and_receives_set_up(void **state)
@@ -1552,6 +1632,44 @@ static void gpudirect__dereg_waits_for_the_nics_last_read(void **state)
 	transport_close(&t);
 }
 
+/* A GPU send the device refuses (ibv_post_send ENOMEM: dropped and
+ * counted) never reads the region: mem_dereg does not wait for it. It
+ * waited VERBS_DEREG_WAIT_NS (1 s), the progress thread spinning, for a
+ * completion that cannot come. */
+static void gpudirect__dereg_does_not_wait_for_a_refused_send(void **state)
+{
+	struct transport t;
+	struct tp_mem m;
+	char err[256] = "";
+
+	(void)state;
+	devmem_on();
+	open_ok(&t, 1);
+	if (mem_reg(&t, memfd_create("dmabuf", MFD_CLOEXEC), &m, err, sizeof(err)) != 0)
+		fail_msg("mem_reg: %s", err);
+	F.refuse_at = 3;                             /* the third of three is refused */
+	send_burst_mkey(&t, 1, 3, 7, DEVMEM, 2, m.mkey);
+	assert_int_equal(counters(&t).tx_dropped, 1);
+	F.refuse_at = 0;
+	uint64_t t0 = clock_ns();
+	t.ops->mem_dereg(&t, &m);                    /* the two posted ones completed */
+	uint64_t took = clock_ns() - t0;
+	if (took > 100000000)
+		fail_msg("mem_dereg took %.2f s", (double)took / 1e9);
+	assert_false(F.dereg_while_pending);
+	/* a later GPU send still makes mem_dereg wait for it */
+	F.auto_complete = false;
+	if (mem_reg(&t, memfd_create("dmabuf", MFD_CLOEXEC), &m, err, sizeof(err)) != 0)
+		fail_msg("mem_reg: %s", err);
+	send_burst_mkey(&t, 1, 1, 10, DEVMEM, 1, m.mkey);
+	pthread_t th;
+	pthread_create(&th, NULL, complete_later, NULL);
+	t.ops->mem_dereg(&t, &m);
+	pthread_join(th, NULL);
+	assert_false(F.dereg_while_pending);
+	transport_close(&t);
+}
+
 static void gpudirect__peermem_when_dmabuf_refused(void **state)
 {
 	struct transport t;
@@ -1865,6 +1983,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(open__endpoints_on_two_interfaces__enotsup_names_both,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(open__each_failing_step_undoes_the_rest, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(open__qp_flow_and_receives_set_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(tx__burst_becomes_one_chain_of_correct_frames, setup,
 						teardown),
@@ -1873,6 +1993,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(gpudirect__dereg_waits_for_the_nics_last_read, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(gpudirect__dereg_does_not_wait_for_a_refused_send,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(gpudirect__peermem_when_dmabuf_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(gpudirect__refused_without_checksum_offload, setup,
