@@ -141,10 +141,10 @@ typedef struct pbox_opts {
 	 * (docs/performance.md). 0 = off (default); the environment variable
 	 * PBOX_UDP_OFFLOAD=1 turns it on too. */
 	uint32_t udp_offload;
-	/* The job's join secret (1..256 bytes, NUL-terminated; read during
-	 * pbox_connect only). The first worker to join sets it; every other
-	 * worker of the job must give the same, else pbox_connect fails with
-	 * PBOX_EREJECTED. NULL = the environment variable PBOX_JOIN_SECRET,
+	/* The job's join secret (1..256 bytes of UTF-8, NUL-terminated, else
+	 * PBOX_EINVAL; read during pbox_connect only). The first worker to
+	 * join sets it; every other worker of the job must give the same,
+	 * else pbox_connect fails with PBOX_EREJECTED. NULL = the environment variable PBOX_JOIN_SECRET,
 	 * if set, else none. */
 	const char *join_secret;
 	/* The road to the box: a pbox_transport. 0 = PBOX_TRANSPORT_AUTO,
