@@ -79,8 +79,7 @@ static void opts_defaults(pbox_opts *o)
 	o->transport = PBOX_TRANSPORT_AUTO; /* client_opts_read reads PBOX_TRANSPORT */
 	e = getenv("PBOX_BUSY_POLL");
 	o->busy_poll = e && strcmp(e, "1") == 0;
-	e = getenv("PBOX_JOB_BYTES");
-	o->job_bytes = e ? strtoull(e, NULL, 10) : 0;
+	o->job_bytes = 0;   /* pbox_connect reads PBOX_JOB_BYTES (checked) */
 }
 
 /* opts.transport 0 (auto): $PBOX_TRANSPORT, if set, must name one. */

@@ -81,6 +81,33 @@ static int check_secret(pbox_client *c)
 	return 0;
 }
 
+/* pbox_opts.job_bytes 0: $PBOX_JOB_BYTES, if set: a whole number of bytes,
+ * or of KiB, MiB, GiB or TiB with a K, M, G or T suffix (as pboxd's
+ * sizes), at least 1. Anything else is PBOX_EINVAL naming it ("64M" was
+ * read as 64 bytes, "abc" as none). */
+static int job_bytes_from_env(pbox_client *c)
+{
+	const char *e = getenv("PBOX_JOB_BYTES");
+	static const char units[] = "KMGT";
+
+	if (c->opts.job_bytes || !e || !*e)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(e, &end, 10);
+	unsigned shift = 0;
+	const char *u = *end ? strchr(units, *end) : NULL;
+	if (u && end[1] == 0) {
+		shift = 10 * (unsigned)(u - units + 1);
+		end++;
+	}
+	if (e[0] < '0' || e[0] > '9' || *end || errno || v == 0 || v > (UINT64_MAX >> shift))
+		return client_error(c, PBOX_EINVAL, "PBOX_JOB_BYTES='%.32s' is not a size: bytes, "
+				    "or with a K, M, G or T suffix (binary), e.g. 512M", e);
+	c->opts.job_bytes = (uint64_t)v << shift;
+	return 0;
+}
+
 static int check_args(pbox_client *c, const char *control, const char *job, int rank,
 		      int world, const pbox_opts *opts)
 {
@@ -123,7 +150,8 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	if (c->opts.window > MAX_WINDOW)
 		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
 				    MAX_WINDOW);
-	return check_secret(c);
+	rc = job_bytes_from_env(c);
+	return rc < 0 ? rc : check_secret(c);
 }
 
 static int parse_endpoint(const json_t *e, struct sockaddr_in *sa)

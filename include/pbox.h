@@ -162,7 +162,8 @@ typedef struct pbox_opts {
 	/* Bytes of job memory on the box (keys, shadow copies, PS weights and
 	 * state) to ask for if this worker creates the job (the first to
 	 * join); capped by the box's --max-job-bytes. 0 = the environment
-	 * variable PBOX_JOB_BYTES if set, else the box's default
+	 * variable PBOX_JOB_BYTES if set (bytes, or with a K, M, G or T
+	 * suffix: 512M; else PBOX_EINVAL), else the box's default
 	 * (--job-bytes). A declaration beyond it fails with PBOX_EREJECTED
 	 * naming the bytes needed and left. (Added in 0.5.0.) */
 	uint64_t job_bytes;

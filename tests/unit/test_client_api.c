@@ -376,6 +376,37 @@ static void connect__join_secret_checked(void **state)
 	pbox_close(c);
 }
 
+/* PBOX_JOB_BYTES (pbox_opts.job_bytes 0) is a size: bytes or with a K, M,
+ * G or T suffix, checked at pbox_connect. "64M" was read as 64 bytes
+ * (the box refused them: PBOX_EPROTO) and "abc" as none at all. */
+static void connect__job_bytes_from_the_environment(void **state)
+{
+	struct box_inproc *b = *state;
+	static const char *const bad[] = { "abc", "64X", "0", "-1", " 64M", "64MB", "64M ",
+					   "99999999999999999999", "17179869184G" };
+	pbox_client *c = NULL;
+	pbox_stats st;
+	float x = 1;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("PBOX_JOB_BYTES", bad[i], 1);
+		int rc = pbox_connect(b->addr, "envbytes", 0, 1, NULL, &c);
+		if (rc != PBOX_EINVAL)
+			fail_msg("PBOX_JOB_BYTES='%s': %d (%s)", bad[i], rc, pbox_last_error(c));
+		assert_non_null(strstr(pbox_last_error(c), "PBOX_JOB_BYTES="));
+		pbox_close(c);
+	}
+	setenv("PBOX_JOB_BYTES", "64M", 1);
+	int rc = pbox_connect(b->addr, "envbytes", 0, 1, NULL, &c);
+	if (rc != 0)
+		fail_msg("PBOX_JOB_BYTES=64M: %d (%s)", rc, pbox_last_error(c));
+	assert_int_equal(pbox_allreduce(c, 1, &x, 1, PBOX_F32), 0);
+	pbox_get_stats(c, &st);
+	assert_true(st.key_bytes > 0 && st.key_bytes <= 64u << 20);
+	pbox_close(c);
+	unsetenv("PBOX_JOB_BYTES");
+}
+
 /* pbox_opts.job_bytes and key_bytes are "capped by the box's
  * --max-job-bytes" (pbox.h): asking for the most there is works. Beyond
  * INT64_MAX they went as negative JSON integers, which the box refuses
@@ -424,6 +455,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(connect__join_rejected_keeps_box_message, setup_box,
 						teardown_box),
 		cmocka_unit_test_setup_teardown(connect__join_secret_checked, setup_box,
+						teardown_box),
+		cmocka_unit_test_setup_teardown(connect__job_bytes_from_the_environment, setup_box,
 						teardown_box),
 		cmocka_unit_test_setup_teardown(connect__job_bytes_beyond_int64_capped, setup_box,
 						teardown_box),
