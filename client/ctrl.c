@@ -296,6 +296,12 @@ int ctrl_read(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
 			 r ? ": " : "", r ? strerror((int)-r) : "");
 		return PBOX_ECLOSED;
 	}
+	return ctrl_read_buffered(k, cb, arg, err, errlen);
+}
+
+int ctrl_read_buffered(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
+		       char *err, size_t errlen)
+{
 	for (;;) {
 		char *line;
 		size_t len;

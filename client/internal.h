@@ -118,6 +118,12 @@ int ctrl_call(struct ctrl *k, const char *method, json_t *params, int timeout_ms
  * error), or PBOX_EPROTO (a line is not JSON or too long); err says which. */
 int ctrl_read(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
 	      char *err, size_t errlen);
+/* The same for the lines already read, without reading: a ctrl_call
+ * stops at its answer, so lines that came in the same read (a
+ * notification right after it) wait in the buffer, and the socket will
+ * not become readable for them. 0 or PBOX_EPROTO. */
+int ctrl_read_buffered(struct ctrl *k, void (*cb)(void *arg, json_t *msg), void *arg,
+		       char *err, size_t errlen);
 /* Map a JSON-RPC error object of `method` to a PBOX code and a message
  * "method: box message". */
 int ctrl_error(const json_t *error, const char *method, char *err, size_t errlen);

@@ -451,10 +451,12 @@ static void on_ctrl_msg(void *arg, json_t *msg)
 		on_answer(c, msg, (uint64_t)json_integer_value(id), clock_ns());
 }
 
-static void read_ctrl(pbox_client *c)
+/* Lines the socket has, or (buffered) only those read already. */
+static void read_ctrl(pbox_client *c, bool buffered)
 {
 	char err[CLIENT_MSG_LEN];
-	int rc = ctrl_read(&c->ctrl, on_ctrl_msg, c, err, sizeof(err));
+	int rc = buffered ? ctrl_read_buffered(&c->ctrl, on_ctrl_msg, c, err, sizeof(err))
+			  : ctrl_read(&c->ctrl, on_ctrl_msg, c, err, sizeof(err));
 
 	if (rc < 0) {
 		c->x.ctrl_open = false;
@@ -489,6 +491,11 @@ void *progress_main(void *arg)
 {
 	pbox_client *c = arg;
 
+	/* Lines that came with pbox_connect's last answer (a job_aborted
+	 * right after job_join's) are handled first: poll() would not report
+	 * them. (No ctrl_call runs while this thread does: pbox_connect's come
+	 * before it, pbox_close's job_leave after it.) */
+	read_ctrl(c, true);
 	for (;;) {
 		struct pollfd p[2 + TP_MAX_FDS] = {
 			{ .fd = c->evfd, .events = POLLIN },
@@ -513,7 +520,7 @@ void *progress_main(void *arg)
 		if ((p[0].revents & POLLIN) && !take_submissions(c, now))
 			break;
 		if (p[1].revents)
-			read_ctrl(c);
+			read_ctrl(c, false);
 		bool readable = wait_ms == 0 && c->x.act_head;
 		short rev[TP_MAX_FDS];
 		for (unsigned i = 2; i < nfds; i++) {

@@ -12,7 +12,9 @@
  * a job_join answer that is not what docs/rpc.md says (a token that is not
  * 16 hex digits, a job_id that is not an integer) is PBOX_EPROTO, not taken
  * for something else; an over-long answer is PBOX_EPROTO naming the real
- * bound.
+ * bound; a job_aborted that came in the same read as job_join's answer is
+ * handled once the progress thread starts (the socket will not say it is
+ * there), so the next call fails PBOX_EABORTED with the box's reason.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +54,9 @@ static struct sbox {
 	const char *flood;        /* method answered by a flood of notifications */
 	size_t long_line;         /* box_endpoints answered by this many bytes, no newline */
 	char join_result[512];    /* job_join's result, JSON text */
+	const char *after_join;   /* lines sent in the same write as job_join's answer */
+	bool close_after_join;    /* ... and then the connection closed */
+	bool silent;              /* requests after job_join get no answer */
 	int data_fd;              /* a UDP port for the endpoint box_endpoints lists */
 	uint16_t data_port;
 } S;
@@ -82,15 +88,21 @@ static int put(int fd, const char *buf, size_t len, double until)
 	return 0;
 }
 
-static int answer(int fd, json_t *id, const char *result)
+/* The answer, and any lines given in extra, in one write. */
+static int answer_with(int fd, json_t *id, const char *result, const char *extra)
 {
 	char *ids = json_dumps(id, JSON_ENCODE_ANY);
-	char line[1024];
+	char line[2048];
 
-	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n", ids,
-		 result);
+	snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n%s", ids,
+		 result, extra ? extra : "");
 	free(ids);
 	return put(fd, line, strlen(line), now_s() + 5);
+}
+
+static int answer(int fd, json_t *id, const char *result)
+{
+	return answer_with(fd, id, result, NULL);
 }
 
 /* One request: 0 to go on, -1 when the connection is done. */
@@ -128,7 +140,11 @@ static int serve_one(int fd, const char *line, size_t len)
 			 "\"port\":%u}],\"mtu\":1500}", WIRE_VERSION, S.data_port);
 		rc = answer(fd, id, r);
 	} else if (strcmp(m, "job_join") == 0) {
-		rc = answer(fd, id, S.join_result);
+		rc = answer_with(fd, id, S.join_result, S.after_join);
+		if (rc == 0 && S.close_after_join)
+			rc = -1;
+	} else if (S.silent) {
+		rc = 0;
 	} else {
 		rc = answer(fd, id, "{}");
 	}
@@ -356,6 +372,41 @@ static void connect__overlong_answer_names_the_bound(void **state)
 	pbox_close(c);
 }
 
+/* ---- notifications that came with pbox_connect's last answer ------------------- */
+
+#define ABORTED "{\"jsonrpc\":\"2.0\",\"method\":\"job_aborted\",\"params\":{\"job\":\"job\"," \
+		"\"job_id\":65,\"reason\":\"rank 1 lost (control connection closed)\"}}\n"
+
+/* job_aborted in the same TCP segment as job_join's answer: it waited in
+ * the control buffer until the socket became readable again, so a box
+ * that said nothing more left the first call to time out, and one that
+ * then closed the connection made it PBOX_ECLOSED without the reason. */
+static void connect__abort_with_join_answer_is_seen(void **state)
+{
+	static const bool closes[] = { false, true };
+	pbox_opts o = opts(800);
+	pbox_client *c = NULL;
+	static float x[64];
+
+	(void)state;
+	S.after_join = ABORTED;
+	S.silent = true;
+	int bad = 0;
+	for (size_t i = 0; i < sizeof(closes) / sizeof(closes[0]); i++) {
+		S.close_after_join = closes[i];
+		assert_int_equal(pbox_connect(S.addr, "job", 0, 1, &o, &c), 0);
+		int rc = pbox_allreduce(c, 1, x, 64, PBOX_F32);
+		if (rc != PBOX_EABORTED || !strstr(pbox_last_error(c), "rank 1 lost")) {
+			print_error("box %s after job_aborted: pbox_allreduce gave %d (%s), not "
+				    "PBOX_EABORTED with the reason\n", closes[i] ? "closing" :
+				    "silent", rc, pbox_last_error(c));
+			bad++;
+		}
+		pbox_close(c);
+	}
+	assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +419,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(rpc_poll__flood_bounded_by_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__malformed_answers_are_eproto, setup, teardown),
 		cmocka_unit_test_setup_teardown(connect__overlong_answer_names_the_bound, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(connect__abort_with_join_answer_is_seen, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests_name("client_ctrl", tests, NULL, NULL);
