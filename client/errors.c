@@ -33,10 +33,13 @@ const char *pbox_strerror(int rc)
 	}
 }
 
-/* This thread's last failure and the client's serial (0: none). */
+/* This thread's last failure and the client's serial (0: none); and the
+ * copy of a client's latest that pbox_last_error gave this thread when it
+ * had none on that client. */
 static __thread struct {
 	uint64_t serial;
 	char msg[CLIENT_MSG_LEN];
+	char latest[CLIENT_MSG_LEN];
 } thread_err;
 
 uint64_t client_serial_next(void)
@@ -71,5 +74,14 @@ const char *pbox_last_error(const pbox_client *c)
 {
 	if (!c)
 		return "no client (pbox_connect could not allocate one)";
-	return thread_err.serial == c->serial ? thread_err.msg : c->last_err;
+	if (thread_err.serial == c->serial)
+		return thread_err.msg;
+	/* c's latest is another thread's, which any thread may replace while
+	 * this one reads it: copied under the lock its writers take, and
+	 * this thread's copy handed out, never c->last_err itself */
+	pbox_client *w = (pbox_client *)c;   /* for its lock only */
+	pthread_mutex_lock(&w->lock);
+	memcpy(thread_err.latest, c->last_err, sizeof(thread_err.latest));
+	pthread_mutex_unlock(&w->lock);
+	return thread_err.latest;
 }

@@ -603,7 +603,8 @@ const char *pbox_strerror(int rc);
 /* Detailed message of the last failure of a call this thread made on c:
  * threads sharing c each read their own. If this thread had none on c
  * (or failed on another client since), c's latest failure from any
- * thread; "" if none. Valid until this thread's next call on c. */
+ * thread (a copy); "" if none. Valid until this thread's next call on c
+ * or its next pbox_last_error on another client. */
 const char *pbox_last_error(const pbox_client *c);
 
 /* One line naming the transport in use and how it runs, e.g. "xdp on
