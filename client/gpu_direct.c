@@ -15,7 +15,14 @@
  * later calls on the same memory; a range that failed is not tried again
  * for that key. Registration runs on the caller's thread (it takes
  * milliseconds); deregistration on the progress thread, which knows when
- * the NIC has finished reading (transport.h).
+ * the NIC has finished reading (transport.h) and alone reaps the sends
+ * (mem_dereg does), or once that thread has stopped.
+ *
+ * Retiring a range never needs memory, so it can never fall back to the
+ * caller's thread: each registration is made with its gpu_mr, left empty
+ * (mr.mkey 0) on gpu->retired; dropping the range fills an empty one for
+ * the progress thread, or frees one once that thread has stopped. Out of
+ * memory for it, the range is not registered (the call stages).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,20 +55,23 @@ int gpu_direct_mode(pbox_client *c, uint32_t key, int32_t opt)
 
 void gpu_direct_drop(struct client_gpu *g, struct gpu_key *k, bool retire)
 {
-	struct gpu_mr *m;
+	struct gpu_mr *m, **pp;
 
 	if (!k->mr.mkey)
 		return;
-	if (retire && (m = malloc(sizeof(*m)))) {
+	/* an empty gpu_mr is there for every registration (reg_range) */
+	pthread_mutex_lock(&g->lock);
+	for (pp = &g->retired; *pp && (*pp)->mr.mkey; pp = &(*pp)->next)
+		;
+	m = *pp;   /* (NULL not reached: every registration has its node) */
+	if (m && retire)
 		m->mr = k->mr;
-		pthread_mutex_lock(&g->lock);
-		m->next = g->retired;
-		g->retired = m;
-		pthread_mutex_unlock(&g->lock);
-	} else {
-		/* (out of memory: deregister now; at worst a stale
-		 * retransmission fails, and the transport says so) */
+	else if (m)
+		*pp = m->next;
+	pthread_mutex_unlock(&g->lock);
+	if (!retire) {   /* the progress thread has stopped */
 		g->tp->ops->mem_dereg(g->tp, &k->mr);
+		free(m);
 	}
 	memset(&k->mr, 0, sizeof(k->mr));
 	k->reg_base = 0;
@@ -70,15 +80,26 @@ void gpu_direct_drop(struct client_gpu *g, struct gpu_key *k, bool retire)
 
 void gpu_direct_retire(struct client_gpu *g)
 {
+	struct gpu_mr *done = NULL, **pp;
+
+	/* the retired ranges; the empty gpu_mrs stay for their registrations */
 	pthread_mutex_lock(&g->lock);
-	struct gpu_mr *m = g->retired;
-	g->retired = NULL;
+	for (pp = &g->retired; *pp;) {
+		struct gpu_mr *m = *pp;
+		if (!m->mr.mkey) {
+			pp = &m->next;
+			continue;
+		}
+		*pp = m->next;
+		m->next = done;
+		done = m;
+	}
 	pthread_mutex_unlock(&g->lock);
-	while (m) {
-		struct gpu_mr *next = m->next;
-		g->tp->ops->mem_dereg(g->tp, &m->mr);
-		free(m);
-		m = next;
+	while (done) {
+		struct gpu_mr *next = done->next;
+		g->tp->ops->mem_dereg(g->tp, &done->mr);
+		free(done);
+		done = next;
 	}
 }
 
@@ -92,7 +113,12 @@ static int reg_range(struct client_gpu *g, struct gpu_key *k, void *dev, size_t 
 	void *base;
 	size_t size;
 	int fd;
+	struct gpu_mr *m = malloc(sizeof(*m));   /* its retirement's, empty */
 
+	if (!m) {
+		snprintf(why, whylen, "out of memory");
+		return PBOX_ENOMEM;
+	}
 	int rc = ops->dmabuf_export(dev, bytes, &fd, &base, &size);
 	if (rc == 0) {
 		src = (struct tp_mem_src){ .base = base, .size = size, .dmabuf_fd = fd };
@@ -111,8 +137,14 @@ static int reg_range(struct client_gpu *g, struct gpu_key *k, void *dev, size_t 
 		size_t n = strlen(why);
 		snprintf(why + n, whylen - n, "%s", dmabuf_why);
 		memset(&k->mr, 0, sizeof(k->mr));
+		free(m);
 		return rc;
 	}
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_lock(&g->lock);
+	m->next = g->retired;
+	g->retired = m;
+	pthread_mutex_unlock(&g->lock);
 	k->reg_base = (uintptr_t)src.base;
 	k->reg_size = src.size;
 	return 0;
@@ -143,9 +175,10 @@ int gpu_direct_prepare(pbox_client *c, struct client_gpu *g, struct gpu_key *k, 
 		return 0;   /* failed before: staged (gpu->why kept that reason) */
 	else {
 		gpu_direct_drop(g, k, true);               /* another range: the old one goes */
-		if (reg_range(g, k, dev, bytes, why, sizeof(why)) == 0) {
+		int rc = reg_range(g, k, dev, bytes, why, sizeof(why));
+		if (rc == 0) {
 			k->direct = true;
-		} else {
+		} else if (rc != PBOX_ENOMEM) {   /* out of memory: the range may do later */
 			k->fail_base = a;
 			k->fail_size = bytes;
 		}

@@ -52,6 +52,7 @@
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 
+#include "client/gpu.h"
 #include "client/internal.h"
 #include "client/rawframe.h"
 #include "client/transport.h"
@@ -161,7 +162,31 @@ static struct fake {
 	int dmabuf_errno;         /* ibv_reg_dmabuf_mr fails with it */
 	unsigned n_dmabuf_reg, n_dev_sends;
 	bool dereg_while_pending; /* an MR went while a signaled send had not completed */
+	bool watch_progress;      /* a client's progress thread runs: */
+	pthread_t progress;       /* ... this one */
+	bool dereg_off_progress;  /* a GPU MR went on another thread meanwhile */
 } F;
+
+/* malloc fails on demand: the next request of fail_malloc_size bytes on
+ * the thread that set it (fail_malloc_hits counts them); all others go to
+ * the allocator beneath (libc's, or the sanitizer's). */
+static __thread size_t fail_malloc_size;
+static __thread unsigned fail_malloc_hits;
+
+void *malloc(size_t n)
+{
+	static void *(*next)(size_t);
+
+	if (fail_malloc_size && n == fail_malloc_size) {
+		fail_malloc_size = 0;
+		fail_malloc_hits++;
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!next)
+		next = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+	return next(n);
+}
 
 static void lock(void) { pthread_mutex_lock(&F.mu); }
 static void unlock(void) { pthread_mutex_unlock(&F.mu); }
@@ -682,8 +707,12 @@ int __wrap_ibv_dereg_mr(struct ibv_mr *mr)
 	for (unsigned i = 0; i < MR_MAX; i++)
 		if (F.mrs[i].mr == mr) {
 			/* a GPU region goes only once its sends completed */
-			if (F.mrs[i].dmabuf || is_dev(mr->addr))
+			if (F.mrs[i].dmabuf || is_dev(mr->addr)) {
 				F.dereg_while_pending |= F.nsignaled > 0;
+				/* the send queue (and its reaping) is the progress thread's */
+				F.dereg_off_progress |= F.watch_progress &&
+							!pthread_equal(pthread_self(), F.progress);
+			}
 			F.mrs[i].mr = NULL;
 		}
 	unlock();
@@ -1906,6 +1935,64 @@ static void allreduce_dev__gpudirect_sends_from_gpu_memory(void **state)
 	dlclose(h);
 }
 
+/* A call on another buffer drops the key's registration of the last one
+ * (gpu_direct_prepare, the caller's thread). Out of memory there, it was
+ * deregistered at once on the caller's thread, whose mem_dereg reaps the
+ * send CQ (tx_reap) while the progress thread may be doing the same in
+ * tx_burst: a GPU registration goes on the progress thread only. */
+static void allreduce_dev__gpudirect_out_of_memory_dereg_on_progress_thread(void **state)
+{
+	enum { N = 5000 };
+	static float x[N];
+	struct box_inproc *b = box_inproc_new(1);
+	pbox_dev_opts d;
+	pbox_client *c;
+	void *h, *dev[2];
+
+	(void)state;
+	const struct pbox_gpu_ops *ops = fake_gpu(&h);
+	gdr_start(b, ops);
+	c = gdr_rank0(b, 1);
+	F.progress = c->thread;
+	F.watch_progress = true;
+	for (size_t i = 0; i < N; i++)
+		x[i] = (float)i;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(ops->dev_alloc(&dev[i], N * 4), 0);
+		assert_int_equal(ops->memcpy_sync(dev[i], x, sizeof(x)), 0);
+	}
+	pbox_dev_opts_init(&d);
+	d.gpudirect = PBOX_GPUDIRECT_ON;
+	if (pbox_allreduce_dev(c, 1, dev[0], N, PBOX_F32, NULL, &d) != 0)
+		fail_msg("pbox_allreduce_dev: %s", pbox_last_error(c));
+	stream0_sync(ops);
+	int mrs = F.n_mr;
+	/* the next call, on dev[1], with one gpu_mr's allocation failing */
+	d.gpudirect = PBOX_GPUDIRECT_AUTO;
+	fail_malloc_hits = 0;
+	fail_malloc_size = sizeof(struct gpu_mr);
+	int rc = pbox_allreduce_dev(c, 1, dev[1], N, PBOX_F32, NULL, &d);
+	fail_malloc_size = 0;
+	if (rc != 0)
+		fail_msg("pbox_allreduce_dev out of memory: %s", pbox_last_error(c));
+	stream0_sync(ops);
+	assert_int_equal(fail_malloc_hits, 1);
+	assert_true(F.n_mr <= mrs);               /* dev[0]'s registration went */
+	bool off = F.dereg_off_progress;
+	F.watch_progress = false;                 /* pbox_close deregisters after it */
+	pbox_close(c);
+	ops->dev_free(dev[0]);
+	ops->dev_free(dev[1]);
+	F.gpu = NULL;
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+	dlclose(h);
+	if (off)
+		fail_msg("a GPU memory region was deregistered on the caller's thread while the "
+			 "progress thread ran");
+	assert_false(F.dereg_while_pending);
+}
+
 /* AUTO stages what cannot go direct and says why; ON refuses it. */
 static void allreduce_dev__gpudirect_auto_stages_on_refuses(void **state)
 {
@@ -2018,6 +2105,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(allreduce_dev__gpudirect_sends_from_gpu_memory, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			allreduce_dev__gpudirect_out_of_memory_dereg_on_progress_thread, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(allreduce_dev__gpudirect_auto_stages_on_refuses, setup,
 						teardown),
 	};
