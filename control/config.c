@@ -76,6 +76,11 @@ static int parse_loop(struct box_config *c, int argc, char **argv, const struct 
 
 	while ((id = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
 		if (id == '?') {
+			/* a value given to an option that takes none (--help=x):
+			 * glibc's optopt is then that option's id, not a char */
+			if (optopt >= OPT_ID(0) && optopt < OPT_ID(box_nopts))
+				return errmsg(err, errlen, -EINVAL, "option '--%s' takes no value",
+					    box_opts[optopt - OPT_ID(0)].name);
 			if (optopt)
 				return errmsg(err, errlen, -EINVAL, "unknown option '-%c' (see --help)", optopt);
 			return errmsg(err, errlen, -EINVAL, "unknown or ambiguous option '%s' (see "

@@ -25,6 +25,9 @@ static char *trim(char *s)
 	return s;
 }
 
+/* Where a line is: before any [section], in [pboxd], in another one. */
+enum { INI_NONE, INI_PBOXD, INI_OTHER };
+
 /* One line of the file: "" / comment / [section] / key = value. */
 static int ini_line(struct box_config *c, char *line, int *in_section,
 		    char *msg, size_t msglen)
@@ -38,16 +41,19 @@ static int ini_line(struct box_config *c, char *line, int *in_section,
 		if (!e || *trim(e + 1))
 			return errmsg(msg, msglen, -EINVAL, "malformed section header '%s'", s);
 		*e = '\0';
-		*in_section = strcmp(trim(s + 1), "pboxd") == 0;
+		*in_section = strcmp(trim(s + 1), "pboxd") == 0 ? INI_PBOXD : INI_OTHER;
 		return 0;
 	}
+	/* other sections belong to other tools, whatever their lines' syntax */
+	if (*in_section == INI_OTHER)
+		return 0;
 	char *eq = strchr(s, '=');
 	if (!eq)
 		return errmsg(msg, msglen, -EINVAL, "expected 'key = value', got '%s'", s);
 	*eq = '\0';
 	char *key = trim(s), *val = trim(eq + 1);
-	if (!*in_section)
-		return 0; /* other sections belong to other tools */
+	if (*in_section != INI_PBOXD)
+		return 0; /* a key before any section */
 	size_t vl = strlen(val);
 	if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
 		val[vl - 1] = '\0';
@@ -68,7 +74,7 @@ int box_config_read_ini(struct box_config *c, const char *path, char *err, size_
 {
 	FILE *f = fopen(path, "r");
 	char line[1024], msg[512];
-	int in_section = 0, lineno = 0, rc = 0, seen = 0;
+	int in_section = INI_NONE, lineno = 0, rc = 0, seen = 0;
 
 	if (!f)
 		return errmsg(err, errlen, -EINVAL, "cannot open '%s': %s", path, strerror(errno));
@@ -83,7 +89,7 @@ int box_config_read_ini(struct box_config *c, const char *path, char *err, size_
 		rc = ini_line(c, line, &in_section, msg, sizeof(msg));
 		if (rc < 0)
 			errmsg(err, errlen, -EINVAL, "%s:%d: %s", path, lineno, msg);
-		seen |= in_section && !before;
+		seen |= in_section == INI_PBOXD && before != INI_PBOXD;
 	}
 	if (rc == 0 && ferror(f))
 		rc = errmsg(err, errlen, -EINVAL, "cannot read '%s': %s", path, strerror(errno));

@@ -217,11 +217,12 @@ static int add_ip(struct box_config *c, const char *s, char *err, size_t errlen)
 	 * first and last for the network and its broadcast: workers cannot
 	 * send to a box there (the kernel refuses a broadcast destination) */
 	uint32_t host = prefix >= 32 ? 0 : UINT32_MAX >> prefix;
+	char net[INET_ADDRSTRLEN]; /* not buf: colon + 1, the address given, is in it */
 	if (prefix <= 30 && ((ip & host) == 0 || (ip & host) == host))
 		return errmsg(err, errlen, -EINVAL, "'%s': %s is the %s address of %s/%u, not a "
 			    "host's", s, colon + 1, (ip & host) ? "broadcast" : "network",
-			    inet_ntop(AF_INET, &(struct in_addr){ htonl(ip & ~host) }, buf,
-				      sizeof(buf)) ? buf : "?", (unsigned)prefix);
+			    inet_ntop(AF_INET, &(struct in_addr){ htonl(ip & ~host) }, net,
+				      sizeof(net)) ? net : "?", (unsigned)prefix);
 
 	unsigned i;
 	for (i = 0; i < c->nports && c->ip[i].port != port; i++)

@@ -231,6 +231,26 @@ static void parse__help_returns_1(void **state)
 	assert_int_equal(parse(t, "-h", NULL), 1);
 }
 
+static void parse__help_with_value_names_it(void **state)
+{
+	struct t *t = *state;
+
+	/* --help takes no value: the message names it, not getopt's id */
+	assert_int_equal(parse(t, "--help=yes", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "option '--help' takes no value"));
+}
+
+static void parse__ip_error_names_the_address_given(void **state)
+{
+	struct t *t = *state;
+
+	/* the message names the address given and the subnet computed */
+	assert_int_equal(parse(t, "--ip", "0:198.18.0.255/24", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "198.18.0.255 is the broadcast address of 198.18.0.0/24"));
+	assert_int_equal(parse(t, "--ip", "3:10.1.0.0/16", NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "10.1.0.0 is the network address of 10.1.0.0/16"));
+}
+
 static void ini__reads_section_and_later_options_override(void **state)
 {
 	struct t *t = *state;
@@ -250,6 +270,25 @@ static void ini__reads_section_and_later_options_override(void **state)
 	assert_int_equal(t->c.nports, 2);
 	assert_int_equal(t->c.max_world, 16);
 	assert_int_equal(t->c.log_level, LOG_PRIO_WARNING);
+}
+
+static void ini__other_sections_ignored_whatever_their_lines(void **state)
+{
+	struct t *t = *state;
+
+	/* another tool's section may hold lines of its own syntax (a bare
+	 * flag, as in my.cnf): "other sections are ignored" */
+	write_ini(t, "[mysqld]\nskip-networking\n[pboxd]\nmax-world = 8\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), 0);
+	assert_int_equal(t->c.max_world, 8);
+	/* in [pboxd] such a line is still an error */
+	write_ini(t, "[pboxd]\nskip-networking\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":2:"));
+	/* and so before any section (a stray line, a byte-order mark) */
+	write_ini(t, "\xef\xbb\xbf[pboxd]\nmax-world = 8\n");
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":1:"));
 }
 
 static void ini__errors_name_file_and_line(void **state)
@@ -336,8 +375,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parse__ranges_zero_and_none, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__cross_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(parse__help_returns_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__help_with_value_names_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(parse__ip_error_names_the_address_given, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__reads_section_and_later_options_override, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__errors_name_file_and_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(ini__other_sections_ignored_whatever_their_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(secret__file_checks_and_option, setup, teardown),
 		cmocka_unit_test(secret__equal_compares_whole_length),
 	};
