@@ -18,7 +18,10 @@ int assign_geom(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 
 	if (esz == 0 || count == 0 || seg_bytes == 0 || seg_bytes % WIRE_PAYLOAD_ALIGN)
 		return -EINVAL;
-	uint64_t nsegs = (count + seg_bytes / esz - 1) / (seg_bytes / esz);
+	/* rounded up without count + elems - 1, which wraps for a count
+	 * near 2^64 into a few segments */
+	uint64_t elems = seg_bytes / esz;
+	uint64_t nsegs = count / elems + (count % elems != 0);
 	if (nsegs > UINT32_MAX)
 		return -EINVAL;
 	memset(g, 0, sizeof(*g));

@@ -72,6 +72,16 @@ static void geom__rejects_bad_input(void **state)
 	assert_int_equal(assign_geom(1ull << 40, WIRE_F32, 64, 32768, &g), -EINVAL);
 }
 
+static void geom__huge_count_does_not_wrap(void **state)
+{
+	struct assign_geom g;
+	(void)state;
+
+	/* count + seg_elems - 1 must not wrap to a handful of segments */
+	assert_int_equal(assign_geom(UINT64_MAX, WIRE_F32, 64, 32768, &g), -EINVAL);
+	assert_int_equal(assign_geom(UINT64_MAX - 3, WIRE_F32, 64, 32768, &g), -EINVAL);
+}
+
 static void chunks__balanced_within_one_chunk(void **state)
 {
 	static const unsigned neps_list[] = { 1, 2, 3, 7, 8, 64 };
@@ -172,6 +182,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(geom__exact_counts),
 		cmocka_unit_test(geom__rejects_bad_input),
+		cmocka_unit_test(geom__huge_count_does_not_wrap),
 		cmocka_unit_test(chunks__balanced_within_one_chunk),
 		cmocka_unit_test(chunks__deterministic_and_ties_lowest_index),
 		cmocka_unit_test(chunks__least_loaded_first),
