@@ -346,21 +346,66 @@ struct size_result {
 	size_t wrong;
 };
 
+static double tv_s(const struct timeval *t)
+{
+	return (double)t->tv_sec + (double)t->tv_usec / 1e6;
+}
+
+/* CPU seconds (this process) outside the calls: filling the buffer, making
+ * the sparse entries and the expected sums, verifying. main's "# cpu" line
+ * leaves them out: it is the calls' CPU. */
+static double outside_user, outside_sys;
+
+static void outside_add(const struct rusage *r0)
+{
+	struct rusage r1;
+
+	getrusage(RUSAGE_SELF, &r1);
+	outside_user += tv_s(&r1.ru_utime) - tv_s(&r0->ru_utime);
+	outside_sys += tv_s(&r1.ru_stime) - tv_s(&r0->ru_stime);
+}
+
+/* The key of --topk's barriers between calls (sizes use keys from 0 up). */
+#define PERF_BARRIER_KEY 0xFFFFFF00u
+
 static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, int nkeys,
 		    pbox_req **reqs, char *buf, size_t count, struct size_result *res)
 {
 	size_t bytes = count * elem_size(a->dtype);
 	double total = 0;
 
+	/* --topk without --check: every call selects from this rank's own
+	 * gradient (its first fill, restored outside the clock), as a training
+	 * step does, not from the last call's sum, which is every rank's alike
+	 * (their selections would coincide and the results carry one rank's
+	 * entries instead of up to world's); then a barrier, so that no rank's
+	 * restore is counted in another's call. */
+	float *grad0 = NULL;
+	if (a->sp.mode == PERF_TOPK && !a->check && !(grad0 = malloc(bytes))) {
+		fprintf(stderr, "pbox-perf: rank %d: no memory for %zu bytes\n", a->rank, bytes);
+		return PBOX_ENOMEM;
+	}
 	res->wrong = 0;
 	for (int it = 0; it < a->warmup + a->iters; it++) {
 		struct perf_sparse *sp = (struct perf_sparse *)&a->sp;
+		struct rusage ru;
+		int prep = a->check || it == 0 || sp->mode;
+		if (prep)
+			getrusage(RUSAGE_SELF, &ru);
 		if (sp->mode == PERF_TOPK && (a->check || it == 0))
 			perf_sparse_fill(sp, (float *)buf, count, it);
 		else if (sp->mode != PERF_TOPK && (a->check || it == 0))
 			fill(buf, a->dtype, count, a->rank, it);
+		if (grad0 && it == 0)
+			memcpy(grad0, buf, bytes);
+		else if (grad0)
+			memcpy(buf, grad0, bytes);
 		/* the entries and the expected sum are made before the clock starts */
 		int rc = sp->mode ? perf_sparse_prepare(sp, key0, count, it) : 0;
+		if (prep)
+			outside_add(&ru);
+		if (rc == 0 && grad0)
+			rc = pbox_barrier(c, PERF_BARRIER_KEY);
 		if (it == a->warmup) { /* --topk's split: the timed calls of the last size */
 			sp->select_us = sp->call_us = 0;
 			sp->calls = 0;
@@ -373,16 +418,21 @@ static int run_size(pbox_client *c, const struct perf_args *a, uint32_t key0, in
 		if (rc < 0) {
 			fprintf(stderr, "pbox-perf: rank %d size %zu: %s: %s\n", a->rank, bytes,
 				pbox_strerror(rc), pbox_last_error(c));
+			free(grad0);
 			return rc;
 		}
 		if (it >= a->warmup)
 			total += t1 - t0;
-		if (a->check)
+		if (a->check) {
+			getrusage(RUSAGE_SELF, &ru);
 			res->wrong += a->sp.mode ? perf_sparse_wrong(&a->sp, (float *)buf, count, it)
 				    : verify(buf, a->dtype, count, a->world, it, a->rank, bytes);
+			outside_add(&ru);
+		}
 		if (res->wrong)
 			break;
 	}
+	free(grad0);
 	res->us = total / a->iters;
 	return 0;
 }
@@ -415,11 +465,6 @@ static void print_line(const struct perf_args *a, size_t bytes, size_t count,
 }
 
 /* Every size; *last_rate gets the rate of the largest (bytes/us each way). */
-static double tv_s(const struct timeval *t)
-{
-	return (double)t->tv_sec + (double)t->tv_usec / 1e6;
-}
-
 static int run_all(pbox_client *c, const struct perf_args *a, char *buf, double *last_rate)
 {
 	size_t esz = elem_size(a->dtype);
@@ -525,11 +570,14 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru1);
 	pbox_get_stats(c, &st);
 	if (a.rank == 0)
-		printf("# cpu: %.3f s user, %.3f s system in the calls (this process)\n"
+		printf("# cpu: %.3f s user, %.3f s system in the calls (this process; "
+		       "%.3f s more filling%s the buffer, not counted)\n"
 		       "# transport counters: tx_dropped %" PRIu64 " rx_lost %" PRIu64
-		       " wakeups %" PRIu64 "\n", tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime),
-		       tv_s(&ru1.ru_stime) - tv_s(&ru0.ru_stime), st.tx_dropped, st.rx_lost,
-		       st.wakeups);
+		       " wakeups %" PRIu64 "\n",
+		       tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime) - outside_user,
+		       tv_s(&ru1.ru_stime) - tv_s(&ru0.ru_stime) - outside_sys,
+		       outside_user + outside_sys, a.check ? " and checking" : "",
+		       st.tx_dropped, st.rx_lost, st.wakeups);
 	if (a.rank == 0)
 		printf("# recovery: nacks %" PRIu64 " waits %" PRIu64 " fast_retransmits %" PRIu64
 		       " timeouts %" PRIu64 " ce_marks %" PRIu64 " window %" PRIu64 "\n",

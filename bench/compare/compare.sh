@@ -28,8 +28,9 @@
 # --transport: the pbox transports to measure, each as its own system:
 #   udp -> "pbox" (the default, kernel UDP), xdp -> "pbox-xdp" (AF_XDP; the
 #   hosts topology: one worker per interface). cpu.txt gets each pbox run's
-#   rank-0 CPU seconds (user + system, pbox-perf's "# cpu" line) and the
-#   bytes it reduced, and table.txt their ratio per transport (s per GB).
+#   rank-0 CPU seconds in its calls, warm-up calls included (user + system,
+#   pbox-perf's "# cpu" line: not filling the buffer) and the bytes it
+#   reduced, and table.txt their ratio per transport and N (s per GB), each rep.
 # Systems:
 #   pbox     pboxd on DPDK net_af_packet on a veth (box_start af_packet), N
 #            pbox-perf workers (kernel UDP), one pbox-perf run (one job) per
@@ -549,18 +550,22 @@ done_line() {
 	LOSS_LINE=; [ -z "$LOSS" ] || loss_delta
 	echo "compare: [$(elapsed)] rep $((rep + 1))/$REPS: $1 done${LOSS_LINE:+; $LOSS_LINE}"
 }
-pbox_left() { # true if some pbox transport and N still runs (not DNF earlier)
-	local tp n sys
-	for tp in "${TP_LIST[@]}"; do
-		sys=pbox; [ "$tp" = udp ] || sys=pbox-$tp
+pbox_systems() { # the pbox systems measured: one per transport, then the top-k ones
+	local tp
+	for tp in "${TP_LIST[@]}"; do [ "$tp" = udp ] && echo pbox || echo "pbox-$tp"; done
+	[ -z "$TOPK" ] || echo pbox-topk
+	[ -z "$TOPK_LOCAL" ] || echo pbox-topk-local
+}
+pbox_left() { # true if some pbox system and N still runs (not DNF earlier)
+	local n sys
+	for sys in $(pbox_systems); do
 		for n in "${NS[@]}"; do [ -n "${DNF_AT[$sys/$n]:-}" ] || return 0; done
 	done
 	return 1
 }
 for ((rep = 0; rep < REPS; rep++)); do
 	if [ $HAVE_PBOX = 1 ] && ! pbox_left; then
-		for tp in "${TP_LIST[@]}"; do
-			sys=pbox; [ "$tp" = udp ] || sys=pbox-$tp
+		for sys in $(pbox_systems); do
 			for n in "${NS[@]}"; do dnf_skip "$sys" "$n" "$rep"; done
 		done
 	elif [ $HAVE_PBOX = 1 ]; then
@@ -618,7 +623,7 @@ fi
 echo "compare: [$(elapsed)] results in $OUT"
 "$PY" bench/compare/summarize.py "$RAW" "$OUT/compare.csv" | tee "$OUT/table.txt" ||
 	die "summarize.py failed"
-# rank 0's CPU per GB reduced, median over reps, per transport and N
+# rank 0's CPU per GB reduced, each rep, per transport and N
 [ -s "$OUT/cpu.txt" ] && sort -k1,1 -k2,2n "$OUT/cpu.txt" | awk '
 	{ k = $1 " n=" $2; v[k] = v[k] " " ($4 / ($5 / 1e9)) }
 	END { print "worker CPU (rank 0, user + system) per GB reduced, each rep:";

@@ -153,8 +153,8 @@ def table(rows, out=sys.stdout):
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)
     if "loss_pct" in META:
-        print("loss: %s%% each way, per %s (nftables)" % (META["loss_pct"], META.get("loss_unit", "wire"))
-              + (" frame" if META.get("loss_unit", "wire") == "wire" else ""), file=out)
+        print("loss: %s%% each way, per %s (nftables)" % (META["loss_pct"], "wire frame"
+              if META.get("loss_unit", "wire") == "wire" else META["loss_unit"]), file=out)
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)), file=out)
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)), file=out)
