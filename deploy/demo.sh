@@ -12,6 +12,8 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/integration/lib.sh
+# lib.sh made $WORKDIR; topo_up's EXIT trap removes it, this one until then
+trap 'rm -rf "$WORKDIR"' EXIT
 need_root "make demo" demo
 [ -x "$BUILD/pboxd" ] || die "$BUILD/pboxd missing: run make first"
 echo "pbox demo: creating namespaces $NS_BOX (box) and $NS_WK (4 workers)"
@@ -39,6 +41,22 @@ echo "pbox demo: box counters (pboxctl stats)"
 ctl stats | sed 's/^/  /'
 
 PY=/usr/bin/python3
+# waited CMD...: CMD in the background, waited for. timeout runs its command
+# in a process group of its own, which a Ctrl-C does not reach, and bash
+# takes the INT trap only once a foreground command has ended (a Ctrl-C
+# waited for the torch part to end, up to its 180 s); `wait` returns at
+# once, and topo_down stops the timeout (in PIDS meanwhile), which passes
+# SIGTERM on to its whole group: torchrun and its ranks.
+waited() {
+	"$@" &
+	local p=$! q rest=()
+	PIDS+=($p)
+	wait $p
+	local wrc=$?
+	for q in "${PIDS[@]}"; do [ "$q" = "$p" ] || rest+=("$q"); done
+	PIDS=("${rest[@]}")
+	return $wrc
+}
 # torch_part NAME PORT WHAT SCRIPT ARGS...: torchrun SCRIPT on 4 ranks in the
 # workers' namespace through the box, rank 0's step lines, then WHAT
 # finished or the log's tail; rc=1 if it failed.
@@ -46,7 +64,7 @@ PY=/usr/bin/python3
 # docs/pytorch.md)
 torch_part() {
 	local name=$1 port=$2 what=$3; shift 3
-	timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB="demo-$name" \
+	waited timeout -k 5 180 ip netns exec "$NS_WK" env PBOX_CONTROL="$CONTROL" PBOX_JOB="demo-$name" \
 		PBOX_LIB="$(pwd)/$BUILD/libpbox.so" PYTHONPATH="$(pwd)/python" \
 		$PY -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
 		--master_port "$port" --redirects 1 --tee 1 --log_dir "$WORKDIR/torchrun-$name" \
@@ -60,7 +78,7 @@ torch_part() {
 		rc=1
 	fi
 }
-if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import torch, numpy' 2>/dev/null; then
+if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && waited timeout 60 $PY -c 'import torch, numpy' 2>/dev/null; then
 	echo
 	echo "pbox demo, part 2: PyTorch DDP, 4 ranks (torchrun), on the backend \"pbox\" (no hook)"
 	echo "  torchrun --nproc_per_node 4 examples/train_ddp.py --backend pbox --steps 20"
@@ -71,6 +89,10 @@ if [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ] && timeout 60 $PY -c 'import tor
 	echo "  torchrun --nproc_per_node 4 examples/train_box_optimizer.py --optimizer adam --steps 20"
 	torch_part ps 29501 "training with the optimizer on the box" \
 		examples/train_box_optimizer.py --optimizer adam --seed 7 --steps 20
+elif [ $rc -eq 0 ] && [ "${DEMO_TORCH:-1}" != 0 ]; then
+	echo
+	echo "pbox demo: parts 2 and 3 skipped: $PY cannot import torch and numpy" \
+	     "(apt-get install python3-torch python3-numpy)"
 fi
 box_stop
 echo "pbox demo: stopped pboxd, removing namespaces"

@@ -71,14 +71,17 @@ def params_digest(model):
 
 def hyperparameters(args):
     if args.optimizer == "sgd":
-        return dict(lr=args.lr or 0.1, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    return dict(lr=args.lr or 3e-3, weight_decay=1e-4 if args.optimizer == "adam" else 1e-2)
+        lr = 0.1 if args.lr is None else args.lr         # --lr 0 is 0
+        return dict(lr=lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    lr = 3e-3 if args.lr is None else args.lr
+    return dict(lr=lr, weight_decay=1e-4 if args.optimizer == "adam" else 1e-2)
 
 
 def main():
     # a rank that hangs says where when torchrun stops it (SIGTERM)
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
     ap.add_argument("--lr", type=float, default=None,
                     help="learning rate (default: 0.1 for SGD, 3e-3 for Adam(W))")

@@ -80,15 +80,16 @@ def params_digest(model):
 def main():
     # a rank that hangs says where when torchrun stops it (SIGTERM)
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["gloo", "pbox", "nccl"], default="gloo",
                     help="torch.distributed backend (pbox: everything on the box, no hook)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="where the model and its gradients live (cuda: GPU LOCAL_RANK "
                          "modulo the GPUs)")
     ap.add_argument("--pbox", action="store_true", help="sum gradients on the pbox box (hook)")
-    ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default="fp32",
-                    help="pbox hook: full precision or half-width on the wire")
+    ap.add_argument("--hook", choices=["fp32", "fp16", "bf16"], default=None,
+                    help="pbox hook (--pbox): full precision (default) or half-width on the wire")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batch", type=int, default=32, help="per-rank micro-batch size")
@@ -101,9 +102,14 @@ def main():
                     help="DDP bucket_cap (KiB); small so the model spans several buckets")
     ap.add_argument("--first-bucket-kb", type=float, default=8,
                     help="DDP's first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES, KiB)")
-    ap.add_argument("--job", default=None, help="pbox job name (default $PBOX_JOB or run id)")
+    ap.add_argument("--job", default=None,
+                    help="pbox job name of the hook (--pbox; default $PBOX_JOB or run id)")
     ap.add_argument("--out", default=None, help="write results as JSON (rank 0)")
     args = ap.parse_args()
+    if not args.pbox and (args.hook is not None or args.job is not None):
+        # --backend pbox takes its job name from the c10d store, and has no hook
+        ap.error("--hook and --job are for the hook: add --pbox")
+    args.hook = args.hook or "fp32"
 
     torch.set_num_threads(1)
     device = torch.device("cpu")

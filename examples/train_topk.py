@@ -3,8 +3,12 @@
 """train_topk.py - DDP training with sparse gradients: each rank sends only
 the top 1% of its gradient (plus residual) through the box.
 
-    torchrun --nproc_per_node 4 examples/train_topk.py --model mlp --hook topk
+    PBOX_CONTROL=10.0.0.1:7470 \\
+      torchrun --nproc_per_node 4 examples/train_topk.py --model mlp --hook topk
     torchrun --nproc_per_node 4 examples/train_topk.py --model cnn --hook dense
+
+The box is $PBOX_CONTROL (host:port); the job name is $PBOX_JOB, else
+torchrun's run id. A Gloo process group does DDP's set-up work.
 
 --hook dense: pbox.torch.allreduce_hook (every entry); topk:
 pbox.torch.topk_hook with a TopkState(density, error_feedback); --no-ef
@@ -69,7 +73,8 @@ def batch(kind, t, seed, step, rank, n):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(MODELS), default="mlp")
     ap.add_argument("--hook", choices=["dense", "topk"], default="topk")
     ap.add_argument("--density", type=float, default=0.01)
