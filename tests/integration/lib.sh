@@ -82,7 +82,7 @@ topo_down() {
 		ip netns del "$ns" 2>/dev/null
 	done
 	# the EAL's runtime directories of this run's boxes (--file-prefix)
-	rm -rf /run/dpdk/pbox"$TAG" /run/dpdk/pboxeal"$TAG" 2>/dev/null
+	rm -rf /run/dpdk/pbox"$TAG" /run/dpdk/pboxeal"$TAG" /run/dpdk/pboxr"$TAG" 2>/dev/null
 	[ -n "${KEEP_WORKDIR:-}" ] || rm -rf "$WORKDIR"
 	return $rc
 }
