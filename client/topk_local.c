@@ -32,7 +32,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,17 +80,6 @@ struct topk_local {
 	bool unlinked;        /* (leader) the name is gone */
 	char name[96];
 };
-
-/* The sum kernel of the slices, chosen once per process: sum_best reads
- * PBOX_KERNEL and warns about a bad one each time it runs (a line per
- * call on stderr, before). Every variant sums to the same bits. */
-static const struct sum_kernels *slice_sum;
-static pthread_once_t slice_sum_once = PTHREAD_ONCE_INIT;
-
-static void slice_sum_pick(void)
-{
-	slice_sum = sum_best();
-}
 
 static inline uint32_t ld32(const uint32_t *p)
 {
@@ -386,8 +374,7 @@ int topk_local_reduce(pbox_client *c, struct topk_local *l, const float **sum)
 		const void *src[PBOX_TOPK_LOCAL_MAX];
 		for (uint32_t i = 0; i < ls; i++)
 			src[i] = slot_of(l, i) + lo;
-		pthread_once(&slice_sum_once, slice_sum_pick);
-		slice_sum->fn[WIRE_F32](slot_of(l, ls) + lo, src, ls, hi - lo);
+		sum_chosen()->fn[WIRE_F32](slot_of(l, ls) + lo, src, ls, hi - lo);
 	}
 	__atomic_store_n(&h->m[me].summed, n, __ATOMIC_RELEASE);
 	ring(h);

@@ -4,6 +4,7 @@
  * conversions (the reference for every variant; see sum_impl.h for the
  * rounding and NaN rules).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,20 @@ const struct sum_kernels *sum_best(void)
 	if (warn[0])
 		fprintf(stderr, "pbox: %s\n", warn);
 	return k;
+}
+
+static const struct sum_kernels *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+	chosen = sum_best();
+}
+
+const struct sum_kernels *sum_chosen(void)
+{
+	pthread_once(&chosen_once, choose);
+	return chosen;
 }
 
 float half_to_float(uint16_t h)

@@ -29,6 +29,12 @@ struct sum_kernels {
  * PBOX_KERNEL=scalar|avx2|avx512 forces one (ignored if unsupported). */
 const struct sum_kernels *sum_best(void);
 
+/* sum_best's choice made once per process (the first call reads
+ * PBOX_KERNEL and names a bad one; later calls repeat that choice): for
+ * callers that ask at every call (top-k), so a bad PBOX_KERNEL is named
+ * once, not once per call. */
+const struct sum_kernels *sum_chosen(void);
+
 /* sum_best's choice for want (the value of PBOX_KERNEL, may be NULL),
  * with the warning to show in warn ("" if none) instead of on stderr. */
 const struct sum_kernels *sum_pick(const char *want, char *warn, size_t warnlen);

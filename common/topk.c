@@ -19,7 +19,6 @@
  * kernels. The search itself, on the sample, always runs here.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,23 +68,11 @@ const struct topk_kernels *topk_by_name(const char *name)
 	return NULL;
 }
 
-/* Chosen once per process: every top-k call asks, and sum_best reads
- * PBOX_KERNEL and warns about a bad one each time it runs (a line per
- * call and key on stderr, before). */
-static const struct topk_kernels *best;
-static pthread_once_t best_once = PTHREAD_ONCE_INIT;
-
-static void best_pick(void)
-{
-	best = topk_by_name(sum_best()->name);
-	if (!best)
-		best = &topk_kernels_scalar;
-}
-
 const struct topk_kernels *topk_best(void)
 {
-	pthread_once(&best_once, best_pick);
-	return best;
+	const struct topk_kernels *k = topk_by_name(sum_chosen()->name);
+
+	return k ? k : &topk_kernels_scalar;
 }
 
 /* ---- the search ---- */

@@ -31,8 +31,8 @@
  * picked at run time like the sum kernels (PBOX_KERNEL forces one); every
  * variant returns the same entries as the scalar one.
  * The search bisects the magnitudes' bit patterns (topk.c). One
- * allocation per call (the 256 KiB sample); thread-safe (no state but
- * topk_best's choice, made once).
+ * allocation per call (the 256 KiB sample); thread-safe (no state:
+ * topk_best follows sum_chosen, made once per process).
  *
  * The decisions (thresholds, bands, when to stop) are made by one piece
  * of C, topk_select_steps, which reaches the array only through the steps
@@ -102,8 +102,8 @@ static inline size_t topk_k_of_density(double density, size_t n)
 }
 
 /* The fastest variant this CPU supports (PBOX_KERNEL=scalar|avx2|avx512
- * forces one, as for the sum kernels), chosen at the first call: the
- * environment is read, and a bad PBOX_KERNEL named, once per process. */
+ * forces one, as for the sum kernels): the one of sum_chosen's name, so
+ * the environment is read, and a bad PBOX_KERNEL named, once per process. */
 const struct topk_kernels *topk_best(void);
 /* The named variant, or NULL if unknown or not supported by this CPU. */
 const struct topk_kernels *topk_by_name(const char *name);
