@@ -67,7 +67,9 @@ static int check_secret(pbox_client *c)
 	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
 	const char *what = c->opts.join_secret ? "pbox_opts.join_secret" : "PBOX_JOIN_SECRET";
 
-	if (!secret || !*secret)
+	/* the secret the join sends, if any (read during pbox_connect only) */
+	c->opts.join_secret = secret && *secret ? secret : NULL;
+	if (!c->opts.join_secret)
 		return 0;
 	size_t n = strlen(secret);
 	if (n > SECRET_MAX_LEN)
@@ -279,9 +281,8 @@ static int open_data_and_join(pbox_client *c)
 	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "job", c->job,
 				   "rank", c->rank, "world", c->world, "data_ip", ip,
 				   "data_port", (int)c->tp.port, "mtu", (json_int_t)c->opts.mtu);
-	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
-	if (params && secret && *secret)
-		json_object_set_new(params, "join_secret", json_string(secret));
+	if (params && c->opts.join_secret)   /* check_secret's */
+		json_object_set_new(params, "join_secret", json_string(c->opts.join_secret));
 	/* The box caps both (--max-job-bytes) but takes no more than its
 	 * bounds (docs/rpc.md: INT64_MAX, key_bytes half that): a larger
 	 * request is the bound, not a negative json_int_t (-32602,
