@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # layering.sh - check the floors of the tree (docs/architecture.md): every
 # #include "..." in a product folder names a header of a floor that folder
-# may use (C and CUDA sources alike), and DPDK headers appear only in nic/
-# and dataplane/.
+# may use (C and CUDA sources alike), DPDK headers appear only in nic/
+# and dataplane/, and inside client/ every file lives in a room and
+# includes only its room's headers and those of the rooms below it
+# (transport < core < xfer < ops < gpu: libpbox's rooms).
 #
 #   bash tests/layering.sh [ROOT]      (ROOT: the tree to check, default .)
 #
@@ -29,6 +31,18 @@ allowed() {
 	include)   echo "pbox.h" ;;
 	esac
 }
+# libpbox's rooms, lowest first: a room may include its own headers and
+# those of the rooms before it.
+client_rooms="transport core xfer ops gpu"
+room_rank() {
+	local i=0 r
+	for r in $client_rooms; do
+		[ "$r" = "$1" ] && { echo $i; return; }
+		i=$((i + 1))
+	done
+	echo -1
+}
+
 # Floors whose files may include DPDK's <rte_*.h>.
 dpdk_ok="nic dataplane"
 
@@ -38,6 +52,15 @@ for floor in common nic dataplane control client gpu tools include; do
 	ok=$(allowed "$floor")
 	while IFS= read -r f; do
 		files=$((files + 1))
+		room="" rank=-1
+		if [ "$floor" = client ]; then
+			room=${f#client/}; room=${room%%/*}
+			rank=$(room_rank "$room")
+			if [ "$rank" -lt 0 ]; then
+				echo "$f: client/ files live in a room ($client_rooms)"
+				bad=$((bad + 1))
+			fi
+		fi
 		while IFS=: read -r line hdr; do
 			pass=0
 			for p in $ok; do
@@ -46,6 +69,13 @@ for floor in common nic dataplane control client gpu tools include; do
 			if [ $pass = 0 ]; then
 				echo "$f:$line: $floor/ may not include \"$hdr\" (allowed: ${ok:-nothing})"
 				bad=$((bad + 1))
+			elif [ "$rank" -ge 0 ] && [ "${hdr#client/}" != "$hdr" ]; then
+				hroom=${hdr#client/}; hroom=${hroom%%/*}
+				hrank=$(room_rank "$hroom")
+				if [ "$hrank" -lt 0 ] || [ "$hrank" -gt "$rank" ]; then
+					echo "$f:$line: client/$room/ may not include \"$hdr\" (a room above it, or none; rooms from the bottom: $client_rooms)"
+					bad=$((bad + 1))
+				fi
 			fi
 		done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
 			 sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/')
@@ -63,4 +93,4 @@ if [ $bad -gt 0 ]; then
 	echo "layering: $bad include(s) cross the floors (docs/architecture.md)"
 	exit 1
 fi
-echo "layering: $files files, every include within its floor"
+echo "layering: $files files, every include within its floor (and client/'s rooms)"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_abi.c - libpbox's growable ABI (include/pbox.h, "ABI rules";
- * client/abi.c): the version against the header's macros, the struct sizes
+ * client/core/abi.c): the version against the header's macros, the struct sizes
  * bindings check, pbox_opts read only within opts->size (a caller older
  * than the library gets defaults, a newer one is accepted while the fields
  * unknown here are 0), sizes out of range refused with PBOX_EINVAL and a
@@ -12,7 +12,7 @@
  * ASan reports any byte read or written past them. pbox_connect's reading
  * of the options is observed through a client whose connection is refused
  * (a bound port nobody listens on): the options were accepted when the code
- * is PBOX_ECONNECT, and the client's resolved options (client/internal.h)
+ * is PBOX_ECONNECT, and the client's resolved options (client/core/client.h)
  * say what was read.
  */
 #include <setjmp.h>
@@ -30,7 +30,7 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
+#include "client/ops/ops.h"
 #include "include/pbox.h"
 #include "tests/unit/box_inproc.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_client_ctrl.c - libpbox's control connection (client/ctrl.c) and the
+ * test_client_ctrl.c - libpbox's control connection (client/core/ctrl.c) and the
  * JSON-RPC client pboxctl uses (common/rpc_client.c) against a scripted,
  * broken or hostile box: a TCP listener on 127.0.0.1 whose thread answers
  * each request line as the test says (a valid box_endpoints, a job_join

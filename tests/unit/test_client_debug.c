@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_client_debug.c - PBOX_DEBUG (client/debug.c) against the in-process
+ * test_client_debug.c - PBOX_DEBUG (client/ops/debug.c) against the in-process
  * box: INFO writes the join's summary (version, job, endpoints, MTU,
  * segments, transport) and the closing summary (calls, round trip) into
  * PBOX_DEBUG_FILE; WARN writes nothing for a clean run; a failed join is

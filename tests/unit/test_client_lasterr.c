@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_client_lasterr.c - pbox_last_error across threads (client/errors.c):
+ * test_client_lasterr.c - pbox_last_error across threads (client/core/errors.c):
  * a thread that had no failure on a client reads the client's latest
  * failure, which another thread may be replacing at that moment. What it
  * gets must be one whole message that was written, never the start of
@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
+#include "client/ops/ops.h"
 #include "include/pbox.h"
 
 #define READS 200000

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_pmtu.c - libpbox's automatic MTU (pbox_opts.mtu = 0,
- * client/pmtu.c) against the in-process box (tests/unit/box_inproc.h): the
+ * client/transport/pmtu.c) against the in-process box (tests/unit/box_inproc.h): the
  * smaller of the box's MTU and the route's (loopback: 65536), confirmed by
  * a probe that comes back; a path that loses large probes falls back to
  * 1500; PBOX_MTU and pbox_opts.mtu choose instead. The MTU and segment size

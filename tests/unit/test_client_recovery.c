@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_recovery.c - unit tests of libpbox's recovery logic
- * (client/recovery.c): the send-order list, RACK's loss rule and the AIMD
+ * (client/xfer/recovery.c): the send-order list, RACK's loss rule and the AIMD
  * window with DCTCP-style marks.
  */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "client/recovery.h"
+#include "client/xfer/recovery.h"
 
 #define MS 1000000ull
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_client_segment.c - unit tests of libpbox's layout math
- * (client/segment.c): segment and chunk counts, short last segments, odd
+ * (client/core/segment.c): segment and chunk counts, short last segments, odd
  * 16-bit counts, huge counts, checks of box-supplied layouts, the window
  * slot pool, RTO back-off and the result bitmap.
  */
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "client/segment.h"
+#include "client/core/segment.h"
 #include "common/wire.h"
 
 #define SEG1500 1408u /* seg_bytes for a 1500-byte MTU */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_tp_verbs.c - the verbs transport (client/tp_verbs.c, verbs_dev.c)
+ * test_tp_verbs.c - the verbs transport (client/transport/tp_verbs.c, verbs_dev.c)
  * on a fake RDMA device, since this machine has none (and no rxe).
  *
  * The fake replaces libibverbs at the link boundary: the exported verbs
@@ -52,10 +52,10 @@
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 
-#include "client/gpu.h"
-#include "client/internal.h"
-#include "client/rawframe.h"
-#include "client/transport.h"
+#include "client/gpu/gpu.h"
+#include "client/ops/ops.h"
+#include "client/transport/rawframe.h"
+#include "client/transport/transport.h"
 #include "common/frame.h"
 #include "common/gpu_ops.h"
 #include "include/pbox_cuda.h"

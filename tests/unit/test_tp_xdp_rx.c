@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_tp_xdp_rx.c - the AF_XDP transport's receive path (client/tp_xdp.c,
+ * test_tp_xdp_rx.c - the AF_XDP transport's receive path (client/transport/tp_xdp.c,
  * included for its static functions) on rx and fill rings in plain memory,
  * laid out as the kernel lays them out, so no socket is needed.
  *
@@ -12,7 +12,7 @@
  * progress thread spins in poll), and every chunk goes back to the fill
  * ring.
  */
-#include "client/tp_xdp.c"
+#include "client/transport/tp_xdp.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,7 +45,7 @@ static int setup(void **state)
 	x->done = calloc(XDP_RX_PEEK, sizeof(*x->done));
 	x->slot_chunks = 3;                       /* a 9000-byte frame */
 	x->stage_frame = (size_t)x->slot_chunks * XDP_CHUNK;
-	x->stage = malloc(XFER_RX_BURST * x->stage_frame);
+	x->stage = malloc(TP_RX_BURST * x->stage_frame);
 	assert_non_null(x->area);
 	assert_non_null(x->done);
 	assert_non_null(x->stage);
@@ -110,7 +110,7 @@ static void kernel_rx(struct fake *f, uint32_t id, uint32_t len)
  * into ids (room for max_ids). */
 static unsigned drain(struct fake *f, unsigned burst, uint32_t *ids, unsigned max_ids)
 {
-	struct tp_dgram d[XFER_RX_BURST];
+	struct tp_dgram d[TP_RX_BURST];
 	unsigned got = 0, empty = 0;
 	char err[128];
 
@@ -147,7 +147,7 @@ static void rx__more_frames_than_a_burst_each_once(void **state)
 
 	for (uint32_t i = 0; i < 200; i++)   /* 200 waiting, bursts of 64 */
 		kernel_rx(f, i, 100);
-	check_all_once(f, ids, drain(f, XFER_RX_BURST, ids, 400), 0, 200, 200);
+	check_all_once(f, ids, drain(f, TP_RX_BURST, ids, 400), 0, 200, 200);
 	for (uint32_t i = 200; i < 400; i++) /* again, across the ring's wrap */
 		kernel_rx(f, i, 1000);
 	check_all_once(f, ids, drain(f, 50, ids, 400), 200, 200, 400);
@@ -162,7 +162,7 @@ static void rx__multi_buffer_frames_across_peeks_each_once(void **state)
 	 * holds, so a frame's parts straddle two peeks */
 	for (uint32_t i = 0; i < 100; i++)
 		kernel_rx(f, i, 8800);
-	check_all_once(f, ids, drain(f, XFER_RX_BURST, ids, 200), 0, 100, 300);
+	check_all_once(f, ids, drain(f, TP_RX_BURST, ids, 200), 0, 100, 300);
 	for (uint32_t i = 100; i < 150; i++) /* mixed sizes, across the wrap */
 		kernel_rx(f, i, i % 2 ? 8800 : 64);
 	check_all_once(f, ids, drain(f, 7, ids, 200), 100, 50, 300 + 25 * 3 + 25);

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * allreduce.c - pbox_iallreduce and pbox_allreduce: a dense call that sums
+ * buf in place over the job's ranks. Its kind (op_allreduce) declares its
+ * key on first use and streams one round per call (xfer/).
+ */
+#include "client/ops/ops.h"
+
+const struct req_op op_allreduce = {
+	.name = "allreduce",
+	.declares = true,
+};
+
+int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		    pbox_dtype dtype, pbox_req **req)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
+	*req = NULL;
+	int rc = req_check(c, key, buf, count, dtype, (unsigned)dtype);
+	if (rc < 0)
+		return rc;
+	struct pbox_req *r = req_new(c, key, &op_allreduce);
+	if (!r)
+		return PBOX_ENOMEM;
+	r->src = buf;
+	r->buf = buf;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	rc = req_submit(c, r);
+	if (rc < 0)
+		return rc;
+	*req = r;
+	return 0;
+}
+
+int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		   pbox_dtype dtype)
+{
+	pbox_req *r;
+	int rc = pbox_iallreduce(c, key, buf, count, dtype, &r);
+
+	return rc < 0 ? rc : pbox_wait(r);
+}
