@@ -112,7 +112,7 @@ int key_set_layout(struct key_state *ks, struct seg_layout *lay)
 	if (!slot_of || !got) {
 		free(slot_of);
 		free(got);
-		return -1;
+		return PBOX_ENOMEM;
 	}
 	free(ks->lay.chunk_ep);
 	free(ks->slot_of);

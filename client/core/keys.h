@@ -59,7 +59,7 @@ struct key_state *keytab_find(const struct keytab *t, uint32_t key);
 /* Find or add (phase KEY_NEW); NULL if out of memory. */
 struct key_state *keytab_get(struct keytab *t, uint32_t key);
 /* Install a checked layout (takes lay.chunk_ep) and allocate the per-
- * segment arrays. 0 or -1 (out of memory). */
+ * segment arrays. 0 or PBOX_ENOMEM. */
 int key_set_layout(struct key_state *ks, struct seg_layout *lay);
 /* Back to KEY_NEW, as never used (pbox_release_keys): its next call
  * declares it afresh. Its unsure count stays. */

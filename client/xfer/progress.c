@@ -235,7 +235,9 @@ void progress_admit(pbox_client *c, struct pbox_req *r, uint64_t now)
 	/* KEY_DECLARING: an earlier declaration's answer will start r */
 }
 
-/* Parse a key_declare result into *l (chunk_ep allocated). 0 or -1. */
+/* Parse a key_declare result into *l (chunk_ep allocated). 0, or
+ * PBOX_EPROTO (the answer does not fit the declaration) or PBOX_ENOMEM,
+ * with the cause in err. */
 static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_bytes,
 			unsigned neps, int world, struct seg_layout *l, char *err, size_t errlen)
 {
@@ -252,12 +254,12 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 	if ((uint32_t)json_integer_value(json_object_get(res, "key")) != ks->key ||
 	    wire_dtype_parse(dtype) != ks->dtype || !json_is_array(chunks)) {
 		snprintf(err, errlen, "key, dtype or chunks differ from the declaration");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	l->chunk_ep = calloc(l->nchunks ? l->nchunks : 1, sizeof(*l->chunk_ep));
 	if (!l->chunk_ep) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
+		snprintf(err, errlen, "out of memory for its %u chunks", l->nchunks);
+		return PBOX_ENOMEM;
 	}
 	for (uint32_t i = 0; i < l->nchunks; i++) {
 		json_int_t ep = json_integer_value(json_array_get(chunks, i));
@@ -268,7 +270,7 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 	    (ks->is_ps && wire_dtype_parse(json_string_value(json_object_get(ps,
 						"weights_dtype"))) != ks->rdtype)) {
 		snprintf(err, errlen, "the PS mode (\"ps\") differs from the declaration");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	ks->restored = ks->is_ps && json_is_true(json_object_get(ps, "restored"));
 	/* the key's rounds go on from its earlier lives' (a box before 0.9.1
@@ -277,33 +279,33 @@ static int parse_layout(const json_t *res, struct key_state *ks, uint32_t seg_by
 	json_int_t first = fr ? json_integer_value(fr) : 1;
 	if ((fr && !json_is_integer(fr)) || first < 1 || first > UINT32_MAX) {
 		snprintf(err, errlen, "\"first_round\" is not a round number");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	ks->first_round = (uint32_t)first;
 	ks->round = ks->first_round - 1;
 	if (ks->sparse != json_is_true(json_object_get(res, "sparse"))) {
 		snprintf(err, errlen, "the sparse mode (\"sparse\") differs from the declaration");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	const char *coll = json_string_value(json_object_get(res, "collective"));
 	json_t *root = json_object_get(res, "root");
 	if (coll ? strcmp(coll, key_coll_name(ks->coll)) != 0 : ks->coll != COLL_ALLREDUCE) {
 		snprintf(err, errlen, "the collective (\"collective\") differs from the "
 			 "declaration");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	if (ks->coll == COLL_BROADCAST && json_integer_value(root) != ks->root) {
 		snprintf(err, errlen, "the root (\"root\") differs from the declaration");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	/* allgather and reduce_scatter keys: a slice per rank, each cut on its own */
 	if (ks->coll == COLL_ALLGATHER || ks->coll == COLL_REDUCE_SCATTER)
 		return seg_layout_check_sliced(l, ks->count, ks->dtype, seg_bytes, neps,
-					       (uint32_t)world, err, errlen);
+					       (uint32_t)world, err, errlen) < 0 ? PBOX_EPROTO : 0;
 	/* a sparse key's segments are WIRE_SPARSE_SLACK bytes shorter */
 	return seg_layout_check(l, ks->count, ks->is_ps ? WIRE_F32 : ks->dtype,
 				ks->sparse ? seg_bytes - WIRE_SPARSE_SLACK : seg_bytes,
-				neps, err, errlen);
+				neps, err, errlen) < 0 ? PBOX_EPROTO : 0;
 }
 
 static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t *res,
@@ -313,13 +315,21 @@ static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t
 	char err[CLIENT_MSG_LEN];
 	struct pbox_req *r = ks->req;
 
-	if (parse_layout(res, ks, c->seg_bytes, c->neps, c->world, &l, err, sizeof(err)) < 0 ||
-	    key_set_layout(ks, &l) < 0) {
+	int rc = parse_layout(res, ks, c->seg_bytes, c->neps, c->world, &l, err, sizeof(err));
+
+	if (rc == 0 && (rc = key_set_layout(ks, &l)) < 0)
+		snprintf(err, sizeof(err), "out of memory for the state of its %u segments",
+			 l.nsegs);
+	if (rc < 0) {
 		free(l.chunk_ep);
 		ks->phase = KEY_NEW;
-		if (r)
-			progress_finish(c, r, PBOX_EPROTO, "job '%s' rank %d key %u: bad key_declare "
-				   "answer from box %s: %s", c->job, c->rank, ks->key, c->control, err);
+		if (r && rc == PBOX_ENOMEM)
+			progress_finish(c, r, rc, "job '%s' rank %d key %u: key_declare answered, "
+					"but %s", c->job, c->rank, ks->key, err);
+		else if (r)
+			progress_finish(c, r, rc, "job '%s' rank %d key %u: bad key_declare "
+					"answer from box %s: %s", c->job, c->rank, ks->key,
+					c->control, err);
 		return;
 	}
 	if (r && r->state == REQ_DECLARING)
