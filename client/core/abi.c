@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/core/knobs.h"
 #include "client/core/req.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
@@ -73,28 +74,27 @@ static void opts_defaults(pbox_opts *o)
 	o->rto_ms = DEFAULT_RTO_MS;
 	o->window = DEFAULT_WINDOW;
 	o->mtu = 0;   /* automatic: pmtu.c */
-	const char *e = getenv("PBOX_UDP_OFFLOAD");
-	o->udp_offload = e && strcmp(e, "1") == 0;
+	uint64_t on;
+	knob_value(NULL, KNOB_UDP_OFFLOAD, &on);   /* (a flag: never fails) */
+	o->udp_offload = (uint32_t)on;
 	o->join_secret = NULL;   /* pbox_connect falls back to PBOX_JOIN_SECRET */
 	o->transport = PBOX_TRANSPORT_AUTO; /* client_opts_read reads PBOX_TRANSPORT */
-	e = getenv("PBOX_BUSY_POLL");
-	o->busy_poll = e && strcmp(e, "1") == 0;
+	knob_value(NULL, KNOB_BUSY_POLL, &on);
+	o->busy_poll = (uint32_t)on;
 	o->job_bytes = 0;   /* pbox_connect reads PBOX_JOB_BYTES (checked) */
 }
 
 /* opts.transport 0 (auto): $PBOX_TRANSPORT, if set, must name one. */
 static int transport_from_env(pbox_client *c)
 {
-	const char *e = getenv("PBOX_TRANSPORT");
+	uint64_t k;
 
-	if (c->opts.transport != PBOX_TRANSPORT_AUTO || !e || !*e)
+	if (c->opts.transport != PBOX_TRANSPORT_AUTO)
 		return 0;
-	int k = transport_parse(e);
-	if (k < 0)
-		return client_error(c, PBOX_EINVAL, "PBOX_TRANSPORT='%.32s' is not a transport: "
-				    "use auto, udp, xdp or verbs", e);
-	c->opts.transport = (uint32_t)k;
-	return 0;
+	int rc = knob_value(c, KNOB_TRANSPORT, &k);
+	if (rc == 0)
+		c->opts.transport = (uint32_t)k;
+	return rc;
 }
 
 int pbox_opts_init_sized(pbox_opts *opts, size_t size)

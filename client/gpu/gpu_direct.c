@@ -31,26 +31,24 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "client/core/knobs.h"
 #include "client/gpu/gpu.h"
 #include "include/pbox_cuda.h"
 
 int gpu_direct_mode(pbox_client *c, uint32_t key, int32_t opt)
 {
-	const char *v = getenv("PBOX_GPUDIRECT");
+	uint64_t v;
 
 	if (opt == PBOX_GPUDIRECT_OFF || opt == PBOX_GPUDIRECT_AUTO || opt == PBOX_GPUDIRECT_ON)
 		return opt;
 	if (opt != PBOX_GPUDIRECT_DEFAULT)
 		return client_error(c, PBOX_EINVAL, "key %u: pbox_dev_opts.gpudirect is %d (use "
 				    "PBOX_GPUDIRECT_OFF, _AUTO, _ON or _DEFAULT)", key, (int)opt);
-	if (!v || !*v || !strcasecmp(v, "auto"))
-		return PBOX_GPUDIRECT_AUTO;
-	if (!strcasecmp(v, "off") || !strcmp(v, "0"))
-		return PBOX_GPUDIRECT_OFF;
-	if (!strcasecmp(v, "on") || !strcmp(v, "1"))
-		return PBOX_GPUDIRECT_ON;
-	return client_error(c, PBOX_EINVAL, "key %u: PBOX_GPUDIRECT=%s (use off, auto or on)", key,
-			    v);
+	if (knob_value(NULL, KNOB_GPUDIRECT, &v) < 0)
+		return client_error(c, PBOX_EINVAL, "key %u: %s='%.64s' is not %s", key,
+				    knobs[KNOB_GPUDIRECT].name, knob_text(KNOB_GPUDIRECT),
+				    knobs[KNOB_GPUDIRECT].takes);
+	return (int)v;
 }
 
 void gpu_direct_drop(struct client_gpu *g, struct gpu_key *k, bool retire)

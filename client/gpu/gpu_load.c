@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/core/knobs.h"
 #include "client/gpu/gpu.h"
 
 #define GPU_LIB_DEFAULT "libpbox-gpu.so.1"
@@ -84,10 +85,10 @@ static int open_lib(const char *path, const struct pbox_gpu_ops **ops, char *err
 
 int gpu_load(const struct pbox_gpu_ops **ops, char *err, size_t errlen)
 {
-	const char *path = getenv("PBOX_GPU_LIB");
+	const char *path = knob_text(KNOB_GPU_LIB);
 	int rc = 0;
 
-	if (!path || !*path)
+	if (!path)
 		path = GPU_LIB_DEFAULT;
 	pthread_mutex_lock(&libs_lock);
 	struct gpu_lib *l = libs;

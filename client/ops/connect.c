@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "client/core/knobs.h"
 #include "client/ops/ops.h"
 #include "client/transport/net.h"
 #include "common/secret.h"
@@ -65,7 +66,8 @@ static bool job_name_ok(const char *job)
  * both are the caller's PBOX_EINVAL, found before anything is sent. */
 static int check_secret(pbox_client *c)
 {
-	const char *secret = c->opts.join_secret ? c->opts.join_secret : getenv("PBOX_JOIN_SECRET");
+	const char *secret = c->opts.join_secret ? c->opts.join_secret
+						 : knob_text(KNOB_JOIN_SECRET);
 	const char *what = c->opts.join_secret ? "pbox_opts.join_secret" : "PBOX_JOIN_SECRET";
 
 	/* the secret the join sends, if any (read during pbox_connect only) */
@@ -87,35 +89,24 @@ static int check_secret(pbox_client *c)
 /* pbox_opts.job_bytes 0: $PBOX_JOB_BYTES, if set: a whole number of bytes,
  * or of KiB, MiB, GiB or TiB with a K, M, G or T suffix (as pboxd's
  * sizes), at least 1. Anything else is PBOX_EINVAL naming it ("64M" was
- * read as 64 bytes, "abc" as none). */
+ * once read as 64 bytes, "abc" as none). */
 static int job_bytes_from_env(pbox_client *c)
 {
-	const char *e = getenv("PBOX_JOB_BYTES");
-	static const char units[] = "KMGT";
+	uint64_t v;
 
-	if (c->opts.job_bytes || !e || !*e)
+	if (c->opts.job_bytes)
 		return 0;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(e, &end, 10);
-	unsigned shift = 0;
-	const char *u = *end ? strchr(units, *end) : NULL;
-	if (u && end[1] == 0) {
-		shift = 10 * (unsigned)(u - units + 1);
-		end++;
-	}
-	if (e[0] < '0' || e[0] > '9' || *end || errno || v == 0 || v > (UINT64_MAX >> shift))
-		return client_error(c, PBOX_EINVAL, "PBOX_JOB_BYTES='%.32s' is not a size: bytes, "
-				    "or with a K, M, G or T suffix (binary), e.g. 512M", e);
-	c->opts.job_bytes = (uint64_t)v << shift;
-	return 0;
+	int rc = knob_value(c, KNOB_JOB_BYTES, &v);
+	if (rc == 0)
+		c->opts.job_bytes = v;
+	return rc;
 }
 
 static int check_args(pbox_client *c, const char *control, const char *job, int rank,
 		      int world, const pbox_opts *opts)
 {
 	if (!control || !*control)
-		control = getenv("PBOX_CONTROL");
+		control = knob_text(KNOB_CONTROL);
 	if (!control || !*control)
 		return client_error(c, PBOX_EINVAL,
 				    "no control address: pass one or set PBOX_CONTROL");
@@ -134,15 +125,11 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	int rc = client_opts_read(c, opts);
 	if (rc < 0)
 		return rc;
-	const char *env = getenv("PBOX_MTU");
-	if (c->opts.mtu == 0 && env && *env) {
-		char *end;
-		unsigned long v = strtoul(env, &end, 10);
-		if (*end || v < 576 || v > 65535)
-			return client_error(c, PBOX_EINVAL, "PBOX_MTU='%s' is not an MTU in "
-					    "576..65535", env);
-		c->opts.mtu = (uint32_t)v;
-	}
+	uint64_t mtu;
+	if (c->opts.mtu == 0 && (rc = knob_value(c, KNOB_MTU, &mtu)) < 0)
+		return rc;
+	if (c->opts.mtu == 0)
+		c->opts.mtu = (uint32_t)mtu;
 	c->mtu_auto = c->opts.mtu == 0;
 	if (!c->mtu_auto && wire_seg_bytes(c->opts.mtu) == 0)
 		return client_error(c, PBOX_EINVAL, "mtu %u is too small for a %d-byte payload",
@@ -263,15 +250,18 @@ static int open_data_and_join(pbox_client *c)
 	char err[CLIENT_MSG_LEN], ip[INET_ADDRSTRLEN];
 	json_t *res;
 	int rc = c->mtu_auto ? choose_mtu(c) : 0;
+	uint64_t skb;
 
 	if (rc < 0)
 		return rc;
+	knob_value(NULL, KNOB_XDP_MODE, &skb);   /* (never fails: native) */
 	struct tp_config cfg = {
 		.eps = c->eps, .neps = c->neps,
 		.max_dgram = WIRE_HDR_LEN + WIRE_MAX_PAYLOAD,
 		.mtu = c->opts.mtu,
 		.udp_offload = (int)c->opts.udp_offload,
 		.busy_poll = (int)c->opts.busy_poll,
+		.xdp_skb = (int)skb,
 	};
 	rc = transport_open(&c->tp, (pbox_transport)c->opts.transport, &cfg, err, sizeof(err));
 	if (rc < 0)

@@ -17,24 +17,22 @@
 #include <string.h>
 #include <strings.h>
 
+#include "client/core/knobs.h"
 #include "client/ops/ops.h"
 
-enum { DBG_OFF = 0, DBG_WARN, DBG_INFO };
+enum { DBG_OFF = KNOB_DEBUG_OFF, DBG_WARN = KNOB_DEBUG_WARN, DBG_INFO = KNOB_DEBUG_INFO };
 
 static int level(void)
 {
-	const char *v = getenv("PBOX_DEBUG");
+	uint64_t v;
 
-	if (!v || !*v)
-		return DBG_OFF;
-	if (!strcasecmp(v, "INFO") || !strcasecmp(v, "DEBUG") || !strcmp(v, "1"))
-		return DBG_INFO;
-	return !strcasecmp(v, "WARN") ? DBG_WARN : DBG_OFF;
+	knob_value(NULL, KNOB_DEBUG, &v);   /* (never fails: off) */
+	return (int)v;
 }
 
 static FILE *sink(void)
 {
-	const char *path = getenv("PBOX_DEBUG_FILE");
+	const char *path = knob_text(KNOB_DEBUG_FILE);
 	FILE *f = path && *path ? fopen(path, "a") : NULL;
 
 	return f ? f : stderr;

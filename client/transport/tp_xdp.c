@@ -104,6 +104,7 @@ struct xdp_tp {
 	const struct sockaddr_in *eps;
 	unsigned neps;
 	bool zerocopy, native, sg, busy_poll;
+	bool skb_mode;                /* tp_config.xdp_skb: generic mode only */
 	uint32_t frame_max;          /* the largest frame: MTU + Ethernet header */
 	bool udp_ready;              /* poll saw udp_fd readable: drain it */
 	/* tx slots */
@@ -315,8 +316,7 @@ static int prog_attach(struct xdp_tp *x, char *err, size_t errlen)
 		return sys_err(rc ? -rc : errno, err, errlen, "filling the XDP maps", x->np[0].ifname);
 	/* Native first; generic where the driver has no XDP. */
 	static const uint32_t modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
-	const char *force = getenv("PBOX_XDP_MODE");
-	for (unsigned m = force && !strcmp(force, "skb") ? 1 : 0; m < 2; m++) {
+	for (unsigned m = x->skb_mode ? 1 : 0; m < 2; m++) {
 		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = modes[m]);
 		x->link_fd = bpf_link_create(bpf_program__fd(p), x->np[0].ifindex, BPF_XDP, &lo);
 		if (x->link_fd >= 0) {
@@ -653,6 +653,7 @@ int tp_xdp_open(struct transport *t, const struct tp_config *cfg, char *err, siz
 	x->link_fd = x->udp_fd = x->xsk_fd = -1;
 	x->eps = cfg->eps;
 	x->neps = cfg->neps;
+	x->skb_mode = cfg->xdp_skb != 0;
 	if (!(x->np = calloc(cfg->neps, sizeof(*x->np)))) {
 		free(x);
 		snprintf(err, errlen, "out of memory for the xdp transport");

@@ -104,6 +104,8 @@ struct tp_config {
 	uint32_t mtu;             /* IPv4 MTU of the path (frames are mtu + 14 bytes) */
 	int udp_offload;          /* udp: GSO/GRO (pbox_opts.udp_offload) */
 	int busy_poll;            /* xdp: SO_PREFER_BUSY_POLL (pbox_opts.busy_poll) */
+	int xdp_skb;              /* xdp: attach in generic (skb) mode only, not native
+				   * first (PBOX_XDP_MODE=skb) */
 };
 
 /* Device memory registered with the NIC (GPUDirect RDMA). */

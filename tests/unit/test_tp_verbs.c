@@ -2036,7 +2036,7 @@ static void allreduce_dev__gpudirect_auto_stages_on_refuses(void **state)
 	assert_non_null(strstr(pbox_last_error(c), "is nvidia-peermem loaded?"));
 	setenv("PBOX_GPUDIRECT", "sometimes", 1);
 	assert_int_equal(pbox_allreduce_dev(c, 3, dev, N, PBOX_F32, NULL, &d), PBOX_EINVAL);
-	assert_non_null(strstr(pbox_last_error(c), "PBOX_GPUDIRECT=sometimes"));
+	assert_non_null(strstr(pbox_last_error(c), "PBOX_GPUDIRECT='sometimes'"));
 	/* with nvidia-peermem it goes direct */
 	unsetenv("PBOX_GPUDIRECT");
 	F.peermem = true;
