@@ -55,16 +55,16 @@ static int split_hostport(const char *hp, char *host, size_t hostlen,
 	size_t hl;
 
 	if (!colon || colon == hp || colon[1] == '\0')
-		return -1;
+		return PBOX_EINVAL;
 	hl = (size_t)(colon - hp);
 	if (hp[0] == '[') {
 		if (hl < 3 || hp[hl - 1] != ']')
-			return -1;
+			return PBOX_EINVAL;
 		h = hp + 1;
 		hl -= 2;
 	}
 	if (hl >= hostlen || strlen(colon + 1) >= portlen)
-		return -1;
+		return PBOX_EINVAL;
 	memcpy(host, h, hl);
 	host[hl] = '\0';
 	strcpy(port, colon + 1);

@@ -77,7 +77,7 @@ static int grow(struct keytab *t)
 	struct key_state **ntab = calloc(ncap, sizeof(*ntab));
 
 	if (!ntab)
-		return -1;
+		return PBOX_ENOMEM;
 	for (uint32_t i = 0; i < t->cap; i++)
 		if (t->tab[i])
 			insert(ntab, ncap, t->tab[i]);

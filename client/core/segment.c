@@ -5,6 +5,7 @@
  * bitmap. Pure functions, see segment.h.
  */
 #include "client/core/segment.h"
+#include "include/pbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,26 +44,26 @@ int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
 
 	if (esz == 0) {
 		snprintf(err, errlen, "unknown dtype %u (use PBOX_F32, PBOX_F16 or PBOX_BF16)", dtype);
-		return -1;
+		return PBOX_EINVAL;
 	}
 	if (count == 0) {
 		snprintf(err, errlen, "count is 0");
-		return -1;
+		return PBOX_EINVAL;
 	}
 	if (count > SIZE_MAX / esz) {
 		snprintf(err, errlen, "count %zu of %s overflows the address space",
 			 count, wire_dtype_name(dtype));
-		return -1;
+		return PBOX_EINVAL;
 	}
 	if (seg_elems == 0) {
 		snprintf(err, errlen, "segment size %u bytes cannot hold %s elements",
 			 seg_bytes, wire_dtype_name(dtype));
-		return -1;
+		return PBOX_EINVAL;
 	}
 	if (seg_nsegs(count, seg_elems) > UINT32_MAX) {
 		snprintf(err, errlen, "count %zu of %s needs more than 2^32 segments of %u bytes",
 			 count, wire_dtype_name(dtype), seg_bytes);
-		return -1;
+		return PBOX_EINVAL;
 	}
 	return 0;
 }
@@ -92,25 +93,25 @@ static int layout_sizes_check(const struct seg_layout *l, uint64_t count, unsign
 	if (l->count != count) {
 		snprintf(err, errlen, "count %llu, declared %llu",
 			 (unsigned long long)l->count, (unsigned long long)count);
-		return -1;
+		return PBOX_EPROTO;
 	}
 	if (l->seg_elems != want_elems || want_elems == 0 || want_elems > UINT16_MAX) {
 		snprintf(err, errlen, "seg_elems %u, expected %u for %u-byte segments of %s",
 			 l->seg_elems, want_elems, seg_bytes,
 			 wire_dtype_name(dtype) ? wire_dtype_name(dtype) : "?");
-		return -1;
+		return PBOX_EPROTO;
 	}
 	struct seg_layout cut = { .count = count, .seg_elems = want_elems };
 	uint64_t want_segs = seg_slices(&cut, nslices);
 	if (want_segs == 0 || l->nsegs != want_segs) {
 		snprintf(err, errlen, "nsegs %u, expected %llu (%u slices)", l->nsegs,
 			 (unsigned long long)want_segs, nslices);
-		return -1;
+		return PBOX_EPROTO;
 	}
 	if (l->segs_per_chunk == 0 || l->nchunks != seg_nchunks(l->nsegs, l->segs_per_chunk)) {
 		snprintf(err, errlen, "%u chunks of %u segments do not cover %u segments",
 			 l->nchunks, l->segs_per_chunk, l->nsegs);
-		return -1;
+		return PBOX_EPROTO;
 	}
 	return 0;
 }
@@ -120,17 +121,17 @@ static int layout_check(const struct seg_layout *l, uint64_t count, unsigned dty
 			char *err, size_t errlen)
 {
 	if (layout_sizes_check(l, count, dtype, seg_bytes, nslices, err, errlen) < 0)
-		return -1;
+		return PBOX_EPROTO;
 	if (l->elem != wire_dtype_size(dtype)) {
 		snprintf(err, errlen, "element size %u, expected %zu", l->elem,
 			 wire_dtype_size(dtype));
-		return -1;
+		return PBOX_EPROTO;
 	}
 	for (uint32_t i = 0; i < l->nchunks; i++) {
 		if (l->chunk_ep[i] >= neps) {
 			snprintf(err, errlen, "chunk %u names endpoint %u of %u", i,
 				 l->chunk_ep[i], neps);
-			return -1;
+			return PBOX_EPROTO;
 		}
 	}
 	return 0;
@@ -227,7 +228,7 @@ int seg_window_init(struct seg_window *w, uint32_t cap)
 	w->nfree = 0;
 	w->free = cap ? calloc(cap, sizeof(*w->free)) : NULL;
 	if (!w->free)
-		return -1;
+		return cap ? PBOX_ENOMEM : PBOX_EINVAL;
 	/* Hand out low indexes first: slot 0 is on top of the stack. */
 	for (uint32_t i = cap; i-- > 0;)
 		w->free[w->nfree++] = i;
@@ -259,7 +260,7 @@ int seg_layout_check_sliced(struct seg_layout *l, uint64_t count, unsigned dtype
 			    char *err, size_t errlen)
 {
 	if (layout_check(l, count, dtype, seg_bytes, neps, nslices, err, errlen) < 0)
-		return -1;
+		return PBOX_EPROTO;
 	seg_slices(l, nslices);
 	return 0;
 }

@@ -49,7 +49,8 @@ uint64_t seg_nchunks(uint64_t nsegs, uint32_t segs_per_chunk);
 /*
  * Whether a call of count elements of dtype can be carried with seg_bytes
  * payloads: count > 0, count * element size fits in size_t, and the
- * segment index fits the 32-bit wire field. 0 or -1 (reason in err).
+ * segment index fits the 32-bit wire field. 0 or PBOX_EINVAL (reason in
+ * err).
  */
 int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
 		    char *err, size_t errlen);
@@ -57,7 +58,7 @@ int seg_count_check(size_t count, unsigned dtype, uint32_t seg_bytes,
 /*
  * Check a layout received from the box against what was declared (count,
  * dtype) and the job's seg_bytes, and that every chunk names one of neps
- * endpoints. 0, or -1 with the first inconsistency named in err.
+ * endpoints. 0, or PBOX_EPROTO with the first inconsistency named in err.
  */
 int seg_layout_check(const struct seg_layout *l, uint64_t count, unsigned dtype,
 		     uint32_t seg_bytes, unsigned neps, char *err, size_t errlen);
@@ -172,7 +173,7 @@ struct seg_window {
 	uint32_t *free;          /* stack of free slot indexes */
 };
 
-/* 0 or -1 (out of memory). cap must be > 0. */
+/* 0, or PBOX_ENOMEM, or PBOX_EINVAL for cap 0. */
 int seg_window_init(struct seg_window *w, uint32_t cap);
 void seg_window_free(struct seg_window *w);
 

@@ -153,7 +153,7 @@ static int parse_endpoint(const json_t *e, struct sockaddr_in *sa)
 	sa->sin_family = AF_INET;
 	sa->sin_port = htons((uint16_t)port);
 	return ip && port > 0 && port <= 65535 && inet_pton(AF_INET, ip, &sa->sin_addr) == 1
-		       ? 0 : -1;
+		       ? 0 : PBOX_EPROTO;
 }
 
 static int get_endpoints(pbox_client *c)

@@ -97,17 +97,18 @@ static void ps_rpc_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 	ps_rpc_next(c, r, now);
 }
 
-/* A key_read piece's data into r's buffer: 0, or -1 if it does not fit. */
+/* A key_read piece's data into r's buffer: 0, or PBOX_EPROTO if it does
+ * not fit. */
 static int take_data(struct pbox_req *r, const json_t *res, size_t n)
 {
 	const char *text = json_string_value(json_object_get(res, "data"));
 	size_t len = text ? strlen(text) : 0;
 
 	if (!text || b64_len(n * sizeof(float)) != len)
-		return -1;
+		return PBOX_EPROTO;
 	long got = b64_decode((float *)r->buf + r->done_elems, n * sizeof(float), text, len);
 	r->steps = (uint64_t)json_integer_value(json_object_get(res, "steps"));
-	return got == (long)(n * sizeof(float)) ? 0 : -1;
+	return got == (long)(n * sizeof(float)) ? 0 : PBOX_EPROTO;
 }
 
 static void ps_rpc_answer(pbox_client *c, struct rpc_pending *p, const json_t *msg, uint64_t now)

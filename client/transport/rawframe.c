@@ -49,14 +49,14 @@ static int route_lookup(struct in_addr dst, char ifname[IF_NAMESIZE], struct in_
 	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(ra->rta_len);
 	gw->s_addr = 0;
 	if (fd < 0)
-		return -1;
+		return PBOX_ESYS;
 	struct timeval tv = { .tv_sec = 1 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ssize_t n = send(fd, &req, req.nh.nlmsg_len, 0) < 0 ? -1 : recv(fd, &ans, sizeof(ans), 0);
 	close(fd);
 	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct rtmsg)) || !NLMSG_OK(&ans.nh, (size_t)n) ||
 	    ans.nh.nlmsg_type != RTM_NEWROUTE)
-		return -1;   /* NLMSG_ERROR: no route */
+		return PBOX_ECONNECT;   /* NLMSG_ERROR: no route */
 	struct rtmsg *rt = NLMSG_DATA(&ans.nh);
 	int len = (int)RTM_PAYLOAD(&ans.nh);
 	for (struct rtattr *a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
@@ -65,7 +65,7 @@ static int route_lookup(struct in_addr dst, char ifname[IF_NAMESIZE], struct in_
 		else if (a->rta_type == RTA_GATEWAY && RTA_PAYLOAD(a) >= sizeof(*gw))
 			memcpy(gw, RTA_DATA(a), sizeof(*gw));
 	}
-	return oif > 0 && if_indextoname((unsigned)oif, ifname) ? 0 : -1;
+	return oif > 0 && if_indextoname((unsigned)oif, ifname) ? 0 : PBOX_ECONNECT;
 }
 
 /* The complete neighbour entry of ip on ifname in /proc/net/arp. */
@@ -77,7 +77,7 @@ static int arp_lookup(struct in_addr ip, const char *ifname, uint8_t mac[6])
 	int found = 0;
 
 	if (!f)
-		return -1;
+		return PBOX_ESYS;
 	while (!found && fgets(line, sizeof(line), f)) {
 		/* IP address  HW type  Flags  HW address  Mask  Device */
 		if (sscanf(line, "%31s %x %x %x:%x:%x:%x:%x:%x %*s %31s", ips, &type, &flags,
@@ -92,7 +92,7 @@ static int arp_lookup(struct in_addr ip, const char *ifname, uint8_t mac[6])
 		found = 1;
 	}
 	fclose(f);
-	return found ? 0 : -1;
+	return found ? 0 : PBOX_ECONNECT;
 }
 
 /* Ask the kernel to resolve ip: one empty datagram to its discard port. */

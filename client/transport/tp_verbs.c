@@ -44,6 +44,7 @@
 #include "common/clock.h"
 #include "client/transport/rawframe.h"
 #include "client/transport/verbs.h"
+#include "common/drops.h"
 #include "common/frame.h"
 
 #define VERBS_TX_RING     512      /* send buffers (a power of two) */
@@ -315,8 +316,9 @@ static void rx_events(struct verbs *v)
 	}
 }
 
-/* The pbox datagram in a received frame. Where the NIC verified the IPv4
- * and UDP checksums (IBV_WC_IP_CSUM_OK) they are not summed again. */
+/* The pbox datagram in a received frame (rawframe_parse's 0 or negative
+ * drop reason). Where the NIC verified the IPv4 and UDP checksums
+ * (IBV_WC_IP_CSUM_OK) they are not summed again. */
 static int rx_parse(const struct verbs *v, const uint8_t *f, uint32_t len, bool csum_ok,
 		    const uint8_t **dg, uint32_t *dlen)
 {
@@ -326,7 +328,7 @@ static int rx_parse(const struct verbs *v, const uint8_t *f, uint32_t len, bool 
 		return rawframe_parse(f, len, &v->np[0], v->port, dg, dlen);
 	int k = frame_parse(f, len, ntohl(v->np[0].src.s_addr), &fi);
 	if (k != FRAME_UDP || fi.dst_port != v->port)
-		return -1;
+		return -DROP_BAD_PORT;
 	*dg = fi.payload;
 	*dlen = (uint32_t)fi.payload_len;
 	return 0;

@@ -37,7 +37,8 @@ int verbs_dev_list(struct ibv_device ***list, char *err, size_t errlen)
 	return n;
 }
 
-/* The first line of a small sysfs file, without its newline; 0 or -1. */
+/* The first line of a small sysfs file, without its newline; 0 or
+ * PBOX_ESYS. */
 static int read_line(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "re");
@@ -46,7 +47,7 @@ static int read_line(const char *path, char *buf, size_t len)
 	if (f)
 		fclose(f);
 	if (!ok)
-		return -1;
+		return PBOX_ESYS;
 	buf[strcspn(buf, "\n")] = 0;
 	return 0;
 }

@@ -3,6 +3,7 @@
  * recovery.c - send-order list, RACK and AIMD of libpbox (recovery.h).
  */
 #include "client/xfer/recovery.h"
+#include "include/pbox.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@ int sendq_init(struct sendq *q, uint32_t cap)
 	q->in = calloc(cap ? cap : 1, 1);
 	if (!q->prev || !q->next || !q->in) {
 		sendq_free(q);
-		return -1;
+		return PBOX_ENOMEM;
 	}
 	return 0;
 }

@@ -40,7 +40,7 @@ struct sendq {
 	uint8_t *in;             /* cap flags: on the list */
 };
 
-int sendq_init(struct sendq *q, uint32_t cap);   /* 0 or -1 (no memory) */
+int sendq_init(struct sendq *q, uint32_t cap);   /* 0 or PBOX_ENOMEM */
 void sendq_free(struct sendq *q);
 /* Put i at the tail (moving it there if it is on the list). */
 void sendq_push(struct sendq *q, uint32_t i);

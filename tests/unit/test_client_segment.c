@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "client/core/segment.h"
+#include "include/pbox.h"
 #include "common/wire.h"
 
 #define SEG1500 1408u /* seg_bytes for a 1500-byte MTU */
@@ -90,13 +91,13 @@ static void count_check__zero_bad_dtype_overflow(void **state)
 	char err[256];
 
 	(void)state;
-	assert_int_equal(seg_count_check(0, WIRE_F32, SEG1500, err, sizeof(err)), -1);
+	assert_int_equal(seg_count_check(0, WIRE_F32, SEG1500, err, sizeof(err)), PBOX_EINVAL);
 	assert_non_null(strstr(err, "count is 0"));
-	assert_int_equal(seg_count_check(10, 9, SEG1500, err, sizeof(err)), -1);
+	assert_int_equal(seg_count_check(10, 9, SEG1500, err, sizeof(err)), PBOX_EINVAL);
 	assert_non_null(strstr(err, "dtype"));
-	assert_int_equal(seg_count_check(SIZE_MAX / 2, WIRE_F32, SEG1500, err, sizeof(err)), -1);
+	assert_int_equal(seg_count_check(SIZE_MAX / 2, WIRE_F32, SEG1500, err, sizeof(err)), PBOX_EINVAL);
 	assert_non_null(strstr(err, "overflows"));
-	assert_int_equal(seg_count_check(1, WIRE_F32, 0, err, sizeof(err)), -1);
+	assert_int_equal(seg_count_check(1, WIRE_F32, 0, err, sizeof(err)), PBOX_EINVAL);
 }
 
 static void count_check__huge_counts_and_segment_index_limit(void **state)
@@ -106,7 +107,7 @@ static void count_check__huge_counts_and_segment_index_limit(void **state)
 
 	(void)state;
 	assert_int_equal(seg_count_check(max_ok, WIRE_F32, SEG1500, err, sizeof(err)), 0);
-	assert_int_equal(seg_count_check(max_ok + 1, WIRE_F32, SEG1500, err, sizeof(err)), -1);
+	assert_int_equal(seg_count_check(max_ok + 1, WIRE_F32, SEG1500, err, sizeof(err)), PBOX_EINVAL);
 	assert_non_null(strstr(err, "2^32"));
 	assert_int_equal(seg_count_check(64u << 20, WIRE_BF16, SEG1500, err, sizeof(err)), 0);
 	assert_int_equal(seg_nsegs((uint64_t)1 << 40, 352), 3123612579ull);
@@ -153,28 +154,28 @@ static void layout_check__names_each_inconsistency(void **state)
 
 	(void)state;
 	l = good_layout(eps);
-	assert_int_equal(seg_layout_check(&l, 999, WIRE_F32, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 999, WIRE_F32, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 	assert_non_null(strstr(err, "count"));
 	l = good_layout(eps);
 	l.seg_elems = 350;
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 	assert_non_null(strstr(err, "seg_elems"));
 	l = good_layout(eps);
 	l.nsegs = 4;
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 	assert_non_null(strstr(err, "nsegs"));
 	l = good_layout(eps);
 	l.nchunks = 1;
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 	assert_non_null(strstr(err, "chunks"));
 	l = good_layout(eps);
 	l.segs_per_chunk = 0;
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 	l = good_layout(eps);
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 1, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F32, SEG1500, 1, err, sizeof(err)), PBOX_EPROTO);
 	assert_non_null(strstr(err, "endpoint 1 of 1"));
 	l = good_layout(eps);
-	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F16, SEG1500, 2, err, sizeof(err)), -1);
+	assert_int_equal(seg_layout_check(&l, 1000, WIRE_F16, SEG1500, 2, err, sizeof(err)), PBOX_EPROTO);
 }
 
 static void rto__doubles_and_caps(void **state)
@@ -323,7 +324,7 @@ static void window__zero_capacity_fails(void **state)
 	struct seg_window w;
 
 	(void)state;
-	assert_int_equal(seg_window_init(&w, 0), -1);
+	assert_int_equal(seg_window_init(&w, 0), PBOX_EINVAL);
 }
 
 static void bitmap__first_clear(void **state)
