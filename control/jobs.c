@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/secret.h"
+#include "common/wire.h"
 #include "control/log.h"
 
 #define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)

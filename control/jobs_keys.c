@@ -18,6 +18,7 @@
 
 #include <sys/stat.h>
 
+#include "common/wire.h"
 #include "control/jobs_core.h"
 #include "control/log.h"
 #include "control/ps_ckpt.h"
