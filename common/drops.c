@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* drops.c - names and descriptions of the drop reasons in drops.h. */
+/* drops.c - names of the drop reasons in drops.h. */
 #include "common/drops.h"
 
 static const char *const names[DROP_COUNT] = {
@@ -9,19 +9,7 @@ static const char *const names[DROP_COUNT] = {
 #undef X
 };
 
-static const char *const texts[DROP_COUNT] = {
-	[DROP_NONE] = "not dropped",
-#define X(e, name, text) [DROP_##e] = text,
-	DROP_REASONS(X)
-#undef X
-};
-
 const char *drop_name(int reason)
 {
 	return reason >= 0 && reason < DROP_COUNT ? names[reason] : "?";
-}
-
-const char *drop_text(int reason)
-{
-	return reason >= 0 && reason < DROP_COUNT ? texts[reason] : "unknown reason";
 }

@@ -4,7 +4,8 @@
  *
  * One X-macro table expands into the enum and the names, so no counter can
  * lack a name (VPP's error-counter idiom). Names are what `pboxctl stats`
- * prints and what box_stats returns.
+ * prints and what box_stats returns; the third column says what each
+ * reason means, for the reader (no code prints it).
  */
 #ifndef PBOX_DROPS_H
 #define PBOX_DROPS_H
@@ -52,7 +53,5 @@ enum drop_reason {
 
 /* Short name of a reason ("bad_token"), "none" for 0, "?" if out of range. */
 const char *drop_name(int reason);
-/* One-line description of a reason. */
-const char *drop_text(int reason);
 
 #endif

@@ -202,11 +202,6 @@ void rpc_client_set_notify(struct rpc_client *c, rpc_client_notify_fn fn, void *
 	c->notify_arg = arg;
 }
 
-int rpc_client_fd(const struct rpc_client *c)
-{
-	return c->fd;
-}
-
 /* ---- reading ---- */
 
 /* Wait until readable and read once. 1 read, 0 timeout, <0 error. */

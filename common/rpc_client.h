@@ -67,9 +67,6 @@ void rpc_client_set_notify(struct rpc_client *c, rpc_client_notify_fn fn, void *
  * -errno. */
 int rpc_client_poll(struct rpc_client *c, int timeout_ms, struct rpc_error *e);
 
-/* The socket, to wait for readability in the caller's own loop. */
-int rpc_client_fd(const struct rpc_client *c);
-
 /* Close and free. NULL is ignored. */
 void rpc_client_close(struct rpc_client *c);
 

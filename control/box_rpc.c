@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/wire.h"
 #include "control/jobs.h"
 #include "control/options.h"
 #include "control/rpc_methods.h"

@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/secret.h"
+#include "common/wire.h"
 #include "control/jobs.h"
 #include "control/log.h"
-#include "common/secret.h"
 #include "control/rpc_methods.h"
 
 #define U16_MAX 65535u

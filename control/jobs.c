@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * jobs.c - the job life cycle: admission (ids, tokens, the arena and the
- * JOB_INSTALL on every lcore), ranks joining and leaving, abort, and
- * removal that frees the arena only once every lcore has applied the
- * REMOVE. Keys are in jobs_keys.c. See jobs.h for the contract.
+ * JOB_INSTALL on every lcore), ranks joining and leaving, sessions, abort
+ * by name, and jobs_tick, which finishes removals (the arena is freed only
+ * once every lcore has applied the REMOVE) and runs the keys' and the
+ * stall watch's periodic work. The top of the registry: it builds on
+ * jobs_keys.c, jobs_watch.c and jobs_core.c, and none of them calls it.
+ * See jobs.h for the contract.
  */
-#include "control/jobs_internal.h"
+#include "control/jobs_core.h"
+#include "control/jobs_keys.h"
+#include "control/jobs_watch.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,43 +24,14 @@
 
 #include "common/clock.h"
 #include "common/secret.h"
+#include "common/wire.h"
 #include "control/log.h"
 
 #define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
-#define POST_TRIES 10000   /* x 100 us: about a second */
 #define DEFAULT_MTU 1500
 
 _Static_assert(BOX_MAX_EPS <= ASSIGN_MAX_EPS, "assign cannot cover every endpoint");
 _Static_assert(BOX_MAX_LCORES <= 256, "chunk owners are uint8_t");
-
-int jobs_post(struct jobs *js, unsigned lcore, const struct engine_msg *m)
-{
-	struct box *b = js->box;
-
-	for (int i = 0; i < POST_TRIES; i++) {
-		int rc = b->dp.post(b->dp.ctx, lcore, m);
-		if (rc == 0) {
-			js->posted[lcore]++;
-			return 0;
-		}
-		if (rc != -EAGAIN)
-			return rc;
-		usleep(100);
-	}
-	return -EAGAIN;
-}
-
-static int post_all(struct jobs *js, const struct engine_msg *m, unsigned *failed)
-{
-	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
-		int rc = jobs_post(js, l, m);
-		if (rc < 0) {
-			*failed = l;
-			return rc;
-		}
-	}
-	return 0;
-}
 
 /* ---- registry ---- */
 
@@ -73,7 +49,7 @@ static void job_free(struct jobs *js, struct job *j)
 {
 	unsigned idx = engine_job_index(j->id);
 
-	jobs_keys_release(js, j);
+	jobs_key_table_free(js, j);
 	arena_fini(&j->mem);
 	if (j->arena)
 		js->box->dp.mem_free(js->box->dp.ctx, j->arena, j->max_bytes);
@@ -123,75 +99,7 @@ int job_name_valid(const char *name)
 	return 1;
 }
 
-const struct job *jobs_find(const struct jobs *js, const char *name)
-{
-	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
-		const struct job *j = js->table[i];
-		if (j && !j->removing && strcmp(j->name, name) == 0)
-			return j;
-	}
-	return NULL;
-}
-
-const struct job *jobs_find_id(const struct jobs *js, uint32_t id)
-{
-	const struct job *j = js->table[engine_job_index(id)];
-	return j && !j->removing && j->id == id ? j : NULL;
-}
-
-const struct job *jobs_next(const struct jobs *js, const struct job *prev)
-{
-	unsigned i = prev ? engine_job_index(prev->id) + 1 : 0;
-
-	for (; i < ENGINE_MAX_JOBS; i++)
-		if (js->table[i] && !js->table[i]->removing)
-			return js->table[i];
-	return NULL;
-}
-
-unsigned jobs_count(const struct jobs *js) { return js->nlive; }
-unsigned jobs_removing(const struct jobs *js) { return js->nremoving; }
-const uint64_t *jobs_ep_load(const struct jobs *js) { return js->load; }
-
 /* ---- removal ---- */
-
-/* Post the REMOVEs not posted yet (a full ring is retried by jobs_tick). */
-static void post_removes(struct jobs *js, struct job *j)
-{
-	struct engine_msg m = { .type = ENGINE_MSG_JOB_REMOVE, .job = j->id };
-
-	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
-		if (j->remove_mark[l])
-			continue;
-		int rc = js->box->dp.post(js->box->dp.ctx, l, &m);
-		if (rc == 0)
-			j->remove_mark[l] = ++js->posted[l];
-	}
-}
-
-/* Take j out of service; its memory goes once every lcore let go. */
-static void start_remove(struct jobs *js, struct job *j, const char *why)
-{
-	if (j->removing)
-		return;
-	j->removing = 1;
-	js->nlive--;
-	js->nremoving++;
-	jobs_keys_release(js, j);
-	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removing (%s)",
-		j->name, j->id, why);
-	post_removes(js, j);
-}
-
-static int lcores_done(const struct jobs *js, const struct job *j)
-{
-	const struct box_dp *dp = &js->box->dp;
-
-	for (unsigned l = 0; l < js->box->layout.nlcores; l++)
-		if (!j->remove_mark[l] || dp->applied(dp->ctx, l) < j->remove_mark[l])
-			return 0;
-	return 1;
-}
 
 void jobs_tick(struct jobs *js)
 {
@@ -206,49 +114,17 @@ void jobs_tick(struct jobs *js)
 		 * keep its slot and memory */
 		if (j && !j->removing && j->state == JOB_ABORTED &&
 		    clock_s() - j->aborted_at >= JOB_ABORT_LINGER_S)
-			start_remove(js, j, "aborted, its sessions told");
+			jobs_start_remove(js, j, "aborted, its sessions told");
 		if (!j || !j->removing)
 			continue;
-		post_removes(js, j);
-		if (!lcores_done(js, j))
+		jobs_post_removes(js, j);
+		if (!jobs_applied(js, j->remove_mark))
 			continue;
 		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): removed, %" PRIu64
 			" bytes freed", j->name, j->id, j->max_bytes);
 		js->nremoving--;
 		job_free(js, j);
 	}
-}
-
-static int has_session(const struct job *j)
-{
-	for (unsigned r = 0; r < j->world; r++)
-		if (j->ranks[r].session)
-			return 1;
-	return 0;
-}
-
-/* ---- abort ---- */
-
-void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
-{
-	struct engine_msg m = { .type = ENGINE_MSG_JOB_ABORT, .job = j->id };
-	unsigned failed;
-
-	if (j->state == JOB_ABORTED || j->removing)
-		return;
-	j->state = JOB_ABORTED;
-	j->aborted_at = clock_s();
-	snprintf(j->reason, sizeof(j->reason), "%s", reason);
-	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): aborted: %s",
-		j->name, j->id, reason);
-	if (post_all(js, &m, &failed) < 0)
-		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_ERROR, "job %s: lcore %u's ring is full; "
-			"it keeps aggregating until the job is removed", j->name, failed);
-	for (unsigned r = 0; r < j->world; r++)
-		if (j->ranks[r].session && js->notify)
-			js->notify(js->notify_ctx, j->ranks[r].session, j);
-	if (!has_session(j))
-		start_remove(js, j, "aborted, no session left");
 }
 
 int jobs_abort(struct jobs *js, const char *name, const char *reason,
@@ -297,8 +173,8 @@ void jobs_session_closed(struct jobs *js, void *session)
 			snprintf(why, sizeof(why), "rank %d lost (control connection closed)", lost);
 			jobs_abort_job(js, j, why);
 		}
-		if (j->state == JOB_ABORTED && !has_session(j))
-			start_remove(js, j, "aborted, no session left");
+		if (j->state == JOB_ABORTED && !job_has_session(j))
+			jobs_start_remove(js, j, "aborted, no session left");
 	}
 }
 
@@ -335,14 +211,6 @@ static uint32_t next_id(struct jobs *js, unsigned idx)
 		g = 1; /* never 0: id 0 is invalid */
 	js->gen[idx] = g;
 	return g * ENGINE_MAX_JOBS + idx;
-}
-
-static uint32_t key_cap_for(uint32_t max_keys)
-{
-	uint32_t c = 1;
-	while (c < 2 * max_keys)
-		c <<= 1;
-	return c;
 }
 
 static int check_admission(struct jobs *js, const char *name, uint32_t world,
@@ -396,7 +264,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 		   uint32_t seg_bytes, uint32_t weight, struct job **out, char *err, size_t errlen)
 {
 	const struct box_config *cfg = &js->box->cfg;
-	uint32_t key_cap = key_cap_for(cfg->max_keys);
+	uint32_t key_cap = jobs_key_cap(cfg->max_keys);
 	uint64_t per_lcore = ALIGN64(engine_job_mem_bytes((uint16_t)world, seg_bytes, key_cap,
 							  cfg->slots_per_lcore));
 	uint64_t engine = per_lcore * js->box->layout.nlcores;
@@ -427,13 +295,13 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 		free(j);
 		return errmsg(err, errlen, rc, "job %s: getrandom failed: %s", name, strerror(-rc));
 	}
-	if (jobs_keys_init(js, j) < 0) {
+	if (jobs_key_table_init(js, j) < 0) {
 		free(j);
 		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", name);
 	}
 	j->arena = js->box->dp.mem_alloc(js->box->dp.ctx, max_bytes);
 	if (!j->arena) {
-		jobs_keys_release(js, j);
+		jobs_key_table_free(js, j);
 		free(j);
 		return errmsg(err, errlen, -ENOMEM, "job %s: the box could not allocate %" PRIu64
 				 " bytes of job memory (hugepages exhausted?)", name, max_bytes);
@@ -443,7 +311,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	js->nlive++;
 	rc = install(js, j, per_lcore, key_cap, err, errlen);
 	if (rc < 0) {
-		start_remove(js, j, "install failed");
+		jobs_start_remove(js, j, "install failed");
 		return rc;
 	}
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): admitted, world %" PRIu32
@@ -470,7 +338,7 @@ static uint64_t engine_bytes(const struct jobs *js, uint32_t world, uint32_t mtu
 
 	if (seg == 0 || world == 0 || world > ENGINE_MAX_WORLD)
 		return 0; /* jobs_create names the error */
-	return ALIGN64(engine_job_mem_bytes((uint16_t)world, seg, key_cap_for(cfg->max_keys),
+	return ALIGN64(engine_job_mem_bytes((uint16_t)world, seg, jobs_key_cap(cfg->max_keys),
 					    cfg->slots_per_lcore)) * js->box->layout.nlcores;
 }
 
@@ -565,7 +433,7 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 		.type = ENGINE_MSG_WORKER_SET, .job = j->id,
 		.u.worker = { .rank = (uint16_t)a->rank, .port = a->port, .ip = a->ip },
 	};
-	int rc = post_all(js, &m, &failed);
+	int rc = jobs_post_all(js, &m, &failed);
 
 	if (rc < 0)
 		return errmsg(err, errlen, rc, "job %s: rank %" PRIu32 ": cannot reach lcore "
@@ -649,7 +517,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	if (rc == 0)
 		rc = add_rank(js, j, a, err, errlen);
 	if (rc < 0 && created)
-		start_remove(js, j, "first join failed");
+		jobs_start_remove(js, j, "first join failed");
 	if (rc == 0)
 		*out = j;
 	return rc;
@@ -674,8 +542,8 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
 		j->name, rank, j->njoined);
 	if (j->njoined == 0)
-		start_remove(js, j, "every rank left");
-	else if (j->state == JOB_ABORTED && !has_session(j))
-		start_remove(js, j, "aborted, no session left");
+		jobs_start_remove(js, j, "every rank left");
+	else if (j->state == JOB_ABORTED && !job_has_session(j))
+		jobs_start_remove(js, j, "aborted, no session left");
 	return 0;
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * jobs_keys.c - key declaration: check a declaration against the first
- * one, cut a new key into chunks, place them on endpoints, build the
- * engine's key in the job arena and install it on the owning lcores.
+ * jobs_keys.c - a job's keys: the key index; declaration (check a
+ * declaration against the first one, cut a new key into chunks, place
+ * them on endpoints, build the engine's key in the job arena and install
+ * it on the owning lcores); release and removal (jobs_keys_tick); the PS
+ * keys' stage and restore directory. Builds on jobs_core.c only; jobs.c
+ * calls jobs_keys_tick.
  */
-#include "control/jobs_internal.h"
+#include "control/jobs_keys.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +18,8 @@
 
 #include <sys/stat.h>
 
+#include "common/wire.h"
+#include "control/jobs_core.h"
 #include "control/log.h"
 #include "control/ps_ckpt.h"
 
@@ -23,19 +28,6 @@
 static uint32_t hash(uint32_t key, uint32_t cap)
 {
 	return (key * 2654435761u) & (cap - 1);
-}
-
-int jobs_keys_init(struct jobs *js, struct job *j)
-{
-	uint32_t cap = 1;
-
-	while (cap < 2 * js->box->cfg.max_keys)
-		cap <<= 1;
-	j->key_index = calloc(cap, sizeof(*j->key_index));
-	if (!j->key_index)
-		return -ENOMEM;
-	j->key_index_cap = cap;
-	return 0;
 }
 
 const struct job_key *job_key_find(const struct job *j, uint32_t key)
@@ -58,23 +50,6 @@ static void index_add(struct job *j, uint32_t pos)
 	while (j->key_index[h])
 		h = (h + 1) & (j->key_index_cap - 1);
 	j->key_index[h] = pos + 1;
-}
-
-void jobs_keys_release(struct jobs *js, struct job *j)
-{
-	for (uint32_t i = 0; i < j->nkeys; i++) {
-		if (!j->keys[i].remove_mark) /* a removing key gave its load back */
-			assign_release(&j->keys[i].geom, js->load, js->box->layout.neps,
-				       j->keys[i].chunk_ep);
-		free(j->keys[i].chunk_ep);
-		free(j->keys[i].remove_mark);
-	}
-	j->keys_removing = j->keys_releasing = 0;
-	free(j->keys);
-	free(j->key_index);
-	j->keys = NULL;
-	j->key_index = NULL;
-	j->nkeys = j->keys_cap = j->key_index_cap = 0;
 }
 
 /* Room for one more key record (grows by doubling up to max_keys). */
@@ -194,16 +169,6 @@ static void start_key_remove(struct jobs *js, struct job *j, struct job_key *k, 
 	post_key_remove(js, j, k);
 }
 
-static int key_applied(const struct jobs *js, const struct job_key *k)
-{
-	const struct box_dp *dp = &js->box->dp;
-
-	for (unsigned l = 0; l < js->box->layout.nlcores; l++)
-		if (!k->remove_mark[l] || dp->applied(dp->ctx, l) < k->remove_mark[l])
-			return 0;
-	return 1;
-}
-
 /* The key index again from keys[] (after a key left the array). */
 static void index_rebuild(struct job *j)
 {
@@ -257,7 +222,7 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 
 	for (uint32_t i = 0; i < j->nkeys;) {
 		struct job_key *k = &j->keys[i];
-		if (!k->remove_mark || !post_key_remove(js, j, k) || !key_applied(js, k)) {
+		if (!k->remove_mark || !post_key_remove(js, j, k) || !jobs_applied(js, k->remove_mark)) {
 			i++;
 			continue;
 		}

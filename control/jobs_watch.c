@@ -13,15 +13,18 @@
  * (job_create) is removed. Runs on the control thread from jobs_tick,
  * reading each lcore's engine_job_progress snapshot. Time the control
  * thread itself was held up (a long job_save) does not count against a
- * rank: its calls may have waited on that thread.
+ * rank: its calls may have waited on that thread. Builds on jobs_core.c
+ * only; jobs.c calls jobs_watch.
  */
+#include "control/jobs_watch.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/clock.h"
-#include "control/jobs_internal.h"
+#include "control/jobs_core.h"
 #include "control/log.h"
 
 #define WATCH_HELD_S 0.5   /* a gap between runs this long: the thread was held */

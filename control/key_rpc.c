@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/errmsg.h"
+#include "common/wire.h"
 #include "control/jobs.h"
 #include "control/rpc_methods.h"
 

@@ -360,11 +360,6 @@ void metrics_poll(struct metrics_server *m)
 			conn_step(m, &m->c[i], now);
 }
 
-int metrics_fd(const struct metrics_server *m)
-{
-	return m ? m->fd : -1;
-}
-
 void metrics_close(struct metrics_server *m)
 {
 	if (!m)

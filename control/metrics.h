@@ -38,9 +38,6 @@ int metrics_open(struct metrics_server **out, const struct box *b, const char *a
 /* Accept, read, answer and close what is ready, without blocking. */
 void metrics_poll(struct metrics_server *m);
 
-/* The listening socket (for the caller's poll set), or -1. */
-int metrics_fd(const struct metrics_server *m);
-
 void metrics_close(struct metrics_server *m);
 
 #endif

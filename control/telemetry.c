@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/drops.h"
+#include "common/wire.h"
 #include "control/jobs.h"
 #include "control/log.h"
 #include "control/tel_tree.h"

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp.h - the data plane as the control plane sees it: the one header of
- * dataplane/ that control/ includes.
+ * dataplane/ that control/ includes. Of the engine it gives the control
+ * plane engine_control.h (job and key layout, messages, counters), not
+ * engine.h (tests/layering.sh checks it).
  *
  * dp_open brings up the DPDK ports and the data lcores (dataplane/dp.c) and
  * describes them (struct dp_layout); afterwards the control plane reaches
@@ -19,7 +21,7 @@
 #include <stdint.h>
 
 #include "common/drops.h"
-#include "dataplane/engine.h"
+#include "dataplane/engine_control.h"
 #include "nic/port_info.h"
 
 #define BOX_MAX_LCORES 64

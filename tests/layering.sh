@@ -89,8 +89,29 @@ for floor in common nic dataplane control client gpu tools include; do
 		esac
 	done < <(find "$floor" -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' | sort)
 done
+
+# control/ includes dataplane/dp.h only; what that header includes from
+# dataplane/, and so on, is what control/ sees of the data plane: only the
+# façade, not the lcore's side of the engine (engine.h) nor lcore.h.
+facade="dataplane/dp.h dataplane/engine_control.h dataplane/optim.h"
+todo="dataplane/dp.h" seen=" "
+while [ -n "$todo" ]; do
+	set -- $todo
+	h=$1; shift; todo="$*"
+	case $seen in *" $h "*) continue ;; esac
+	seen="$seen$h "
+	[ -f "$h" ] || continue
+	while IFS=: read -r line inc; do
+		case " $facade " in
+		*" $inc "*) todo="$todo $inc" ;;
+		*)	echo "$h:$line: control/ sees \"$inc\" through dataplane/dp.h (the control plane's façade: $facade)"
+			bad=$((bad + 1)) ;;
+		esac
+	done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"dataplane/' "$h" |
+		 sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/')
+done
 if [ $bad -gt 0 ]; then
 	echo "layering: $bad include(s) cross the floors (docs/architecture.md)"
 	exit 1
 fi
-echo "layering: $files files, every include within its floor (and client/'s rooms)"
+echo "layering: $files files, every include within its floor and client/'s rooms, control/ sees only the façade of dataplane/"

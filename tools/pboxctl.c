@@ -8,7 +8,10 @@
  *   (options anywhere on the line; exit 0 ok, 1 failed, 2 usage, 3 unreachable)
  *     status | jobs | job show NAME | job abort NAME [--reason TEXT] |
  *     job create NAME --world N [...] | job save NAME DIR
- *     | stats [--all]
+ *     | stats [--all] | top [...]
+ *
+ * The top of pboxctl: `top` is in pboxctl_top.c, and the RPC call and the
+ * table printer, which both use, in pboxctl_common.c.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,8 +27,8 @@
 #include <jansson.h>
 
 #include "common/rpc_client.h"
-#include "common/secret.h"
-#include "tools/pboxctl.h"
+#include "tools/pboxctl_common.h"
+#include "tools/pboxctl_top.h"
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
@@ -34,6 +37,12 @@
  * is given (the box's watchdog pings go on while it writes). */
 #define SAVE_TIMEOUT_MS 3600000
 
+/* The command options, one bit each in ctl.used (all of them counted,
+ * however many times given). */
+enum {
+	OPT_ALL = 1u << 0, OPT_REASON = 1u << 1, OPT_WORLD = 1u << 2, OPT_MAX_BYTES = 1u << 3,
+	OPT_WEIGHT = 1u << 4, OPT_RESTORE = 1u << 5, OPT_INTERVAL = 1u << 6, OPT_COUNT = 1u << 7,
+};
 
 static int complain(int code, const char *fmt, va_list ap)
 {
@@ -41,18 +50,6 @@ static int complain(int code, const char *fmt, va_list ap)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	return code;
-}
-
-/* A failure of the command: exit code 1. */
-static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = complain(EXIT_FAILED, fmt, ap);
-	va_end(ap);
-	return rc;
 }
 
 /* A command line pboxctl cannot run: exit code 2. */
@@ -111,21 +108,10 @@ static void usage(FILE *f)
 		DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS);
 }
 
-/* ---- JSON field access that tolerates missing fields ---- */
+/* ---- output ---- */
 
-long long jint(const json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (long long)json_real_value(v) : 0;
-}
-
-const char *jstr(const json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? json_string_value(v) : "-";
-}
-
-const char *human_bytes(unsigned long long b, char *buf, size_t len)
+/* "1.5 MiB" into buf. */
+static const char *human_bytes(unsigned long long b, char *buf, size_t len)
 {
 	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	double v = (double)b;
@@ -142,116 +128,7 @@ const char *human_bytes(unsigned long long b, char *buf, size_t len)
 	return buf;
 }
 
-/* ---- aligned tables ---- */
-
-
-void table_cell(struct table *t, const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	if (t->ncells == t->cap) {
-		unsigned cap = t->cap ? t->cap * 2 : 64;
-		char **c = realloc(t->cells, cap * sizeof(*c));
-		if (!c) {
-			free(s);
-			return;
-		}
-		t->cells = c;
-		t->cap = cap;
-	}
-	s = s ? s : strdup("?");
-	size_t w = s ? strlen(s) : 1;
-	unsigned col = t->ncells % t->ncols;
-	if (w > t->width[col])
-		t->width[col] = w;
-	t->cells[t->ncells++] = s;
-}
-
-void table_init(struct table *t, unsigned ncols, const char *const *header)
-{
-	memset(t, 0, sizeof(*t));
-	t->ncols = ncols;
-	for (unsigned i = 0; i < ncols; i++)
-		table_cell(t, "%s", header[i]);
-}
-
-static int numeric(const char *s)
-{
-	if (*s == '-' && s[1])
-		s++;
-	for (; *s; s++)
-		if ((*s < '0' || *s > '9') && *s != '.')
-			return 0;
-	return 1;
-}
-
-/* Print and free: columns of numbers right-aligned (header too), text
- * left-aligned. */
-void table_print(struct table *t)
-{
-	int num[MAX_COLS];
-
-	for (unsigned c = 0; c < t->ncols; c++)
-		num[c] = t->ncells > t->ncols;
-	for (unsigned i = t->ncols; i < t->ncells; i++)
-		if (!t->cells[i] || !numeric(t->cells[i]))
-			num[i % t->ncols] = 0;
-	for (unsigned i = 0; i < t->ncells; i++) {
-		unsigned col = i % t->ncols;
-		const char *s = t->cells[i] ? t->cells[i] : "?";
-		int w = (int)t->width[col];
-		int last = col == t->ncols - 1;
-		if (num[col])
-			printf("%*s%s", w, s, last ? "\n" : "  ");
-		else if (last)
-			printf("%s\n", s);
-		else
-			printf("%-*s  ", w, s);
-		free(t->cells[i]);
-	}
-	free(t->cells);
-	memset(t, 0, sizeof(*t));
-}
-
-/* ---- RPC ---- */
-
-/* Over TCP every operator method carries the secret of --secret-file
- * (docs/reliability.md "Who may call what"). */
-int call(struct ctl *c, const char *method, json_t *params, json_t **result)
-{
-	struct rpc_error e;
-	int rc;
-
-	if (c->secret_file) {
-		char secret[SECRET_MAX_LEN + 1], err[256];
-		if (secret_load(c->secret_file, secret, err, sizeof(err)) < 0) {
-			json_decref(params);
-			return die("%s", err);
-		}
-		if (!params)
-			params = json_object();
-		json_object_set_new(params, "secret", json_string(secret));
-		memset(secret, 0, sizeof(secret));
-	}
-	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0) {
-		json_decref(params);
-		fprintf(stderr, "pboxctl: %s\n", e.message);
-		return EXIT_UNREACHABLE;
-	}
-	rc = rpc_client_call(c->rpc, method, params,
-			     c->reply_timeout_ms ? c->reply_timeout_ms : c->timeout_ms, result, &e);
-	json_decref(params);
-	if (rc < 0)
-		return die("%s", e.message);
-	return 0;
-}
-
-int print_json(const json_t *r)
+static int print_json(const json_t *r)
 {
 	json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 	putchar('\n');

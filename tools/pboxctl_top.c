@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/rpc_client.h"
-#include "tools/pboxctl.h"
+#include "tools/pboxctl_top.h"
 
 struct sample {
 	json_t *stats, *jobs;  /* box_stats and job_list results */

@@ -54,7 +54,7 @@
 #include "common/sum.h"
 #include "common/wire.h"
 #include "control/jobs.h"
-#include "control/jobs_internal.h" /* the server's notify hook, for quiet_aborts */
+#include "control/jobs_core.h" /* the server's notify hook, for quiet_aborts */
 #include "control/rpc_server.h"
 #include "tests/unit/box_fixture.h"
 

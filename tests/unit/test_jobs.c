@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_jobs.c - the job registry (control/jobs.c, jobs_keys.c) against a
- * box of real engines (box_fixture.h): admission, ranks, keys, limits,
- * abort and removal, and that every byte of job memory is given back.
+ * test_jobs.c - the job registry (control/jobs*.c) against a box of real
+ * engines (box_fixture.h): admission, ranks, keys, limits, abort and
+ * removal, and that every byte of job memory is given back.
  */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * pboxctl.h - what pboxctl's files share (pboxctl.c: the command line, the
- * RPC call and the table printer; pboxctl_top.c: the live view).
+ * pboxctl_common.h - what pboxctl_common.c offers pboxctl's commands
+ * (pboxctl.c) and its live view (pboxctl_top.c): the command line's state,
+ * the exit codes, the RPC call, JSON field access and the table printer.
+ * Calls go one way: pboxctl.c -> pboxctl_top.c -> pboxctl_common.c, and
+ * pboxctl.c -> pboxctl_common.c.
  */
-#ifndef PBOX_PBOXCTL_H
-#define PBOX_PBOXCTL_H
+#ifndef PBOX_PBOXCTL_COMMON_H
+#define PBOX_PBOXCTL_COMMON_H
 
 #include <stddef.h>
 
@@ -29,15 +32,16 @@ struct ctl {
 	long long interval_ms, count;       /* top; 0 = not given */
 	int reply_timeout_ms;        /* a command's own wait for its answer (0 = timeout_ms) */
 	int timeout_given;           /* --timeout was given */
-	unsigned used;               /* the command options given: OPT_* bits */
+	unsigned used;               /* the command options given: OPT_* bits (pboxctl.c) */
 };
 
-/* The command options, one bit each in ctl.used (all of them counted,
- * however many times given). */
-enum {
-	OPT_ALL = 1u << 0, OPT_REASON = 1u << 1, OPT_WORLD = 1u << 2, OPT_MAX_BYTES = 1u << 3,
-	OPT_WEIGHT = 1u << 4, OPT_RESTORE = 1u << 5, OPT_INTERVAL = 1u << 6, OPT_COUNT = 1u << 7,
-};
+/* Call method on the box (params consumed); 0 and *result, or an exit
+ * code with the message printed. */
+int call(struct ctl *c, const char *method, json_t *params, json_t **result);
+
+/* Fields of a JSON object, 0 / "-" when missing. */
+long long jint(const json_t *o, const char *k);
+const char *jstr(const json_t *o, const char *k);
 
 /* An aligned text table: cells filled row by row. */
 struct table {
@@ -49,20 +53,5 @@ struct table {
 void table_init(struct table *t, unsigned ncols, const char *const *header);
 void table_cell(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void table_print(struct table *t);   /* prints and frees the cells */
-
-/* Fields of a JSON object, 0 / "" when missing. */
-long long jint(const json_t *o, const char *k);
-const char *jstr(const json_t *o, const char *k);
-/* "1.5 MiB" into buf. */
-const char *human_bytes(unsigned long long b, char *buf, size_t len);
-
-/* Call method on the box (params consumed); 0 and *result, or an exit
- * code with the message printed. */
-int call(struct ctl *c, const char *method, json_t *params, json_t **result);
-int print_json(const json_t *r);
-
-/* pboxctl top: rates per port, lcore and job every interval_ms, count
- * frames (0 = until interrupted); the screen is redrawn on a terminal. */
-int cmd_top(struct ctl *c, unsigned interval_ms, unsigned count);
 
 #endif
