@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rpc_methods.h - the handlers of the control protocol (docs/rpc.md), one
- * small file per object: job_rpc.c, key_rpc.c, box_rpc.c. rpc.c lists them
- * in its method table. Each has the rpc_handler_fn signature.
+ * small file per concern: job_rpc.c (jobs), key_rpc.c (key_declare,
+ * key_release), ckpt_rpc.c (a PS key's weights and state: job_save,
+ * key_read, key_write), box_rpc.c (the box). rpc.c lists them in its method
+ * table. Each has the rpc_handler_fn signature.
  */
 #ifndef PBOX_RPC_METHODS_H
 #define PBOX_RPC_METHODS_H
@@ -18,9 +20,10 @@ RPC_HANDLER(rpc_job_leave);
 RPC_HANDLER(rpc_job_list);
 RPC_HANDLER(rpc_job_status);
 RPC_HANDLER(rpc_job_abort);
-RPC_HANDLER(rpc_job_save);
 RPC_HANDLER(rpc_key_declare);
 RPC_HANDLER(rpc_key_release);
+/* ckpt_rpc.c */
+RPC_HANDLER(rpc_job_save);
 RPC_HANDLER(rpc_key_read);
 RPC_HANDLER(rpc_key_write);
 RPC_HANDLER(rpc_box_endpoints);
