@@ -42,14 +42,19 @@ static unsigned ext_snapshot(const pbox_client *cc, const struct client_ext **ou
 	return n;
 }
 
+/* Call hook(args) of every attached room that has it. */
+#define EXT_EACH(c, hook, ...)                                              \
+	do {                                                                \
+		const struct client_ext *e_[CLIENT_EXT_MAX];                \
+		unsigned n_ = ext_snapshot((c), e_);                        \
+		for (unsigned i_ = 0; i_ < n_; i_++)                        \
+			if (e_[i_]->hook)                                   \
+				e_[i_]->hook(__VA_ARGS__);                  \
+	} while (0)
+
 void client_forget_key(pbox_client *c, uint32_t key)
 {
-	const struct client_ext *e[CLIENT_EXT_MAX];
-	unsigned n = ext_snapshot(c, e);
-
-	for (unsigned i = 0; i < n; i++)
-		if (e[i]->forget_key)
-			e[i]->forget_key(c, key);
+	EXT_EACH(c, forget_key, c, key);
 }
 
 int client_ext_topk_reset(pbox_client *c, uint32_t key)
@@ -67,32 +72,17 @@ int client_ext_topk_reset(pbox_client *c, uint32_t key)
 
 void client_ext_staging_poll(pbox_client *c, uint64_t now)
 {
-	const struct client_ext *e[CLIENT_EXT_MAX];
-	unsigned n = ext_snapshot(c, e);
-
-	for (unsigned i = 0; i < n; i++)
-		if (e[i]->staging_poll)
-			e[i]->staging_poll(c, now);
+	EXT_EACH(c, staging_poll, c, now);
 }
 
 void client_ext_summary(const pbox_client *c, FILE *f)
 {
-	const struct client_ext *e[CLIENT_EXT_MAX];
-	unsigned n = ext_snapshot(c, e);
-
-	for (unsigned i = 0; i < n; i++)
-		if (e[i]->summary)
-			e[i]->summary(c, f);
+	EXT_EACH(c, summary, c, f);
 }
 
 void client_ext_close(pbox_client *c)
 {
-	const struct client_ext *e[CLIENT_EXT_MAX];
-	unsigned n = ext_snapshot(c, e);
-
-	for (unsigned i = 0; i < n; i++)
-		if (e[i]->close)
-			e[i]->close(c);
+	EXT_EACH(c, close, c);
 }
 
 void client_kick(pbox_client *c)

@@ -57,6 +57,7 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		  struct gpu_key *gk, const struct req_dev_ops *dev, pbox_req **req);
 #define SPARSE_SUBMIT_COPY     1u
 #define SPARSE_SUBMIT_OUT_ZERO 2u
+
 /* ---- topk_local.c: hierarchical top-k's host group ---------------------- */
 
 struct topk_local;
@@ -85,25 +86,11 @@ void topk_local_free(struct topk_local *l);
 
 /* ---- ps.c ----------------------------------------------------------------- */
 
-/* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
- * under c->lock. */
-float ps_lr_locked(const pbox_client *c, uint32_t key);
 /* key_declare's name of an optimizer kind ("sgd", "adam", "adamw"; "?"). */
 const char *ps_optim_name(uint32_t kind);
 /* State planes the box keeps for o (dataplane/optim.c optim_planes): SGD
  * 1 with momentum (the momentum buffer), else 0; Adam(W) 2. */
 unsigned ps_optim_planes(const pbox_optim *o);
-/* Whether now declares another optimizer than was: its kind or a
- * hyperparameter key_declare sends (not lr: it travels in each push);
- * the first difference named in out ("momentum 0.9, this call 0.8"). */
-bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char *out, size_t len);
-
-/* ---- debug.c: PBOX_DEBUG diagnostics ----------------------------------- */
-
-/* pbox_connect ended with rc: the join's summary (PBOX_DEBUG). */
-void client_debug_joined(const pbox_client *c, int rc);
-/* pbox_close: the client's summary (PBOX_DEBUG). */
-void client_debug_closing(const pbox_client *c);
 
 /* ---- debug.c: PBOX_DEBUG diagnostics ----------------------------------- */
 

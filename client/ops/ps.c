@@ -45,7 +45,9 @@ static struct lr_entry *lr_find(const pbox_client *c, uint32_t key)
 	return NULL;
 }
 
-float ps_lr_locked(const pbox_client *c, uint32_t key)
+/* The learning rate PS pushes of key carry (pbox_set_lr; 0 if never set),
+ * under c->lock. */
+static float ps_lr_locked(const pbox_client *c, uint32_t key)
 {
 	const struct lr_entry *e = lr_find(c, key);
 	return e ? e->lr : 0;
@@ -151,7 +153,11 @@ static void say_diff(char *out, size_t len, const char *name, double a, double b
 	snprintf(out, len, "%s %s, this call %s", name, sa, sb);
 }
 
-bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char *out, size_t len)
+/* Whether now declares another optimizer than was: its kind or a
+ * hyperparameter key_declare sends (not lr: it travels in each push);
+ * the first difference named in out ("momentum 0.9, this call 0.8"). */
+static bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char *out,
+			     size_t len)
 {
 	bool sgd = was->kind == PBOX_OPTIM_SGD;
 	const struct hparam *h = sgd ? sgd_hparams : adam_hparams;
