@@ -35,8 +35,8 @@
  *    sizeof as compiled into the caller, so C callers never write a size.
  *  - FFI bindings (Python's pbox package) cannot see sizeof: they call the
  *    *_sized functions with the size of their own declaration, and check at
- *    load time that pbox_version() and pbox_opts_size(), pbox_stats_size()
- *    and pbox_optim_size() are the ones they were written for.
+ *    load time that pbox_version() and the struct sizes (pbox_opts_size()
+ *    and the other *_size() functions) are the ones they were written for.
  *  - Versions: MAJOR changes when the ABI breaks (the soname is
  *    libpbox.so.MAJOR), MINOR when it grows (functions or fields added),
  *    PATCH for fixes. Before 1.0 a MINOR change may break the ABI too
@@ -57,7 +57,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 10
+#define PBOX_VERSION_MINOR 11
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -194,11 +194,15 @@ static inline void pbox_opts_init(pbox_opts *opts)
 	(void)pbox_opts_init_sized(opts, sizeof(*opts));
 }
 
-/* sizeof(pbox_opts), sizeof(pbox_stats) and sizeof(pbox_optim) as this
- * library was built, for FFI bindings that declare the structs themselves. */
+/* sizeof(pbox_opts), sizeof(pbox_stats), sizeof(pbox_optim) and
+ * sizeof(pbox_topk_opts) as this library was built, for FFI bindings that
+ * declare the structs themselves (pbox_dev_opts_size: pbox_cuda.h). Every
+ * struct whose fields these headers show has one. (pbox_topk_opts_size:
+ * added in 0.11.0.) */
 size_t pbox_opts_size(void);
 size_t pbox_stats_size(void);
 size_t pbox_optim_size(void);
+size_t pbox_topk_opts_size(void);
 
 /* This library's version, (MAJOR << 16) | (MINOR << 8) | PATCH: compare
  * with PBOX_VERSION, the version of the header a program was built with. */
@@ -599,6 +603,12 @@ void pbox_close(pbox_client *c);
 
 /* Static text naming an error code. */
 const char *pbox_strerror(int rc);
+
+/* The code's name as static text, as this header spells it: "PBOX_OK",
+ * "PBOX_EINVAL", ... "PBOX_EPERM"; "PBOX_E?" (not an identifier, so no
+ * code's name) for a value that is no code. For messages and bindings,
+ * which then need no copy of the names. (Added in 0.11.0.) */
+const char *pbox_err_name(int rc);
 
 /* Detailed message of the last failure of a call this thread made on c:
  * threads sharing c each read their own. If this thread had none on c

@@ -100,6 +100,10 @@ static inline int pbox_dev_opts_init(pbox_dev_opts *o)
 	return pbox_dev_opts_init_sized(o, sizeof(*o));
 }
 
+/* sizeof(pbox_dev_opts) as this library was built, for FFI bindings (as
+ * pbox_opts_size). (Added in 0.11.0.) */
+size_t pbox_dev_opts_size(void);
+
 /*
  * Load and initialise the GPU library for c now (the first device call
  * does it otherwise); a later call returns at once. The library is loaded
