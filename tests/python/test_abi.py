@@ -42,8 +42,10 @@ CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
 def _header(name="pbox.h"):
     with open(os.path.join(ROOT, "include", name)) as f:
         text = f.read()
-    # comments out, so a name in a comment is never taken for a declaration
-    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    # comments out, so a name in a comment is never taken for a declaration;
+    # PBOX_API (the export mark) out, so a declaration reads as plain C
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return re.sub(r"\bPBOX_API\b", " ", text)
 
 
 H = _header()
