@@ -2,7 +2,8 @@
 # pbox build. `make` builds pboxd, pboxctl, libpbox.{a,so} and pbox-perf
 # into build/, and the GPU library libpbox-gpu.so.1 when nvcc is found
 # (`make gpu` insists; gpu/Makefile.inc); `make check` runs the unit
-# tests, the layering check, the Python binding's check against pbox.h
+# tests, the layering check, libpbox's exports against its headers and
+# map (`make exports`), the Python binding's check against pbox.h
 # (`make pycheck`), the GPU library's check (`make gpucheck`) and a brief
 # fuzz (no root, no network); `make test` is `make check` plus the
 # integration tests (root); `make demo` runs the demo; `make SAN=1 ...`
@@ -32,6 +33,7 @@ version_part = $(shell sed -n 's/^\#define PBOX_VERSION_$(1) *\([0-9]*\).*/\1/p'
 VERSION_MAJOR := $(call version_part,MAJOR)
 VERSION       := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 
+OBJCOPY ?= objcopy
 WARN    = -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 # One include directory: the root. Headers are named by path
@@ -71,7 +73,7 @@ LIBS = $(BUILD)/libpbox.a $(BUILD)/$(SO_FILE) $(BUILD)/$(SO_NAME) $(BUILD)/libpb
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps install check test unit layering integration demo clean fuzz soak
+.PHONY: all deps install check test unit layering exports integration demo clean fuzz soak
 all: $(BINS) $(LIBS) $(BENCHES) $(GPU_BUILT) $(GPU_FAKE)
 
 $(BUILD)/obj/%.o: %.c
@@ -96,7 +98,32 @@ $(BUILD)/libcommon.a: $(call obj,$(COMMON_SRC))
 
 CLIENT_OBJ = $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) $(CLIENT_GEN_OBJ)
 
-$(BUILD)/libpbox.a: $(CLIENT_OBJ)
+# libpbox's own objects are compiled with hidden visibility: only the
+# functions include/pbox*.h mark PBOX_API are visible outside the library
+# (common/'s objects, shared with pboxd, keep the default; the map and the
+# localization below hide them in the libraries).
+$(call obj,$(CLIENT_SRC)) $(CLIENT_GEN_OBJ): BASEFLAGS += -fvisibility=hidden
+
+# The exported names, one a line, as client/libpbox.map lists them.
+$(BUILD)/libpbox.syms: $(CLIENT_MAP)
+	@mkdir -p $(dir $@)
+	sed -n 's/^[[:space:]]*\(pbox_[a-z0-9_]*\);[[:space:]]*$$/\1/p' $< > $@.tmp && mv $@.tmp $@
+
+# The installed static library: one object, the partial link of libpbox's
+# and common/'s objects, in which every symbol but the exported ones is made
+# local, so a program linking it statically may name its own functions
+# wire_encode or topk_select (nm -g --defined-only shows only pbox_*;
+# checked by tests/exports.sh).
+$(BUILD)/libpbox.a: $(CLIENT_OBJ) $(BUILD)/libpbox.syms
+	@rm -f $@ $(BUILD)/obj/libpbox.o
+	$(LD) -r -o $(BUILD)/obj/libpbox.o $(CLIENT_OBJ)
+	$(OBJCOPY) --keep-global-symbols=$(BUILD)/libpbox.syms $(BUILD)/obj/libpbox.o
+	ar rcs $@ $(BUILD)/obj/libpbox.o
+
+# The same objects as they are, for the unit tests and benchmarks, which
+# call internal functions (seg_*, client_*) and wrap some at link time
+# (test_tp_verbs: netpath_resolve, udp_reserve_port). Never installed.
+$(BUILD)/libpbox-internal.a: $(CLIENT_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -116,9 +143,9 @@ $(BUILD)/pboxctl: $(call obj,$(PBOXCTL_SRC)) $(BUILD)/libcommon.a
 $(BUILD)/pbox-perf: $(call obj,$(PBOX_PERF_SRC)) $(BUILD)/libpbox.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT)
 
 # The fake GPU library the device-call tests and bench/gpu_stage load
@@ -133,7 +160,9 @@ $(BUILD)/tests/test_client_gpu $(BUILD)/tests/test_tp_verbs: | $(GPU_FAKE)
 
 # test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
 # libpbox calls (and its path lookup and port reservation) are wrapped at
-# link time; verbs that rdma-core inlines reach the fake through its context.
+# link time (--wrap redirects references between objects: hence
+# libpbox-internal.a's separate objects); verbs that rdma-core inlines
+# reach the fake through its context.
 VERBS_WRAP = ibv_get_device_list ibv_free_device_list ibv_get_device_name ibv_open_device \
 	     ibv_close_device ibv_query_device ibv_alloc_pd ibv_dealloc_pd \
 	     ibv_create_comp_channel ibv_destroy_comp_channel ibv_create_cq ibv_destroy_cq \
@@ -141,16 +170,16 @@ VERBS_WRAP = ibv_get_device_list ibv_free_device_list ibv_get_device_name ibv_op
 	     ibv_get_cq_event ibv_ack_cq_events netpath_resolve udp_reserve_port
 VERBS_WRAP_FLAGS = $(foreach f,$(VERBS_WRAP),-Wl,--wrap=$(f))
 
-$(BUILD)/tests/test_tp_verbs: tests/unit/test_tp_verbs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+$(BUILD)/tests/test_tp_verbs: tests/unit/test_tp_verbs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) $(VERBS_WRAP_FLAGS)
 
 # test_jobs makes the registry's calloc fail on demand (tests/unit/test_jobs.c
 # fail_calloc): calloc is wrapped at link time.
-$(BUILD)/tests/test_jobs: tests/unit/test_jobs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+$(BUILD)/tests/test_jobs: tests/unit/test_jobs.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=calloc
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
@@ -160,9 +189,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 # Benchmarks that run libpbox against the in-process box of the unit tests
 # (tests/unit/box_inproc.h) link the client library too.
 BENCH_CLIENT = $(BUILD)/bench/client_inproc $(BUILD)/bench/gpu_stage
-$(BENCH_CLIENT): $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox.a
+$(BENCH_CLIENT): $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox.a \
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs hwloc) $(LIBS_CLIENT)
 
 # Benchmarks that build mbufs need DPDK.
@@ -214,15 +243,23 @@ layering:
 	@bash tests/layering.sh
 	@bash tests/layering_test.sh
 
+# Fails when include/pbox*.h, client/libpbox.map, libpbox.so's exports and
+# libpbox.a's global symbols differ, or when a program that links libpbox.a
+# and has functions of libpbox's internal names does not link or run.
+exports: $(BUILD)/libpbox.so $(BUILD)/libpbox.a
+	@CC='$(CC)' SANFLAGS='$(SANFLAGS)' LIBS='$(LIBS_CLIENT)' bash tests/exports.sh $(BUILD)
+
 integration: all
 	@BUILD=$(BUILD) bash tests/integration/run.sh
 
 # No root, no network, no apt: unit tests under ASan+UBSan, the layering
-# check, the Python binding against pbox.h and the (non-ASan) library, the
-# GPU library's architectures and exports (skipped without nvcc), and
-# every fuzzer for 5 s.
+# check, libpbox's exports against its headers and map, the Python binding
+# against pbox.h and the (non-ASan) library, the GPU library's
+# architectures and exports (skipped without nvcc), and every fuzzer for
+# 5 s.
 check:
 	$(MAKE) layering
+	$(MAKE) SAN=0 BUILD=build exports
 	$(MAKE) SAN=1 unit
 	$(MAKE) SAN=1 bench-smoke
 	$(MAKE) SAN=0 BUILD=build pycheck

@@ -35,8 +35,13 @@
  *    sizeof as compiled into the caller, so C callers never write a size.
  *  - FFI bindings (Python's pbox package) cannot see sizeof: they call the
  *    *_sized functions with the size of their own declaration, and check at
- *    load time that pbox_version() and pbox_opts_size(), pbox_stats_size()
- *    and pbox_optim_size() are the ones they were written for.
+ *    load time that pbox_version() and the struct sizes (pbox_opts_size()
+ *    and the other *_size() functions) are the ones they were written for.
+ *  - Exports: the functions these headers declare (each marked PBOX_API),
+ *    nothing else. client/libpbox.map lists them by name under the release
+ *    that added them (PBOX_0.10, PBOX_0.11, ...: libpbox.so's symbol
+ *    versions); libpbox.a defines no other global symbol, so a program
+ *    that links it statically may use any other name for its own.
  *  - Versions: MAJOR changes when the ABI breaks (the soname is
  *    libpbox.so.MAJOR), MINOR when it grows (functions or fields added),
  *    PATCH for fixes. Before 1.0 a MINOR change may break the ABI too
@@ -57,11 +62,22 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 10
+#define PBOX_VERSION_MINOR 11
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
 		      PBOX_VERSION_PATCH)
+
+/* Marks each function libpbox exports. The library is built with hidden
+ * visibility (-fvisibility=hidden): a function of these headers without
+ * PBOX_API would not be exported. client/libpbox.map lists the same
+ * names, by the release that added them; tests/exports.sh checks that
+ * headers, map and the built libraries agree. */
+#if defined(__GNUC__)
+#define PBOX_API __attribute__((visibility("default")))
+#else
+#define PBOX_API
+#endif
 
 typedef enum pbox_dtype {
 	PBOX_F32  = 0, /* float */
@@ -185,7 +201,7 @@ typedef struct pbox_req pbox_req;
  * if opts is NULL or size is below the first layout (24) or above 4096
  * (then nothing is written). C callers use pbox_opts_init.
  */
-int pbox_opts_init_sized(pbox_opts *opts, size_t size);
+PBOX_API int pbox_opts_init_sized(pbox_opts *opts, size_t size);
 
 /* Fill *opts with the defaults (pbox_opts_init_sized with the caller's
  * sizeof). */
@@ -194,17 +210,21 @@ static inline void pbox_opts_init(pbox_opts *opts)
 	(void)pbox_opts_init_sized(opts, sizeof(*opts));
 }
 
-/* sizeof(pbox_opts), sizeof(pbox_stats) and sizeof(pbox_optim) as this
- * library was built, for FFI bindings that declare the structs themselves. */
-size_t pbox_opts_size(void);
-size_t pbox_stats_size(void);
-size_t pbox_optim_size(void);
+/* sizeof(pbox_opts), sizeof(pbox_stats), sizeof(pbox_optim) and
+ * sizeof(pbox_topk_opts) as this library was built, for FFI bindings that
+ * declare the structs themselves (pbox_dev_opts_size: pbox_cuda.h). Every
+ * struct whose fields these headers show has one. (pbox_topk_opts_size:
+ * added in 0.11.0.) */
+PBOX_API size_t pbox_opts_size(void);
+PBOX_API size_t pbox_stats_size(void);
+PBOX_API size_t pbox_optim_size(void);
+PBOX_API size_t pbox_topk_opts_size(void);
 
 /* This library's version, (MAJOR << 16) | (MINOR << 8) | PATCH: compare
  * with PBOX_VERSION, the version of the header a program was built with. */
-unsigned pbox_version(void);
+PBOX_API unsigned pbox_version(void);
 /* The same as static text, "MAJOR.MINOR.PATCH". */
-const char *pbox_version_string(void);
+PBOX_API const char *pbox_version_string(void);
 
 /*
  * Join job `job` as `rank` of `world` workers through the box whose control
@@ -222,8 +242,8 @@ const char *pbox_version_string(void);
  * if even that could not be allocated (PBOX_ENOMEM). c itself NULL:
  * PBOX_EINVAL, nothing else done.
  */
-int pbox_connect(const char *control, const char *job, int rank, int world,
-		 const pbox_opts *opts, pbox_client **c);
+PBOX_API int pbox_connect(const char *control, const char *job, int rank, int world,
+			  const pbox_opts *opts, pbox_client **c);
 
 /*
  * Sum buf (count elements of dtype) over all ranks, in place. Blocks until
@@ -232,16 +252,16 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
  * from another rank's), PBOX_EBUSY, PBOX_ETIMEDOUT, PBOX_EABORTED,
  * PBOX_ECLOSED, PBOX_ENOMEM, PBOX_ESYS.
  */
-int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
-		   pbox_dtype dtype);
+PBOX_API int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+			    pbox_dtype dtype);
 
 /*
  * Start the same sum and return at once with *req; buf must stay valid and
  * untouched until pbox_wait(req) returns. Returns 0, or the codes of
  * pbox_allreduce for failures found before starting.
  */
-int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
-		    pbox_dtype dtype, pbox_req **req);
+PBOX_API int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+			     pbox_dtype dtype, pbox_req **req);
 
 /*
  * Collectives on the box (docs/protocol.md "Collective keys"). Each is
@@ -257,20 +277,20 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
  * bit; only root's data crosses the network toward the box (the others
  * send 40-byte queries). root outside [0, world): PBOX_EINVAL.
  */
-int pbox_broadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
-		   pbox_dtype dtype, int root);
-int pbox_ibroadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
-		    pbox_dtype dtype, int root, pbox_req **req);
+PBOX_API int pbox_broadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
+			    pbox_dtype dtype, int root);
+PBOX_API int pbox_ibroadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
+			     pbox_dtype dtype, int root, pbox_req **req);
 
 /*
  * allgather: every rank's in (count elements) into out (world * count
  * elements), rank r's at out + r * count, bit for bit. in may be
  * out + rank * count (in place); otherwise they must not overlap.
  */
-int pbox_allgather(pbox_client *c, uint32_t key, const void *in, void *out,
-		   size_t count, pbox_dtype dtype);
-int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
-		    size_t count, pbox_dtype dtype, pbox_req **req);
+PBOX_API int pbox_allgather(pbox_client *c, uint32_t key, const void *in, void *out,
+			    size_t count, pbox_dtype dtype);
+PBOX_API int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
+			     size_t count, pbox_dtype dtype, pbox_req **req);
 
 /*
  * reduce_scatter: in holds world * count elements; out (count elements)
@@ -278,16 +298,16 @@ int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
  * ranks, summed as pbox_allreduce sums. Each rank receives only its own
  * slice of the sum. in and out must not overlap.
  */
-int pbox_reduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
-			size_t count, pbox_dtype dtype);
-int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
-			 size_t count, pbox_dtype dtype, pbox_req **req);
+PBOX_API int pbox_reduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
+				 size_t count, pbox_dtype dtype);
+PBOX_API int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out,
+				  size_t count, pbox_dtype dtype, pbox_req **req);
 
 /*
  * Barrier: returns when every rank has called it (a one-element sum on
  * key, which then serves barriers only). Codes of pbox_allreduce.
  */
-int pbox_barrier(pbox_client *c, uint32_t key);
+PBOX_API int pbox_barrier(pbox_client *c, uint32_t key);
 
 /*
  * Give back keys[0..n) (1 <= n <= 1024) this rank will not use again, so
@@ -304,14 +324,14 @@ int pbox_barrier(pbox_client *c, uint32_t key);
  * within its timeout). A release that timed out may still be recorded by
  * the box: until its answer comes, calls on its keys return PBOX_EBUSY.
  */
-int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n);
+PBOX_API int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n);
 
 /* Wait for req, free it and return its result (codes of pbox_allreduce). */
-int pbox_wait(pbox_req *req);
+PBOX_API int pbox_wait(pbox_req *req);
 
 /* Test without blocking: 1 if req is finished (then pbox_wait returns at
  * once), 0 if not. */
-int pbox_test(pbox_req *req);
+PBOX_API int pbox_test(pbox_req *req);
 
 /*
  * PS mode (docs/pytorch.md "PS mode"): the box keeps a key's fp32 weights
@@ -370,7 +390,7 @@ typedef struct pbox_optim {
  * The bytes beyond this library's sizeof(pbox_optim) are zeroed: a caller
  * built with a newer header that sets a field there is refused by
  * pbox_declare_optimizer, never silently ignored. */
-int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind);
+PBOX_API int pbox_optim_init_sized(pbox_optim *o, size_t size, pbox_optim_kind kind);
 
 static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)
 {
@@ -393,8 +413,8 @@ static inline int pbox_optim_init(pbox_optim *o, pbox_optim_kind kind)
  * fails leaves it. Blocks until the box answered. Returns 0 or the codes
  * of pbox_allreduce.
  */
-int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
-			   pbox_dtype grad_dtype, const pbox_optim *o);
+PBOX_API int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
+				    pbox_dtype grad_dtype, const pbox_optim *o);
 
 /*
  * The first round of a PS key: rank 0 uploads its weights (count fp32,
@@ -407,7 +427,7 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
  * (pbox_ps_write loads weights into a running key). Returns 0 or the
  * codes of pbox_allreduce.
  */
-int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
+PBOX_API int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
 
 /*
  * One optimizer step on a PS key: push count gradients (dtype as
@@ -417,18 +437,18 @@ int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weigh
  * PBOX_EINVAL and nothing is applied. Returns 0 or the codes of
  * pbox_allreduce.
  */
-int pbox_push_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
-		   size_t count, pbox_dtype dtype);
+PBOX_API int pbox_push_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+			    size_t count, pbox_dtype dtype);
 
 /* pbox_push_pull without blocking: both buffers must stay valid and
  * untouched until pbox_wait(*req) returns. */
-int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
-		    size_t count, pbox_dtype dtype, pbox_req **req);
+PBOX_API int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+			     size_t count, pbox_dtype dtype, pbox_req **req);
 
 /* The learning rate the following pushes of key carry (a schedule sets
  * it every step; it travels in each PUSH, no round trip to the box). lr
  * must be finite and >= 0. The box uses rank 0's. */
-int pbox_set_lr(pbox_client *c, uint32_t key, double lr);
+PBOX_API int pbox_set_lr(pbox_client *c, uint32_t key, double lr);
 
 /* What pbox_ps_read and pbox_ps_write access of a PS key. */
 typedef enum pbox_ps_part {
@@ -448,8 +468,8 @@ typedef enum pbox_ps_part {
  * optimizer), PBOX_EREJECTED (no weights yet), and the codes of
  * pbox_allreduce.
  */
-int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
-		 size_t count, uint64_t *steps);
+PBOX_API int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
+			  size_t count, uint64_t *steps);
 
 /*
  * Rank 0 only, between its steps: overwrite a PS key's weights or state
@@ -466,9 +486,9 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
  * out may still be applied by the box: until its answer comes, calls on
  * the key return PBOX_EBUSY (retry them), so none runs beside it.
  */
-int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
-		  size_t count);
-int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
+PBOX_API int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *in,
+			   size_t count);
+PBOX_API int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
 
 /*
  * Sparse keys (docs/protocol.md "Sparse keys"): each rank sends only the
@@ -525,7 +545,7 @@ typedef struct pbox_topk_opts {
  * 4096). A size beyond this library's is accepted by the calls while the
  * bytes it does not know are 0, else they fail with PBOX_EINVAL naming
  * the byte. */
-int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size);
+PBOX_API int pbox_topk_opts_init_sized(pbox_topk_opts *o, size_t size);
 
 static inline int pbox_topk_opts_init(pbox_topk_opts *o)
 {
@@ -551,13 +571,13 @@ static inline int pbox_topk_opts_init(pbox_topk_opts *o)
  * failed client: nothing was sent) leaves buf zero and all of the
  * gradient in the residual, where the next call on the key finds it.
  */
-int pbox_allreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
-			pbox_dtype dtype, const pbox_topk_opts *o);
+PBOX_API int pbox_allreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+				 pbox_dtype dtype, const pbox_topk_opts *o);
 
 /* pbox_allreduce_topk without blocking: buf must stay valid and untouched
  * until pbox_wait(*req) returns. The selection runs before it returns. */
-int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
-			 pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req);
+PBOX_API int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+				  pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req);
 
 /*
  * Sparse allreduce of nnz index/value pairs: idx strictly increasing and
@@ -566,19 +586,19 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
  * unsorted, repeated or out of range, the key declared dense or of
  * another size or dtype), or the codes of pbox_allreduce.
  */
-int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-			  const uint32_t *idx, const void *val, size_t nnz, void *out);
+PBOX_API int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+				   const uint32_t *idx, const void *val, size_t nnz, void *out);
 
 /* pbox_allreduce_sparse without blocking: out must stay valid and
  * untouched until pbox_wait(*req) returns; idx and val may be reused at
  * once (they are copied before it returns). */
-int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-			   const uint32_t *idx, const void *val, size_t nnz, void *out,
-			   pbox_req **req);
+PBOX_API int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+				    const uint32_t *idx, const void *val, size_t nnz, void *out,
+				    pbox_req **req);
 
 /* Forget key's residual (and momentum): the next pbox_allreduce_topk
  * starts from zero. Returns 0 or PBOX_EINVAL (not a top-k key). */
-int pbox_topk_reset(pbox_client *c, uint32_t key);
+PBOX_API int pbox_topk_reset(pbox_client *c, uint32_t key);
 
 /* Entries pbox_topk may return for k: what idx and val must hold. */
 #define PBOX_TOPK_MAX(k) ((k) + (k) / 8 + 1)
@@ -592,26 +612,32 @@ int pbox_topk_reset(pbox_client *c, uint32_t key);
  * client. Returns 0 or PBOX_EINVAL (NULL
  * pointers, n above UINT32_MAX).
  */
-int pbox_topk(const float *x, size_t n, size_t k, uint32_t *idx, float *val, size_t *m);
+PBOX_API int pbox_topk(const float *x, size_t n, size_t k, uint32_t *idx, float *val, size_t *m);
 
 /* Leave the job and free c. NULL is ignored. */
-void pbox_close(pbox_client *c);
+PBOX_API void pbox_close(pbox_client *c);
 
 /* Static text naming an error code. */
-const char *pbox_strerror(int rc);
+PBOX_API const char *pbox_strerror(int rc);
+
+/* The code's name as static text, as this header spells it: "PBOX_OK",
+ * "PBOX_EINVAL", ... "PBOX_EPERM"; "PBOX_E?" (not an identifier, so no
+ * code's name) for a value that is no code. For messages and bindings,
+ * which then need no copy of the names. (Added in 0.11.0.) */
+PBOX_API const char *pbox_err_name(int rc);
 
 /* Detailed message of the last failure of a call this thread made on c:
  * threads sharing c each read their own. If this thread had none on c
  * (or failed on another client since), c's latest failure from any
  * thread (a copy); "" if none. Valid until this thread's next call on c
  * or its next pbox_last_error on another client. */
-const char *pbox_last_error(const pbox_client *c);
+PBOX_API const char *pbox_last_error(const pbox_client *c);
 
 /* One line naming the transport in use and how it runs, e.g. "xdp on
  * eth0 queue 0 (native XDP, copy mode); verbs skipped: no RDMA device",
  * with the reason each faster transport was skipped when auto chose.
  * Static for c's life; "" before pbox_connect succeeded. */
-const char *pbox_transport_info(const pbox_client *c);
+PBOX_API const char *pbox_transport_info(const pbox_client *c);
 
 /* Counters of one client, for tools and tests. Grows at its end (fields
  * only appended); the first layout (0.2.0) is the 13 counters below, 104
@@ -674,7 +700,7 @@ typedef struct pbox_stats {
  * if out is NULL or size is below the first layout (104) or above 4096
  * (nothing written), or if c is NULL (out zeroed up to size).
  */
-int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size);
+PBOX_API int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size);
 
 /* pbox_get_stats_sized with the caller's sizeof. */
 static inline int pbox_get_stats(const pbox_client *c, pbox_stats *out)

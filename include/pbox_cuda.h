@@ -93,12 +93,16 @@ enum {
 /* Fill the first size bytes at o with the defaults (as
  * pbox_opts_init_sized): 0, or PBOX_EINVAL if o is NULL or size is below
  * the first layout (24) or above 4096. */
-int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size);
+PBOX_API int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size);
 
 static inline int pbox_dev_opts_init(pbox_dev_opts *o)
 {
 	return pbox_dev_opts_init_sized(o, sizeof(*o));
 }
+
+/* sizeof(pbox_dev_opts) as this library was built, for FFI bindings (as
+ * pbox_opts_size). (Added in 0.11.0.) */
+PBOX_API size_t pbox_dev_opts_size(void);
 
 /*
  * Load and initialise the GPU library for c now (the first device call
@@ -108,7 +112,7 @@ static inline int pbox_dev_opts_init(pbox_dev_opts *o)
  * cause: the library missing (dlopen's reason), not a pbox GPU library,
  * of another ABI, no CUDA driver or no CUDA device. c NULL: PBOX_EINVAL.
  */
-int pbox_gpu_init(pbox_client *c);
+PBOX_API int pbox_gpu_init(pbox_client *c);
 
 /*
  * Start the in-place sum of dev, count elements of dtype in device memory,
@@ -136,14 +140,14 @@ int pbox_gpu_init(pbox_client *c);
  * pbox_iallreduce. Errors found later (pbox_wait) are those of
  * pbox_allreduce and PBOX_ESYS.
  */
-int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
-			pbox_dtype dtype, void *stream, const pbox_dev_opts *opts,
-			pbox_req **req);
+PBOX_API int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
+				 pbox_dtype dtype, void *stream, const pbox_dev_opts *opts,
+				 pbox_req **req);
 
 /* pbox_iallreduce_dev and pbox_wait: returns once the sum is ordered on
  * stream (the host does not wait for the device). */
-int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
-		       pbox_dtype dtype, void *stream, const pbox_dev_opts *opts);
+PBOX_API int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
+				pbox_dtype dtype, void *stream, const pbox_dev_opts *opts);
 
 /*
  * Top-k sparse allreduce of a float32 device buffer (pbox_allreduce_topk's
@@ -166,11 +170,12 @@ int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
  * flight), PBOX_ENOTSUP (pbox_gpu_init's causes), PBOX_ESYS (the GPU
  * library failed, or could not tell whether dev is device memory).
  */
-int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
-			     void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts,
-			     pbox_req **req);
-int pbox_allreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
-			    void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts);
+PBOX_API int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
+				      void *stream, const pbox_topk_opts *topk,
+				      const pbox_dev_opts *opts, pbox_req **req);
+PBOX_API int pbox_allreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
+				     void *stream, const pbox_topk_opts *topk,
+				     const pbox_dev_opts *opts);
 
 #ifdef __cplusplus
 }

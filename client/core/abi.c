@@ -215,3 +215,10 @@ void client_stats(const pbox_client *c, pbox_stats *out)
 		out->bad_packets += t.rx_bad;
 	}
 }
+
+/* pbox_topk_opts' size, for bindings as pbox_opts_size above (that of
+ * pbox_dev_opts is in client/gpu/gpu_call.c, beside its other calls). */
+size_t pbox_topk_opts_size(void)
+{
+	return sizeof(pbox_topk_opts);
+}

@@ -85,3 +85,23 @@ const char *pbox_last_error(const pbox_client *c)
 	pthread_mutex_unlock(&w->lock);
 	return thread_err.latest;
 }
+
+const char *pbox_err_name(int rc)
+{
+	switch (rc) {
+	case PBOX_OK:        return "PBOX_OK";
+	case PBOX_EINVAL:    return "PBOX_EINVAL";
+	case PBOX_ENOMEM:    return "PBOX_ENOMEM";
+	case PBOX_ECONNECT:  return "PBOX_ECONNECT";
+	case PBOX_EPROTO:    return "PBOX_EPROTO";
+	case PBOX_EREJECTED: return "PBOX_EREJECTED";
+	case PBOX_ETIMEDOUT: return "PBOX_ETIMEDOUT";
+	case PBOX_EABORTED:  return "PBOX_EABORTED";
+	case PBOX_EBUSY:     return "PBOX_EBUSY";
+	case PBOX_ECLOSED:   return "PBOX_ECLOSED";
+	case PBOX_ESYS:      return "PBOX_ESYS";
+	case PBOX_ENOTSUP:   return "PBOX_ENOTSUP";
+	case PBOX_EPERM:     return "PBOX_EPERM";
+	default:             return "PBOX_E?";   /* not an identifier: no code's name */
+	}
+}

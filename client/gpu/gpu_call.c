@@ -35,6 +35,11 @@ int pbox_dev_opts_init_sized(pbox_dev_opts *o, size_t size)
 	return 0;
 }
 
+size_t pbox_dev_opts_size(void)
+{
+	return sizeof(pbox_dev_opts);
+}
+
 /* The caller's options as this library knows them (the bytes it has;
  * beyond ours they must be 0). 0 or PBOX_EINVAL with c's message. */
 int gpu_dev_opts_read(pbox_client *c, uint32_t key, const pbox_dev_opts *in,

@@ -42,7 +42,7 @@ from ._lib import PBOX_F32, PBOX_F16, PBOX_BF16
 __version__ = _lib.__version__
 
 __all__ = ["Client", "Request", "Error", "PBOX_F32", "PBOX_F16", "PBOX_BF16",
-           "strerror", "library_path", "library_version"]
+           "strerror", "err_name", "library_path", "library_version"]
 
 # Error codes (include/pbox.h; tests/python/test_abi.py compares them)
 OK = 0
@@ -62,21 +62,19 @@ EPERM = -12
 # Ranks of one host in a hierarchical top-k group, at most (include/pbox.h)
 PBOX_TOPK_LOCAL_MAX = 64
 
-_CODE_NAMES = {EINVAL: "EINVAL", ENOMEM: "ENOMEM", ECONNECT: "ECONNECT", EPROTO: "EPROTO",
-               EREJECTED: "EREJECTED", ETIMEDOUT: "ETIMEDOUT", EABORTED: "EABORTED",
-               EBUSY: "EBUSY", ECLOSED: "ECLOSED", ESYS: "ESYS", ENOTSUP: "ENOTSUP",
-               EPERM: "EPERM"}
-
 _MAX_KEY = 0xFFFFFFFF
 
 
 class Error(RuntimeError):
     """A pbox failure. .code is the negative PBOX_E* code, .name its name
-    (e.g. 'ETIMEDOUT'), .message the detailed message."""
+    (err_name: e.g. 'ETIMEDOUT'), .message the detailed message."""
 
     def __init__(self, code, message):
         self.code = int(code)
-        self.name = _CODE_NAMES.get(self.code, str(self.code))
+        try:
+            self.name = err_name(self.code)
+        except OSError:     # no library to ask (it failed to load)
+            self.name = str(self.code)
         self.message = message
         super().__init__(f"pbox: {message} [{self.name}]")
 
@@ -85,6 +83,15 @@ def strerror(code):
     """Static text naming an error code."""
     s = _lib.load().pbox_strerror(int(code))
     return s.decode() if s else f"error {code}"
+
+
+def err_name(code):
+    """The name of an error code as the library gives it (pbox_err_name)
+    without its PBOX_ prefix, as the module's constants are named:
+    'ETIMEDOUT' for pbox.ETIMEDOUT; for a value that is no code (the
+    library's "PBOX_E?"), the number as text."""
+    s = (_lib.load().pbox_err_name(int(code)) or b"").decode()
+    return s[len("PBOX_"):] if re.fullmatch(r"PBOX_[A-Z0-9_]+", s) else str(int(code))
 
 
 def library_path():

@@ -12,10 +12,12 @@ Search order (first that loads wins):
 A library that loads is then checked against what this package was written
 for (include/pbox.h, "ABI rules"): its pbox_version() must have our MAJOR
 and at least our MINOR (while MAJOR is 0, exactly our MINOR: before 1.0 a
-minor version may break the ABI), and pbox_opts_size(), pbox_stats_size()
-and pbox_optim_size() must equal the sizes of Opts, Stats and Optim below
-(or exceed them, for a newer minor version whose structs grew). A mismatch raises OSError saying what was found
-and what was expected; it is never skipped.
+minor version may break the ABI), and pbox_opts_size(), pbox_stats_size(),
+pbox_optim_size(), pbox_topk_opts_size() and pbox_dev_opts_size() must
+equal the sizes of Opts, Stats, Optim, TopkOpts and DevOpts below (or
+exceed them, for a newer minor version whose structs grew). A mismatch
+raises OSError saying what was found and what was expected; it is never
+skipped.
 
 ctypes releases the GIL around every foreign call, so a thread blocked in
 pbox_wait() does not stop other Python threads.
@@ -27,7 +29,8 @@ the size field, so a newer program's fields went unseen).
 Everything typed here by hand from include/pbox.h and include/pbox_cuda.h
 (the version, dtypes, error codes in __init__.py, the structs' fields, the
 functions' parameters) is compared with the headers by
-tests/python/test_abi.py (make pycheck).
+tests/python/test_abi.py (make pycheck). The codes' names are the
+library's (pbox_err_name), not a copy.
 """
 import ctypes
 import os
@@ -35,7 +38,7 @@ import os
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.10.0"
+__version__ = "0.11.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -185,6 +188,10 @@ def _declare(lib):
     lib.pbox_stats_size.restype = ctypes.c_size_t
     lib.pbox_optim_size.argtypes = []
     lib.pbox_optim_size.restype = ctypes.c_size_t
+    lib.pbox_topk_opts_size.argtypes = []                   # 0.11.0
+    lib.pbox_topk_opts_size.restype = ctypes.c_size_t
+    lib.pbox_dev_opts_size.argtypes = []
+    lib.pbox_dev_opts_size.restype = ctypes.c_size_t
     lib.pbox_opts_init_sized.argtypes = [ctypes.POINTER(Opts), ctypes.c_size_t]
     lib.pbox_opts_init_sized.restype = ctypes.c_int
     lib.pbox_connect.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
@@ -204,6 +211,8 @@ def _declare(lib):
     lib.pbox_close.restype = None
     lib.pbox_strerror.argtypes = [ctypes.c_int]
     lib.pbox_strerror.restype = ctypes.c_char_p
+    lib.pbox_err_name.argtypes = [ctypes.c_int]             # 0.11.0
+    lib.pbox_err_name.restype = ctypes.c_char_p
     lib.pbox_last_error.argtypes = [c_client_p]
     lib.pbox_last_error.restype = ctypes.c_char_p
     lib.pbox_get_stats_sized.argtypes = [c_client_p, ctypes.POINTER(Stats), ctypes.c_size_t]
@@ -312,8 +321,11 @@ def _need(expect):
             f"{expect[0]}.y.z with y >= {expect[1]}")
 
 
-def check(lib, where, expect=VERSION,
-          structs=(("pbox_opts", Opts), ("pbox_stats", Stats), ("pbox_optim", Optim))):
+STRUCTS = (("pbox_opts", Opts), ("pbox_stats", Stats), ("pbox_optim", Optim),
+           ("pbox_topk_opts", TopkOpts), ("pbox_dev_opts", DevOpts))
+
+
+def check(lib, where, expect=VERSION, structs=STRUCTS):
     """Raise LibraryMismatch (an OSError) unless lib, a CDLL loaded from
     `where`, is a libpbox this package can use (module docstring); return
     lib. expect and structs are parameters for the tests only."""

@@ -3,7 +3,8 @@
 # test_install.sh - `make install PREFIX=...` gives a usable pbox: a program
 # outside the project, compiled with `pkg-config --cflags --libs pbox`
 # against the installed copy, allreduces with 4 ranks through pboxd on a veth
-# in a namespace and gets exact sums.
+# in a namespace and gets exact sums; the installed libraries define the
+# same public functions and no other global symbol.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
@@ -14,6 +15,13 @@ for f in bin/pboxd bin/pboxctl bin/pbox-perf include/pbox.h include/pbox_cuda.h 
 	 share/bash-completion/completions/pboxctl; do
 	[ -e "$PREFIX/$f" ] || die "make install did not install $f"
 done
+# the installed static library defines only the API globally (tests/exports.sh
+# checks the build's against the headers and the map)
+other=$(nm -g --defined-only "$PREFIX/lib/libpbox.a" | awk 'NF == 3 && $3 !~ /^pbox_/ { print $3 }' | head -5)
+[ -z "$other" ] || die "installed libpbox.a defines internal symbols globally: $other ..."
+cmp -s <(nm -g --defined-only "$PREFIX/lib/libpbox.a" | awk 'NF == 3 { print $3 }' | sort) \
+	<(nm -D --defined-only "$PREFIX/lib/libpbox.so" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort) ||
+	die "installed libpbox.a and libpbox.so define different functions"
 if command -v man > /dev/null; then
 	man -l --warnings "$PREFIX/share/man/man8/pboxctl.8" 2>&1 > /dev/null | grep . && die "pboxctl.8 has troff warnings"
 fi

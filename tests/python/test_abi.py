@@ -5,8 +5,8 @@ against the header and the built library (make pycheck).
 
 The package (python/pbox) types by hand what the C header declares: the
 version it was written for, the dtype, PBOX_E*, optimizer-kind and PS-part
-values, and the ctypes structs pbox_opts, pbox_stats and pbox_optim. This
-test parses include/pbox.h and checks each copy against it, loads the
+values, the ctypes structs and the functions' prototypes (the codes' names
+it takes from the library: pbox_err_name). This test parses include/pbox.h and checks each copy against it, loads the
 library ($PBOX_LIB, else the tree's build/libpbox.so) and checks the
 package's load-time check (pbox._lib.check) both ways: it accepts this
 library and refuses, with a message naming what was found and what was
@@ -42,8 +42,10 @@ CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
 def _header(name="pbox.h"):
     with open(os.path.join(ROOT, "include", name)) as f:
         text = f.read()
-    # comments out, so a name in a comment is never taken for a declaration
-    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    # comments out, so a name in a comment is never taken for a declaration;
+    # PBOX_API (the export mark) out, so a declaration reads as plain C
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return re.sub(r"\bPBOX_API\b", " ", text)
 
 
 H = _header()
@@ -117,9 +119,25 @@ def test_error_codes_match_header():
     ours = {n for n, v in vars(pbox).items()
             if re.fullmatch(r"OK|E[A-Z0-9_]+", n) and isinstance(v, int)}
     assert ours == set(codes), f"pbox defines {sorted(ours - set(codes))} not in pbox.h"
-    # every error has its name for pbox.Error
-    errs = {v: n for n, v in codes.items() if n != "OK"}
-    assert pbox._CODE_NAMES == errs, f"pbox._CODE_NAMES {pbox._CODE_NAMES} != {errs}"
+    assert not hasattr(pbox, "_CODE_NAMES"), "pbox keeps a copy of the codes' names"
+
+
+def test_error_names_from_library():
+    """pbox.err_name and pbox.Error's .name are the library's pbox_err_name
+    of each code of pbox.h, without PBOX_; a value that is no code is its
+    number."""
+    L = _lib.load()
+    for name, value in h_error_codes().items():
+        assert L.pbox_err_name(value) == b"PBOX_" + name.encode(), \
+            f"pbox_err_name({value}) = {L.pbox_err_name(value)}, pbox.h: PBOX_{name}"
+        assert pbox.err_name(value) == name, f"pbox.err_name({value}) = {pbox.err_name(value)}"
+        assert pbox.Error(value, "m").name == name
+    for value in (1, -13, -999, 2**31 - 1):
+        assert L.pbox_err_name(value) == b"PBOX_E?", f"pbox_err_name({value})"
+        assert pbox.err_name(value) == str(value)
+        assert pbox.Error(value, "m").name == str(value)
+    e = pbox.Error(pbox.ETIMEDOUT, "key 3 timed out")
+    assert str(e) == "pbox: key 3 timed out [ETIMEDOUT]", str(e)
 
 
 def test_dtypes_match_header():
@@ -242,9 +260,10 @@ def test_functions_match_headers():
     L = _lib.load()
     funcs = dict(h_functions(H))
     cuda = h_functions(H_CUDA)
-    assert set(cuda) == {"pbox_dev_opts_init_sized", "pbox_gpu_init", "pbox_iallreduce_dev",
-                         "pbox_allreduce_dev", "pbox_iallreduce_topk_dev",
-                         "pbox_allreduce_topk_dev"}, f"pbox_cuda.h parsed as {sorted(cuda)}"
+    assert set(cuda) == {"pbox_dev_opts_init_sized", "pbox_dev_opts_size", "pbox_gpu_init",
+                         "pbox_iallreduce_dev", "pbox_allreduce_dev",
+                         "pbox_iallreduce_topk_dev", "pbox_allreduce_topk_dev"}, \
+        f"pbox_cuda.h parsed as {sorted(cuda)}"
     funcs.update(cuda)
     assert len(funcs) > 40, f"pbox.h parsed as {len(funcs)} functions: {sorted(funcs)}"
     checked = 0
@@ -315,10 +334,13 @@ def test_library_loads_and_matches():
     assert L.pbox_version() == want, f"{where}: pbox_version() {L.pbox_version():#x} != {want:#x}"
     assert pbox.library_version() == "%d.%d.%d" % v, \
         f"{where}: pbox_version_string() {pbox.library_version()} != pbox.h {v}"
-    for name, cls in (("opts", _lib.Opts), ("stats", _lib.Stats), ("optim", _lib.Optim)):
-        theirs = getattr(L, f"pbox_{name}_size")()
+    # every struct the headers show is checked at load (exports.sh: each has its getter)
+    shown = set(re.findall(r"typedef\s+struct\s+(pbox_[a-z0-9_]+)\s*\{", H + H_CUDA))
+    assert {n for n, _ in _lib.STRUCTS} == shown, f"pbox._lib.STRUCTS {_lib.STRUCTS}, headers {shown}"
+    for name, cls in _lib.STRUCTS:
+        theirs = getattr(L, f"{name}_size")()
         assert theirs == ctypes.sizeof(cls), \
-            f"{where}: pbox_{name}_size() {theirs} != sizeof({cls.__name__}) {ctypes.sizeof(cls)}"
+            f"{where}: {name}_size() {theirs} != sizeof({cls.__name__}) {ctypes.sizeof(cls)}"
 
 
 def test_library_opts_init_and_stats_sizes():
@@ -378,15 +400,17 @@ def test_client_opts_accepted_by_library():
 
 
 # A fake library for check(): pbox_version and the size functions.
-def _fake(version=None, opts=None, stats=None, optim=None):
+def _fake(version=None, **sizes):
+    """sizes: opts=, stats=, optim=, topk_opts=, dev_opts= (default: ours)"""
     class Fake:
         pass
     lib = Fake()
     if version is not None:
         lib.pbox_version = lambda: version[0] << 16 | version[1] << 8 | version[2]
-    lib.pbox_opts_size = lambda: ctypes.sizeof(_lib.Opts) if opts is None else opts
-    lib.pbox_stats_size = lambda: ctypes.sizeof(_lib.Stats) if stats is None else stats
-    lib.pbox_optim_size = lambda: ctypes.sizeof(_lib.Optim) if optim is None else optim
+    for name, cls in _lib.STRUCTS:
+        n = sizes.pop(name[len("pbox_"):], ctypes.sizeof(cls))
+        setattr(lib, name + "_size", lambda n=n: n)
+    assert not sizes, f"_fake: no struct {sorted(sizes)}"
     return lib
 
 
@@ -441,6 +465,12 @@ def test_check_refuses_struct_size_mismatch():
     n = ctypes.sizeof(_lib.Optim)
     _refused(_fake(_lib.VERSION, optim=n - 8), None, "struct pbox_optim", f"is {n - 8} bytes",
              f"but {n} bytes", "pbox._lib.Optim")
+    n = ctypes.sizeof(_lib.TopkOpts)
+    _refused(_fake(_lib.VERSION, topk_opts=n + 8), None, "struct pbox_topk_opts",
+             f"is {n + 8} bytes", f"but {n} bytes", "pbox._lib.TopkOpts")
+    n = ctypes.sizeof(_lib.DevOpts)
+    _refused(_fake(_lib.VERSION, dev_opts=n - 8), None, "struct pbox_dev_opts",
+             f"is {n - 8} bytes", f"but {n} bytes", "pbox._lib.DevOpts")
 
 
 def test_load_refuses_mismatched_pbox_lib():

@@ -5,8 +5,9 @@
  * bindings check, pbox_opts read only within opts->size (a caller older
  * than the library gets defaults, a newer one is accepted while the fields
  * unknown here are 0), sizes out of range refused with PBOX_EINVAL and a
- * message, pbox_optim and pbox_topk_opts under the same rule, and
- * pbox_get_stats writing exactly `size` bytes.
+ * message, pbox_optim and pbox_topk_opts under the same rule,
+ * pbox_get_stats writing exactly `size` bytes, and each code's name
+ * (pbox_err_name).
  *
  * Callers' structs of other sizes are heap blocks of exactly that size, so
  * ASan reports any byte read or written past them. pbox_connect's reading
@@ -15,6 +16,7 @@
  * is PBOX_ECONNECT, and the client's resolved options (client/core/client.h)
  * say what was read.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +34,7 @@
 
 #include "client/ops/ops.h"
 #include "include/pbox.h"
+#include "include/pbox_cuda.h"
 #include "tests/unit/box_inproc.h"
 
 #define OPTS_V0  24u   /* first layouts (0.2.0), as pbox.h documents them */
@@ -113,6 +116,73 @@ static void sizes__are_the_structs(void **state)
 	assert_true(pbox_opts_size() >= OPTS_V0);
 	assert_true(pbox_stats_size() >= STATS_V0);
 	assert_int_equal(offsetof(pbox_opts, size), 0);
+	assert_int_equal(pbox_optim_size(), sizeof(pbox_optim));
+	assert_int_equal(pbox_topk_opts_size(), sizeof(pbox_topk_opts));
+	assert_int_equal(pbox_dev_opts_size(), sizeof(pbox_dev_opts));
+}
+
+/* A binding that declares a struct of the size the library reports can
+ * have it filled whole by the struct's init: the getters and the inits
+ * agree, and each size lies above the struct's first layout. */
+static void sizes__each_init_sized_takes_its_size(void **state)
+{
+	size_t sizes[] = { pbox_opts_size(), pbox_optim_size(), pbox_topk_opts_size(),
+			   pbox_dev_opts_size() };
+	void *p[4];
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		p[i] = calloc(1, sizes[i]);
+		assert_non_null(p[i]);
+		assert_true(sizes[i] >= 24);
+	}
+	assert_int_equal(pbox_opts_init_sized(p[0], sizes[0]), 0);
+	assert_int_equal(pbox_optim_init_sized(p[1], sizes[1], PBOX_OPTIM_ADAM), 0);
+	assert_int_equal(pbox_topk_opts_init_sized(p[2], sizes[2]), 0);
+	assert_int_equal(pbox_dev_opts_init_sized(p[3], sizes[3]), 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(*(uint32_t *)p[i], sizes[i]);   /* each struct's size field */
+		free(p[i]);
+	}
+	assert_true(pbox_stats_size() >= STATS_V0);
+	assert_int_equal(pbox_stats_size() % sizeof(uint64_t), 0);
+}
+
+/* Every code of pbox.h, named as the header spells it. */
+#define CODE(c) { c, #c }
+static const struct {
+	int rc;
+	const char *name;
+} codes[] = {
+	CODE(PBOX_OK), CODE(PBOX_EINVAL), CODE(PBOX_ENOMEM), CODE(PBOX_ECONNECT),
+	CODE(PBOX_EPROTO), CODE(PBOX_EREJECTED), CODE(PBOX_ETIMEDOUT), CODE(PBOX_EABORTED),
+	CODE(PBOX_EBUSY), CODE(PBOX_ECLOSED), CODE(PBOX_ESYS), CODE(PBOX_ENOTSUP),
+	CODE(PBOX_EPERM),
+};
+
+static void err_name__every_code_as_the_header_spells_it(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		assert_string_equal(pbox_err_name(codes[i].rc), codes[i].name);
+		/* the same pointer every time: static text */
+		assert_ptr_equal(pbox_err_name(codes[i].rc), pbox_err_name(codes[i].rc));
+		assert_string_not_equal(pbox_strerror(codes[i].rc), pbox_strerror(-1000));
+	}
+	/* the codes run from 0 down without a gap: each value a name */
+	for (int rc = 0; rc >= PBOX_EPERM; rc--)
+		assert_string_not_equal(pbox_err_name(rc), "PBOX_E?");
+}
+
+static void err_name__not_a_code_is_e_question(void **state)
+{
+	int not_codes[] = { PBOX_EPERM - 1, 1, 5, -100, INT_MIN, INT_MAX };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(not_codes) / sizeof(not_codes[0]); i++) {
+		assert_string_equal(pbox_err_name(not_codes[i]), "PBOX_E?");
+		assert_string_equal(pbox_strerror(not_codes[i]), "unknown pbox error code");
+	}
 }
 
 static void opts_init__sets_size_and_defaults(void **state)
@@ -460,6 +530,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(version__matches_header_macros),
 		cmocka_unit_test(sizes__are_the_structs),
+		cmocka_unit_test(sizes__each_init_sized_takes_its_size),
+		cmocka_unit_test(err_name__every_code_as_the_header_spells_it),
+		cmocka_unit_test(err_name__not_a_code_is_e_question),
 		T(opts_init__sets_size_and_defaults),
 		cmocka_unit_test(opts_init_sized__first_layout_writes_only_it),
 		cmocka_unit_test(opts_init_sized__newer_caller_tail_zeroed),
