@@ -29,12 +29,11 @@ for PS mode in PyTorch, pbox.torch.BoxOptimizer.
 """
 import contextlib
 import ctypes
-import os
 import re
 import sys
 import threading
 
-from . import _lib
+from . import _env, _lib
 from ._lib import PBOX_F32, PBOX_F16, PBOX_BF16
 
 # The libpbox version this package is written for (pbox/_lib.py; the load
@@ -106,13 +105,10 @@ def library_version():
 
 
 def _env_int(name):
-    v = os.environ.get(name)
-    if v is None or v == "":
-        return None
     try:
-        return int(v)
-    except ValueError:
-        raise Error(EINVAL, f"${name}={v!r} is not an integer")
+        return _env.integer(name)
+    except ValueError as e:
+        raise Error(EINVAL, str(e)) from None
 
 
 def _int_arg(name, v):
@@ -125,7 +121,7 @@ def _int_arg(name, v):
 
 def _default_job():
     for name in ("PBOX_JOB", "TORCHELASTIC_RUN_ID"):
-        v = os.environ.get(name)
+        v = _env.text(name)
         if v:
             # job names are 1-63 of [A-Za-z0-9._-]; make a run id fit
             return re.sub(r"[^A-Za-z0-9._-]", "-", v)[:63]
@@ -404,7 +400,7 @@ class Client:
         self._reqs = set()
         self._ps = {}          # key -> _PsKey, the PS keys declared on this client
         if control is None:
-            control = os.environ.get("PBOX_CONTROL") or None
+            control = _env.text("PBOX_CONTROL")
         if job is None:
             job = _default_job()
         if rank is None:

@@ -35,6 +35,8 @@ library's (pbox_err_name), not a copy.
 import ctypes
 import os
 
+from . import _env
+
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
@@ -162,7 +164,7 @@ class DevOpts(ctypes.Structure):
 
 
 def _candidates():
-    env = os.environ.get("PBOX_LIB")
+    env = _env.text("PBOX_LIB")
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))

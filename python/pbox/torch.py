@@ -50,7 +50,6 @@ PS mode, without DDP (every rank builds the same model):
 """
 import hashlib
 import math
-import os
 import queue
 import threading
 import weakref
@@ -58,7 +57,7 @@ import weakref
 import torch
 from torch.optim.optimizer import required as _torch_required
 
-from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _on_stream
+from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
@@ -418,8 +417,10 @@ class TopkState(State):
         self.density, self.error_feedback, self.momentum = density, bool(error_feedback), momentum
         if local == "env":
             try:
-                local = (int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"]))
-            except (KeyError, ValueError) as e:
+                local = (_env.integer("LOCAL_RANK"), _env.integer("LOCAL_WORLD_SIZE"))
+                if None in local:
+                    raise ValueError("one is unset")
+            except ValueError as e:
                 raise ValueError("local='env' needs LOCAL_RANK and LOCAL_WORLD_SIZE in the "
                                  f"environment (torchrun sets them): {e}") from None
         if local is not None:
