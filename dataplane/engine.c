@@ -156,18 +156,6 @@ struct engine_key *engine_coll_key_init(void *mem, uint32_t key, uint64_t count,
 	return k;
 }
 
-uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes)
-{
-	return nsegs_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)), 1);
-}
-
-uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
-			       uint32_t segs_per_chunk)
-{
-	return nchunks_of(count, sparse_seg_elems(seg_bytes, wire_dtype_size(dtype)),
-			  segs_per_chunk, 1);
-}
-
 size_t engine_sparse_mem_bytes(uint64_t count, unsigned dtype, uint32_t seg_bytes,
 			       uint32_t segs_per_chunk)
 {
