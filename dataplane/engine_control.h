@@ -189,9 +189,6 @@ struct engine_key *engine_sparse_key_init(void *mem, uint32_t key, uint64_t coun
 					  unsigned dtype, uint32_t seg_bytes,
 					  uint32_t segs_per_chunk,
 					  const uint8_t *chunk_lcore);
-uint32_t engine_sparse_nsegs(uint64_t count, unsigned dtype, uint32_t seg_bytes);
-uint32_t engine_sparse_nchunks(uint64_t count, unsigned dtype, uint32_t seg_bytes,
-			       uint32_t segs_per_chunk);
 
 /*
  * Collective keys (docs/protocol.md "Collective keys"): a dense key of
