@@ -56,9 +56,11 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))    # tests/python: checks.py
 
 import pbox            # noqa: E402  (after the path is set)
 import pbox.torch      # noqa: E402
+from checks import check, check_eq, check_le, check_raises  # noqa: E402
 
 IN, HID, OUT = 32, 64, 10
 WORLD = 4
@@ -298,15 +300,8 @@ def main_compare(ref_path, runs):
 # ---- bad inputs, world 1 ------------------------------------------------------------
 
 def expect(exc, words, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        text = str(e)
-        for w in words:
-            if w not in text:
-                raise AssertionError(f"{exc.__name__} lacks {w!r}: {text}")
-        return e
-    raise AssertionError(f"no {exc.__name__} (expected one naming {words})")
+    """fn(*args, **kw) raises exc naming every one of words; returns it."""
+    return check_raises(exc, fn, *args, words=words, **kw)
 
 
 def main_bad(control):
@@ -322,85 +317,91 @@ def main_bad(control):
         n += 1
         print(f"  {what}")
 
-    def check(what, *a, **k):
+    def fails(what, *a, **k):
         e = expect(*a, **k)
         passed(f"{what}: {type(e).__name__}: {e}")
 
     def construction():
-        check("unknown optimizer", ValueError, ["'rmsprop'", "sgd"], ps, m.parameters(), "rmsprop",
+        fails("unknown optimizer", ValueError, ["'rmsprop'", "sgd"], ps, m.parameters(), "rmsprop",
               c, lr=0.1)
-        check("momentum out of range", ValueError, ["momentum=1.5", "< 1"], ps, m.parameters(),
+        fails("momentum out of range", ValueError, ["momentum=1.5", "< 1"], ps, m.parameters(),
               "sgd", c, lr=0.1, momentum=1.5)
-        check("negative lr", ValueError, ["lr=-0.1"], ps, m.parameters(), "sgd", c, lr=-0.1)
-        check("beta out of range", ValueError, ["betas[1]=1.0"], ps, m.parameters(), "adam", c,
+        fails("negative lr", ValueError, ["lr=-0.1"], ps, m.parameters(), "sgd", c, lr=-0.1)
+        fails("beta out of range", ValueError, ["betas[1]=1.0"], ps, m.parameters(), "adam", c,
               betas=(0.9, 1.0))
-        check("eps 0", ValueError, ["eps=0"], ps, m.parameters(), "adam", c, eps=0)
-        check("nesterov without momentum", ValueError, ["Nesterov"], ps, m.parameters(), "sgd", c,
+        fails("eps 0", ValueError, ["eps=0"], ps, m.parameters(), "adam", c, eps=0)
+        fails("nesterov without momentum", ValueError, ["Nesterov"], ps, m.parameters(), "sgd", c,
               lr=0.1, nesterov=True)
-        check("SGD without lr", ValueError, ["lr"], ps, m.parameters(), "sgd", c)
-        check("amsgrad", ValueError, ["amsgrad=True", "not supported"], ps, m.parameters(), "adam",
+        fails("SGD without lr", ValueError, ["lr"], ps, m.parameters(), "sgd", c)
+        fails("amsgrad", ValueError, ["amsgrad=True", "not supported"], ps, m.parameters(), "adam",
               c, amsgrad=True)
-        check("maximize", ValueError, ["maximize=True"], ps, m.parameters(), "sgd", c, lr=0.1,
+        fails("maximize", ValueError, ["maximize=True"], ps, m.parameters(), "sgd", c, lr=0.1,
               maximize=True)
-        check("unknown hyperparameter", TypeError, ["betas"], ps, m.parameters(), "sgd", c, lr=0.1,
+        fails("unknown hyperparameter", TypeError, ["betas"], ps, m.parameters(), "sgd", c, lr=0.1,
               betas=(0.9, 0.9))
 
     def binding():
         # the binding itself: names checked here, values by the box
         K = 0x90000000
-        check("binding: unknown optimizer", pbox.Error, ["rmsprop", "EINVAL"],
+        fails("binding: unknown optimizer", pbox.Error, ["rmsprop", "EINVAL"],
               c.declare_optimizer, K, 16, "f32", "rmsprop")
-        check("binding: box refuses momentum", pbox.Error, ["momentum 1.5 is out of range",
+        fails("binding: box refuses momentum", pbox.Error, ["momentum 1.5 is out of range",
               "EREJECTED"], c.declare_optimizer, K + 1, 16, "f32", "sgd", lr=0.1, momentum=1.5)
-        check("binding: box refuses eps", pbox.Error, ["eps -1 is out of range"],
+        fails("binding: box refuses eps", pbox.Error, ["eps -1 is out of range"],
               c.declare_optimizer, K + 2, 16, "f32", "adam", eps=-1)
         c.declare_optimizer(K + 3, 16, "f32", "sgd", lr=0.1)
         g, w = torch.ones(16), torch.zeros(16)
-        check("binding: push before ps_init", pbox.Error, ["push before ps_init", "EINVAL"],
+        fails("binding: push before ps_init", pbox.Error, ["push before ps_init", "EINVAL"],
               c.push_pull, K + 3, g, w)
-        check("binding: ps_init without weights on rank 0", pbox.Error, ["rank 0 must upload"],
+        fails("binding: ps_init without weights on rank 0", pbox.Error, ["rank 0 must upload"],
               c.ps_init, K + 3, None, w)
         c.ps_init(K + 3, torch.arange(16.0), w)
-        assert torch.equal(w, torch.arange(16.0)), w
-        check("binding: grad of another size", pbox.Error, ["16 f32", "EINVAL"], c.push_pull,
+        check(torch.equal(w, torch.arange(16.0)), f"weights after ps_init: expected 0..15, got {w}")
+        fails("binding: grad of another size", pbox.Error, ["16 f32", "EINVAL"], c.push_pull,
               K + 3, torch.ones(8), w)
-        check("binding: grad of another dtype", pbox.Error, ["16 f32", "EINVAL"], c.push_pull,
+        fails("binding: grad of another dtype", pbox.Error, ["16 f32", "EINVAL"], c.push_pull,
               K + 3, torch.ones(16, dtype=torch.float16), w)
-        check("binding: negative lr", pbox.Error, ["learning rate", "EINVAL"], c.set_lr, K + 3,
+        fails("binding: negative lr", pbox.Error, ["learning rate", "EINVAL"], c.set_lr, K + 3,
               -1.0)
-        check("binding: undeclared key", pbox.Error, ["not a PS key"], c.push_pull, K + 9, g, w)
+        fails("binding: undeclared key", pbox.Error, ["not a PS key"], c.push_pull, K + 9, g, w)
         c.set_lr(K + 3, 0.5)
         c.push_pull(K + 3, g, w)
-        assert torch.equal(w, torch.arange(16.0) - 0.5), w
+        check(torch.equal(w, torch.arange(16.0) - 0.5),
+              f"weights after a step of lr 0.5: expected 0..15 - 0.5, got {w}")
         # declared again alike (another lr): the key keeps its weights and
         # its ps_init, and steps on; a second ps_init and another optimizer
         # are refused at once (the init timed out and broke the key)
         c.declare_optimizer(K + 3, 16, "f32", "sgd", lr=0.25)
         c.push_pull(K + 3, g, w)
-        assert torch.equal(w, torch.arange(16.0) - 0.75), w
-        check("binding: ps_init again", pbox.Error, ["already ran", "EINVAL"], c.ps_init,
+        check(torch.equal(w, torch.arange(16.0) - 0.75),
+              f"weights after a step of lr 0.25: expected 0..15 - 0.75, got {w}")
+        fails("binding: ps_init again", pbox.Error, ["already ran", "EINVAL"], c.ps_init,
               K + 3, torch.arange(16.0), w)
-        check("binding: another optimizer", pbox.Error, ["optimizer sgd, this call adam",
+        fails("binding: another optimizer", pbox.Error, ["optimizer sgd, this call adam",
               "EINVAL"], c.declare_optimizer, K + 3, 16, "f32", "adam")
         c.push_pull(K + 3, g, w)
-        assert torch.equal(w, torch.arange(16.0) - 1.0), w
-        check("binding: allreduce on a PS key", pbox.Error, ["PS key"], c.allreduce, g, K + 3)
+        check(torch.equal(w, torch.arange(16.0) - 1.0),
+              f"weights after another step of lr 0.25: expected 0..15 - 1.0, got {w}")
+        fails("binding: allreduce on a PS key", pbox.Error, ["PS key"], c.allreduce, g, K + 3)
 
     def rules():
         # BoxOptimizer's rules after construction
         opt = ps(m.parameters(), "sgd", c, name="rules", lr=0.1, momentum=0.9)
         F.cross_entropy(m(torch.randn(4, IN)), torch.tensor([0, 1, 2, 3])).backward()
         opt.param_groups[0]["momentum"] = 0.5
-        check("momentum changed after construction", ValueError, ["momentum", "only lr"],
+        fails("momentum changed after construction", ValueError, ["momentum", "only lr"],
               opt.step)
         opt.param_groups[0]["momentum"] = 0.9
         opt.param_groups[0]["lr"] = float("nan")
-        check("lr nan", ValueError, ["lr=nan"], opt.step)
+        fails("lr nan", ValueError, ["lr=nan"], opt.step)
         opt.param_groups[0]["lr"] = 0.1
         opt.step()
         sd = opt.state_dict()
-        assert len(sd["state"]) == len(list(m.parameters())), sd["state"].keys()
-        assert all("momentum_buffer" in s for s in sd["state"].values())
+        check_eq(len(sd["state"]), len(list(m.parameters())),
+                 f"state_dict's state entries (one per parameter: {list(sd['state'].keys())})")
+        check(all("momentum_buffer" in s for s in sd["state"].values()),
+              lambda: f"state_dict: expected a momentum_buffer per parameter, got "
+                      f"{[sorted(s) for s in sd['state'].values()]}")
         passed("state_dict after one step: a momentum_buffer per parameter")
 
     def overlap():
@@ -410,15 +411,15 @@ def main_bad(control):
         x, y = torch.randn(4, IN), torch.tensor([0, 1, 2, 3])
         F.cross_entropy(m2(x), y).backward()
         torch.nn.utils.clip_grad_norm_(m2.parameters(), 0.01)
-        check("overlap: clipped after backward", RuntimeError, ["overlap=False", "modified"],
+        fails("overlap: clipped after backward", RuntimeError, ["overlap=False", "modified"],
               opt2.step)
         opt2.zero_grad()
         F.cross_entropy(m2(x), y).backward()
-        check("overlap: second backward before step", RuntimeError, ["overlap=False",
+        fails("overlap: second backward before step", RuntimeError, ["overlap=False",
               "second backward"], F.cross_entropy(m2(x), y).backward)
         # that backward added to gradients already pushed: step() waits for the
         # pushes and says so
-        check("overlap: step after it", RuntimeError, ["overlap=False", "modified"], opt2.step)
+        fails("overlap: step after it", RuntimeError, ["overlap=False", "modified"], opt2.step)
         opt2.zero_grad()
         F.cross_entropy(m2(x), y).backward()
         opt2.step()        # and goes on
@@ -451,7 +452,9 @@ def main_bad(control):
 
         def agree(what):
             for (k, p), q in zip(a.named_parameters(), b.parameters()):
-                assert torch.allclose(q, p, rtol=RTOL, atol=ATOL), (what, k, (q - p).abs().max())
+                check(torch.allclose(q, p, rtol=RTOL, atol=ATOL),
+                      lambda: f"{what}: {k}: expected torch.optim's within rtol {RTOL}, atol "
+                              f"{ATOL}, max |difference| {(q - p).abs().max()}")
 
         for s_ in range(3):
             one_step(a, ta, s_)
@@ -516,7 +519,9 @@ def main_bad(control):
             o.step()
             for w, w0, g in zip(ws, w32, g32):
                 want = (w0 - 0.25 * g).to(dt)
-                assert w.dtype == dt and torch.equal(w.detach(), want), (dt, w, want)
+                check_eq(w.dtype, dt, "the parameter's dtype after a step")
+                check(torch.equal(w.detach(), want),
+                      f"{dt}: one step: expected {want}, got {w}")
             passed(f"{dt} parameters: one step as torch rounds it")
         # a save/load of a 16-bit Adam keeps the box's fp32 state: the run
         # resumed from the state_dict steps as the one never stopped, up to
@@ -541,7 +546,8 @@ def main_bad(control):
             # one 16-bit ulp of weights below 4: the load writes the 16-bit weights
             ulp = 2.0 ** -8 if dt == torch.float16 else 2.0 ** -6
             d = (ends[0] - ends[1]).abs().max().item()
-            assert d <= ulp, (dt, d)
+            check_le(d, ulp, f"{dt} Adam resumed from its state_dict: max |difference| from "
+                     "the run never stopped (one ulp)")
             passed(f"{dt} Adam: state_dict/load_state_dict resumes as never stopped ({d:.1e})")
 
     failed = []

@@ -3,6 +3,7 @@
 allreduce forever; the last rank joins, allreduces once, then leaves
 (pbox_close) while the others are in their next allreduce. Each rank
 prints its outcome; the others must fail naming the rank that left."""
+import os
 import sys
 import time
 
@@ -10,11 +11,14 @@ import numpy as np
 
 import pbox
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import check_eq  # noqa: E402  (tests/python/checks.py)
+
 rank, world, job = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 c = pbox.Client(job=job, rank=rank, world=world)
 a = np.ones(1 << 16, dtype=np.float32)
 c.allreduce(a, key=1)
-assert a[0] == world, a[0]
+check_eq(a[0], world, f"rank {rank}: element 0 of the first allreduce of ones")
 if rank == world - 1:
     time.sleep(0.5)
     c.close()

@@ -16,11 +16,14 @@ import torch
 import pbox
 import pbox.torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import check, check_eq, check_is, check_raises  # noqa: E402  (tests/python/checks.py)
+
 CONTROL = sys.argv[1]
 results = []
 
 
-def check(name, fn):
+def run(name, fn):
     try:
         fn()
     except AssertionError as e:
@@ -36,15 +39,15 @@ def check(name, fn):
 
 
 def raises(code, fn, *words):
-    try:
-        fn()
-    except pbox.Error as e:
-        codes = code if isinstance(code, tuple) else (code,)
-        assert e.code in codes, f"code {e.name} ({e.code}), wanted {code}: {e}"
-        for w in words:
-            assert w.lower() in str(e).lower(), f"message {str(e)!r} lacks {w!r}"
-        return e
-    raise AssertionError(f"no pbox.Error (wanted code {code})")
+    """fn() raises pbox.Error of code (or one of the tuple code) naming
+    every one of words, in any case; returns it."""
+    e = check_raises(pbox.Error, fn, what=f"a call that must fail with code {code}")
+    codes = code if isinstance(code, tuple) else (code,)
+    check(e.code in codes, f"expected pbox.Error code {code}, got {e.name} ({e.code}): {e}")
+    for w in words:
+        check(w.lower() in str(e).lower(),
+              f"expected the message to hold {w!r} (in any case), got {str(e)!r}")
+    return e
 
 
 # --- without a box ------------------------------------------------------
@@ -81,7 +84,7 @@ def job_from_env():
     os.environ["TORCHELASTIC_RUN_ID"] = "run id/with:odd chars"
     try:
         c = pbox.Client(CONTROL, rank=0, world=1)
-        assert c.job == "run-id-with-odd-chars", c.job
+        check_eq(c.job, "run-id-with-odd-chars", "the job from TORCHELASTIC_RUN_ID")
         c.close()
     finally:
         del os.environ["TORCHELASTIC_RUN_ID"]
@@ -90,7 +93,7 @@ def job_from_env():
 for name, fn in [("no control address", no_control), ("no rank/world", no_rank),
                  ("bad job name", bad_job), ("rank out of range", bad_rank),
                  ("unreachable box", unreachable), ("job from TORCHELASTIC_RUN_ID", job_from_env)]:
-    check(name, fn)
+    run(name, fn)
 
 # --- with a world-1 job on the box ---------------------------------------
 c = pbox.Client(CONTROL, job="pyargs", rank=0, world=1, timeout_ms=5000)
@@ -103,14 +106,16 @@ def roundtrip():
               torch.linspace(-3, 3, 777).to(torch.float16),
               torch.linspace(-3, 3, 5000).to(torch.bfloat16)):
         want = t.clone()
-        assert c.allreduce(t, key) is t
-        assert torch.equal(t, want), f"{t.dtype}: world-1 sum changed values"
+        check_is(c.allreduce(t, key), t, f"{t.dtype}: allreduce's result (its buffer)")
+        check(torch.equal(t, want), f"{t.dtype}: world-1 sum changed values: expected {want}, "
+              f"got {t}")
         key += 1
     for a in (np.linspace(-1, 1, 3000, dtype=np.float32),
               np.linspace(-1, 1, 99).astype(np.float16)):
         want = a.copy()
         c.allreduce(a, key)
-        assert np.array_equal(a, want), f"{a.dtype}: world-1 sum changed values"
+        check(np.array_equal(a, want), f"{a.dtype}: world-1 sum changed values: expected "
+              f"{want}, got {a}")
         key += 1
 
 
@@ -142,7 +147,7 @@ def size_mismatch():
     c.allreduce(torch.zeros(10), 200)
     # the client catches it (EINVAL); a mismatch between ranks is the box's EREJECTED
     e = raises((pbox.EINVAL, pbox.EREJECTED), lambda: c.allreduce(torch.zeros(20), 200), "200")
-    assert e.message, "empty message"
+    check(e.message, f"expected a message, got an empty one: {e!r}")
 
 
 def async_and_threads():
@@ -161,9 +166,9 @@ def async_and_threads():
         x.start()
     for x in th:
         x.join(30)
-    assert not errs, errs
+    check(not errs, f"waits from threads: expected no error, got {errs}")
     for i, t in enumerate(ts):
-        assert torch.all(t == i), f"key {300 + i} wrong"
+        check(torch.all(t == i), f"key {300 + i}: expected all {float(i)}, got {t}")
 
 
 def busy_key():
@@ -172,21 +177,25 @@ def busy_key():
     try:
         c.iallreduce(t2, 400).wait()
     except pbox.Error as e:
-        assert e.code == pbox.EBUSY, e
+        check_eq(e.code, pbox.EBUSY, f"the code of a second call on a busy key ({e})")
     r.wait()
 
 
 def hook_keys():
     s = pbox.torch.State(c, name="m1")
     k1 = s.key(0, 1000, torch.float32)
-    assert k1 == s.key(0, 1000, torch.float32)
-    assert k1 != s.key(0, 1001, torch.float32)
-    assert k1 != s.key(0, 1000, torch.float16)
-    assert k1 != pbox.torch.State(c, name="m2").key(0, 1000, torch.float32)
-    assert 0 <= k1 < 2 ** 31
+    check_eq(s.key(0, 1000, torch.float32), k1, "the key of (0, 1000, float32) again")
+    check(k1 != s.key(0, 1001, torch.float32), f"keys of 1000 and 1001 elements: expected "
+          f"different, both {k1}")
+    check(k1 != s.key(0, 1000, torch.float16), f"keys of float32 and float16: expected "
+          f"different, both {k1}")
+    check(k1 != pbox.torch.State(c, name="m2").key(0, 1000, torch.float32),
+          f"keys of States m1 and m2: expected different, both {k1}")
+    check(0 <= k1 < 2 ** 31, f"the key: expected in [0, 2**31), got {k1}")
     # a fixed value: every rank, every process, every run computes the same key
-    assert pbox.torch.key_for("ddp", 3, 12345, torch.float32) == \
-        pbox.torch.key_for("ddp", 3, 12345, torch.float32)
+    check_eq(pbox.torch.key_for("ddp", 3, 12345, torch.float32),
+             pbox.torch.key_for("ddp", 3, 12345, torch.float32),
+             "key_for('ddp', 3, 12345, float32), computed twice")
 
 
 def hook_profiler_span():
@@ -198,14 +207,16 @@ def hook_profiler_span():
         fut = s.submit(buf, s.key(0, 1000, torch.float32), lambda: buf)
         fut.wait()
     s.close()
-    assert any(e.name == "pbox::bucket" for e in prof.events()), "no pbox::bucket span"
+    check(any(e.name == "pbox::bucket" for e in prof.events()),
+          "torch.profiler: expected a pbox::bucket span, found none")
     raises(pbox.EINVAL, lambda: c.broadcast(torch.ones(3), 77, root=1), "root")
     raises(pbox.EINVAL, lambda: c.allgather(torch.ones(3), torch.ones(4), 78), "world")
     raises(pbox.EINVAL, lambda: c.reduce_scatter(torch.ones(3), torch.ones(3, dtype=torch.float16), 79),
            "f32", "f16")
     out = torch.zeros(3)
     c.allgather(torch.tensor([1.0, -0.0, 3.0]), out, 80)   # world 1: a copy, bit for bit
-    assert out.tolist() == [1.0, -0.0, 3.0] and str(out[1].item()) == "-0.0"
+    check_eq(out.tolist(), [1.0, -0.0, 3.0], "world-1 allgather")
+    check_eq(str(out[1].item()), "-0.0", "world-1 allgather's element 1 (bit for bit)")
     c.barrier(81)
 
 
@@ -213,7 +224,7 @@ def closed():
     c2 = pbox.Client(CONTROL, job="pyargs2", rank=0, world=1)
     with c2:
         c2.allreduce(torch.ones(3), 1)
-    assert c2.closed
+    check(c2.closed, "a client after its with block: expected closed, still open")
     raises(pbox.ECLOSED, lambda: c2.allreduce(torch.ones(3), 1), "closed")
 
 
@@ -225,7 +236,7 @@ for name, fn in [("world-1 round trip, all buffer types", roundtrip),
                  ("hook key derivation", hook_keys),
                  ("profiler span, collectives' checks", hook_profiler_span),
                  ("closed client", closed)]:
-    check(name, fn)
+    run(name, fn)
 c.close()
 
 npass = sum(1 for r in results if r[1])

@@ -34,6 +34,9 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import check_eq  # noqa: E402  (tests/python/checks.py)
+
 PARAM_ATOL = 1e-5
 LOSS_RTOL = 1e-5
 HALF = {"pbox-fp16": (2e-4, 5e-4), "pbox-bf16": (1e-3, 5e-3)}  # (loss rtol, param atol)
@@ -49,11 +52,11 @@ def load(name):
 
 
 def param_diff(a, b):
-    assert a["params"].keys() == b["params"].keys()
+    check_eq(sorted(a["params"]), sorted(b["params"]), "the parameters' names")
     m = 0.0
     for n in a["params"]:
         pa, pb = a["params"][n], b["params"][n]
-        assert len(pa) == len(pb), n
+        check_eq(len(pa), len(pb), f"the elements of {n}")
         m = max(m, max(abs(x - y) for x, y in zip(pa, pb)))
     return m
 

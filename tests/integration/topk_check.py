@@ -31,6 +31,9 @@ import torch
 import pbox
 import pbox.torch as pt
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import check, check_lt, check_raises  # noqa: E402  (tests/python/checks.py)
+
 
 def coo(rank, it, shape):
     g = torch.Generator().manual_seed(1000 * it + rank)
@@ -40,11 +43,7 @@ def coo(rank, it, shape):
 
 
 def raises(fn, kind, what):
-    try:
-        fn()
-    except kind:
-        return
-    raise AssertionError(f"no {kind.__name__}: {what}")
+    check_raises(kind, fn, what=what)
 
 
 def perf_checks(control, job):
@@ -52,7 +51,7 @@ def perf_checks(control, job):
     module docstring's last point)."""
     perf = os.environ.get("PBOX_PERF") or os.path.join(
         os.path.dirname(os.environ.get("PBOX_LIB", "build/libpbox.so")), "pbox-perf")
-    assert os.access(perf, os.X_OK), f"no pbox-perf at {perf} (make, or set PBOX_PERF)"
+    check(os.access(perf, os.X_OK), f"no pbox-perf at {perf} (make, or set PBOX_PERF)")
 
     def run(n, *args):
         return subprocess.run([perf, "--control", control, "--job", f"{job}-perf{n}", "--rank",
@@ -62,10 +61,10 @@ def perf_checks(control, job):
     r = run(0, "--topk", "0.01", "--check", "--minbytes", "4096", "--maxbytes", "4100",
             "--stepfactor", "1.0005", "--iters", "3", "--warmup", "0")
     lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and ln[0] != "#"]
-    assert r.returncode == 0 and len(lines) == 2 and all(
-        ln[1] == "1024" and ln[6] == "0" for ln in lines), (
-        f"pbox-perf --topk --check, two sizes of 1024 elements: rc {r.returncode}\n"
-        f"{r.stdout}{r.stderr}")
+    check(r.returncode == 0 and len(lines) == 2 and all(
+        ln[1] == "1024" and ln[6] == "0" for ln in lines),
+        f"pbox-perf --topk --check, two sizes of 1024 elements: expected rc 0 and two lines "
+        f"of 1024 elements, none wrong, got rc {r.returncode}\n{r.stdout}{r.stderr}")
     bad = (("--keys", "4000000"), ("--keys", "0"), ("--stepfactor", "nan"),
            ("--stepfactor", "2x"), ("--stepfactor", "inf"), ("--blast-seconds", "nan"),
            ("--topk", "0.5x"), ("--sparse", "nan"), ("--maxbytes", "nan"),
@@ -73,9 +72,9 @@ def perf_checks(control, job):
     for n, (opt, val) in enumerate(bad, 1):
         # the bad value last: before the fix the run would go on, briefly
         r = run(n, "--maxbytes", "64", "--iters", "1", "--warmup", "0", opt, val)
-        assert r.returncode == 2 and f"{opt} '{val}'" in r.stderr, (
-            f"pbox-perf {opt} {val}: rc {r.returncode} (want 2 and a message naming it)\n"
-            f"{r.stderr[-400:]}")
+        check(r.returncode == 2 and f"{opt} '{val}'" in r.stderr,
+              f"pbox-perf {opt} {val}: rc {r.returncode} (want 2 and a message naming it)\n"
+              f"{r.stderr[-400:]}")
 
 
 def main():
@@ -85,22 +84,27 @@ def main():
     # density 1: the dense sum (small integers: exact in any order)
     x = torch.arange(n, dtype=torch.float32) % 7 + rank
     want = sum(torch.arange(n, dtype=torch.float32) % 7 + r for r in range(world))
-    assert torch.equal(pt.topk_allreduce(x.clone(), c, 2**31 + 1, density=1.0), want)
+    s = pt.topk_allreduce(x.clone(), c, 2**31 + 1, density=1.0)
+    check(torch.equal(s, want), f"topk_allreduce at density 1: expected the dense sum {want}, "
+          f"got {s}")
     # two calls: 1% then everything; the residual keeps the rest
     g = torch.arange(n, dtype=torch.float32) * (1 + rank) - 1234.0
     a = pt.topk_allreduce(g.clone(), c, 2**31 + 2, density=0.01)
     b = pt.topk_allreduce(torch.zeros(n), c, 2**31 + 2, density=1.0)
     total = sum(torch.arange(n, dtype=torch.float32) * (1 + r) - 1234.0 for r in range(world))
-    assert torch.equal(a + b, total), float((a + b - total).abs().max())
-    assert (a != 0).sum() < 0.05 * n
+    check(torch.equal(a + b, total), lambda: f"top-k at 0.01 then 1: expected the total, max "
+          f"|difference| {float((a + b - total).abs().max())}")
+    check_lt(int((a != 0).sum()), 0.05 * n, "entries sent at density 0.01")
     if world % 2 == 0:   # hierarchical: hosts of two ranks
         loc = (rank % 2, 2)
-        assert torch.equal(pt.topk_allreduce(x.clone(), c, 2**31 + 7, density=1.0, local=loc),
-                           want)
+        s = pt.topk_allreduce(x.clone(), c, 2**31 + 7, density=1.0, local=loc)
+        check(torch.equal(s, want), f"hierarchical topk_allreduce at density 1: expected the "
+              f"dense sum {want}, got {s}")
         a = pt.topk_allreduce(g.clone(), c, 2**31 + 8, density=0.01, local=loc)
         b = pt.topk_allreduce(torch.zeros(n), c, 2**31 + 8, density=1.0, local=loc)
-        assert torch.equal(a + b, total), float((a + b - total).abs().max())
-        assert (a != 0).sum() < 0.05 * n
+        check(torch.equal(a + b, total), lambda: f"hierarchical top-k at 0.01 then 1: expected "
+              f"the total, max |difference| {float((a + b - total).abs().max())}")
+        check_lt(int((a != 0).sum()), 0.05 * n, "hierarchical: entries sent at density 0.01")
         raises(lambda: pt.topk_allreduce(torch.ones(10), c, 2**31 + 9, local=(2, 2)),
                pbox.Error, "local_rank 2 of 2")
     if "LOCAL_RANK" not in os.environ:
@@ -113,11 +117,15 @@ def main():
         ref = torch.zeros(shape)
         for r in range(world):
             ref += coo(r, it, shape)
-        assert torch.equal(out, ref), it
+        check(torch.equal(out, ref), lambda: f"sparse_allreduce of a COO tensor, iteration "
+              f"{it}: expected the ranks' dense sum, max |difference| "
+              f"{float((out - ref).abs().max())}")
         flat = mine.reshape(-1)
         idx = flat.nonzero().reshape(-1)
         out1 = pt.sparse_allreduce((idx, flat[idx], flat.numel()), c, 2**31 + 4)
-        assert torch.equal(out1, ref.reshape(-1))
+        check(torch.equal(out1, ref.reshape(-1)), lambda: f"sparse_allreduce of (indices, "
+              f"values, size), iteration {it}: expected the ranks' dense sum, max |difference| "
+              f"{float((out1 - ref.reshape(-1)).abs().max())}")
     # bad input
     s = coo(rank, 9, shape).to_sparse()
     raises(lambda: c.allreduce(s, 7), pbox.Error, "sparse tensor to allreduce")

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import pbox            # noqa: E402  (after the path is set)
 from pbox import _lib  # noqa: E402
+from checks import check, check_eq, check_in  # noqa: E402  (tests/python/checks.py)
 
 CTYPES = {"uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
           "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "int": ctypes.c_int,
@@ -56,22 +57,23 @@ def h_version():
     parts = {}
     for m in re.finditer(r"^\s*#\s*define\s+PBOX_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*$", H, re.M):
         parts[m.group(1)] = int(m.group(2))
-    assert set(parts) == {"MAJOR", "MINOR", "PATCH"}, f"pbox.h version macros: {parts}"
+    check_eq(set(parts), {"MAJOR", "MINOR", "PATCH"}, f"pbox.h's PBOX_VERSION_* macros ({parts})")
     return parts["MAJOR"], parts["MINOR"], parts["PATCH"]
 
 
 def h_error_codes():
     """{'EINVAL': -1, ...} and 'OK': 0 from the enum holding PBOX_OK."""
     m = re.search(r"enum\s*\{([^}]*\bPBOX_OK\b[^}]*)\}", H)
-    assert m, "pbox.h: no enum with PBOX_OK"
+    check(m, "pbox.h: expected an enum holding PBOX_OK, found none")
     codes = {n: int(v) for n, v in re.findall(r"\bPBOX_(OK|E[A-Z0-9_]+)\s*=\s*(-?\d+)", m.group(1))}
-    assert len(codes) >= 2, f"pbox.h: error enum parsed as {codes}"
+    check(len(codes) >= 2, f"pbox.h: expected PBOX_OK and PBOX_E* codes in its enum, "
+          f"parsed {codes}")
     return codes
 
 
 def h_dtypes():
     m = re.search(r"typedef\s+enum\s+pbox_dtype\s*\{([^}]*)\}\s*pbox_dtype\s*;", H)
-    assert m, "pbox.h: no typedef enum pbox_dtype"
+    check(m, "pbox.h: expected a typedef enum pbox_dtype, found none")
     return {n: int(v) for n, v in re.findall(r"\b(PBOX_[A-Z0-9_]+)\s*=\s*(\d+)", m.group(1))}
 
 
@@ -79,7 +81,7 @@ def h_struct(name, text=H):
     """[(field, C type), ...] of typedef struct name { ... } name; a
     declaration of several fields ("double beta1, beta2;") gives one each."""
     m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
-    assert m, f"pbox.h: no typedef struct {name}"
+    check(m, f"pbox.h: expected a typedef struct {name}, found none")
     fields = []
     for decl in m.group(1).split(";"):
         decl = " ".join(decl.split())
@@ -87,11 +89,11 @@ def h_struct(name, text=H):
             continue
         first, *more = [d.strip() for d in decl.split(",")]
         fm = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_ ]*?(?:\s*\*)?)\s*([A-Za-z_][A-Za-z0-9_]*)", first)
-        assert fm, f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
+        check(fm, f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)")
         fields.append((fm.group(2), fm.group(1)))
         for extra in more:
-            assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", extra), \
-                f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)"
+            check(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", extra),
+                  f"pbox.h: {name}: cannot parse the field '{decl}' (extend this test)")
             fields.append((extra, fm.group(1)))
     return fields
 
@@ -99,27 +101,27 @@ def h_struct(name, text=H):
 def h_enum(name):
     """{'PBOX_X': value, ...} of typedef enum name { ... } name;"""
     m = re.search(r"typedef\s+enum\s+%s\s*\{([^}]*)\}\s*%s\s*;" % (name, name), H)
-    assert m, f"pbox.h: no typedef enum {name}"
+    check(m, f"pbox.h: expected a typedef enum {name}, found none")
     return {n: int(v) for n, v in re.findall(r"\b(PBOX_[A-Z0-9_]+)\s*=\s*(\d+)", m.group(1))}
 
 
 # ---- the tests ----------------------------------------------------------------
 
 def test_import_needs_no_torch():
-    assert "torch" not in sys.modules, "import pbox imported torch"
+    check("torch" not in sys.modules, "import pbox imported torch (expected it not to)")
 
 
 def test_error_codes_match_header():
     codes = h_error_codes()
     for name, value in codes.items():
-        assert hasattr(pbox, name), f"pbox has no {name} (pbox.h: PBOX_{name} = {value})"
-        assert getattr(pbox, name) == value, \
-            f"pbox.{name} = {getattr(pbox, name)}, pbox.h: PBOX_{name} = {value}"
+        check(hasattr(pbox, name), f"pbox has no {name} (pbox.h: PBOX_{name} = {value})")
+        check_eq(getattr(pbox, name), value, f"pbox.{name} (pbox.h's PBOX_{name})")
     # nothing in Python that the header lacks
     ours = {n for n, v in vars(pbox).items()
             if re.fullmatch(r"OK|E[A-Z0-9_]+", n) and isinstance(v, int)}
-    assert ours == set(codes), f"pbox defines {sorted(ours - set(codes))} not in pbox.h"
-    assert not hasattr(pbox, "_CODE_NAMES"), "pbox keeps a copy of the codes' names"
+    check(ours == set(codes), f"pbox's error names: expected pbox.h's {sorted(codes)}, got "
+          f"{sorted(ours)} ({sorted(ours - set(codes))} not in pbox.h)")
+    check(not hasattr(pbox, "_CODE_NAMES"), "pbox keeps a copy of the codes' names")
 
 
 def test_error_names_from_library():
@@ -128,40 +130,40 @@ def test_error_names_from_library():
     number."""
     L = _lib.load()
     for name, value in h_error_codes().items():
-        assert L.pbox_err_name(value) == b"PBOX_" + name.encode(), \
-            f"pbox_err_name({value}) = {L.pbox_err_name(value)}, pbox.h: PBOX_{name}"
-        assert pbox.err_name(value) == name, f"pbox.err_name({value}) = {pbox.err_name(value)}"
-        assert pbox.Error(value, "m").name == name
+        check_eq(L.pbox_err_name(value), b"PBOX_" + name.encode(), f"pbox_err_name({value})")
+        check_eq(pbox.err_name(value), name, f"pbox.err_name({value})")
+        check_eq(pbox.Error(value, "m").name, name, f"pbox.Error({value}).name")
     for value in (1, -13, -999, 2**31 - 1):
-        assert L.pbox_err_name(value) == b"PBOX_E?", f"pbox_err_name({value})"
-        assert pbox.err_name(value) == str(value)
-        assert pbox.Error(value, "m").name == str(value)
+        check_eq(L.pbox_err_name(value), b"PBOX_E?", f"pbox_err_name({value})")
+        check_eq(pbox.err_name(value), str(value), f"pbox.err_name({value})")
+        check_eq(pbox.Error(value, "m").name, str(value), f"pbox.Error({value}).name")
     e = pbox.Error(pbox.ETIMEDOUT, "key 3 timed out")
-    assert str(e) == "pbox: key 3 timed out [ETIMEDOUT]", str(e)
+    check_eq(str(e), "pbox: key 3 timed out [ETIMEDOUT]", "str(pbox.Error(ETIMEDOUT, ...))")
 
 
 def test_dtypes_match_header():
     dtypes = h_dtypes()
-    assert dtypes, "pbox.h: no dtypes parsed"
+    check(dtypes, "pbox.h: expected PBOX_* values in enum pbox_dtype, parsed none")
     for name, value in dtypes.items():
-        assert getattr(pbox, name, None) == value, \
-            f"pbox.{name} = {getattr(pbox, name, None)}, pbox.h: {name} = {value}"
-        assert getattr(_lib, name) == value
+        check_eq(getattr(pbox, name, None), value, f"pbox.{name} (pbox.h's {name})")
+        check_eq(getattr(_lib, name), value, f"pbox._lib.{name} (pbox.h's {name})")
 
 
 def _check_struct(cname, cls, text=H):
     want = h_struct(cname, text)
     got = [(n, t) for n, t in cls._fields_]
-    assert [n for n, _ in got] == [n for n, _ in want], \
-        f"{cls.__name__} fields {[n for n, _ in got]} != pbox.h {cname} {[n for n, _ in want]}"
+    check_eq([n for n, _ in got], [n for n, _ in want],
+             f"{cls.__name__}'s fields (pbox.h's struct {cname})")
     for (n, t), (_, ctype) in zip(got, want):
-        assert ctype in CTYPES, f"pbox.h: {cname}.{n} has type {ctype} (extend CTYPES)"
-        assert t is CTYPES[ctype], f"{cls.__name__}.{n} is {t.__name__}, pbox.h says {ctype}"
+        check(ctype in CTYPES, f"pbox.h: {cname}.{n} has type {ctype} (extend CTYPES)")
+        check(t is CTYPES[ctype], f"{cls.__name__}.{n}: expected {CTYPES[ctype].__name__} "
+              f"(pbox.h says {ctype}), got {t.__name__}")
 
 
 def test_opts_fields_match_header():
     _check_struct("pbox_opts", _lib.Opts)
-    assert _lib.Opts._fields_[0][0] == "size", "pbox_opts.size must come first"
+    check_eq(_lib.Opts._fields_[0][0], "size", "pbox._lib.Opts's first field (pbox_opts.size "
+             "must come first)")
 
 
 def test_stats_fields_match_header():
@@ -170,7 +172,7 @@ def test_stats_fields_match_header():
 
 def test_optim_fields_match_header():
     _check_struct("pbox_optim", _lib.Optim)
-    assert ctypes.sizeof(_lib.Optim) == 80, f"sizeof(Optim) {ctypes.sizeof(_lib.Optim)} != 80"
+    check_eq(ctypes.sizeof(_lib.Optim), 80, "sizeof(pbox._lib.Optim)")
 
 
 def test_topk_opts_match_header_and_library():
@@ -178,9 +180,10 @@ def test_topk_opts_match_header_and_library():
     L = _lib.load()
     o = _lib.TopkOpts()
     rc = L.pbox_topk_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
-    assert rc == 0, f"pbox_topk_opts_init_sized(sizeof(TopkOpts)) = {rc}"
+    check_eq(rc, 0, "pbox_topk_opts_init_sized(sizeof(TopkOpts))")
     got = (o.size, o.error_feedback, o.density, o.momentum)
-    assert got == (ctypes.sizeof(o), 1, 0.01, 0.0), got
+    check_eq(got, (ctypes.sizeof(o), 1, 0.01, 0.0),
+             "TopkOpts' (size, error_feedback, density, momentum) after init")
 
 
 def test_dev_opts_match_header_and_library():
@@ -188,16 +191,18 @@ def test_dev_opts_match_header_and_library():
     L = _lib.load()
     o = _lib.DevOpts()
     rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
-    assert rc == 0, f"pbox_dev_opts_init_sized(sizeof(DevOpts)) = {rc}"
+    check_eq(rc, 0, "pbox_dev_opts_init_sized(sizeof(DevOpts))")
     got = (o.size, o.wire_dtype, o.scale, o.chunk_bytes, o.gpudirect)
-    assert got == (ctypes.sizeof(o), -1, 1.0, 0, -1), got
-    assert ctypes.sizeof(o) == 32, f"sizeof(DevOpts) {ctypes.sizeof(o)} != 32 (0.9.0)"
+    check_eq(got, (ctypes.sizeof(o), -1, 1.0, 0, -1),
+             "DevOpts' (size, wire_dtype, scale, chunk_bytes, gpudirect) after init")
+    check_eq(ctypes.sizeof(o), 32, "sizeof(DevOpts) (0.9.0)")
     # a caller of the first layout (24 bytes) gets the defaults for the rest
     o = _lib.DevOpts()
     rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), 24)
-    assert rc == 0 and o.size == 24 and o.gpudirect == 0, (rc, o.size, o.gpudirect)
+    check_eq((rc, o.size, o.gpudirect), (0, 24, 0),
+             "pbox_dev_opts_init_sized(size 24): (result, size, gpudirect)")
     rc = L.pbox_dev_opts_init_sized(ctypes.byref(o), 16)
-    assert rc == pbox.EINVAL, f"pbox_dev_opts_init_sized(size 16) = {rc}"
+    check_eq(rc, pbox.EINVAL, "pbox_dev_opts_init_sized(size 16)")
 
 
 # C types of parameters and results -> what the ctypes declaration must be
@@ -223,14 +228,14 @@ def h_functions(text):
             if p in ("void", ""):
                 continue
             pm = re.fullmatch(r"(.*?[\s*])([A-Za-z_][A-Za-z0-9_]*)", p)
-            assert pm, f"{name}: cannot parse the parameter '{p}' (extend this test)"
+            check(pm, f"{name}: cannot parse the parameter '{p}' (extend this test)")
             types.append(re.sub(r"\s*\*", " *", pm.group(1).strip()).replace("  ", " "))
         out[name] = (ret.replace(" *", "*").replace("*", " *"), types)
     return out
 
 
 def _ctype_ok(ctype, decl, where):
-    """Assert that the ctypes declaration decl fits the C type ctype."""
+    """Check that the ctypes declaration decl fits the C type ctype."""
     base = ctype.replace("const ", "").strip()
     if base.endswith("*"):
         stars = base.count("*")
@@ -249,9 +254,10 @@ def _ctype_ok(ctype, decl, where):
     elif base == "void":
         ok = decl is None
     else:
-        assert base in _SCALARS, f"{where}: C type {ctype} (extend _SCALARS)"
+        check(base in _SCALARS, f"{where}: C type {ctype} (extend _SCALARS)")
         ok = decl is _SCALARS[base]
-    assert ok, f"{where}: C type '{ctype}', ctypes declares {getattr(decl, '__name__', decl)}"
+    check(ok, f"{where}: expected the ctypes type of C '{ctype}', ctypes declares "
+          f"{getattr(decl, '__name__', decl)}")
 
 
 def test_functions_match_headers():
@@ -260,54 +266,55 @@ def test_functions_match_headers():
     L = _lib.load()
     funcs = dict(h_functions(H))
     cuda = h_functions(H_CUDA)
-    assert set(cuda) == {"pbox_dev_opts_init_sized", "pbox_dev_opts_size", "pbox_gpu_init",
-                         "pbox_iallreduce_dev", "pbox_allreduce_dev",
-                         "pbox_iallreduce_topk_dev", "pbox_allreduce_topk_dev"}, \
-        f"pbox_cuda.h parsed as {sorted(cuda)}"
+    check_eq(sorted(cuda), sorted({"pbox_dev_opts_init_sized", "pbox_dev_opts_size",
+                                   "pbox_gpu_init", "pbox_iallreduce_dev", "pbox_allreduce_dev",
+                                   "pbox_iallreduce_topk_dev", "pbox_allreduce_topk_dev"}),
+             "pbox_cuda.h's functions as parsed")
     funcs.update(cuda)
-    assert len(funcs) > 40, f"pbox.h parsed as {len(funcs)} functions: {sorted(funcs)}"
+    check(len(funcs) > 40, f"pbox.h: expected more than 40 functions, parsed {len(funcs)}: "
+          f"{sorted(funcs)}")
     checked = 0
     for name, (ret, params) in sorted(funcs.items()):
         fn = getattr(L, name, None)
-        assert fn is not None, f"{_lib.path()} does not export {name}"
+        check(fn is not None, f"{_lib.path()} does not export {name}")
         if name not in cuda and fn.argtypes is None:
             continue        # not used by the package
-        assert fn.argtypes is not None, f"pbox._lib declares no argtypes for {name}"
-        assert len(fn.argtypes) == len(params), \
-            f"{name}: {len(params)} parameters in the header, {len(fn.argtypes)} declared"
+        check(fn.argtypes is not None, f"pbox._lib declares no argtypes for {name}")
+        check_eq(len(fn.argtypes), len(params),
+                 f"{name}: parameters declared (the header's number)")
         for i, (ct, decl) in enumerate(zip(params, fn.argtypes)):
             _ctype_ok(ct, decl, f"{name} parameter {i + 1}")
         _ctype_ok(ret, fn.restype, f"{name} result")
         checked += 1
     declared = {n for n, v in vars(L).items()
                 if n.startswith("pbox_") and getattr(v, "argtypes", None) is not None}
-    assert declared <= set(funcs), \
-        f"pbox._lib declares {sorted(declared - set(funcs))}, which no header declares"
-    assert checked == len(declared), f"{checked} functions checked, {len(declared)} declared"
+    check(declared <= set(funcs),
+          f"pbox._lib declares {sorted(declared - set(funcs))}, which no header declares")
+    check_eq(checked, len(declared), "functions checked (as many as pbox._lib declares)")
 
 
 def test_optim_kinds_and_ps_parts_match_header():
     kinds = h_enum("pbox_optim_kind")
     want = {f"PBOX_OPTIM_{n.upper()}": v for n, v in _lib.OPTIMIZERS.items()}
-    assert kinds == want, f"pbox.h pbox_optim_kind {kinds} != pbox._lib.OPTIMIZERS {want}"
+    check_eq(want, kinds, "pbox._lib.OPTIMIZERS as PBOX_OPTIM_* (pbox.h's pbox_optim_kind)")
     for n, v in kinds.items():
-        assert getattr(_lib, n) == v, f"pbox._lib.{n} = {getattr(_lib, n)}, pbox.h: {v}"
+        check_eq(getattr(_lib, n), v, f"pbox._lib.{n} (pbox.h's)")
     parts = h_enum("pbox_ps_part")
     want = {f"PBOX_PS_{n.upper()}": v for n, v in _lib.PS_PARTS.items()}
-    assert parts == want, f"pbox.h pbox_ps_part {parts} != pbox._lib.PS_PARTS {want}"
+    check_eq(want, parts, "pbox._lib.PS_PARTS as PBOX_PS_* (pbox.h's pbox_ps_part)")
 
 
 def test_client_takes_every_option():
     params = inspect.signature(pbox.Client.__init__).parameters
     kw = [n for n, p in params.items() if p.kind == p.KEYWORD_ONLY]
     opts = [n for n, _ in _lib.Opts._fields_ if n != "size"]
-    assert kw == opts, f"pbox.Client keyword options {kw} != pbox_opts fields {opts}"
+    check_eq(kw, opts, "pbox.Client's keyword options (pbox_opts' fields)")
 
 
 def test_package_version_is_header_version():
     want = "%d.%d.%d" % h_version()
-    assert pbox.__version__ == want, f"pbox.__version__ {pbox.__version__} != pbox.h {want}"
-    assert _lib.VERSION == h_version()
+    check_eq(pbox.__version__, want, "pbox.__version__ (pbox.h's)")
+    check_eq(_lib.VERSION, h_version(), "pbox._lib.VERSION (pbox.h's)")
 
 
 def test_pyproject_takes_version_from_package():
@@ -317,13 +324,14 @@ def test_pyproject_takes_version_from_package():
         import tomllib
         doc = tomllib.loads(text)
         project, dyn = doc["project"], doc["tool"]["setuptools"]["dynamic"]
-        assert "version" not in project, "pyproject.toml writes a version of its own"
-        assert "version" in project.get("dynamic", []), "pyproject.toml: version is not dynamic"
-        assert dyn["version"] == {"attr": "pbox._lib.__version__"}, dyn
+        check("version" not in project, "pyproject.toml writes a version of its own")
+        check_in("version", project.get("dynamic", []), "pyproject.toml's [project] dynamic")
+        check_eq(dyn["version"], {"attr": "pbox._lib.__version__"},
+                 "pyproject.toml's [tool.setuptools.dynamic] version")
     except ImportError:  # Python < 3.11: the lines themselves
-        assert not re.search(r"^version\s*=\s*\"", text, re.M), "pyproject.toml writes a version"
-        assert re.search(r'^version\s*=\s*\{\s*attr\s*=\s*"pbox\._lib\.__version__"\s*\}',
-                         text, re.M), "pyproject.toml does not read pbox._lib.__version__"
+        check(not re.search(r"^version\s*=\s*\"", text, re.M), "pyproject.toml writes a version")
+        check(re.search(r'^version\s*=\s*\{\s*attr\s*=\s*"pbox\._lib\.__version__"\s*\}',
+                        text, re.M), "pyproject.toml does not read pbox._lib.__version__")
 
 
 def test_library_loads_and_matches():
@@ -331,30 +339,30 @@ def test_library_loads_and_matches():
     v = h_version()
     want = v[0] << 16 | v[1] << 8 | v[2]
     where = _lib.path()
-    assert L.pbox_version() == want, f"{where}: pbox_version() {L.pbox_version():#x} != {want:#x}"
-    assert pbox.library_version() == "%d.%d.%d" % v, \
-        f"{where}: pbox_version_string() {pbox.library_version()} != pbox.h {v}"
+    got = L.pbox_version()
+    check(got == want, f"{where}: pbox_version(): expected {want:#x} (pbox.h), got {got:#x}")
+    check_eq(pbox.library_version(), "%d.%d.%d" % v, f"{where}: pbox_version_string() (pbox.h's)")
     # every struct the headers show is checked at load (exports.sh: each has its getter)
     shown = set(re.findall(r"typedef\s+struct\s+(pbox_[a-z0-9_]+)\s*\{", H + H_CUDA))
-    assert {n for n, _ in _lib.STRUCTS} == shown, f"pbox._lib.STRUCTS {_lib.STRUCTS}, headers {shown}"
+    check_eq({n for n, _ in _lib.STRUCTS}, shown, "pbox._lib.STRUCTS (the headers' structs)")
     for name, cls in _lib.STRUCTS:
         theirs = getattr(L, f"{name}_size")()
-        assert theirs == ctypes.sizeof(cls), \
-            f"{where}: {name}_size() {theirs} != sizeof({cls.__name__}) {ctypes.sizeof(cls)}"
+        check_eq(theirs, ctypes.sizeof(cls),
+                 f"{where}: {name}_size() (sizeof(pbox._lib.{cls.__name__}))")
 
 
 def test_library_opts_init_and_stats_sizes():
     L = _lib.load()
     o = _lib.Opts()
     rc = L.pbox_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
-    assert rc == 0, f"pbox_opts_init_sized(sizeof(Opts)) = {rc}"
+    check_eq(rc, 0, "pbox_opts_init_sized(sizeof(Opts))")
     got = (o.size, o.timeout_ms, o.window)
-    assert got == (ctypes.sizeof(o), 30000, 128), f"(size, timeout_ms, window) = {got}"
+    check_eq(got, (ctypes.sizeof(o), 30000, 128), "Opts' (size, timeout_ms, window) after init")
     rc = L.pbox_opts_init_sized(ctypes.byref(o), 0)
-    assert rc == pbox.EINVAL, f"pbox_opts_init_sized(size 0) = {rc}"
+    check_eq(rc, pbox.EINVAL, "pbox_opts_init_sized(size 0)")
     s = _lib.Stats()
     rc = L.pbox_get_stats_sized(None, ctypes.byref(s), ctypes.sizeof(s))
-    assert rc == pbox.EINVAL, f"pbox_get_stats_sized(NULL client) = {rc}"
+    check_eq(rc, pbox.EINVAL, "pbox_get_stats_sized(NULL client)")
 
 
 def test_library_optim_init_takes_ours():
@@ -363,24 +371,27 @@ def test_library_optim_init_takes_ours():
     L = _lib.load()
     o = _lib.Optim()
     rc = L.pbox_optim_init_sized(ctypes.byref(o), ctypes.sizeof(o), _lib.PBOX_OPTIM_ADAMW)
-    assert rc == 0, f"pbox_optim_init_sized(sizeof(Optim), ADAMW) = {rc}"
+    check_eq(rc, 0, "pbox_optim_init_sized(sizeof(Optim), ADAMW)")
     got = (o.size, o.kind, o.lr, o.weight_decay, o.beta1, o.beta2, o.eps, o.weights_dtype)
-    assert got == (80, _lib.PBOX_OPTIM_ADAMW, 0.001, 0.01, 0.9, 0.999, 1e-8, 0), got
+    check_eq(got, (80, _lib.PBOX_OPTIM_ADAMW, 0.001, 0.01, 0.9, 0.999, 1e-8, 0),
+             "Optim's (size, kind, lr, weight_decay, beta1, beta2, eps, weights_dtype) after init")
     rc = L.pbox_optim_init_sized(ctypes.byref(o), 72, _lib.PBOX_OPTIM_SGD)
-    assert rc == pbox.EINVAL, f"pbox_optim_init_sized(size 72) = {rc}"
+    check_eq(rc, pbox.EINVAL, "pbox_optim_init_sized(size 72)")
     big = (ctypes.c_ubyte * (ctypes.sizeof(o) + 16))(*([0xAB] * (ctypes.sizeof(o) + 16)))
     rc = L.pbox_optim_init_sized(ctypes.cast(big, ctypes.POINTER(_lib.Optim)), len(big),
                                  _lib.PBOX_OPTIM_SGD)
-    assert rc == 0, f"pbox_optim_init_sized({len(big)} bytes) = {rc}"
+    check_eq(rc, 0, f"pbox_optim_init_sized({len(big)} bytes)")
     size = ctypes.c_uint32.from_buffer(big).value
-    assert size == len(big), f"size field {size}, not the caller's {len(big)}"
-    assert bytes(big[ctypes.sizeof(o):]) == bytes(16), "the unknown tail is not zeroed"
+    check_eq(size, len(big), "the size field (the caller's size)")
+    check_eq(bytes(big[ctypes.sizeof(o):]), bytes(16), "the unknown tail (zeroed)")
 
 
 def test_library_names_every_code():
     unknown = pbox.strerror(-999)
     for name, value in h_error_codes().items():
-        assert pbox.strerror(value) != unknown, f"libpbox has no text for PBOX_{name}"
+        check(pbox.strerror(value) != unknown,
+              f"libpbox has no text for PBOX_{name}: pbox.strerror({value}) is {unknown!r}, "
+              "an unknown code's")
 
 
 def test_client_opts_accepted_by_library():
@@ -394,7 +405,8 @@ def test_client_opts_accepted_by_library():
             pbox.Client(control=f"127.0.0.1:{port}", job="abi", rank=0, world=1, window=64,
                         mtu=9000, timeout_ms=2000)
         except pbox.Error as e:
-            assert e.code == pbox.ECONNECT, f"{e.name}: {e.message}"
+            check_eq(e.code, pbox.ECONNECT, f"pbox.Client on a refused port: the code of "
+                     f"{e.name}: {e.message}")
             return
     raise AssertionError("pbox.Client connected to a port nobody listens on")
 
@@ -410,7 +422,7 @@ def _fake(version=None, **sizes):
     for name, cls in _lib.STRUCTS:
         n = sizes.pop(name[len("pbox_"):], ctypes.sizeof(cls))
         setattr(lib, name + "_size", lambda n=n: n)
-    assert not sizes, f"_fake: no struct {sorted(sizes)}"
+    check(not sizes, f"_fake: no struct {sorted(sizes)}")
     return lib
 
 
@@ -421,9 +433,10 @@ def _refused(lib, expect=None, *words):
         else:
             _lib.check(lib, "/x/libpbox.so", expect=expect)
     except _lib.LibraryMismatch as e:
-        assert isinstance(e, OSError)
+        check(isinstance(e, OSError), f"expected LibraryMismatch to be an OSError, its classes "
+              f"are {type(e).__mro__}")
         for w in ("/x/libpbox.so",) + words:
-            assert w in str(e), f"message lacks {w!r}: {e}"
+            check_in(w, str(e), "check()'s message")
         return str(e)
     raise AssertionError("check() accepted it")
 
@@ -490,9 +503,10 @@ def test_load_refuses_mismatched_pbox_lib():
                             "except OSError as e:\n    print(type(e).__name__, e)\n"],
                            env=env, capture_output=True, text=True, timeout=60)
         out = r.stdout + r.stderr
-        assert r.returncode == 0 and out.startswith("LibraryMismatch"), out
+        check(r.returncode == 0 and out.startswith("LibraryMismatch"),
+              f"expected exit 0 and LibraryMismatch printed, got exit {r.returncode}: {out}")
         for w in (so, "libpbox 1.0.0", "needs libpbox %d.%d.x" % _lib.VERSION[:2]):
-            assert w in out, f"message lacks {w!r}: {out}"
+            check_in(w, out, "the fresh interpreter's output")
 
 
 class Skip(Exception):

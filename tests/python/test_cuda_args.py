@@ -39,6 +39,7 @@ except ImportError:
 
 import pbox            # noqa: E402
 from pbox import _lib  # noqa: E402
+from checks import check, check_eq, check_in, check_raises  # noqa: E402  (tests/python/checks.py)
 
 
 class Skip(Exception):
@@ -61,7 +62,8 @@ def unconnected(world=2):
     rc = L.pbox_connect(f"127.0.0.1:{port}".encode(), b"cudaargs", 0, world, None,
                         ctypes.byref(h))
     sock.close()
-    assert rc == pbox.ECONNECT and h.value, f"pbox_connect: {rc}"
+    check(rc == pbox.ECONNECT and h.value, f"pbox_connect to a refused port: expected "
+          f"ECONNECT ({pbox.ECONNECT}) and a client, got {rc} and handle {h.value}")
     c = pbox.Client.__new__(pbox.Client)
     c._L, c._lock = L, threading.Lock()
     c._idle, c._waiting, c._reqs, c._ps = threading.Condition(c._lock), 0, set(), {}
@@ -96,14 +98,14 @@ class Bucket:
 
 
 def expect_error(fn, code, *words):
-    try:
-        fn()
-    except pbox.Error as e:
-        assert e.code == code, f"{e.name}: {e.message} (wanted {code})"
-        for w in words:
-            assert w in e.message, f"message lacks {w!r}: {e.message}"
-        return e
-    raise AssertionError(f"no pbox.Error {code} raised")
+    """fn() raises pbox.Error of code whose message holds every word."""
+    name = pbox.err_name(code)
+    e = check_raises(pbox.Error, fn, what=f"a call that must fail with {name}")
+    check(e.code == code, f"expected pbox.Error {name} ({code}), got {e.name} ({e.code}): "
+          f"{e.message}")
+    for w in words:
+        check_in(w, e.message, f"the message of pbox.Error {e.name}")
+    return e
 
 
 def with_env(**kw):
@@ -132,7 +134,8 @@ def test_cpu_tensor_buffer_info_unchanged():
     need_torch()
     t = torch.ones(10, dtype=torch.bfloat16)
     ptr, n, dt, what = pbox._buffer_info(t)
-    assert (ptr, n, dt, what) == (t.data_ptr(), 10, pbox.PBOX_BF16, "tensor")
+    check_eq((ptr, n, dt, what), (t.data_ptr(), 10, pbox.PBOX_BF16, "tensor"),
+             "pbox._buffer_info(a CPU bfloat16 tensor of 10)")
 
 
 def test_cpu_tensor_refuses_device_arguments():
@@ -161,7 +164,7 @@ def test_cpu_hook_path_unchanged():
         calls = []
 
         def iallreduce(self, buf, key, **kw):
-            assert not kw, kw           # no device arguments on the CPU road
+            check(not kw, f"expected no device arguments on the CPU road, got {kw}")
             buf.mul_(4)                 # "the sum of 4 equal ranks"
             self.calls.append((buf.device.type, key))
             return Req()
@@ -169,8 +172,10 @@ def test_cpu_hook_path_unchanged():
     st = pt.State(Stub(), name="cpu")
     buf = torch.full((8,), 2.0)
     out = pt.allreduce_hook(st, Bucket(buf)).wait()
-    assert torch.equal(out, torch.full((8,), 2.0)), out
-    assert Stub.calls == [("cpu", pt.key_for("cpu", 0, 8, torch.float32))], Stub.calls
+    check(torch.equal(out, torch.full((8,), 2.0)),
+          f"the CPU hook's result: expected 8 x 2.0 (the sum of 4, divided by 4), got {out}")
+    check_eq(Stub.calls, [("cpu", pt.key_for("cpu", 0, 8, torch.float32))],
+             "the stub's iallreduce calls (device, key)")
     st.close()
 
 
@@ -265,7 +270,8 @@ def test_hooks_fail_naming_the_missing_gpu():
             try:
                 hook(st, Bucket(fake_cuda())).wait()
             except Exception as e:   # the future's error carries pbox.Error's text
-                assert "no GPU library" in str(e) and "ENOTSUP" in str(e), str(e)
+                check("no GPU library" in str(e) and "ENOTSUP" in str(e),
+                      f"{hook.__name__}: expected ENOTSUP naming 'no GPU library', got: {e}")
             else:
                 raise AssertionError(f"{hook.__name__} on a CUDA bucket without a GPU "
                                      "library succeeded")
@@ -273,13 +279,14 @@ def test_hooks_fail_naming_the_missing_gpu():
         try:
             pt.topk_hook(ts, Bucket(fake_cuda())).wait()
         except Exception as e:   # selected on the device: needs the GPU library too
-            assert "no GPU library" in str(e) and "ENOTSUP" in str(e), str(e)
+            check("no GPU library" in str(e) and "ENOTSUP" in str(e),
+                  f"topk_hook: expected ENOTSUP naming 'no GPU library', got: {e}")
         else:
             raise AssertionError("topk_hook took a CUDA bucket")
         try:
             pt.allreduce_hook(st, Bucket(torch.ones(4, device="meta"))).wait()
         except Exception as e:
-            assert "take CPU and CUDA tensors" in str(e), str(e)
+            check_in("take CPU and CUDA tensors", str(e), "allreduce_hook's error on a meta bucket")
         else:
             raise AssertionError("allreduce_hook took a meta bucket")
     finally:
@@ -291,7 +298,8 @@ def test_backend_allreduce_fails_naming_the_missing_gpu():
     need_torch()
     from torch._C._distributed_c10d import AllreduceOptions, ProcessGroup, ReduceOp
     from pbox.backend import ProcessGroupPBox, _boxable
-    assert _boxable(fake_cuda(), cuda=True) and not _boxable(fake_cuda())
+    check(_boxable(fake_cuda(), cuda=True) and not _boxable(fake_cuda()),
+          "_boxable(a CUDA tensor): expected true with cuda=True and false without")
     c = unconnected()
     old = with_env(PBOX_GPU_LIB="/nonexistent/libpbox-gpu.so.1")
     try:
@@ -302,17 +310,20 @@ def test_backend_allreduce_fails_naming_the_missing_gpu():
         opts.reduceOp = ReduceOp.AVG
         t = fake_cuda()
         work = pg.allreduce([t], opts)
-        assert work.is_completed()
+        check(work.is_completed(), "the Work of a CUDA allreduce without a GPU library: "
+              "expected completed at once, it is not")
         try:
             work.get_future().wait()   # (torch 1.13's Work.wait() reports no error)
         except Exception as e:
-            assert "no GPU library" in str(e), str(e)
+            check_in("no GPU library", str(e), "the backend's allreduce error")
         else:
             raise AssertionError("the backend's allreduce of a CUDA tensor succeeded")
         # not silent for a synchronous caller either: the output is NaN and
         # the group stops (every later call raises the first error)
-        assert torch.isnan(t.as_subclass(torch.Tensor)).all(), t
-        assert pg._failed and "no GPU library" in pg._failed, pg._failed
+        check(torch.isnan(t.as_subclass(torch.Tensor)).all(),
+              f"the failed allreduce's output: expected all NaN, got {t}")
+        check(pg._failed and "no GPU library" in pg._failed,
+              f"the group's first error: expected one naming 'no GPU library', got {pg._failed!r}")
         expect_error(lambda: pg.allreduce([fake_cuda()], opts), pbox.EABORTED,
                      "no GPU library", "stops at its first error")
     finally:

@@ -23,17 +23,22 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import pbox  # noqa: E402
 from pbox import _env  # noqa: E402
 
+sys.path.insert(0, HERE)
+import checks  # noqa: E402  (tests/python/checks.py)
+
 failed = 0
 passed = 0
 
 
 def check(cond, what):
+    """checks.check, counted: every failure is listed, then the count."""
     global failed, passed
-    if cond:
+    try:
+        checks.check(cond, what)
         passed += 1
-    else:
+    except checks.CheckFailed as e:
         failed += 1
-        print(f"test_env: FAIL: {what}")
+        print(f"test_env: FAIL: {e}")
 
 
 pkg = os.path.join(ROOT, "python", "pbox")

@@ -53,6 +53,7 @@ import time
 import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, check_eq, check_in, check_is, check_le  # noqa: E402
 from test_cuda_args import (expect_error, need_torch, run_tests, torch,  # noqa: E402
                             unconnected)
 
@@ -67,13 +68,14 @@ def test_request_failure_raised_on_every_wait():
         c._reqs.add(r)
         for _ in range(2):
             expect_error(r.wait, pbox.EINVAL)
-        assert r.test()
+        check(r.test(), "a request whose pbox_wait failed: expected test() true (finished), "
+              "got false")
         # abandoned by close(): ECLOSED, again on the second wait
         r = pbox.Request(c, ctypes.c_void_p(1), bytearray(4), 7)
         c._reqs.add(r)            # as a call that made it does
     finally:
         c.close()
-    assert r.test()
+    check(r.test(), "a request close() abandoned: expected test() true (finished), got false")
     for _ in range(2):
         expect_error(r.wait, pbox.ECLOSED, "closed before")
 
@@ -90,7 +92,7 @@ class _GateLock:
         if self.gated is not None and threading.current_thread().name == self.gated:
             self.gated = None
             self.arrived.set()
-            assert self.gate.wait(10), "gate never opened"
+            check(self.gate.wait(10), "the gate: expected it open within 10 s, it never opened")
         return self._l.acquire(blocking, timeout)
 
     def release(self):
@@ -111,7 +113,8 @@ class _WaitLib:
 
     def pbox_wait(self, h):
         self.inside.set()
-        assert self.done.wait(10), "pbox_wait stub never released"
+        check(self.done.wait(10), "the pbox_wait stub: expected its release within 10 s, "
+              "never released")
         return 0
 
     def pbox_test(self, h):
@@ -145,31 +148,33 @@ def test_request_concurrent_waiters():
 
     a = threading.Thread(target=waiter, name="first")
     a.start()
-    assert c._L.inside.wait(10), "the first waiter never reached pbox_wait"
+    check(c._L.inside.wait(10), "the first waiter never reached pbox_wait (waited 10 s)")
     expect_error(r.wait, pbox.EBUSY, "another thread")   # documented
-    assert not r.test()
+    check(not r.test(), "a request in another thread's wait: expected test() false, got true")
     # a second waiter passes the unlocked check now, takes the lock after
     # the first has ended
     c._lock.gated = "second"
     b = threading.Thread(target=waiter, name="second")
     b.start()
-    assert c._lock.arrived.wait(10), "the second waiter never reached the lock"
+    check(c._lock.arrived.wait(10), "the second waiter never reached the lock (waited 10 s)")
     c._L.done.set()
     a.join(10)
     c._lock.gate.set()
     b.join(10)
-    assert not a.is_alive() and not b.is_alive()
-    assert got["first"] is buf, got
-    assert got["second"] is buf, f"the second waiter got {got['second']!r}"
-    assert r.wait() is buf and r.test()          # and for good
+    check(not a.is_alive() and not b.is_alive(), f"the waiters: expected both ended after "
+          f"10 s, alive: first {a.is_alive()}, second {b.is_alive()}")
+    check_is(got["first"], buf, "the first waiter's result (the buffer)")
+    check_is(got["second"], buf, "the second waiter's result (the buffer)")
+    check_is(r.wait(), buf, "wait() again (the buffer)")          # and for good
+    check(r.test(), "a finished request: expected test() true, got false")
     # a request never waited for when the client closes: ECLOSED, twice
     r2 = pbox.Request(c, 2, buf, 6)
     c._reqs.add(r2)
     c.close()
-    assert r2.test()
+    check(r2.test(), "a request close() abandoned: expected test() true (finished), got false")
     for _ in range(2):
         expect_error(r2.wait, pbox.ECLOSED, "closed before")
-    assert r.wait() is buf                        # the finished one stays finished
+    check_is(r.wait(), buf, "the finished request's wait() after close()")  # stays finished
 
 
 def test_client_bad_int_arguments():
@@ -202,7 +207,7 @@ def _completed(w, seconds=5.0):
     """w completes within seconds (a dead waiter thread never completes it)."""
     end = time.monotonic() + seconds
     while not w.is_completed():
-        assert time.monotonic() < end, "the Work did not complete in 5 s"
+        check(time.monotonic() < end, "the Work did not complete in 5 s")
         time.sleep(0.01)
     return w
 
@@ -234,8 +239,10 @@ def test_backend_parameter_outputs_complete():
     p = torch.nn.Parameter(torch.full((4,), 6.0))
     w = _completed(pg.allreduce([p], o))
     w.get_future().wait()          # raises if the waiter failed
-    assert w.is_completed() and pg._thread.is_alive()
-    assert torch.equal(p.detach(), torch.full((4,), 3.0)), p
+    check(w.is_completed(), "the Work of a parameter's AVG: expected completed, it is not")
+    check(pg._thread.is_alive(), "the waiter thread: expected alive, it ended")
+    check(torch.equal(p.detach(), torch.full((4,), 3.0)),
+          f"the parameter after AVG over 2: expected 4 x 3.0, got {p}")
     pg._q.put(None)
     # the call fails: the parameter becomes NaN, the Work completes failed
     pg = _group(_StubClient(pbox.Error(pbox.ETIMEDOUT, "no new result")))
@@ -244,11 +251,13 @@ def test_backend_parameter_outputs_complete():
     try:
         w.get_future().wait()
     except Exception as e:   # the future's error carries pbox.Error's text
-        assert "no new result" in str(e), str(e)
+        check_in("no new result", str(e), "the failed Work's error")
     else:
         raise AssertionError("a failed call's Work succeeded")
-    assert pg._thread.is_alive() and torch.isnan(p.detach()).all(), p
-    assert pg._failed and "no new result" in pg._failed
+    check(pg._thread.is_alive(), "the waiter thread after a failed call: expected alive, it ended")
+    check(torch.isnan(p.detach()).all(), f"the failed call's parameter: expected all NaN, got {p}")
+    check(pg._failed and "no new result" in pg._failed,
+          f"the group's first error: expected one naming 'no new result', got {pg._failed!r}")
     pg._q.put(None)
 
 
@@ -322,16 +331,18 @@ def test_backend_group_dropped_shuts_down():
             dist.init_process_group("pbox", store=HashStore(), rank=0, world_size=1)
             t = torch.ones(4)
             dist.all_reduce(t)
-            assert t.tolist() == [1.0] * 4, t
+            check_eq(t.tolist(), [1.0] * 4, "all_reduce of world 1")
             dist.destroy_process_group()
-            assert len(_BoxStub.made) == i + 1 and _BoxStub.made[i].closed, (
-                f"group {i + 1}: its client is still open after destroy_process_group()")
-            assert len(_waiters()) == before, f"group {i + 1}: {len(_waiters())} waiter threads"
+            check_eq(len(_BoxStub.made), i + 1, f"group {i + 1}: clients made")
+            check(_BoxStub.made[i].closed,
+                  f"group {i + 1}: its client is still open after destroy_process_group()")
+            check_eq(len(_waiters()), before, f"group {i + 1}: waiter threads after it")
         g = pb.ProcessGroupPBox(HashStore(), 0, 1, datetime.timedelta(seconds=10))
-        assert len(_waiters()) == before + 1
+        check_eq(len(_waiters()), before + 1, "waiter threads with a group")
         g.shutdown()
         g.shutdown()
-        assert _BoxStub.made[-1].closed and len(_waiters()) == before
+        check(_BoxStub.made[-1].closed, "the client after shutdown(): expected closed, still open")
+        check_eq(len(_waiters()), before, "waiter threads after shutdown()")
     finally:
         gc.enable()
         undo()
@@ -363,11 +374,11 @@ def test_backend_ddp_keys_fit_key_bytes_for():
             opt.step()
             released.append(pg.released)
         sizes = {sig[1] for sig in pg._seq if sig[0] == "allreduce"}
-        assert len(sizes) >= 4, f"buckets of {sorted(sizes)} elements: too few sizes"
-        assert released[-1] == released[1], (
-            f"keys released after each iteration: {released} (budget {pg._budget}, "
-            f"held {pg._held})")
-        assert pg._held <= pg._budget
+        check(len(sizes) >= 4, f"buckets: expected at least 4 sizes, got {sorted(sizes)}")
+        check(released[-1] == released[1],
+              f"keys released after each iteration: expected none after the second, got "
+              f"{released} (budget {pg._budget}, held {pg._held})")
+        check_le(pg._held, pg._budget, "bytes of keys held (the budget)")
     finally:
         dist.destroy_process_group()
         undo()
@@ -391,27 +402,30 @@ def _composed_rank(rank, path, errs):
         ins = [torch.arange(3, dtype=torch.int32) * (rank + 1) + 10 * i for i in range(2)]
         out = torch.zeros(3, dtype=torch.int32)
         pg.reduce_scatter([out], [ins], o).wait()
-        assert out.tolist() == [10 * rank + 2 * e for e in range(3)], out
+        check_eq(out.tolist(), [10 * rank + 2 * e for e in range(3)], "reduce_scatter MAX int32")
         # its tensor form (_reduce_scatter_base)
         out = torch.zeros(3, dtype=torch.int32)
         pg._reduce_scatter_base(out, torch.cat(ins), o).wait()
-        assert out.tolist() == [10 * rank + 2 * e for e in range(3)], out
+        check_eq(out.tolist(), [10 * rank + 2 * e for e in range(3)],
+                 "_reduce_scatter_base MAX int32")
         # all_gather_into_tensor: int32, and float32 into a non-contiguous output
         out = torch.zeros(4, dtype=torch.int32)
         pg._allgather_base(out, torch.full((2,), rank, dtype=torch.int32)).wait()
-        assert out.tolist() == [0, 0, 1, 1], out
+        check_eq(out.tolist(), [0, 0, 1, 1], "_allgather_base int32")
         big = torch.zeros(4, 2, dtype=torch.float64)
         pg._allgather_base(big[:, 0], torch.full((2,), rank + 0.5, dtype=torch.float64)).wait()
-        assert big[:, 0].tolist() == [0.5, 0.5, 1.5, 1.5] and not big[:, 1].any(), big
+        check_eq(big[:, 0].tolist(), [0.5, 0.5, 1.5, 1.5], "_allgather_base into a column")
+        check(not big[:, 1].any(), f"_allgather_base into a column: expected the other column "
+              f"zero, got {big}")
         # AVG (Gloo has none): the sum divided by the world; int64's refused
         o.reduceOp = ReduceOp.AVG
         ins = [torch.full((2,), 1.0 + rank + 10 * i, dtype=torch.float64) for i in range(2)]
         out = torch.zeros(2, dtype=torch.float64)
         pg.reduce_scatter([out], [ins], o).wait()
-        assert out.tolist() == [1.5 + 10 * rank] * 2, out
+        check_eq(out.tolist(), [1.5 + 10 * rank] * 2, "reduce_scatter AVG float64")
         out = torch.zeros(2, dtype=torch.float64)
         pg._reduce_scatter_base(out, torch.cat(ins), o).wait()
-        assert out.tolist() == [1.5 + 10 * rank] * 2, out
+        check_eq(out.tolist(), [1.5 + 10 * rank] * 2, "_reduce_scatter_base AVG float64")
         expect_error(lambda: pg._reduce_scatter_base(torch.zeros(1, dtype=torch.int64),
                                                      torch.ones(2, dtype=torch.int64), o),
                      pbox.EINVAL, "AVG of torch.int64")
@@ -424,8 +438,9 @@ def _composed_rank(rank, path, errs):
         ins = [torch.full((i + 1,), 10.0 * rank + i, dtype=torch.float64) for i in range(2)]
         outs = [torch.zeros(rank + 1, dtype=torch.float64) for _ in range(2)]
         pg.alltoall(outs, ins, AllToAllOptions()).wait()
-        assert [o.tolist() for o in outs] == [[10.0 * q + rank] * (rank + 1) for q in range(2)]
-        assert pg.calls["gloo"] == 8, pg.calls
+        check_eq([o.tolist() for o in outs], [[10.0 * q + rank] * (rank + 1) for q in range(2)],
+                 "alltoall of uneven sizes")
+        check_eq(pg.calls["gloo"], 8, f"Gloo calls ({pg.calls})")
     except BaseException as e:  # noqa: BLE001 (report it to the parent)
         errs.put(f"rank {rank}: {type(e).__name__}: {e}")
         raise
@@ -452,8 +467,9 @@ def test_backend_gloo_composed():
         msgs = []
         while not errs.empty():
             msgs.append(errs.get())
-        assert not msgs and all(p.exitcode == 0 for p in procs), (
-            msgs or [p.exitcode for p in procs])
+        check(not msgs and all(p.exitcode == 0 for p in procs),
+              lambda: f"the two ranks: expected no error and exit codes 0, got "
+                      f"{msgs or [p.exitcode for p in procs]}")
 
 
 def test_backend_overlapping_outputs_refused():
@@ -486,8 +502,9 @@ def test_backend_overlapping_outputs_refused():
     try:
         for name, call in calls.items():
             expect_error(call, pbox.EINVAL, name, "overlapping")
-        assert pg.calls == {"box": 0, "gloo": 0} and pg._failed is None, (pg.calls, pg._failed)
-        assert pg._q.empty()
+        check_eq((pg.calls, pg._failed), ({"box": 0, "gloo": 0}, None),
+                 "(calls, first error) after the refusals")
+        check(pg._q.empty(), "the waiter's queue after the refusals: expected empty, it is not")
         # a tensor that only looks alike (size 1, stride 0) is fine
         w = _completed(pg.allreduce([torch.ones(1).expand(1)], AllreduceOptions()))
         w.get_future().wait()
@@ -510,13 +527,17 @@ def test_backend_noncontiguous_outputs_on_box():
             base = torch.zeros(3, 2)
             out = torch.zeros(3) if contiguous else base[:, 1]
             dist.all_gather_into_tensor(out, torch.tensor([1.0, 2.0, 3.0]))
-            assert out.tolist() == [1.0, 2.0, 3.0] and not base[:, 0].any(), base
+            check_eq(out.tolist(), [1.0, 2.0, 3.0], f"all_gather_into_tensor (contiguous "
+                     f"{contiguous})")
+            check(not base[:, 0].any(), f"all_gather_into_tensor into column 1: expected column "
+                  f"0 zero, got {base}")
             out = torch.zeros(3) if contiguous else base[:, 0]
             dist.reduce_scatter_tensor(out, torch.tensor([4.0, 5.0, 6.0]),
                                        op=dist.ReduceOp.AVG)
-            assert out.tolist() == [4.0, 5.0, 6.0], base
-            assert pg.calls == {"box": 2 + 2 * (not contiguous), "gloo": 0}, (contiguous,
-                                                                               pg.calls)
+            check_eq(out.tolist(), [4.0, 5.0, 6.0], f"reduce_scatter_tensor AVG (contiguous "
+                     f"{contiguous}; {base})")
+            check_eq(pg.calls, {"box": 2 + 2 * (not contiguous), "gloo": 0},
+                     f"calls (contiguous {contiguous})")
     finally:
         dist.destroy_process_group()
         undo()
@@ -557,7 +578,9 @@ def test_boxoptimizer_flags_in_groups_refused():
             pt.BoxOptimizer([dict(params=m.parameters(), lr=0.1, **flags)], kind, _PsStub())
         except ValueError as e:
             on = [f for f, v in flags.items() if v]
-            assert all(f in str(e) for f in on) and "does not run" in str(e), str(e)
+            check(all(f in str(e) for f in on) and "does not run" in str(e),
+                  f"BoxOptimizer({kind}) of a group with {flags}: expected a ValueError naming "
+                  f"{on} and 'does not run', got: {e}")
         else:
             raise AssertionError(f"BoxOptimizer({kind}) took a group with {flags}")
     # off is accepted, as torch.optim's defaults are
@@ -594,8 +617,9 @@ def test_hooks_empty_bucket_completes():
             for dt in (torch.float32, torch.float16):
                 buf = torch.zeros(0, dtype=dt)
                 out = hook(st, _Bucket(1, buf, last=True)).wait()
-                assert out.numel() == 0 and out.dtype == dt, (name, out)
-            assert st.keys == {} and st._iters == 2, (name, st.keys, st._iters)
+                check_eq((out.numel(), out.dtype), (0, dt),
+                         f"{name} hook of an empty bucket: (numel, dtype)")
+            check_eq((st.keys, st._iters), ({}, 2), f"{name} hook's State (keys, iterations)")
     finally:
         c.close()
 
@@ -628,7 +652,7 @@ def test_boxoptimizer_overlap_hooks_end_with_it():
         c1 = _PushStub()
         o1 = pt.BoxOptimizer(m.parameters(), "sgd", c1, name="one", overlap=True, lr=0.1)
         m(x).sum().backward()
-        assert len(c1.pushes) == 1, c1.pushes    # pushed during backward
+        check_eq(len(c1.pushes), 1, f"pushes during backward ({c1.pushes})")
         o1.step()
         if how == "close":
             o1.close()
@@ -641,7 +665,8 @@ def test_boxoptimizer_overlap_hooks_end_with_it():
             o2.zero_grad()
             m(x).sum().backward()
             o2.step()
-        assert len(c1.pushes) == 1 and len(c2.pushes) == 2, (how, c1.pushes, c2.pushes)
+        check_eq((len(c1.pushes), len(c2.pushes)), (1, 2),
+                 f"{how}: pushes of the old and the new optimizer ({c1.pushes}, {c2.pushes})")
 
 
 class _StateStub(_PushStub):
@@ -686,9 +711,12 @@ def test_boxoptimizer_state_dict_indices_are_torchs():
         a2, b2 = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))
         t = torch.optim.Adam([a2, a2, b2], lr=0.1)
         t.load_state_dict(sd)
-    assert set(t.state) == {a2, b2}, list(t.state)
-    assert torch.equal(t.state[a2]["exp_avg"], torch.tensor([3.0, 4.0, 5.0])), t.state[a2]
-    assert torch.equal(t.state[b2]["exp_avg"], torch.tensor([6.0, 7.0])), t.state[b2]
+    check(set(t.state) == {a2, b2}, f"torch.optim's state: expected a2 and b2's, got "
+          f"{list(t.state)}")
+    check(torch.equal(t.state[a2]["exp_avg"], torch.tensor([3.0, 4.0, 5.0])),
+          f"a's exp_avg: expected [3, 4, 5], got {t.state[a2]}")
+    check(torch.equal(t.state[b2]["exp_avg"], torch.tensor([6.0, 7.0])),
+          f"b's exp_avg: expected [6, 7], got {t.state[b2]}")
 
 
 def test_boxoptimizer_16bit_state_kept_in_fp32():
@@ -708,16 +736,21 @@ def test_boxoptimizer_16bit_state_kept_in_fp32():
     c.steps[key] = 7
     sd = o.state_dict()
     st = sd["state"][0]
-    assert st["exp_avg_sq"].dtype == torch.float32 and torch.equal(st["exp_avg_sq"], small), st
+    check_eq(st["exp_avg_sq"].dtype, torch.float32, "state_dict's exp_avg_sq dtype")
+    check(torch.equal(st["exp_avg_sq"], small), f"state_dict's exp_avg_sq: expected {small}, "
+          f"got {st}")
     o2 = pt.BoxOptimizer([w], "adam", c, name="again", lr=0.1)
     o2.load_state_dict(sd)
     (key2, _, _, _), = o2.keys
-    assert torch.equal(c.parts[key2, "state1"], small), c.parts[key2, "state1"]
-    assert torch.equal(c.parts[key2, "state0"], small * 1e4) and c.steps[key2] == 7
+    check(torch.equal(c.parts[key2, "state1"], small), f"state1 written by load_state_dict: "
+          f"expected {small}, got {c.parts[key2, 'state1']}")
+    check(torch.equal(c.parts[key2, "state0"], small * 1e4), f"state0 written by "
+          f"load_state_dict: expected {small * 1e4}, got {c.parts[key2, 'state0']}")
+    check_eq(c.steps[key2], 7, "steps written by load_state_dict")
     # torch.optim takes it too, in the parameter's dtype as it does
     t = torch.optim.Adam([w], lr=0.1)
     t.load_state_dict(sd)
-    assert t.state[w]["exp_avg"].dtype == torch.float16
+    check_eq(t.state[w]["exp_avg"].dtype, torch.float16, "torch.optim.Adam's exp_avg dtype")
 
 
 def test_boxoptimizer_loads_sgd_with_unused_parameters():
@@ -741,14 +774,18 @@ def test_boxoptimizer_loads_sgd_with_unused_parameters():
             try:
                 o.load_state_dict(t.state_dict())
             except ValueError as e:
-                assert "no momentum buffer" in str(e) and "dampening 0.5" in str(e), str(e)
+                check("no momentum buffer" in str(e) and "dampening 0.5" in str(e),
+                      f"expected a ValueError naming 'no momentum buffer' and 'dampening 0.5', "
+                      f"got: {e}")
             else:
                 raise AssertionError("dampening 0.5: a missing buffer loaded")
             continue
         o.load_state_dict(t.state_dict())
         want = torch.cat([t.state[p]["momentum_buffer"].reshape(-1) for p in used.parameters()] +
                          [torch.zeros(p.numel()) for p in unused.parameters()])
-        assert torch.equal(c.parts[key, "state0"], want) and c.steps[key] == 1, c.parts
+        check(torch.equal(c.parts[key, "state0"], want),
+              f"momentum buffers loaded: expected {want}, got {c.parts[key, 'state0']}")
+        check_eq(c.steps[key], 1, "steps loaded")
 
 
 def main():
