@@ -35,6 +35,8 @@
 #include <rte_eal.h>
 #include <rte_telemetry.h>
 
+#include "common/errmsg.h"
+
 /* What DPDK 22.11's telemetry sends at most (its MAX_OUTPUT_LEN, also
  * given as max_output_len in the socket's greeting), less room for the
  * command's name around the answer. */
@@ -303,18 +305,19 @@ int dp_telemetry_open(char *path, size_t pathlen, char *err, size_t errlen)
 
 	snprintf(path, pathlen, "%s/dpdk_telemetry.v2", rte_eal_get_runtime_dir());
 	if (!listening(path)) {
-		snprintf(err, errlen, "the EAL runs without telemetry (no one listens on %s:"
-			 " --no-telemetry?)", path);
+		/* the message first: it names the path */
+		int rc = errmsg(err, errlen, -ENOTSUP,
+				"the EAL runs without telemetry (no one listens on %s:"
+				" --no-telemetry?)", path);
 		path[0] = '\0';
-		return -ENOTSUP;
+		return rc;
 	}
 	for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
 		int rc = rte_telemetry_register_cmd(cmds[k].cmd, cmds[k].fn, cmds[k].help);
 		if (rc < 0) {
-			snprintf(err, errlen, "cannot register telemetry command %s: %s",
-				 cmds[k].cmd, strerror(-rc));
 			path[0] = '\0';
-			return rc;
+			return errmsg(err, errlen, rc, "cannot register telemetry command %s: %s",
+				      cmds[k].cmd, strerror(-rc));
 		}
 	}
 	return 0;
