@@ -5,6 +5,7 @@
  */
 #include "common/b64.h"
 
+#include <errno.h>
 #include <stdint.h>
 
 static const char alphabet[] =
@@ -50,14 +51,16 @@ long b64_decode(void *out, size_t max, const char *in, size_t len)
 	size_t n = 0;
 
 	if (len % 4)
-		return -1;
+		return -EINVAL;
 	for (size_t i = 0; i < len; i += 4) {
 		int last = i + 4 == len;
 		int pad = (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=');
 		int a = value(in[i]), b = value(in[i + 1]);
 		int c = pad >= 2 ? 0 : value(in[i + 2]), d = pad >= 1 ? 0 : value(in[i + 3]);
-		if (a < 0 || b < 0 || c < 0 || d < 0 || (pad && !last) || n + 3 - pad > max)
-			return -1;
+		if (a < 0 || b < 0 || c < 0 || d < 0 || (pad && !last))
+			return -EINVAL;
+		if (n + 3 - pad > max)
+			return -ENOSPC;
 		uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
 		o[n++] = (uint8_t)(v >> 16);
 		if (pad < 2)

@@ -19,7 +19,8 @@ static inline size_t b64_len(size_t n)
 void b64_encode(char *out, const void *in, size_t n);
 
 /* Decode the len characters at in into out (room for max bytes). Returns
- * the bytes written, or -1 if in is not padded base64 or does not fit. */
+ * the bytes written; -EINVAL if in is not padded base64, -ENOSPC if it
+ * does not fit (on either, out may hold the groups decoded before). */
 long b64_decode(void *out, size_t max, const char *in, size_t len);
 
 #endif

@@ -8,10 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/errmsg.h"
 
 int secret_load(const char *path, char *out, char *err, size_t errlen)
 {
@@ -28,19 +29,18 @@ int secret_load(const char *path, char *out, char *err, size_t errlen)
 	out[0] = '\0';
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "cannot open secret file '%s': %s", path, strerror(e));
-		return -e;
+		return errmsg(err, errlen, -e, "cannot open secret file '%s': %s", path,
+			      strerror(e));
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		snprintf(err, errlen, "secret file '%s' is not a regular file", path);
-		return -EINVAL;
+		return errmsg(err, errlen, -EINVAL, "secret file '%s' is not a regular file", path);
 	}
 	if (st.st_mode & 077) {
 		close(fd);
-		snprintf(err, errlen, "secret file '%s' has mode %04o: group and others must "
-			 "have no access (chmod 600)", path, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
+		return errmsg(err, errlen, -EPERM,
+			      "secret file '%s' has mode %04o: group and others must "
+			      "have no access (chmod 600)", path, (unsigned)(st.st_mode & 07777));
 	}
 	while (!nl && n < sizeof(buf)) {
 		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
@@ -49,8 +49,8 @@ int secret_load(const char *path, char *out, char *err, size_t errlen)
 		if (r < 0) {
 			int e = errno;
 			close(fd);
-			snprintf(err, errlen, "cannot read secret file '%s': %s", path, strerror(e));
-			return -e;
+			return errmsg(err, errlen, -e, "cannot read secret file '%s': %s", path,
+				      strerror(e));
 		}
 		if (r == 0)
 			break;
@@ -58,30 +58,25 @@ int secret_load(const char *path, char *out, char *err, size_t errlen)
 		n += (size_t)r;
 	}
 	close(fd);
-	if (!nl && n > SECRET_LINE_MAX) {
-		snprintf(err, errlen, "the first line of secret file '%s' is over %d bytes",
-			 path, SECRET_LINE_MAX);
-		return -EINVAL;
-	}
+	if (!nl && n > SECRET_LINE_MAX)
+		return errmsg(err, errlen, -EINVAL,
+			      "the first line of secret file '%s' is over %d bytes",
+			      path, SECRET_LINE_MAX);
 	size_t from = 0, to = nl ? (size_t)(nl - buf) : n;
 	while (from < to && isspace((unsigned char)buf[from]))
 		from++;
 	while (to > from && isspace((unsigned char)buf[to - 1]))
 		to--;
 	size_t len = to - from;
-	if (len < SECRET_MIN_LEN || len > SECRET_MAX_LEN) {
-		snprintf(err, errlen, "secret in '%s' is %zu bytes; it must be %d to %d "
-			 "(e.g. head -c 24 /dev/urandom | base64)", path, len, SECRET_MIN_LEN,
-			 SECRET_MAX_LEN);
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < len; i++) {
-		if (!isprint((unsigned char)buf[from + i])) { /* a NUL too */
-			snprintf(err, errlen, "secret in '%s' has a non-printable byte at %zu",
-				 path, i);
-			return -EINVAL;
-		}
-	}
+	if (len < SECRET_MIN_LEN || len > SECRET_MAX_LEN)
+		return errmsg(err, errlen, -EINVAL,
+			      "secret in '%s' is %zu bytes; it must be %d to %d "
+			      "(e.g. head -c 24 /dev/urandom | base64)", path, len, SECRET_MIN_LEN,
+			      SECRET_MAX_LEN);
+	for (size_t i = 0; i < len; i++)
+		if (!isprint((unsigned char)buf[from + i])) /* a NUL too */
+			return errmsg(err, errlen, -EINVAL,
+				      "secret in '%s' has a non-printable byte at %zu", path, i);
 	memcpy(out, buf + from, len);
 	out[len] = '\0';
 	return (int)len;

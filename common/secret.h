@@ -21,7 +21,11 @@
  * printable bytes (no NUL), into out (at least SECRET_MAX_LEN + 1 bytes,
  * NUL-terminated). The file must be a regular file not readable or
  * writable by group or others (chmod 600).
- * Returns the length, or a negative errno with the reason in err.
+ * Returns the length, or a negative errno with the reason in err: that of
+ * open(2) or read(2) (-ENOENT, -EACCES, -ELOOP for a symbolic link, ...);
+ * -EINVAL if it is not a regular file, its first line or the secret has
+ * the wrong length, or the secret a non-printable byte; -EPERM if group
+ * or others have access.
  */
 int secret_load(const char *path, char *out, char *err, size_t errlen);
 

@@ -7,6 +7,7 @@
 #include "common/wire.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <string.h>
 
 #include "common/drops.h"
@@ -23,7 +24,7 @@ int wire_dtype_parse(const char *name)
 	for (unsigned i = 0; name && i < WIRE_NDTYPES; i++)
 		if (strcmp(name, dtype_names[i]) == 0)
 			return (int)i;
-	return -1;
+	return -EINVAL;
 }
 
 uint32_t wire_seg_bytes(uint32_t mtu)

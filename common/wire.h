@@ -136,7 +136,7 @@ static inline size_t wire_dtype_size(unsigned dtype)
 
 /* "f32", "f16", "bf16", or NULL. */
 const char *wire_dtype_name(unsigned dtype);
-/* Inverse of wire_dtype_name; -1 if unknown. */
+/* Inverse of wire_dtype_name; -EINVAL if unknown (or NULL). */
 int wire_dtype_parse(const char *name);
 
 /* Segment payload bytes for a path MTU: a multiple of 64, capped at

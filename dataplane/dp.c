@@ -22,6 +22,7 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 
+#include "common/errmsg.h"
 #include "common/sum.h"
 #include "dataplane/dp_log.h"
 #include "dataplane/dp_telemetry.h"
@@ -154,21 +155,19 @@ static int setup_lcores(struct dp *d, const struct sum_kernels *sum, char *err, 
 		}
 		int socket = (int)rte_lcore_to_socket_id(id);
 		struct lcore_ctx *lc = lcore_ctx_create(n, id, socket, &d->sh, sum);
-		if (!lc) {
-			snprintf(err, errlen, "cannot allocate lcore %u context: %s",
-				 id, rte_strerror(rte_errno));
-			return -ENOMEM;
-		}
+		if (!lc)
+			return errmsg(err, errlen, -ENOMEM, "cannot allocate lcore %u context: %s",
+				      id, rte_strerror(rte_errno));
 		d->sh.lcores[n] = lc;
 		d->lay->lcores[n] = (struct box_lcore_info){ .eal_id = id, .index = n, .socket = socket,
 							     .cpu = lcore_cpu(id) };
 		n++;
 	}
-	if (n == 0) {
-		snprintf(err, errlen, "no data lcore: give the EAL at least two lcores"
-			 " (e.g. -l 0-1); the main lcore serves control, the others poll ports");
-		return -EINVAL;
-	}
+	if (n == 0)
+		return errmsg(err, errlen, -EINVAL,
+			      "no data lcore: give the EAL at least two lcores"
+			      " (e.g. -l 0-1); the main lcore serves control,"
+			      " the others poll ports");
 	d->sh.nlcores = d->lay->nlcores = n;
 	return 0;
 }
@@ -226,14 +225,13 @@ static int hold_budget(struct dp *d, char *err, size_t errlen)
 	for (unsigned i = 0; i < c->nports; i++) {
 		const struct box_port_info *info = &d->lay->ports[i];
 		int64_t s = (int64_t)c->mbufs - info->pmd_mbufs - caches;
-		if (s <= 0) {
-			snprintf(err, errlen, "port %u (%s): its PMD may keep %u mbufs in its rings"
-				 " and the %u data lcores' caches %u: --mbufs %u leaves none to"
-				 " receive into; use --mbufs %u or more", info->port, info->name,
-				 info->pmd_mbufs, d->sh.nlcores, caches, c->mbufs,
-				 info->pmd_mbufs + caches + 4096);
-			return -ENOMEM;
-		}
+		if (s <= 0)
+			return errmsg(err, errlen, -ENOMEM,
+				      "port %u (%s): its PMD may keep %u mbufs in its rings and"
+				      " the %u data lcores' caches %u: --mbufs %u leaves none"
+				      " to receive into; use --mbufs %u or more",
+				      info->port, info->name, info->pmd_mbufs, d->sh.nlcores,
+				      caches, c->mbufs, info->pmd_mbufs + caches + 4096);
 		if (s < spare)
 			spare = s;
 	}
@@ -254,42 +252,37 @@ static int setup_ports(struct dp *d, char *err, size_t errlen)
 	const struct dp_params *c = &d->p;
 	uint16_t pid;
 
-	if (rte_eth_dev_count_avail() == 0 && rte_devargs_type_count(RTE_DEVTYPE_VIRTUAL) > 0) {
-		/* the EAL only warns when a --vdev's PMD refuses its arguments */
-		snprintf(err, errlen, "no DPDK port: the --vdev device did not come up (its PMD"
-			 " says why above: an interface that does not exist, a queue count"
-			 " above the interface's channels, ...)");
-		return -ENODEV; /* exit 1, restarted: an interface may yet come */
-	}
-	if (rte_eth_dev_count_avail() == 0) {
-		snprintf(err, errlen, "no DPDK port: bind a NIC to a DPDK driver or pass"
-			 " --vdev=net_af_packet0,iface=IFNAME (see docs/operations.md)");
-		return -ENODEV;
-	}
+	/* the EAL only warns when a --vdev's PMD refuses its arguments
+	 * (-ENODEV: exit 1, restarted: an interface may yet come) */
+	if (rte_eth_dev_count_avail() == 0 && rte_devargs_type_count(RTE_DEVTYPE_VIRTUAL) > 0)
+		return errmsg(err, errlen, -ENODEV,
+			      "no DPDK port: the --vdev device did not come up (its PMD"
+			      " says why above: an interface that does not exist, a queue count"
+			      " above the interface's channels, ...)");
+	if (rte_eth_dev_count_avail() == 0)
+		return errmsg(err, errlen, -ENODEV,
+			      "no DPDK port: bind a NIC to a DPDK driver or pass"
+			      " --vdev=net_af_packet0,iface=IFNAME (see docs/operations.md)");
 	RTE_ETH_FOREACH_DEV(pid) {
 		unsigned i;
 		for (i = 0; i < c->nports && c->ip[i].port != pid; i++)
 			;
 		char name[RTE_ETH_NAME_MAX_LEN] = "";
 		rte_eth_dev_get_name_by_port(pid, name);
-		if (i == c->nports) {
-			snprintf(err, errlen, "port %u (%s) has no address: add --ip %u:ADDR/PREFIX",
-				 pid, name, pid);
-			return -EINVAL;
-		}
-		if (pid >= BOX_MAX_PORTS) {
-			snprintf(err, errlen, "port id %u too large (at most %u ports)",
-				 pid, BOX_MAX_PORTS);
-			return -EINVAL;
-		}
+		if (i == c->nports)
+			return errmsg(err, errlen, -EINVAL,
+				      "port %u (%s) has no address: add --ip %u:ADDR/PREFIX",
+				      pid, name, pid);
+		if (pid >= BOX_MAX_PORTS)
+			return errmsg(err, errlen, -EINVAL, "port id %u too large (at most %u ports)",
+				      pid, BOX_MAX_PORTS);
 	}
 	for (unsigned i = 0; i < c->nports; i++) {
 		pid = c->ip[i].port;
-		if (!rte_eth_dev_is_valid_port(pid)) {
-			snprintf(err, errlen, "--ip names port %u, but the EAL found %u port(s)",
-				 pid, rte_eth_dev_count_avail());
-			return -EINVAL;
-		}
+		if (!rte_eth_dev_is_valid_port(pid))
+			return errmsg(err, errlen, -EINVAL,
+				      "--ip names port %u, but the EAL found %u port(s)",
+				      pid, rte_eth_dev_count_avail());
 		struct box_port_info *info = &d->lay->ports[i];
 		struct dp_port *dp = &d->sh.ports[pid];
 		struct port_setup ps = {
@@ -343,10 +336,8 @@ int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout
 	if (warn[0])
 		DP_LOG(WARNING, "%s", warn);
 	*out = NULL;
-	if (!d) {
-		snprintf(err, errlen, "out of memory for the data plane");
-		return -ENOMEM;
-	}
+	if (!d)
+		return errmsg(err, errlen, -ENOMEM, "out of memory for the data plane");
 	d->p = *p;
 	d->lay = layout;
 	d->sh.quit = p->quit;

@@ -17,6 +17,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
+#include "common/errmsg.h"
 #include "nic/devargs.h"
 
 /* argv[i] with the --vdev it gives amended, in a new string; NULL if
@@ -62,15 +63,16 @@ int dp_eal_init(int argc, char **argv, const struct dp_eal_params *p, char *err,
 		mine[i] = amend_vdev(argv, i, p, &rc);
 	}
 	if (rc) {
-		snprintf(err, errlen, "out of memory for the EAL's arguments");
+		rc = errmsg(err, errlen, rc, "out of memory for the EAL's arguments");
 	} else {
 		for (int i = 0; i < argc; i++)
 			eargv[i] = mine[i] ? mine[i] : argv[i];
 		/* The EAL copies what it keeps of its arguments (devargs, options). */
 		rc = rte_eal_init(argc, eargv);
 		if (rc < 0) {
-			snprintf(err, errlen, "EAL initialisation failed: %s", rte_strerror(rte_errno));
-			rc = -rte_errno ? -rte_errno : -EINVAL;
+			int e = rte_errno;
+			rc = errmsg(err, errlen, e ? -e : -EINVAL, "EAL initialisation failed: %s",
+				    rte_strerror(e));
 		}
 	}
 	for (int i = 0; mine && i < argc; i++)

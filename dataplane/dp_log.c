@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/errmsg.h"
 #include "common/logline.h"
 
 RTE_LOG_REGISTER(dp_logtype, pbox, INFO);
@@ -69,19 +70,19 @@ int dp_log_open(struct dp_log **out, char *err, size_t errlen)
 	cookie_io_functions_t io = { .write = stream_write };
 
 	*out = NULL;
-	if (!l) {
-		snprintf(err, errlen, "out of memory for the log");
-		return -ENOMEM;
-	}
+	if (!l)
+		return errmsg(err, errlen, -ENOMEM, "out of memory for the log");
 	l->journal = logline_is_journal(getenv("JOURNAL_STREAM"), STDERR_FILENO);
 	l->at_start = true;
 	l->f = fopencookie(l, "w", io);
 	if (!l->f || setvbuf(l->f, NULL, _IONBF, 0) != 0 || rte_openlog_stream(l->f) != 0) {
-		snprintf(err, errlen, "cannot open the log stream: %s", strerror(errno));
+		/* the message first: closing may change errno */
+		int rc = errmsg(err, errlen, -ENOMEM, "cannot open the log stream: %s",
+				strerror(errno));
 		if (l->f)
 			fclose(l->f);
 		free(l);
-		return -ENOMEM;
+		return rc;
 	}
 	*out = l;
 	return 0;

@@ -35,6 +35,8 @@
 #include <rte_eal.h>
 #include <rte_telemetry.h>
 
+#include "common/errmsg.h"
+
 /* What DPDK 22.11's telemetry sends at most (its MAX_OUTPUT_LEN, also
  * given as max_output_len in the socket's greeting), less room for the
  * command's name around the answer. */
@@ -120,7 +122,7 @@ static const char *str_at(const struct dp_tel_answer *a, uint64_t off)
 	return off < a->strs_len ? a->strs + off : "";
 }
 
-/* The member of dict i named part (key or alias), or -1. */
+/* The member of dict i named part (key or alias), or -ENOENT. */
 static long member(const struct dp_tel_answer *a, unsigned i, const char *part, size_t len)
 {
 	unsigned j = i + 1;
@@ -132,10 +134,10 @@ static long member(const struct dp_tel_answer *a, unsigned i, const char *part, 
 		    (strlen(alias) == len && memcmp(alias, part, len) == 0))
 			return j;
 	}
-	return -1;
+	return -ENOENT;
 }
 
-/* The node a parameter path names ("" or NULL: the top), or -1. */
+/* The node a parameter path names ("" or NULL: the top), or -ENOENT. */
 static long find(const struct dp_tel_answer *a, const char *path)
 {
 	long i = 0;
@@ -143,7 +145,7 @@ static long find(const struct dp_tel_answer *a, const char *path)
 	while (path && *path && i >= 0) {
 		size_t len = strcspn(path, "/");
 		if (a->nodes[i].kind != DP_TEL_DICT)
-			return -1;
+			return -ENOENT;
 		if (len > 0)
 			i = member(a, (unsigned)i, path, len);
 		path += len + (path[len] == '/');
@@ -224,7 +226,7 @@ static int answer(enum dp_tel_cmd c, const char *cmd, const char *params, struct
 	if (!h)
 		return error_answer(d, "no counters: pboxd is starting or stopping");
 	const struct dp_tel_answer *a = &h->snap.answer[c];
-	long i = a->n ? find(a, params) : -1;
+	long i = a->n ? find(a, params) : -ENOENT;
 	if (i < 0) {
 		snprintf(msg, sizeof(msg), "%s has no part '%s'", cmd, params ? params : "");
 		error_answer(d, msg);
@@ -303,18 +305,19 @@ int dp_telemetry_open(char *path, size_t pathlen, char *err, size_t errlen)
 
 	snprintf(path, pathlen, "%s/dpdk_telemetry.v2", rte_eal_get_runtime_dir());
 	if (!listening(path)) {
-		snprintf(err, errlen, "the EAL runs without telemetry (no one listens on %s:"
-			 " --no-telemetry?)", path);
+		/* the message first: it names the path */
+		int rc = errmsg(err, errlen, -ENOTSUP,
+				"the EAL runs without telemetry (no one listens on %s:"
+				" --no-telemetry?)", path);
 		path[0] = '\0';
-		return -ENOTSUP;
+		return rc;
 	}
 	for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
 		int rc = rte_telemetry_register_cmd(cmds[k].cmd, cmds[k].fn, cmds[k].help);
 		if (rc < 0) {
-			snprintf(err, errlen, "cannot register telemetry command %s: %s",
-				 cmds[k].cmd, strerror(-rc));
 			path[0] = '\0';
-			return rc;
+			return errmsg(err, errlen, rc, "cannot register telemetry command %s: %s",
+				      cmds[k].cmd, strerror(-rc));
 		}
 	}
 	return 0;

@@ -9,9 +9,11 @@
 #include "dataplane/optim.h"
 #include "dataplane/optim_impl.h"
 
+#include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "common/errmsg.h"
 
 static const char *const names[] = { [OPTIM_SGD] = "sgd", [OPTIM_ADAM] = "adam",
 				      [OPTIM_ADAMW] = "adamw" };
@@ -36,18 +38,17 @@ unsigned optim_planes(const struct optim_params *p)
 	return p->kind == OPTIM_ADAM || p->kind == OPTIM_ADAMW ? 2 : 0;
 }
 
+/* -EINVAL, naming the hyperparameter what, its value v and its range. */
 static int bad(char *err, size_t errlen, const char *what, double v, const char *range)
 {
-	snprintf(err, errlen, "%s %g is out of range (%s)", what, v, range);
-	return -1;
+	return errmsg(err, errlen, -EINVAL, "%s %g is out of range (%s)", what, v, range);
 }
 
 int optim_check(const struct optim_params *p, char *err, size_t errlen)
 {
-	if (!optim_name(p->kind)) {
-		snprintf(err, errlen, "unknown optimizer %u (sgd, adam or adamw)", p->kind);
-		return -1;
-	}
+	if (!optim_name(p->kind))
+		return errmsg(err, errlen, -EINVAL, "unknown optimizer %u (sgd, adam or adamw)",
+			      p->kind);
 	if (!(p->weight_decay >= 0) || !isfinite(p->weight_decay))
 		return bad(err, errlen, "weight_decay", p->weight_decay, "finite, >= 0");
 	if (p->kind == OPTIM_SGD) {
@@ -55,15 +56,13 @@ int optim_check(const struct optim_params *p, char *err, size_t errlen)
 			return bad(err, errlen, "momentum", p->momentum, "0 <= momentum < 1");
 		if (!(p->dampening >= 0 && p->dampening <= 1))
 			return bad(err, errlen, "dampening", p->dampening, "0 <= dampening <= 1");
-		if (p->nesterov > 1) {
-			snprintf(err, errlen, "nesterov %u is not 0 or 1", p->nesterov);
-			return -1;
-		}
-		if (p->nesterov && (p->momentum <= 0 || p->dampening != 0)) {
-			snprintf(err, errlen, "nesterov needs momentum > 0 and dampening 0 "
-				 "(as torch.optim.SGD)");
-			return -1;
-		}
+		if (p->nesterov > 1)
+			return errmsg(err, errlen, -EINVAL, "nesterov %u is not 0 or 1",
+				      p->nesterov);
+		if (p->nesterov && (p->momentum <= 0 || p->dampening != 0))
+			return errmsg(err, errlen, -EINVAL,
+				      "nesterov needs momentum > 0 and dampening 0 "
+				      "(as torch.optim.SGD)");
 		return 0;
 	}
 	if (!(p->beta1 >= 0 && p->beta1 < 1))

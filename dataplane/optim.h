@@ -51,8 +51,8 @@ unsigned optim_parse(const char *name);
  * 0, Adam(W) 2 (exp_avg, exp_avg_sq). */
 unsigned optim_planes(const struct optim_params *p);
 
-/* Check the ranges PyTorch accepts (plus finiteness): 0, or -1 with the
- * first bad hyperparameter named in err. */
+/* Check the ranges PyTorch accepts (plus finiteness): 0, or -EINVAL with
+ * the first bad hyperparameter (or an unknown kind) named in err. */
 int optim_check(const struct optim_params *p, char *err, size_t errlen);
 
 /*

@@ -14,18 +14,17 @@
 
 #include <hwloc.h>
 
+#include "common/errmsg.h"
+
 static int load(hwloc_topology_t *t, int io, char *err, size_t errlen)
 {
-	if (hwloc_topology_init(t) != 0) {
-		snprintf(err, errlen, "hwloc: cannot initialise a topology");
-		return -ENOMEM;
-	}
+	if (hwloc_topology_init(t) != 0)
+		return errmsg(err, errlen, -ENOMEM, "hwloc: cannot initialise a topology");
 	if (io)
 		hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 	if (hwloc_topology_load(*t) != 0) {
 		hwloc_topology_destroy(*t);
-		snprintf(err, errlen, "hwloc: cannot load the machine topology");
-		return -EIO;
+		return errmsg(err, errlen, -EIO, "hwloc: cannot load the machine topology");
 	}
 	return 0;
 }
@@ -42,9 +41,9 @@ static int fill(struct numa_place *pl, int node, hwloc_const_cpuset_t cpus,
 		snprintf(pl->cpus, sizeof(pl->cpus), "?");
 	if (n >= (int)sizeof(pl->cpus)) {
 		snprintf(pl->cpus, sizeof(pl->cpus), "?");
-		snprintf(err, errlen, "hwloc: the CPU list takes %d bytes, more than %zu",
-			 n, sizeof(pl->cpus) - 1);
-		return -ENOSPC;
+		return errmsg(err, errlen, -ENOSPC,
+			      "hwloc: the CPU list takes %d bytes, more than %zu",
+			      n, sizeof(pl->cpus) - 1);
 	}
 	return 0;
 }
@@ -81,18 +80,16 @@ int numa_pci_place(const char *pci, struct numa_place *pl, char *err, size_t err
 	hwloc_topology_t t;
 	int rc;
 
-	if (!pci_ok(pci)) {
-		snprintf(err, errlen, "'%s' is not a PCI address (DDDD:BB:DD.F)", pci ? pci : "(null)");
-		return -EINVAL;
-	}
+	if (!pci_ok(pci))
+		return errmsg(err, errlen, -EINVAL, "'%s' is not a PCI address (DDDD:BB:DD.F)",
+			      pci ? pci : "(null)");
 	if ((rc = load(&t, 1, err, errlen)) != 0)
 		return rc;
 	hwloc_obj_t dev = hwloc_get_pcidev_by_busidstring(t, pci);
 	if (!dev) {
 		fill(pl, -1, hwloc_topology_get_topology_cpuset(t), err, errlen);
 		hwloc_topology_destroy(t);
-		snprintf(err, errlen, "hwloc does not know PCI device %s", pci);
-		return -ENODEV;
+		return errmsg(err, errlen, -ENODEV, "hwloc does not know PCI device %s", pci);
 	}
 	hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, dev);
 	int node = -1;

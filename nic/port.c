@@ -19,6 +19,7 @@
 #include <rte_flow.h>
 #include <rte_mbuf.h>
 
+#include "common/errmsg.h"
 #include "nic/port_queues.h"
 
 #define RX_DESC 1024
@@ -65,10 +66,10 @@ static int setup_fanout(const struct port_setup *ps, const struct rte_eth_dev_in
 	info->fanout = "copy";
 	if (ps->fanout == BOX_FANOUT_COPY || !can) {
 		if (ps->fanout == BOX_FANOUT_SHARED) {
-			snprintf(err, errlen, "port %u (%s) cannot send chained mbufs"
-				 " (no MULTI_SEGS tx offload): use --fanout copy or auto",
-				 ps->port_id, info->name);
-			return -ENOTSUP;
+			return errmsg(err, errlen, -ENOTSUP,
+				      "port %u (%s) cannot send chained mbufs"
+				      " (no MULTI_SEGS tx offload): use --fanout copy or auto",
+				      ps->port_id, info->name);
 		}
 		return 0;
 	}
@@ -76,12 +77,11 @@ static int setup_fanout(const struct port_setup *ps, const struct rte_eth_dev_in
 	snprintf(name, sizeof(name), "pbox_hd%u", ps->port_id);
 	*hdr_pool = rte_pktmbuf_pool_create(name, 2 * ps->nmbufs, PORT_MBUF_CACHE, 0,
 					    FANOUT_HDR_ROOM, ps->socket);
-	if (!*hdr_pool) {
-		snprintf(err, errlen, "port %u (%s): cannot create a pool of %u header mbufs: %s"
-			 " (more memory: -m or hugepages, fewer --mbufs, or --fanout copy)",
-			 ps->port_id, info->name, 2 * ps->nmbufs, rte_strerror(rte_errno));
-		return -ENOMEM;
-	}
+	if (!*hdr_pool)
+		return errmsg(err, errlen, -ENOMEM,
+			      "port %u (%s): cannot create a pool of %u header mbufs: %s"
+			      " (more memory: -m or hugepages, fewer --mbufs, or --fanout copy)",
+			      ps->port_id, info->name, 2 * ps->nmbufs, rte_strerror(rte_errno));
 	info->fanout = ps->fanout == BOX_FANOUT_SHARED ? "shared" : "shared>=2KiB";
 	return 0;
 }
@@ -99,10 +99,9 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 
 	memset(info, 0, sizeof(*info));
 	info->port = pid;
-	if ((rc = rte_eth_dev_info_get(pid, &di)) != 0) {
-		snprintf(err, errlen, "port %u: cannot read device info: %s", pid, rte_strerror(-rc));
-		return rc;
-	}
+	if ((rc = rte_eth_dev_info_get(pid, &di)) != 0)
+		return errmsg(err, errlen, rc, "port %u: cannot read device info: %s", pid,
+			      rte_strerror(-rc));
 	rte_eth_dev_get_name_by_port(pid, info->name);
 	port_xdp_info(&di, info);
 	if ((rc = port_queues_check(pid, info->name, di.driver_name, di.max_rx_queues,
@@ -155,11 +154,10 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	}
 	if (mtu_on_device)
 		conf.rxmode.mtu = ps->mtu;
-	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0) {
-		snprintf(err, errlen, "port %u (%s): configure with %u rx / %u tx queues failed: %s",
-			 pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));
-		return rc;
-	}
+	if ((rc = rte_eth_dev_configure(pid, nrxq, (uint16_t)ps->nlcores, &conf)) != 0)
+		return errmsg(err, errlen, rc,
+			      "port %u (%s): configure with %u rx / %u tx queues failed: %s",
+			      pid, info->name, nrxq, ps->nlcores, rte_strerror(-rc));
 	uint16_t nrx = RX_DESC, ntx = TX_DESC;
 	rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
 	for (uint16_t q = 0; q < nrxq; q++)
@@ -168,10 +166,9 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	for (uint16_t q = 0; q < ps->nlcores; q++)
 		if ((rc = rte_eth_tx_queue_setup(pid, q, ntx, (unsigned)ps->socket, NULL)) != 0)
 			goto qfail;
-	if ((rc = rte_eth_dev_start(pid)) != 0) {
-		snprintf(err, errlen, "port %u (%s): start failed: %s", pid, info->name, rte_strerror(-rc));
-		return rc;
-	}
+	if ((rc = rte_eth_dev_start(pid)) != 0)
+		return errmsg(err, errlen, rc, "port %u (%s): start failed: %s", pid, info->name,
+			      rte_strerror(-rc));
 	info->steering = "ring";
 	if (nrxq > 1 && steer_flows(pid, nrxq, ps->udp_base) == 0)
 		info->steering = "rte_flow";
@@ -184,8 +181,8 @@ int port_start(const struct port_setup *ps, struct box_port_info *info,
 	info->rx_queues = nrxq;
 	return 0;
 qfail:
-	snprintf(err, errlen, "port %u (%s): queue setup failed: %s", pid, info->name, rte_strerror(-rc));
-	return rc;
+	return errmsg(err, errlen, rc, "port %u (%s): queue setup failed: %s", pid, info->name,
+		      rte_strerror(-rc));
 }
 
 void port_stop(uint16_t port_id)

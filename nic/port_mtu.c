@@ -33,6 +33,8 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "common/errmsg.h"
+
 /* net_af_packet's ring frame: a TPACKET_V2 header and the sockaddr_ll,
  * aligned, come before the Ethernet frame (the kernel's tpacket_rcv puts
  * the MAC header at offset 66 for 14-byte Ethernet headers). */
@@ -103,24 +105,26 @@ static int af_packet_check(const struct rte_eth_dev_info *di, uint16_t pid, cons
 		uint32_t fit = 2048;
 		while (fit < need)
 			fit *= 2;
-		snprintf(err, errlen, "port %u (%s): MTU %u needs ring frames of at least %u bytes,"
-			 " the vdev has framesz=%u: add framesz=%u,blocksz=%u to its --vdev"
-			 " (or use a smaller --mtu)", pid, name, mtu, need, framesz, fit, 2 * fit);
-		rc = -EINVAL;
+		rc = errmsg(err, errlen, -EINVAL,
+			    "port %u (%s): MTU %u needs ring frames of at least %u bytes,"
+			    " the vdev has framesz=%u: add framesz=%u,blocksz=%u to its --vdev"
+			    " (or use a smaller --mtu)", pid, name, mtu, need, framesz, fit,
+			    2 * fit);
 	} else if (kmtu && kmtu < mtu) {
-		snprintf(err, errlen, "port %u (%s): MTU %u, but its interface %s has MTU %u:"
-			 " ip link set %s mtu %u (or use --mtu %u)", pid, name, mtu, ifname, kmtu,
-			 ifname, mtu, kmtu);
-		rc = -EINVAL;
+		rc = errmsg(err, errlen, -EINVAL,
+			    "port %u (%s): MTU %u, but its interface %s has MTU %u:"
+			    " ip link set %s mtu %u (or use --mtu %u)",
+			    pid, name, mtu, ifname, kmtu, ifname, mtu, kmtu);
 	} else if (fit_room > UINT16_MAX) {
 		/* the largest framesz whose mbufs fit, in the ring's 16-byte units */
 		uint32_t most = (UINT16_MAX - RTE_PKTMBUF_HEADROOM + AF_PACKET_MBUF_SLACK) & ~15u;
-		snprintf(err, errlen, "port %u (%s): framesz=%u needs mbufs of %" PRIu64 " bytes"
-			 " (net_af_packet copies a whole ring frame into one: headroom %u +"
-			 " framesz - %u), above DPDK's %u: use framesz=%u or less in its --vdev",
-			 pid, name, framesz, fit_room, RTE_PKTMBUF_HEADROOM, AF_PACKET_MBUF_SLACK,
-			 UINT16_MAX, most);
-		rc = -EINVAL;
+		rc = errmsg(err, errlen, -EINVAL,
+			    "port %u (%s): framesz=%u needs mbufs of %" PRIu64 " bytes"
+			    " (net_af_packet copies a whole ring frame into one: headroom %u +"
+			    " framesz - %u), above DPDK's %u:"
+			    " use framesz=%u or less in its --vdev",
+			    pid, name, framesz, fit_room, RTE_PKTMBUF_HEADROOM,
+			    AF_PACKET_MBUF_SLACK, UINT16_MAX, most);
 	}
 	if (rc == 0)
 		*room = (uint16_t)fit_room;
@@ -169,12 +173,12 @@ static int af_xdp_mtu_check(uint16_t pid, const char *name, uint32_t mtu, uint16
 	     r += RTE_CACHE_LINE_SIZE)
 		;
 	most = r - RTE_PKTMBUF_HEADROOM - AF_XDP_KERNEL_HEADROOM - RTE_ETHER_HDR_LEN;
-	snprintf(err, errlen, "port %u (%s): MTU %u is above what net_af_xdp takes: %u"
-		 " (DPDK 22.11 makes each mbuf one AF_XDP UMEM chunk of at most a %zu-byte"
-		 " page, holding the mbuf, %u bytes of headroom, the kernel's %u and the"
-		 " frame); use --mtu %u or less", pid, name, mtu, most, page,
-		 RTE_PKTMBUF_HEADROOM, AF_XDP_KERNEL_HEADROOM, most);
-	return -EINVAL;
+	return errmsg(err, errlen, -EINVAL,
+		      "port %u (%s): MTU %u is above what net_af_xdp takes: %u"
+		      " (DPDK 22.11 makes each mbuf one AF_XDP UMEM chunk of at most a %zu-byte"
+		      " page, holding the mbuf, %u bytes of headroom, the kernel's %u and the"
+		      " frame); use --mtu %u or less", pid, name, mtu, most, page,
+		      RTE_PKTMBUF_HEADROOM, AF_XDP_KERNEL_HEADROOM, most);
 }
 
 int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *name,
@@ -186,31 +190,31 @@ int port_mtu_check(const struct rte_eth_dev_info *di, uint16_t pid, const char *
 
 	*on_device = 0;
 	*room = 0;
-	if (mtu < di->min_mtu) {
-		snprintf(err, errlen, "port %u (%s): MTU %u is below its minimum %u",
-			 pid, name, mtu, di->min_mtu);
-		return -EINVAL;
-	}
+	if (mtu < di->min_mtu)
+		return errmsg(err, errlen, -EINVAL, "port %u (%s): MTU %u is below its minimum %u",
+			      pid, name, mtu, di->min_mtu);
 	if (strcmp(driver, "net_af_packet") == 0)
 		return af_packet_check(di, pid, name, mtu, room, err, errlen);
 	if (strcmp(driver, "net_af_xdp") == 0 &&
 	    (rc = af_xdp_mtu_check(pid, name, mtu, room, err, errlen)) != 0)
 		return rc;
 	if (mtu > di->max_mtu || frame > di->max_rx_pktlen) {
-		snprintf(err, errlen, "port %u (%s): MTU %u is above what its PMD (%s) takes:"
-			 " MTU %u, frames of %u bytes; use --mtu %u or less", pid, name, mtu,
-			 di->driver_name ? di->driver_name : "?", di->max_mtu, di->max_rx_pktlen,
-			 di->max_mtu < di->max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN ?
-			 di->max_mtu : di->max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
-		return -EINVAL;
+		/* the largest MTU both limits allow */
+		uint32_t pktlen_mtu = di->max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+		uint32_t most = di->max_mtu < pktlen_mtu ? di->max_mtu : pktlen_mtu;
+		return errmsg(err, errlen, -EINVAL,
+			      "port %u (%s): MTU %u is above what its PMD (%s) takes:"
+			      " MTU %u, frames of %u bytes; use --mtu %u or less", pid, name, mtu,
+			      di->driver_name ? di->driver_name : "?", di->max_mtu,
+			      di->max_rx_pktlen, most);
 	}
 	if (strcmp(driver, "net_af_xdp") != 0) {
 		uint32_t r = nic_room(mtu);
-		if (r > UINT16_MAX) {
-			snprintf(err, errlen, "port %u (%s): MTU %u needs mbufs of %u bytes, above"
-				 " DPDK's %u; use a smaller --mtu", pid, name, mtu, r, UINT16_MAX);
-			return -EINVAL;
-		}
+		if (r > UINT16_MAX)
+			return errmsg(err, errlen, -EINVAL,
+				      "port %u (%s): MTU %u needs mbufs of %u bytes, above"
+				      " DPDK's %u; use a smaller --mtu", pid, name, mtu, r,
+				      UINT16_MAX);
 		*room = (uint16_t)r;
 	}
 	*on_device = 1;

@@ -33,6 +33,8 @@
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
+#include "common/errmsg.h"
+
 /* net_af_xdp (DPDK 22.11): the fill ring gets XSK_RING_CONS__DEFAULT_NUM_DESCS
  * mbufs at queue set-up and is refilled one for one; the completion ring has
  * as many entries; its tx ring has as many as the rx ring. */
@@ -63,23 +65,21 @@ static int af_xdp_check(struct rte_mempool *mp, const char *port, char *err, siz
 	uintptr_t page = (uintptr_t)getpagesize();
 	struct umem_fit f;
 
-	if (!mh) {
-		snprintf(err, errlen, "%s: its mbuf pool has no memory", port);
-		return -ENOMEM;
-	}
+	if (!mh)
+		return errmsg(err, errlen, -ENOMEM, "%s: its mbuf pool has no memory", port);
 	f = (struct umem_fit){
 		.base = (uintptr_t)mh->addr & ~(page - 1),
 		.frame = rte_mempool_calc_obj_size(mp->elt_size, mp->flags, NULL),
 	};
 	f.size = (uint64_t)mp->populated_size * f.frame + ((uintptr_t)mh->addr - f.base);
 	rte_mempool_obj_iter(mp, umem_fit_obj, &f);
-	if (f.outside) {
-		snprintf(err, errlen, "%s: %u of its %u mbufs lie outside the AF_XDP UMEM that"
-			 " net_af_xdp registers (the pool came in %u memory chunks; it needs one):"
-			 " give the EAL more memory (-m, or hugepages) or use fewer --mbufs",
-			 port, f.outside, mp->populated_size, mp->nb_mem_chunks);
-		return -ENOMEM;
-	}
+	if (f.outside)
+		return errmsg(err, errlen, -ENOMEM,
+			      "%s: %u of its %u mbufs lie outside the AF_XDP UMEM"
+			      " that net_af_xdp registers (the pool came in %u memory chunks;"
+			      " it needs one): give the EAL more memory (-m, or hugepages)"
+			      " or use fewer --mbufs",
+			      port, f.outside, mp->populated_size, mp->nb_mem_chunks);
 	return 0;
 }
 
@@ -128,12 +128,10 @@ int port_pool_create(const struct port_setup *ps, const char *driver, const char
 	snprintf(name, sizeof(name), "pbox_mb%u", ps->port_id);
 	*pool = is_af_xdp(driver) ? packed_pool(name, ps->nmbufs, room, ps->socket) :
 		rte_pktmbuf_pool_create(name, ps->nmbufs, PORT_MBUF_CACHE, 0, room, ps->socket);
-	if (!*pool) {
-		snprintf(err, errlen, "%s: cannot create a pool of %u mbufs: %s"
-			 " (more memory: -m or hugepages, or fewer --mbufs)",
-			 port, ps->nmbufs, rte_strerror(rte_errno));
-		return -ENOMEM;
-	}
+	if (!*pool)
+		return errmsg(err, errlen, -ENOMEM, "%s: cannot create a pool of %u mbufs: %s"
+			      " (more memory: -m or hugepages, or fewer --mbufs)",
+			      port, ps->nmbufs, rte_strerror(rte_errno));
 	if (is_af_xdp(driver) && (rc = af_xdp_check(*pool, port, err, errlen)) != 0) {
 		rte_mempool_free(*pool);
 		*pool = NULL;

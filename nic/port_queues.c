@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/errmsg.h"
+
 /* A PMD whose rx queues must all be polled, and the --vdev argument that
  * sets their count; NULL for any other. */
 static const char *all_polled_arg(const char *driver)
@@ -28,26 +30,25 @@ int port_queues_check(unsigned port, const char *name, const char *driver, unsig
 	const char *arg = all_polled_arg(driver);
 
 	if (max_tx < nlcores) {
-		int at = snprintf(err, errlen, "port %u (%s) has %u tx queues; pboxd needs one per"
-				  " data lcore (%u)", port, name, max_tx, nlcores);
-		if (arg && at >= 0 && (size_t)at < errlen)
-			snprintf(err + at, errlen - (size_t)at, ": use %s=%u in its --vdev", arg,
-				 nlcores);
-		return -EINVAL;
+		/* what to give the --vdev, for a PMD that takes a queue count there */
+		char use[64] = "";
+		if (arg)
+			snprintf(use, sizeof(use), ": use %s=%u in its --vdev", arg, nlcores);
+		return errmsg(err, errlen, -EINVAL,
+			      "port %u (%s) has %u tx queues; pboxd needs one per"
+			      " data lcore (%u)%s", port, name, max_tx, nlcores, use);
 	}
-	if (arg && max_rx != nlcores) {
-		snprintf(err, errlen,
-			 "port %u (%s) has %s=%u: pboxd polls one queue per data lcore and %s;"
-			 " %s=N must equal the number of data lcores, %u: use %s=%u in its"
-			 " --vdev (or %u data lcores)",
-			 port, name, arg, max_rx,
-			 strcmp(arg, "qpairs") == 0
-				 ? "the kernel spreads flows over all its queues: the flows of the"
-				   " others would be lost"
-				 : "the frames the NIC puts on the others would go to the kernel,"
-				   " not pboxd",
-			 arg, nlcores, arg, nlcores, max_rx);
-		return -EINVAL;
-	}
+	if (arg && max_rx != nlcores)
+		return errmsg(err, errlen, -EINVAL,
+			      "port %u (%s) has %s=%u: pboxd polls one queue per data lcore and %s;"
+			      " %s=N must equal the number of data lcores, %u: use %s=%u in its"
+			      " --vdev (or %u data lcores)",
+			      port, name, arg, max_rx,
+			      strcmp(arg, "qpairs") == 0 ?
+			      "the kernel spreads flows over all its queues: the flows of the"
+			      " others would be lost" :
+			      "the frames the NIC puts on the others would go to the kernel,"
+			      " not pboxd",
+			      arg, nlcores, arg, nlcores, max_rx);
 	return 0;
 }

@@ -3,6 +3,7 @@
  * test_b64.c - base64 (common/b64.c): RFC 4648's test vectors, round trips
  * of every length, and the strict decoder's refusals.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,11 +53,11 @@ static void decode__refuses_what_is_not_padded_base64(void **state)
 	uint8_t dec[16];
 
 	(void)state;
-	assert_int_equal(b64_decode(dec, sizeof(dec), "Zg=", 3), -1);       /* not 4k */
-	assert_int_equal(b64_decode(dec, sizeof(dec), "Z*==", 4), -1);      /* alphabet */
-	assert_int_equal(b64_decode(dec, sizeof(dec), "Zg==Zg==", 8), -1);  /* pad inside */
-	assert_int_equal(b64_decode(dec, sizeof(dec), "Z===", 4), -1);
-	assert_int_equal(b64_decode(dec, 2, "Zm9v", 4), -1);                /* no room */
+	assert_int_equal(b64_decode(dec, sizeof(dec), "Zg=", 3), -EINVAL);      /* not 4k */
+	assert_int_equal(b64_decode(dec, sizeof(dec), "Z*==", 4), -EINVAL);     /* alphabet */
+	assert_int_equal(b64_decode(dec, sizeof(dec), "Zg==Zg==", 8), -EINVAL); /* pad inside */
+	assert_int_equal(b64_decode(dec, sizeof(dec), "Z===", 4), -EINVAL);
+	assert_int_equal(b64_decode(dec, 2, "Zm9v", 4), -ENOSPC);               /* no room */
 	assert_int_equal(b64_decode(dec, 3, "Zm9v", 4), 3);
 }
 

@@ -8,6 +8,7 @@
  * same bits as element-by-element calls, and the hyperparameter checks
  * naming what is out of range.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,25 +161,25 @@ static void check__names_the_bad_hyperparameter(void **state)
 	struct optim_params p = { .kind = OPTIM_SGD, .momentum = 1.0 };
 
 	(void)state;
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "momentum 1 is out of range"));
 	p = (struct optim_params){ .kind = OPTIM_SGD, .nesterov = 1 };
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "nesterov needs momentum"));
 	p = (struct optim_params){ .kind = OPTIM_SGD, .weight_decay = -1 };
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "weight_decay"));
 	p = (struct optim_params){ .kind = OPTIM_ADAM, .beta1 = 0.9, .beta2 = 1.0, .eps = 1e-8 };
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "beta2"));
 	p.beta2 = 0.999;
 	p.eps = NAN;
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "eps"));
 	p.eps = 1e-8;
 	assert_int_equal(optim_check(&p, err, sizeof(err)), 0);
 	p.kind = 9;
-	assert_int_equal(optim_check(&p, err, sizeof(err)), -1);
+	assert_int_equal(optim_check(&p, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "unknown optimizer"));
 	assert_int_equal(optim_parse("adamw"), OPTIM_ADAMW);
 	assert_int_equal(optim_parse("lamb"), OPTIM_NONE);
