@@ -6,6 +6,7 @@
  * file instead of cutting the secret short. (The common cases, modes and
  * secret_equal are in test_config.c.)
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,7 +34,11 @@ static int setup(void **state)
 
 	snprintf(t->path, sizeof(t->path), "/tmp/pbox-secret-XXXXXX");
 	fd = mkstemp(t->path);
-	assert_true(fd >= 0);
+	if (fd < 0) {   /* no teardown follows a failed setup */
+		print_error("mkstemp %s: %s\n", t->path, strerror(errno));
+		free(t);
+		return -1;
+	}
 	close(fd);
 	*state = t;
 	return 0;

@@ -49,8 +49,15 @@ void *__wrap_calloc(size_t n, size_t size)
 static int setup_box(void **state, unsigned nports, unsigned nlcores)
 {
 	struct t *t = calloc(1, sizeof(*t));
+	int rc;
+
 	t->f = fixture_new(nports, nlcores);
-	assert_int_equal(jobs_open(&t->f->box, &t->js), 0);
+	if ((rc = jobs_open(&t->f->box, &t->js)) < 0) {   /* no teardown follows */
+		print_error("jobs_open: %s\n", strerror(-rc));
+		fixture_free(t->f);
+		free(t);
+		return -1;
+	}
 	t->f->box.jobs = t->js;
 	jobs_set_notify(t->js, on_abort, t);
 	*state = t;

@@ -40,11 +40,21 @@ struct t {
 	struct rpc_ctx ctx;
 };
 
+/* A setup that fails frees what it took (cmocka runs no teardown then)
+ * and returns -1: the test errors with the cause, not with LeakSanitizer's
+ * report of the fixture. */
 static int setup(void **state)
 {
 	struct t *t = calloc(1, sizeof(*t));
+	int rc;
+
 	t->f = fixture_new(2, 2);
-	assert_int_equal(jobs_open(&t->f->box, &t->f->box.jobs), 0);
+	if ((rc = jobs_open(&t->f->box, &t->f->box.jobs)) < 0) {
+		print_error("jobs_open: %s\n", strerror(-rc));
+		fixture_free(t->f);
+		free(t);
+		return -1;
+	}
 	t->ctx = (struct rpc_ctx){ .box = &t->f->box, .session = (void *)1 };
 	*state = t;
 	return 0;
@@ -429,7 +439,29 @@ struct srv_t {
 	pthread_t th;
 	atomic_int stop;
 	char dir[32], path[64];
+	gid_t gid;                 /* the socket's group */
 };
+
+/* The group the server gives its socket (--rpc-socket-group): one the
+ * caller may give a file, so the tests run as any user. Preferably not the
+ * caller's own group, which the socket has anyway: root may give any group
+ * ("daemon", gid 1 on Debian), another user one of its supplementary
+ * groups. Else the caller's own (getegid()'s name); "" (none) if it has no
+ * name. *gid: the group the socket then has. */
+static const char *socket_group(gid_t *gid)
+{
+	struct group *g = geteuid() == 0 ? getgrnam("daemon") : NULL;
+	gid_t list[64];
+	int n = geteuid() == 0 ? 0 : getgroups(64, list);
+
+	for (int i = 0; !g && i < n; i++)
+		if (list[i] != getegid())
+			g = getgrgid(list[i]);
+	if (!g)
+		g = getgrgid(getegid());
+	*gid = g ? g->gr_gid : getegid();
+	return g ? g->gr_name : "";
+}
 
 static void *serve(void *arg)
 {
@@ -443,24 +475,38 @@ static int srv_setup_at(void **state, const char *control)
 {
 	struct srv_t *s = calloc(1, sizeof(*s));
 	char err[256];
+	int rc;
 
 	snprintf(s->dir, sizeof(s->dir), "/tmp/pbox-rpc-XXXXXX");
-	assert_non_null(mkdtemp(s->dir));
+	if (!mkdtemp(s->dir)) {
+		print_error("mkdtemp %s: %s\n", s->dir, strerror(errno));
+		free(s);
+		return -1;
+	}
 	snprintf(s->path, sizeof(s->path), "%s/pboxd.sock", s->dir);
 	s->f = fixture_new(1, 2);
 	snprintf(s->f->box.cfg.rpc_socket, sizeof(s->f->box.cfg.rpc_socket), "%s", s->path);
 	snprintf(s->f->box.cfg.control, sizeof(s->f->box.cfg.control), "%s", control);
 	s->f->box.cfg.rpc_socket_mode = 0600;
-	/* --rpc-socket-group: group "daemon" (gid 1 on Debian) owns the socket */
-	snprintf(s->f->box.cfg.rpc_socket_group, sizeof(s->f->box.cfg.rpc_socket_group),
-		 "daemon");
-	int rc = rpc_server_open(&s->srv, &s->f->box, err, sizeof(err));
-	if (rc < 0)
-		fail_msg("rpc_server_open: %s", err);
-	assert_int_not_equal(rpc_server_tcp_port(s->srv), 0);
-	pthread_create(&s->th, NULL, serve, s);
+	snprintf(s->f->box.cfg.rpc_socket_group, sizeof(s->f->box.cfg.rpc_socket_group), "%s",
+		 socket_group(&s->gid));
+	if ((rc = rpc_server_open(&s->srv, &s->f->box, err, sizeof(err))) < 0) {
+		print_error("rpc_server_open: %s\n", err);
+		goto fail;
+	}
+	if (rpc_server_tcp_port(s->srv) == 0 ||
+	    (rc = pthread_create(&s->th, NULL, serve, s)) != 0) {
+		print_error("%s\n", rc ? strerror(rc) : "rpc_server_open: no TCP port");
+		rpc_server_close(s->srv);
+		goto fail;
+	}
 	*state = s;
 	return 0;
+fail:
+	fixture_free(s->f);
+	rmdir(s->dir);
+	free(s);
+	return -1;
 }
 
 static int srv_setup(void **state) { return srv_setup_at(state, "127.0.0.1:0"); }
@@ -517,7 +563,7 @@ static void server__calls_and_errors(void **state)
 
 	assert_int_equal(stat(s->path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(st.st_gid, getgrnam("daemon")->gr_gid);
+	assert_int_equal(st.st_gid, s->gid);   /* --rpc-socket-group */
 	r = rcall(c, "box_endpoints", NULL);
 	assert_int_equal(json_array_size(json_object_get(r, "endpoints")), 2);
 	json_decref(r);
