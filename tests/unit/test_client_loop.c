@@ -141,7 +141,7 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 	const size_t sizes[] = { 1, 2, 351, 352, 353, 703, 705, 1000, 100003 };
 	const pbox_dtype types[] = { PBOX_F32, PBOX_F16, PBOX_BF16 };
 	struct box_inproc *b = new_box(2 * 1408);
-	uint64_t rounds = 0;
+	uint64_t rounds = 0, retx = 0;
 
 	(void)state;
 	for (size_t ti = 0; ti < 3; ti++) {
@@ -155,8 +155,10 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 			assert_int_equal(w[0].rc, 0);
 			assert_int_equal(w[1].rc, 0);
 			assert_int_equal(w[0].wrong + w[1].wrong, 0);
-			pbox_stats st;
+			pbox_stats st, st1;
 			pbox_get_stats(w[0].c, &st);
+			pbox_get_stats(w[1].c, &st1);
+			retx += st.retransmits + st1.retransmits;
 			assert_int_equal(st.calls, 3);
 			assert_int_equal(st.bad_packets, 0);
 			/* auto, box on this host: udp, and xdp said why not (lo is
@@ -176,8 +178,15 @@ static void sum__two_ranks_every_dtype_and_size(void **state)
 	assert_int_equal(t.completes, rounds);     /* each segment round exactly once */
 	assert_int_equal(t.pushes, 2 * rounds);    /* one contribution per rank */
 	assert_true(t.held > 0);                   /* kept in their receive buffers */
-	/* every job and key was installed before the PUSHes its answer let out */
-	assert_int_equal(box_inproc_drops(b, DROP_NO_JOB) + box_inproc_drops(b, DROP_NO_KEY), 0);
+	/* every job and key was installed before the PUSHes its answer let out:
+	 * a PUSH of no job or key can only be a retransmission that arrived
+	 * after its job ended (a loaded machine delays a result past the RTO,
+	 * and the copy sent again outlives the job) */
+	uint64_t stale = box_inproc_drops(b, DROP_NO_JOB) + box_inproc_drops(b, DROP_NO_KEY);
+	if (stale > retx)
+		print_error("%llu PUSHes of no job or key, %llu retransmissions\n",
+			    (unsigned long long)stale, (unsigned long long)retx);
+	assert_true(stale <= retx);
 	box_inproc_free(b);
 }
 
