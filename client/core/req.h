@@ -27,7 +27,6 @@
 /* What a kind of call does, for the progress thread. Filled by the room
  * of the call (ops/); a request points at its kind's (r->op). */
 struct req_op {
-	const char *name;        /* the kind, for messages */
 	bool keyless;            /* not one key's call (key_release): start
 				    runs on admission, on no key state */
 	bool declares;           /* its first call on a key declares the key

@@ -7,7 +7,6 @@
 #include "client/ops/ops.h"
 
 const struct req_op op_allreduce = {
-	.name = "allreduce",
 	.declares = true,
 };
 

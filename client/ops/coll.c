@@ -15,7 +15,6 @@
 /* broadcast, allgather, reduce_scatter: a key per collective (r->coll,
  * and broadcast's root, in its declaration), one round per call. */
 const struct req_op op_coll = {
-	.name = "collective",
 	.declares = true,
 };
 

@@ -269,7 +269,6 @@ static void declare_params(const struct pbox_req *r, json_t *params)
 /* The kinds of PS call: the declaration (pbox_declare_optimizer), the
  * init round and the steps; reads and writes are ps_rpc.c's. */
 const struct req_op op_ps_declare = {
-	.name = "declare_optimizer",
 	.declares = true,
 	.ps = true,
 	.declare_params = declare_params,
@@ -277,13 +276,11 @@ const struct req_op op_ps_declare = {
 };
 
 const struct req_op op_ps_init = {
-	.name = "ps_init",
 	.ps = true,
 	.start = init_start,
 };
 
 const struct req_op op_push_pull = {
-	.name = "push_pull",
 	.ps = true,
 	.queued_locked = push_queued_locked,
 };

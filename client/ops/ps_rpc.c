@@ -146,7 +146,6 @@ static void ps_rpc_answer(pbox_client *c, struct rpc_pending *p, const json_t *m
  * write changes what the box holds: if it ends without an answer, its key
  * is unsure until the answer comes. */
 const struct req_op op_ps_read = {
-	.name = "ps_read",
 	.ps = true,
 	.rpc = "key_read",
 	.start = ps_rpc_start,
@@ -154,7 +153,6 @@ const struct req_op op_ps_read = {
 };
 
 const struct req_op op_ps_write = {
-	.name = "ps_write",
 	.ps = true,
 	.changes_box = true,
 	.rpc = "key_write",

@@ -107,7 +107,6 @@ static void release_answer(pbox_client *c, struct rpc_pending *p, const json_t *
 /* A keyless call: its keys are r->keys. When the box has recorded it,
  * they are reset, even if the call ended before the answer came. */
 const struct req_op op_release = {
-	.name = "release_keys",
 	.keyless = true,
 	.changes_box = true,
 	.resets_keys = true,

@@ -39,7 +39,6 @@ static int index_segments(pbox_client *c, struct pbox_req *r, size_t nnz)
  * calls (pbox_allreduce_sparse, pbox_allreduce_topk and their device
  * forms), one round per call. */
 const struct req_op op_sparse = {
-	.name = "sparse",
 	.declares = true,
 	.sparse = true,
 };

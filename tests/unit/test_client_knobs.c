@@ -10,6 +10,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,6 +133,22 @@ static void defaults_are_pbox_opts_init_s(void **state)
 	assert_int_equal(o.busy_poll, 1);
 	unsetenv("PBOX_UDP_OFFLOAD");
 	unsetenv("PBOX_BUSY_POLL");
+	/* the rows pbox_opts_init reads are those the table says (when) */
+	for (size_t i = 0; i < sizeof(field) / sizeof(field[0]); i++) {
+		const struct knob *n = &knobs[field[i].k];
+		pbox_opts before, after;
+		pbox_opts_init(&before);
+		setenv(n->name, n->parse == knob_parse_flag ? "1" : n->parse == knob_parse_size ?
+		       "1M" : n->parse == knob_parse_mtu ? "1500" : "udp", 1);
+		pbox_opts_init(&after);
+		unsetenv(n->name);
+		bool read = memcmp((const char *)&before + field[i].off,
+				   (const char *)&after + field[i].off, field[i].size) != 0;
+		if (read != (n->when == KNOB_AT_INIT))
+			fail_msg("%s: pbox_opts_init %s it, the table says %s", n->name,
+				 read ? "reads" : "does not read",
+				 n->when == KNOB_AT_INIT ? "at init" : "later");
+	}
 }
 
 /* Each parser: its values, its refusals (PBOX_EINVAL), and an empty
