@@ -48,7 +48,9 @@ struct box_config {
 	uint32_t mtu;                /* --mtu of the data ports, 0 = the port's own */
 	uint32_t idle_sleep_us;      /* --idle-sleep-us, 0 = pure polling */
 	uint32_t xdp_busy_budget;    /* --xdp-busy-budget, 0 = no busy polling */
-	uint32_t stall_timeout_ms;   /* --stall-timeout-ms, 0 = off */
+	uint32_t stall_timeout_ms;   /* --stall-timeout-ms: the most any job's timeout
+					may be; 0 = no bound */
+	uint32_t heartbeat_timeout_ms; /* --heartbeat-timeout-ms, 0 = off */
 	int fanout;                  /* --fanout (BOX_FANOUT_*) */
 	bool udp_checksum;           /* --udp-checksum on|off */
 	int log_level;               /* --log-level, a syslog priority (LOG_PRIO_*) */

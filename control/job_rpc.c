@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * job_rpc.c - the job methods of docs/rpc.md: job_create, job_join,
- * job_leave, job_list, job_status, job_abort. Each decodes and checks its
+ * job_leave, job_list, job_status, job_abort, heartbeat. Each decodes and checks its
  * params, calls the registry (jobs.h) and builds the result.
  */
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/secret.h"
 #include "common/wire.h"
 #include "control/jobs.h"
@@ -33,12 +34,26 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
 }
 
+/* The ranks j's open rounds wait for and for how long (jobs_watch). */
+static void add_waiting(json_t *e, const struct job *j)
+{
+	json_t *who = json_array();
+
+	for (unsigned r = 0; r < j->world; r++)
+		if (j->waiting_for >> r & 1)
+			json_array_append_new(who, json_integer(r));
+	json_object_set_new(e, "timeout_ms", json_integer(j->timeout_ms));
+	json_object_set_new(e, "waiting_for", who);
+	json_object_set_new(e, "waiting_s", json_real(j->waiting_for && j->watch_since ?
+						       clock_s() - j->watch_since : 0.0));
+}
+
 RPC_HANDLER(rpc_job_create)
 {
 	static const char *const known[] = { "job", "world", "max_bytes", "join_secret",
-					     "weight", "restore", NULL };
+					     "weight", "restore", "timeout_ms", NULL };
 	const char *name = NULL, *secret = NULL, *restore = NULL;
-	uint32_t world = 0, weight = 1;
+	uint32_t world = 0, weight = 1, timeout_ms = 0;
 	uint64_t max_bytes = 0;
 	const struct job *j;
 	int rc;
@@ -49,7 +64,8 @@ RPC_HANDLER(rpc_job_create)
 	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &max_bytes, err, errlen)) ||
 	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "weight", 0, 1, ENGINE_WEIGHT_MAX, &weight, err, errlen)) ||
-	    (rc = rpc_param_str(params, "restore", 0, JOB_RESTORE_MAX, &restore, err, errlen)))
+	    (rc = rpc_param_str(params, "restore", 0, JOB_RESTORE_MAX, &restore, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &timeout_ms, err, errlen)))
 		return rc;
 	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
@@ -62,14 +78,17 @@ RPC_HANDLER(rpc_job_create)
 	/* cannot fail: its length was checked, and nobody has joined a new job */
 	if (secret)
 		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);
-	*result = json_pack("{s:I}", "job_id", (json_int_t)j->id);
+	jobs_set_timeout(ctx->box->jobs, j, timeout_ms);
+	*result = json_pack("{s:I, s:I}", "job_id", (json_int_t)j->id,
+			    "timeout_ms", (json_int_t)j->timeout_ms);
 	return 0;
 }
 
 RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
-					     "mtu", "join_secret", "max_bytes", "key_bytes", NULL };
+					     "mtu", "join_secret", "max_bytes", "key_bytes",
+					     "timeout_ms", "heartbeat_ms", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -86,6 +105,10 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &a.join_secret, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "max_bytes", 0, 0, INT64_MAX, &a.max_bytes, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "key_bytes", 0, 0, INT64_MAX / 2, &a.key_bytes, err,
+				errlen)) ||
+	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &a.timeout_ms, err,
+				errlen)) ||
+	    (rc = rpc_param_u32(params, "heartbeat_ms", 0, 100, 60000, &a.heartbeat_ms, err,
 				errlen)))
 		return rc;
 	a.port = (uint16_t)port;
@@ -93,13 +116,16 @@ RPC_HANDLER(rpc_job_join)
 	if (rc < 0)
 		return rc;
 	snprintf(token, sizeof(token), "%016" PRIx64, j->token);
-	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I, s:I, s:I}", "job_id", (json_int_t)j->id,
+	*result = json_pack("{s:I, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			    "job_id", (json_int_t)j->id,
 			    "token", token, "world", (int)j->world,
 			    "seg_bytes", (json_int_t)j->seg_bytes,
 			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
 			    "max_bytes", (json_int_t)j->max_bytes,
 			    "key_bytes", (json_int_t)(j->mem.size - j->mem.reserved),
-			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore);
+			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore,
+			    "timeout_ms", (json_int_t)j->timeout_ms,
+			    "heartbeat_timeout_ms", (json_int_t)ctx->box->cfg.heartbeat_timeout_ms);
 	return 0;
 }
 
@@ -212,6 +238,7 @@ RPC_HANDLER(rpc_job_status)
 		return -ENOENT;
 	}
 	json_t *e = job_entry(ctx->box->jobs, j);
+	add_waiting(e, j);
 	json_object_set_new(e, "reason", j->reason[0] ? json_string(j->reason) : json_null());
 	json_object_set_new(e, "seg_bytes", json_integer(j->seg_bytes));
 	json_object_set_new(e, "ranks", ranks_of(ctx->box, j));
@@ -231,6 +258,20 @@ RPC_HANDLER(rpc_job_abort)
 	    (rc = rpc_param_str(params, "reason", 0, REASON_MAX, &reason, err, errlen)))
 		return rc;
 	rc = jobs_abort(ctx->box->jobs, name, reason, err, errlen);
+	if (rc < 0)
+		return rc;
+	*result = json_object();
+	return 0;
+}
+
+/* A worker's sign of life (a notification: no answer). The line itself is
+ * the heartbeat: rpc_server.c notes when each connection last sent one. */
+RPC_HANDLER(rpc_heartbeat)
+{
+	static const char *const known[] = { NULL };
+	int rc = rpc_params_known(params, known, err, errlen);
+
+	(void)ctx;
 	if (rc < 0)
 		return rc;
 	*result = json_object();

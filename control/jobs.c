@@ -151,9 +151,29 @@ int jobs_session_holds(const struct jobs *js, const void *session)
 	return 0;
 }
 
-void jobs_session_closed(struct jobs *js, void *session)
+uint32_t jobs_session_heartbeat(const struct jobs *js, const void *session)
 {
-	char why[96];
+	uint32_t hb = 0;
+
+	for (unsigned i = 0; js && session && i < ENGINE_MAX_JOBS; i++) {
+		const struct job *j = js->table[i];
+		if (!j || j->removing || j->state == JOB_ABORTED)
+			continue;
+		for (unsigned r = 0; r < j->world; r++) {
+			const struct job_rank *k = &j->ranks[r];
+			if (k->session == session && k->joined && k->heartbeat_ms &&
+			    (!hb || k->heartbeat_ms < hb))
+				hb = k->heartbeat_ms;
+		}
+	}
+	return hb;
+}
+
+/* Every rank session holds is gone: the jobs of those still joined are
+ * aborted with "rank R lost: why". */
+static void session_gone(struct jobs *js, void *session, const char *why)
+{
+	char reason[sizeof(((struct job *)0)->reason)];
 
 	if (!js || !session)
 		return;
@@ -170,12 +190,22 @@ void jobs_session_closed(struct jobs *js, void *session)
 				lost = (int)r;
 		}
 		if (lost >= 0) {
-			snprintf(why, sizeof(why), "rank %d lost (control connection closed)", lost);
-			jobs_abort_job(js, j, why);
+			snprintf(reason, sizeof(reason), "rank %d lost (%s)", lost, why);
+			jobs_abort_job(js, j, reason);
 		}
 		if (j->state == JOB_ABORTED && !job_has_session(j))
 			jobs_start_remove(js, j, "aborted, no session left");
 	}
+}
+
+void jobs_session_closed(struct jobs *js, void *session)
+{
+	session_gone(js, session, "control connection closed");
+}
+
+void jobs_session_lost(struct jobs *js, void *session, const char *why)
+{
+	session_gone(js, session, why);
 }
 
 /* ---- admission ---- */
@@ -290,6 +320,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	j->log_peer = js->box->log_peer;
 	j->seg_bytes = seg_bytes;
 	j->max_bytes = max_bytes;
+	j->timeout_ms = cfg->stall_timeout_ms;
 	int rc = new_token(&j->token);
 	if (rc < 0) {
 		free(j);
@@ -444,12 +475,29 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	r->port = a->port;
 	r->mtu = effective_mtu(js, a->mtu);
 	r->session = a->session;
+	r->heartbeat_ms = a->heartbeat_ms;
 	j->njoined++;
 	if (j->njoined == j->world && j->state == JOB_FORMING)
 		j->state = JOB_ACTIVE;
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " joined (%u of %u)",
 		j->name, a->rank, j->njoined, j->world);
 	return 0;
+}
+
+uint32_t jobs_timeout(const struct jobs *js, uint32_t timeout_ms)
+{
+	uint32_t bound = js->box->cfg.stall_timeout_ms;
+
+	if (!timeout_ms || (bound && timeout_ms > bound))
+		return bound;
+	return timeout_ms;
+}
+
+void jobs_set_timeout(struct jobs *js, const struct job *cj, uint32_t timeout_ms)
+{
+	struct job *j = (struct job *)cj;
+
+	j->timeout_ms = jobs_timeout(js, timeout_ms);
 }
 
 int jobs_set_join_secret(struct jobs *js, const struct job *cj, const char *secret,
@@ -489,12 +537,34 @@ static int secret_check(const struct job *j, const char *given, char *err, size_
 	return 0;
 }
 
+/* A new group's join meets the aborted job of its name (a group that
+ * torchrun restarted, with an old rank not gone yet): the old job gives
+ * way at once. Its sessions were told of the abort; their later calls
+ * find no job. */
+static void replace_aborted(struct jobs *js, struct job *j, uint32_t rank)
+{
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): aborted (%s); "
+		     "rank %" PRIu32 " of a new group joined: replaced by a new job of that name",
+		     j->name, j->id, j->reason, rank);
+	for (unsigned r = 0; r < j->world; r++)
+		j->ranks[r].session = NULL;
+	jobs_start_remove(js, j, "aborted, replaced by a new job of its name");
+}
+
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	      const struct job **out, char *err, size_t errlen)
 {
 	struct job *j = (struct job *)jobs_find(js, a->name ? a->name : "");
 	int created = 0, rc;
 
+	if (j && j->state == JOB_ABORTED) {
+		/* only a joiner the old job would have admitted replaces it */
+		rc = secret_check(j, a->join_secret, err, errlen);
+		if (rc < 0)
+			return rc;
+		replace_aborted(js, j, a->rank);
+		j = NULL;
+	}
 	if (!j) {
 		if (a->world >= 1 && a->rank >= a->world)
 			return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 " is outside "
@@ -508,6 +578,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		if (rc < 0)
 			return rc;
 		created = 1;
+		jobs_set_timeout(js, j, a->timeout_ms);
 		rc = jobs_set_join_secret(js, j, a->join_secret, err, errlen);
 	} else {
 		rc = secret_check(j, a->join_secret, err, errlen);

@@ -53,6 +53,8 @@ struct job_rank {
 	uint16_t port;
 	uint32_t mtu;
 	void *session;      /* RPC connection that joined; NULL once gone */
+	uint32_t heartbeat_ms; /* its worker sends a line at least this often
+				  (job_join's heartbeat_ms), 0 = never promised */
 };
 
 /* PS mode of a key as declared (docs/rpc.md "key_declare"). */
@@ -121,8 +123,13 @@ struct job {
 	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
 	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
 	int removing;
+	uint32_t timeout_ms;       /* how long it waits for a late rank (its
+				      creator's timeout_ms, capped by
+				      --stall-timeout-ms); 0 = forever */
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
+	uint64_t waiting_for;      /* ranks its open rounds wait for (joined
+				      ranks only; 0 = none) since watch_since */
 	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
 };
 
@@ -174,6 +181,10 @@ struct jobs_join_args {
 			       box's default (--job-bytes) */
 	uint64_t key_bytes; /* max_bytes 0: the job's engine memory plus this
 			       (0 = not used) */
+	uint32_t timeout_ms; /* the job's timeout if this join creates it (0:
+				the box's bound, --stall-timeout-ms) */
+	uint32_t heartbeat_ms; /* the worker promises a line at least this
+				  often (0: none promised) */
 };
 
 /*
@@ -196,6 +207,12 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
  */
 int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	       char *err, size_t errlen);
+
+/* A job's timeout for a late rank: timeout_ms (0: none given) capped by
+ * the box's --stall-timeout-ms. */
+uint32_t jobs_timeout(const struct jobs *js, uint32_t timeout_ms);
+/* Set a job's timeout (job_create's): jobs_timeout of timeout_ms. */
+void jobs_set_timeout(struct jobs *js, const struct job *j, uint32_t timeout_ms);
 
 /* Give a job without joiners a join secret (job_create's). 0, or -EINVAL
  * (longer than JOB_SECRET_MAX), -EEXIST (a rank joined already). */
@@ -282,9 +299,18 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
  * js NULL is ignored. */
 void jobs_session_closed(struct jobs *js, void *session);
 
+/* A connection whose worker promised heartbeats fell silent (rpc_server's
+ * sweep): every rank it holds is lost, its job aborted with "rank R lost:
+ * why". js NULL is ignored. */
+void jobs_session_lost(struct jobs *js, void *session, const char *why);
+
 /* 1 if session holds a rank of a live job, one not aborted (it may stay
  * silent while the job runs), else 0. */
 int jobs_session_holds(const struct jobs *js, const void *session);
+
+/* The shortest heartbeat interval session promised for a rank of a live
+ * job (job_join's heartbeat_ms), 0 if none. */
+uint32_t jobs_session_heartbeat(const struct jobs *js, const void *session);
 
 /* Periodic work: finish removals whose lcores have applied the REMOVE
  * (then the arena is freed), retry REMOVE posts that found a full ring.

@@ -154,7 +154,6 @@ static uint64_t left_ranks(const struct job *j)
 
 void jobs_watch(struct jobs *js)
 {
-	uint32_t limit_ms = js->box->cfg.stall_timeout_ms;
 	double now = clock_s();
 	/* the control thread was held up (a long job_save): ranks whose
 	 * calls waited on it meanwhile are not late by that time */
@@ -189,21 +188,25 @@ void jobs_watch(struct jobs *js)
 		/* the stall watch is for ranks that joined: the others have
 		 * the join wait */
 		p.missing &= ~unjoined_ranks(j);
-		if (!limit_ms)
-			continue;
 		if (p.open == 0 || !p.missing || p.completes != j->watch_completes ||
 		    j->watch_since == 0) {
 			j->watch_completes = p.completes;
 			j->watch_since = now;
+			j->waiting_for = p.open ? p.missing : 0;
 			continue;
 		}
-		if ((now - j->watch_since) * 1000.0 < limit_ms)
+		j->waiting_for = p.missing;
+		uint32_t limit_ms = j->timeout_ms;
+		if (!limit_ms || (now - j->watch_since) * 1000.0 < limit_ms)
 			continue;
 		char who[128], reason[sizeof(j->reason)];
 		describe(j, p.missing, NULL, who, sizeof(who));
+		uint32_t waited_ds = (uint32_t)((now - j->watch_since) * 10.0);
 		snprintf(reason, sizeof(reason),
-			 "%s: no contribution for %.1f s (key %" PRIu32 " segment %" PRIu32
-			 " round %" PRIu32 ")", who, now - j->watch_since, p.key, p.seg, p.round);
+			 "%.80s: no contribution for %" PRIu32 ".%" PRIu32 " s, the job's timeout (%"
+			 PRIu32 ".%" PRIu32 " s; key %" PRIu32 " segment %" PRIu32 " round %" PRIu32
+			 ")", who, waited_ds / 10, waited_ds % 10, limit_ms / 1000,
+			 limit_ms / 100 % 10, p.key, p.seg, p.round);
 		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 		jobs_abort_job(js, j, reason);
 	}

@@ -9,7 +9,7 @@
 #include "control/jobs.h"
 
 /* Stall watch, run by jobs_tick: abort jobs whose open rounds have made no
- * progress for cfg.stall_timeout_ms, or that a rank left with rounds open,
+ * progress for their timeout (job.timeout_ms), or that a rank left with rounds open,
  * naming the ranks; and those whose ranks did not all join within
  * cfg.join_wait_ms. */
 void jobs_watch(struct jobs *js);

@@ -92,10 +92,16 @@ const struct box_opt box_opts[] = {
 	  .min = 0, .max = 65535, FIELD(xdp_busy_budget),
 	  .help = "net_af_xdp ports: NAPI budget of the kernel's preferred busy polling, "
 		  "given to each such --vdev that names no busy_budget; 0 = off" },
-	{ .name = "stall-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "5000",
-	  .min = 0, .max = 3600000, FIELD(stall_timeout_ms),
-	  .help = "abort a job whose open rounds make no progress for MS, naming the "
-		  "missing ranks; 0 = never" },
+	{ .name = "stall-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "3600000",
+	  .min = 0, .max = 604800000, FIELD(stall_timeout_ms),
+	  .help = "the most a job may wait for a late rank: a job's own timeout (its "
+		  "creator's timeout_ms) is capped here; a job whose open rounds make no "
+		  "progress for its timeout is aborted, naming the missing ranks; 0 = no bound" },
+	{ .name = "heartbeat-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "6000",
+	  .min = 1000, .max = 600000, .zero_ok = true, FIELD(heartbeat_timeout_ms),
+	  .help = "a rank whose worker promised heartbeats and sent nothing on its control "
+		  "connection for MS is lost (process stopped, hung or unreachable): its job "
+		  "is aborted naming it; 0 = off" },
 	{ .name = "join-wait-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "120000",
 	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(join_wait_ms),
 	  .help = "how long a job waits from its creation for every rank to join before it "

@@ -28,6 +28,7 @@ const struct rpc_method rpc_methods[] = {
 	{ "job_list", rpc_job_list, RPC_ROLE_OP_READ },
 	{ "job_status", rpc_job_status, RPC_ROLE_OP_READ },
 	{ "job_abort", rpc_job_abort, RPC_ROLE_OP_WRITE },
+	{ "heartbeat", rpc_heartbeat, RPC_ROLE_WORKER },
 	{ "job_save", rpc_job_save, RPC_ROLE_OP_WRITE },
 	{ "key_declare", rpc_key_declare, RPC_ROLE_WORKER },
 	{ "key_release", rpc_key_release, RPC_ROLE_WORKER },

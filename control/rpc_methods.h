@@ -20,6 +20,7 @@ RPC_HANDLER(rpc_job_leave);
 RPC_HANDLER(rpc_job_list);
 RPC_HANDLER(rpc_job_status);
 RPC_HANDLER(rpc_job_abort);
+RPC_HANDLER(rpc_heartbeat);
 RPC_HANDLER(rpc_key_declare);
 RPC_HANDLER(rpc_key_release);
 /* ckpt_rpc.c */

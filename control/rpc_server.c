@@ -15,8 +15,11 @@
  * its requests are neither read nor answered until its replies drain, so
  * pipelined requests wait in the kernel, not in pboxd. Once a second the
  * server closes connections idle for --idle-timeout-ms that hold no rank
- * and those with a request line pending for --request-timeout-ms, and
- * reports log lines suppressed per peer.
+ * and those with a request line pending for --request-timeout-ms, ends
+ * those of workers that promised heartbeats (job_join's heartbeat_ms) and
+ * sent nothing for --heartbeat-timeout-ms (their ranks are lost: a stopped
+ * or hung process, an unreachable host), and reports log lines suppressed
+ * per peer.
  */
 #include "control/rpc_server.h"
 
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -598,6 +602,24 @@ static void report_suppressed(void *ctx, const struct peer_addr *ip, uint32_t n)
 		PEERS_LOG_WINDOW_S, s->box->cfg.log_peer_burst);
 }
 
+/* A connection holding a rank whose worker promised heartbeats that has
+ * sent nothing for --heartbeat-timeout-ms (bytes waiting in its socket
+ * count as sent: this thread may have been held up). */
+static int heartbeat_missed(const struct rpc_server *s, const struct conn *c, long now)
+{
+	uint32_t limit = s->box->cfg.heartbeat_timeout_ms;
+	int pending = 0;
+
+	if (!limit || now - c->last_rx_ms < (long)limit)
+		return 0;
+	uint32_t hb = jobs_session_heartbeat(s->box->jobs, c);
+	if (!hb || hb * 2 > limit) /* a promise the limit cannot judge */
+		return 0;
+	if (ioctl(c->fd, FIONREAD, &pending) == 0 && pending > 0)
+		return 0;
+	return 1;
+}
+
 /* Once a second: idle connections that hold no rank and request lines
  * pending too long are closed; suppressed log lines are reported. */
 static void sweep(struct rpc_server *s)
@@ -631,6 +653,16 @@ static void sweep(struct rpc_server *s)
 			ctl_log(s->box, CTL_LOG_INFO, "control connection %s: %s", c->peer, msg);
 			reply_to(s, c, rpc_error_reply(NULL, RPC_INVALID_REQUEST, msg));
 			close_after_reply(s, c);
+		} else if (heartbeat_missed(s, c, now)) {
+			/* the worker promised heartbeats and fell silent: its
+			 * process stopped or hung, or its host is unreachable */
+			char why[128];
+			snprintf(why, sizeof(why), "no heartbeat on its control connection for %.1f s, "
+				 "--heartbeat-timeout-ms %" PRIu32 ": process stopped, hung or unreachable",
+				 (double)(now - c->last_rx_ms) / 1000.0, cfg->heartbeat_timeout_ms);
+			ctl_log(s->box, CTL_LOG_WARN, "control connection %s: %s; closed", c->peer, why);
+			jobs_session_lost(s->box->jobs, c, why);
+			conn_kill(s, c, "no heartbeat");
 		} else if (cfg->idle_timeout_ms && now - c->last_rx_ms >= (long)cfg->idle_timeout_ms &&
 			   !unread(c) && !jobs_session_holds(s->box->jobs, c)) {
 			ctl_log(s->box, CTL_LOG_INFO, "control connection %s: idle for %" PRIu32

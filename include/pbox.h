@@ -130,8 +130,16 @@ typedef struct pbox_opts {
 	 * that lie within it; later fields take their defaults. */
 	uint32_t size;
 	/* Total time without progress before a call fails with
-	 * PBOX_ETIMEDOUT; 0 = default 30000 ms, at most 2^31 - 1
-	 * (pbox_connect fails with PBOX_EINVAL beyond). */
+	 * PBOX_ETIMEDOUT, and the job's timeout for late ranks if this worker
+	 * creates the job (the first to join; capped by the box's
+	 * --stall-timeout-ms): a rank that is alive but late (a checkpoint,
+	 * an evaluation) is waited for this long, while one that is gone (its
+	 * process ended, stopped or unreachable: no heartbeat) ends the job
+	 * within seconds. pbox_opts_init sets it from the environment
+	 * variable PBOX_TIMEOUT (milliseconds, or with an ms, s, m or h
+	 * suffix: 30m), else 1800000 (30 min, as torch's Gloo and NCCL);
+	 * 0 = that default, at most 2^31 - 1 (pbox_connect fails with
+	 * PBOX_EINVAL beyond). (30 s before 0.12.0.) */
 	uint32_t timeout_ms;
 	/* Retransmission timeout until the first round trip is measured;
 	 * then it adapts (RFC 6298: max(srtt + 4 rttvar, 2 srtt), 5 ms .. 1 s,

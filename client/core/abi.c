@@ -21,7 +21,6 @@
 #include "client/core/knobs.h"
 #include "client/core/req.h"
 
-#define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_RTO_MS     20
 #define DEFAULT_WINDOW     128
 
@@ -70,7 +69,10 @@ static void opts_defaults(pbox_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->size = sizeof(*o);
-	o->timeout_ms = DEFAULT_TIMEOUT_MS;
+	uint64_t t;
+	knob_value(NULL, KNOB_TIMEOUT, &t);   /* (refused text: the default, and
+						 pbox_connect names it) */
+	o->timeout_ms = (uint32_t)t;
 	o->rto_ms = DEFAULT_RTO_MS;
 	o->window = DEFAULT_WINDOW;
 	o->mtu = 0;   /* automatic: pmtu.c */

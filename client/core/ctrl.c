@@ -148,8 +148,9 @@ int ctrl_connect(struct ctrl *k, const char *hostport, int timeout_ms,
 	return 0;
 }
 
-int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
-	      uint64_t *id, char *err, size_t errlen)
+/* Send {method, params[, id]}: id NULL sends a notification. */
+static int send_msg(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+		    uint64_t *id, char *err, size_t errlen)
 {
 	if (k->fd < 0) {
 		json_decref(params);
@@ -157,9 +158,12 @@ int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms
 			 method, k->addr);
 		return PBOX_ECLOSED;
 	}
-	*id = k->next_id++;
-	json_t *msg = json_pack("{s:s, s:s, s:o, s:I}", "jsonrpc", "2.0", "method", method,
-				"params", params ? params : json_object(), "id", (json_int_t)*id);
+	json_t *msg = json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
+				"params", params ? params : json_object());
+	if (msg && id) {
+		*id = k->next_id++;
+		json_object_set_new(msg, "id", json_integer((json_int_t)*id));
+	}
 	if (!msg) {
 		snprintf(err, errlen, "%s: out of memory building the request", method);
 		return PBOX_ENOMEM;
@@ -176,6 +180,18 @@ int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms
 		return rc == -ETIMEDOUT ? PBOX_ETIMEDOUT : PBOX_ECLOSED;
 	}
 	return 0;
+}
+
+int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+	      uint64_t *id, char *err, size_t errlen)
+{
+	return send_msg(k, method, params, timeout_ms, id, err, errlen);
+}
+
+int ctrl_notify(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+		char *err, size_t errlen)
+{
+	return send_msg(k, method, params, timeout_ms, NULL, err, errlen);
 }
 
 int ctrl_error(const json_t *error, const char *method, char *err, size_t errlen)

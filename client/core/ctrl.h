@@ -32,6 +32,10 @@ void ctrl_close(struct ctrl *k);
  * PBOX_ECLOSED, PBOX_ESYS (message in err). */
 int ctrl_send(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
 	      uint64_t *id, char *err, size_t errlen);
+/* Send a notification (no id, no answer); params is consumed. 0 or the
+ * codes of ctrl_send. */
+int ctrl_notify(struct ctrl *k, const char *method, json_t *params, int timeout_ms,
+		char *err, size_t errlen);
 /* Send a request and wait for its answer (notifications are skipped), all
  * within timeout_ms. params is consumed; *result is a new reference on
  * success. 0, or PBOX_ETIMEDOUT, PBOX_ECLOSED, PBOX_EPROTO, PBOX_EREJECTED,

@@ -77,6 +77,12 @@ const struct knob knobs[KNOB_COUNT] = {
 	  .dval = PBOX_GPUDIRECT_AUTO,
 	  .doc = "GPUDirect RDMA for device calls whose pbox_dev_opts.gpudirect is "
 		    "the default" },
+	[KNOB_TIMEOUT] = { .name = "PBOX_TIMEOUT", .parse = knob_parse_duration,
+	  .takes = "a time: milliseconds, or with an ms, s, m or h suffix (30m), "
+		   "1 ms .. 2^31-1 ms",
+	  .field = "timeout_ms", .when = KNOB_AT_INIT, .dflt = "30m", .dval = 1800000,
+	  .doc = "how long a call waits without progress, and the job's timeout for "
+		    "late ranks if this worker creates it (pbox_opts_init sets timeout_ms)" },
 };
 
 const char *knob_text(enum knob_id k)
@@ -196,4 +202,25 @@ int knob_parse_gpudirect(const char *text, uint64_t *v)
 		return PBOX_EINVAL;
 	*v = i == 0 ? PBOX_GPUDIRECT_OFF : i == 1 ? PBOX_GPUDIRECT_AUTO : PBOX_GPUDIRECT_ON;
 	return 0;
+}
+
+int knob_parse_duration(const char *text, uint64_t *v)
+{
+	static const struct { const char *unit; uint64_t ms; } units[] = {
+		{ "", 1 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	};
+	char *end;
+
+	errno = 0;
+	unsigned long long n = strtoull(text, &end, 10);
+	if (text[0] < '0' || text[0] > '9' || errno || n == 0)
+		return PBOX_EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].unit)) {
+			if (n > INT32_MAX / units[i].ms)
+				return PBOX_EINVAL;
+			*v = n * units[i].ms;
+			return 0;
+		}
+	return PBOX_EINVAL;
 }

@@ -137,6 +137,9 @@ struct pbox_req {
 	uint32_t ndone;                       /* segments with their result */
 	uint32_t epoch;                       /* bumped on progress: resets RTO */
 	uint64_t progress_ns;                 /* last new result (or start) */
+	uint64_t wait_missing;                /* the last WAIT's ranks (the box has
+						 ours and waits for them), 0 none */
+	bool late_noted;                      /* PBOX_DEBUG=INFO said it waits */
 	uint64_t redeclare_ns;                /* declare again then: the box said
 						 the key is still being released
 						 (0 = not waiting) */

@@ -17,48 +17,24 @@
 #include <string.h>
 #include <strings.h>
 
-#include "client/core/knobs.h"
+#include "client/core/note.h"
 #include "client/ops/ops.h"
 
 enum { DBG_OFF = KNOB_DEBUG_OFF, DBG_WARN = KNOB_DEBUG_WARN, DBG_INFO = KNOB_DEBUG_INFO };
 
-static int level(void)
-{
-	uint64_t v;
-
-	knob_value(NULL, KNOB_DEBUG, &v);   /* (never fails: off) */
-	return (int)v;
-}
-
-static FILE *sink(void)
-{
-	const char *path = knob_text(KNOB_DEBUG_FILE);
-	FILE *f = path && *path ? fopen(path, "a") : NULL;
-
-	return f ? f : stderr;
-}
-
-static void done(FILE *f)
-{
-	if (f != stderr)
-		fclose(f);
-	else
-		fflush(f);
-}
-
 void client_debug_joined(const pbox_client *c, int rc)
 {
-	int lv = level();
+	int lv = note_level();
 	char ip[INET_ADDRSTRLEN];
 
 	if (lv == DBG_OFF || (lv == DBG_WARN && rc == 0))
 		return;
-	FILE *f = sink();
+	FILE *f = note_sink();
 	if (rc < 0) {
 		fprintf(f, "pbox: libpbox %s: job '%s' rank %d/%d: pbox_connect failed: %s (%s)\n",
 			pbox_version_string(), c->job, c->rank, c->world, pbox_strerror(rc),
 			c->last_err);
-		done(f);
+		note_done(f);
 		return;
 	}
 	fprintf(f, "pbox: libpbox %s: job '%s' (id %u) rank %d/%d, control %s\n",
@@ -72,12 +48,12 @@ void client_debug_joined(const pbox_client *c, int rc)
 		inet_ntop(AF_INET, &c->tp.src, ip, sizeof(ip)) ? ip : "?", c->tp.port,
 		c->opts.mtu, c->seg_bytes, c->chunk_bytes, c->opts.window, c->opts.timeout_ms);
 	fprintf(f, "pbox:   transport: %s\n", pbox_transport_info(c));
-	done(f);
+	note_done(f);
 }
 
 void client_debug_closing(const pbox_client *c)
 {
-	int lv = level();
+	int lv = note_level();
 	pbox_stats s;
 
 	if (lv == DBG_OFF || !c->joined)
@@ -86,7 +62,7 @@ void client_debug_closing(const pbox_client *c)
 	int trouble = s.retransmits || s.timeouts;
 	if (lv == DBG_WARN && !trouble)
 		return;
-	FILE *f = sink();
+	FILE *f = note_sink();
 	fprintf(f, "pbox: job '%s' rank %d closing: %llu calls, %llu packets out, %llu in; "
 		"round trip %llu us (+- %llu, %llu samples), timeout %llu us, window %llu\n",
 		c->job, c->rank, (unsigned long long)s.calls, (unsigned long long)s.pkts_sent,
@@ -101,5 +77,5 @@ void client_debug_closing(const pbox_client *c)
 		(unsigned long long)s.ce_marks, (unsigned long long)s.dup_results,
 		(unsigned long long)s.bad_packets);
 	client_ext_summary(c, f);   /* (device calls) */
-	done(f);
+	note_done(f);
 }

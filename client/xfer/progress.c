@@ -420,6 +420,20 @@ static void read_ctrl(pbox_client *c, bool buffered)
 	}
 }
 
+/* A line on the control connection every XFER_HEARTBEAT_MS while the
+ * client lives, calls or not: the box tells a rank whose process runs (a
+ * long checkpoint, an evaluation) from one that is gone. A heartbeat that
+ * cannot be sent is not an error here: a closed connection is read as one. */
+static void heartbeat(pbox_client *c, uint64_t now)
+{
+	char err[CLIENT_MSG_LEN];
+
+	if (!c->ctrl_open || now < c->x->heartbeat_ns)
+		return;
+	c->x->heartbeat_ns = now + XFER_HEARTBEAT_MS * 1000000ull;
+	ctrl_notify(&c->ctrl, "heartbeat", NULL, CTRL_SEND_MS, err, sizeof(err));
+}
+
 /* Take the submitted requests; false once pbox_close asked to stop. */
 static bool take_submissions(pbox_client *c, uint64_t now)
 {
@@ -462,7 +476,12 @@ void *progress_main(void *arg)
 		for (unsigned i = 2; i < nfds; i++)
 			p[i] = (struct pollfd){ .fd = fds[i - 2], .events = POLLIN };
 		/* busy_poll: spin while calls are active instead of sleeping */
-		int wait_ms = c->opts.busy_poll && c->x->act_head ? 0 : xfer_poll_ms(c, clock_ns());
+		uint64_t t = clock_ns();
+		int wait_ms = c->opts.busy_poll && c->x->act_head ? 0 : xfer_poll_ms(c, t);
+		if (c->x->heartbeat_ns <= t)
+			wait_ms = 0;
+		else if (wait_ms > (int)((c->x->heartbeat_ns - t) / 1000000 + 1))
+			wait_ms = (int)((c->x->heartbeat_ns - t) / 1000000 + 1);
 		/* device chunks on their way to the host: their events have no
 		 * fd, so look again soon (gpu/gpu_stage.c) */
 		static const struct timespec gpu_nap = { 0, XFER_STAGING_POLL_NS };
@@ -493,6 +512,7 @@ void *progress_main(void *arg)
 		xfer_fill(c, now);
 		xfer_timers(c, clock_ns());
 		xfer_apply_pending(c);
+		heartbeat(c, now);
 	}
 	xfer_fatal(c, PBOX_ECLOSED, "the client was closed (pbox_close) during the call");
 	return NULL;

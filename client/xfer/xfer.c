@@ -60,6 +60,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/core/note.h"
 #include "client/xfer/xfer.h"
 
 #define NS_PER_MS 1000000ull
@@ -495,6 +496,7 @@ bool xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 	r->ndone++;
 	r->epoch++;
 	r->progress_ns = now;
+	r->wait_missing = 0;   /* (the next WAIT names whom it waits for) */
 	if (r->gk && !r->dev->seg_done(c, r, seg))   /* (failed: r is finished) */
 		return false;
 	if (r->ndone == ks->lay.nsegs) {
@@ -518,6 +520,35 @@ static struct xslot *notice_slot(pbox_client *c, const struct wire_msg *m, uint3
 	return &c->x->slots[*idx];
 }
 
+/* "rank 0" / "ranks 0, 3" of missing into buf. */
+static void ranks_text(uint64_t missing, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "rank%s", missing & (missing - 1) ? "s" : "");
+
+	for (unsigned r = 0, first = 1; r < 64 && n < len; r++)
+		if (missing >> r & 1) {
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? " " : ", ", r);
+			first = 0;
+		}
+}
+
+/* The call of the key a WAIT names waits for late ranks: keep whom (its
+ * timeout names them) and say so once at PBOX_DEBUG=INFO. */
+static void note_late(pbox_client *c, const struct wire_msg *m, const struct wire_notice *n)
+{
+	struct pbox_req *r = keytab_find(&c->keys, m->key)->req;
+	char who[128];
+
+	r->wait_missing = n->missing;
+	if (r->late_noted || n->open_us < XFER_LATE_NOTE_US || !n->missing)
+		return;
+	r->late_noted = true;
+	ranks_text(n->missing, who, sizeof(who));
+	note(KNOB_DEBUG_INFO, "job '%s' rank %d key %u round %u: waiting for %s (late %.1f s); "
+	     "the call waits up to its timeout, %u ms", c->job, c->rank, r->key, r->round, who,
+	     n->open_us / 1e6, c->opts.timeout_ms);
+}
+
 /* WAIT: the box has our contribution and waits for other ranks (the
  * notice names them). Leave the segment to the box: RACK skips it, and the
  * next query comes after the round has been open as long again. */
@@ -531,6 +562,7 @@ static void on_wait(pbox_client *c, const struct wire_msg *m, const struct wire_
 	stat_add(&c->stats.waits, 1);
 	if (!s)
 		return;
+	note_late(c, m, n);
 	x->nwaited += !s->box_has;
 	s->box_has = true;
 	s->wait_seq = rack_wait_seq(&x->rack);
@@ -741,6 +773,13 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 			 "%u of %u segments missing, the first is %u",
 			 c->job, c->rank, r->key, r->round, c->opts.timeout_ms,
 			 nsegs - r->ndone, nsegs, seg_bitmap_first_clear(r->ks->got, nsegs));
+		if (r->wait_missing) {
+			char who[128];
+			size_t n = strlen(msg);
+			ranks_text(r->wait_missing, who, sizeof(who));
+			snprintf(msg + n, sizeof(msg) - n, "; the box has this rank's contribution "
+				 "and waits for %s", who);
+		}
 		if (r->gk)
 			r->dev->timeout_note(r, msg, sizeof(msg));
 	} else if (r->held_elsewhere) {
@@ -803,7 +842,9 @@ void xfer_timers(pbox_client *c, uint64_t now)
 		uint64_t p = r->progress_ns;
 		if (streaming && r->next_seg < r->ready_seg && ahead_ns > p)
 			p = ahead_ns;
-		if (r->state != REQ_QUEUED && now - p >= limit)
+		/* the box has ours and waits for late ranks: its abort names them */
+		uint64_t grace = streaming && r->wait_missing ? XFER_WAIT_GRACE_MS * NS_PER_MS : 0;
+		if (r->state != REQ_QUEUED && now - p >= limit + grace)
 			fail_timed_out(c, r);
 		else if (streaming && p > ahead_ns)
 			ahead_ns = p;

@@ -32,15 +32,26 @@
 #define XFER_SPARSE_SLOTS   16384
 #define XFER_RTO_MIN_US     5000   /* floor of the adaptive timeout */
 #define XFER_RTO_MAX_US     1000000 /* cap of the adaptive timeout */
-/* Cap of a segment's back-off while the box is silent (or rto, if larger).
- * The cap must leave many tries inside pboxd's stall watch
- * (--stall-timeout-ms, 5 s): 200 ms leaves 20+ (docs/reliability.md). A
- * segment the box has (WAIT) is paced by XFER_WAIT_MAX_US instead. */
+/* Cap of a segment's back-off while the box is silent (or rto, if larger):
+ * 200 ms leaves 20+ tries in the shortest heartbeat timeout a box allows
+ * (docs/reliability.md). A segment the box has (WAIT) is paced by
+ * XFER_WAIT_MAX_US instead. */
 #define XFER_BACKOFF_MAX_US 200000
-/* Cap of the pause a WAIT sets (the time the round has been open): a
- * query a second keeps RESULT loss repaired well inside the stall watch
- * while a straggler holds the round. */
-#define XFER_WAIT_MAX_US    1000000
+/* Cap of the pause a WAIT sets (the time the round has been open): while a
+ * late rank holds a round for minutes, each waiting segment asks at most
+ * every 2 s (no storm), and a RESULT lost after it came is asked for
+ * again within 2 s. */
+#define XFER_WAIT_MAX_US    2000000
+/* A call that waits this long for late ranks says so once at
+ * PBOX_DEBUG=INFO, naming them. */
+#define XFER_LATE_NOTE_US   1000000
+/* A call whose contribution the box has (WAIT) gives the box this long
+ * past its timeout_ms to abort the job naming the late ranks before it
+ * fails PBOX_ETIMEDOUT on its own. */
+#define XFER_WAIT_GRACE_MS  3000
+/* The progress thread's heartbeat on the control connection (the box
+ * finds a rank lost when it misses them: job_join's heartbeat_ms). */
+#define XFER_HEARTBEAT_MS   1000
 /* The progress loop's sleep while device chunks are being copied to the
  * host (their events have no fd: struct client_ext staging_poll). */
 #define XFER_STAGING_POLL_NS 20000
@@ -74,6 +85,7 @@ struct xfer {
 	struct pbox_req *act_head, *act_tail;
 	uint64_t next_retx_ns;       /* earliest slot deadline, UINT64_MAX none */
 	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
+	uint64_t heartbeat_ns;       /* next heartbeat on the control connection */
 	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
 	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
 	uint32_t cwnd;               /* segments in flight allowed now (<= wmax) */

@@ -67,7 +67,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, ReduceOptions,
-                                        _create_work_from_future)
+                                        Work)
 
 from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _int_arg, _on_stream
 
@@ -164,11 +164,60 @@ def _check_avg(name, dtype):
                             "floating-point tensors only)")
 
 
+class _FutureWork(Work):
+    """A call's Work over its future. torch 1.13's Work made from a future
+    (_create_work_from_future) returns True from wait() whatever the future
+    holds, so a failed dist.barrier() or dist.all_reduce() returned as if
+    every rank had come; this one's wait() raises the call's failure (the
+    abort's reason), as Gloo's does."""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()                 # raises what the call raised
+        return True
+
+    def get_future(self):
+        return self._fut
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+        except Exception:
+            return False
+        return True
+
+    def exception(self):
+        try:
+            self._fut.value()
+        except Exception as e:
+            return e
+        return None
+
+    def result(self):
+        return self._fut.value()
+
+    def synchronize(self):
+        self._fut.wait()
+
+
+def _work(fut):
+    """The Work of a call that completes fut."""
+    return _FutureWork(fut)
+
+
 def _complete(result):
     """A Work that is already complete, holding result."""
     fut = torch.futures.Future()
     fut.set_result(result)
-    return _create_work_from_future(fut)
+    return _work(fut)
 
 
 def _box_op(opts):
@@ -211,7 +260,7 @@ class ProcessGroupPBox(ProcessGroup):
             # the keys stay under half the job's key memory (below)
             kw["key_bytes"] = 2 * _int_arg("key_bytes", kw["key_bytes"])
         if "timeout_ms" not in kw:
-            kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31))
+            kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31 - 1))
         self.client = Client(_options.get("control"), job, rank, size, join_secret=secret, **kw)
         self.job = job
         self._keys = {}          # (signature, lane) -> key
@@ -352,7 +401,7 @@ class ProcessGroupPBox(ProcessGroup):
             out = rf._call_end_callbacks_on_future(out)
         self.calls["box"] += 1
         self._q.put((reqs, finish, fut, ev, list(outs), stream))
-        return _create_work_from_future(out)
+        return _work(out)
 
     def _cuda_sum(self, name, t, buf, op, finish, outs):
         """allreduce/reduce of CUDA tensor t through buf (t or a contiguous
@@ -369,7 +418,7 @@ class ProcessGroupPBox(ProcessGroup):
             fut = torch.futures.Future()
             out = fut.then(_unwrap)
             fut.set_exception(e)
-            return _create_work_from_future(out)
+            return _work(out)
         scale = 1.0 / self.size() if op == "avg" else 1.0
         return self._box(name, ("allreduce", t.numel(), t.dtype, "cuda"),
                          lambda k: [self.client.iallreduce_cuda(buf, k, scale=scale,
@@ -409,7 +458,7 @@ class ProcessGroupPBox(ProcessGroup):
                 t.copy_(w)
             return [t for t, _ in pairs]
 
-        return _create_work_from_future(work.get_future().then(narrow))
+        return _work(work.get_future().then(narrow))
 
     def _gloo_composed(self, run):
         """A collective torch 1.13's Gloo lacks (reduce_scatter, its tensor
@@ -449,7 +498,7 @@ class ProcessGroupPBox(ProcessGroup):
                     t.div_(world)
             return tensors
 
-        return _create_work_from_future(work.get_future().then(divide))
+        return _work(work.get_future().then(divide))
 
     def _gloo_reduce_scatter(self, out, ins, op):
         """out = this rank's part of the reduction (op) of ins, on Gloo:

@@ -3,7 +3,7 @@
 # test_failures.sh - nothing hangs silently: a worker killed with SIGKILL
 # mid-run makes every other worker of its job fail with "rank R lost" within
 # a bound while another job on the box goes on exactly; a stopped worker
-# is named by the box's stall watch; a rank that leaves with rounds open
+# is found lost by its missing heartbeats; a rank that leaves with rounds open
 # is named at once; pboxd killed mid-run makes every worker fail with a
 # named error within a bound.
 set -u
@@ -38,8 +38,9 @@ echo "bystander job finished exactly"
 for _ in $(seq 50); do ctl --json jobs | grep -q victim || break; sleep 0.1; done
 ctl --json status | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["jobs"] == 0, s["jobs"]' || die "aborted job not removed"
 
-# a worker that stops (SIGSTOP) keeps its control connection open: the box's
-# stall watch (--stall-timeout-ms, default 5 s) must name it
+# a worker that stops (SIGSTOP) keeps its control connection open but sends
+# no heartbeat: the box must find it lost within --heartbeat-timeout-ms
+# (6 s) and name it (a late rank that still answers is waited for: test_elastic)
 workers 4 stuck "$WORKDIR/s" --minbytes 256K --maxbytes 256K --iters 100000 --check
 STUCK=("${WK_PIDS[@]}")
 sleep 2
@@ -50,10 +51,10 @@ wait_workers 20 && die "workers succeeded with rank 1 stopped"
 took=$((SECONDS - start))
 kill -9 "${STUCK[1]}"; kill -CONT "${STUCK[1]}" 2>/dev/null
 for r in 0 2 3; do
-	grep -q "rank 1 stalled" "$WORKDIR/s.$r.log" || { cat "$WORKDIR/s.$r.log"; die "rank $r does not name the stalled rank"; }
+	grep -q "rank 1 lost (no heartbeat" "$WORKDIR/s.$r.log" || { cat "$WORKDIR/s.$r.log"; die "rank $r does not name the stopped rank"; }
 done
-echo "stalled rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR/s.0.log" | head -1)"
-[ $took -le 12 ] || die "stall detection took ${took}s"
+echo "stopped rank 1 reported within ${took}s: $(grep -o 'aborted: .*' "$WORKDIR/s.0.log" | head -1)"
+[ $took -le 12 ] || die "detecting the stopped rank took ${took}s"
 
 # a rank that leaves cleanly (pbox_close) while the others wait for it in
 # a round: the box aborts the job at once, naming it

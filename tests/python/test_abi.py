@@ -357,7 +357,7 @@ def test_library_opts_init_and_stats_sizes():
     rc = L.pbox_opts_init_sized(ctypes.byref(o), ctypes.sizeof(o))
     check_eq(rc, 0, "pbox_opts_init_sized(sizeof(Opts))")
     got = (o.size, o.timeout_ms, o.window)
-    check_eq(got, (ctypes.sizeof(o), 30000, 128), "Opts' (size, timeout_ms, window) after init")
+    check_eq(got, (ctypes.sizeof(o), 1800000, 128), "Opts' (size, timeout_ms, window) after init")
     rc = L.pbox_opts_init_sized(ctypes.byref(o), 0)
     check_eq(rc, pbox.EINVAL, "pbox_opts_init_sized(size 0)")
     s = _lib.Stats()

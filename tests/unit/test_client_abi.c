@@ -199,7 +199,7 @@ static void opts_init__sets_size_and_defaults(void **state)
 	memset(&o, CANARY, sizeof(o));
 	pbox_opts_init(&o);
 	assert_int_equal(o.size, sizeof(o));
-	assert_int_equal(o.timeout_ms, 30000);
+	assert_int_equal(o.timeout_ms, 1800000);
 	assert_int_equal(o.rto_ms, 20);
 	assert_int_equal(o.window, 128);
 	assert_int_equal(o.mtu, 0);   /* automatic */
@@ -218,7 +218,7 @@ static void opts_init_sized__first_layout_writes_only_it(void **state)
 	pbox_opts o;
 	memcpy(&o, buf, OPTS_V0 < sizeof(o) ? OPTS_V0 : sizeof(o));
 	assert_int_equal(o.size, OPTS_V0);
-	assert_int_equal(o.timeout_ms, 30000);
+	assert_int_equal(o.timeout_ms, 1800000);
 	for (size_t i = OPTS_V0; i < sizeof(buf); i++)
 		assert_int_equal(buf[i], CANARY);
 }
@@ -310,7 +310,7 @@ static void connect__newer_caller_zero_tail_accepted(void **state)
 	o->window = 64;
 	assert_int_equal(connect_opts(state, o, &c), PBOX_ECONNECT);
 	assert_int_equal(c->opts.window, 64);
-	assert_int_equal(c->opts.timeout_ms, 30000);
+	assert_int_equal(c->opts.timeout_ms, 1800000);
 	pbox_close(c);
 	free(o);
 }

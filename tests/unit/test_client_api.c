@@ -67,7 +67,7 @@ static void opts_init__defaults(void **state)
 
 	(void)state;
 	pbox_opts_init(&o);
-	assert_int_equal(o.timeout_ms, 30000);
+	assert_int_equal(o.timeout_ms, 1800000);
 	assert_int_equal(o.rto_ms, 20);
 	assert_int_equal(o.window, 128);
 	assert_int_equal(o.mtu, 0);   /* automatic: pmtu.c */

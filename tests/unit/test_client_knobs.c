@@ -109,6 +109,7 @@ static void defaults_are_pbox_opts_init_s(void **state)
 		{ KNOB_JOB_BYTES, offsetof(pbox_opts, job_bytes), 8 },
 		{ KNOB_UDP_OFFLOAD, offsetof(pbox_opts, udp_offload), 4 },
 		{ KNOB_BUSY_POLL, offsetof(pbox_opts, busy_poll), 4 },
+		{ KNOB_TIMEOUT, offsetof(pbox_opts, timeout_ms), 4 },
 	};
 	pbox_opts o;
 
@@ -139,7 +140,8 @@ static void defaults_are_pbox_opts_init_s(void **state)
 		pbox_opts before, after;
 		pbox_opts_init(&before);
 		setenv(n->name, n->parse == knob_parse_flag ? "1" : n->parse == knob_parse_size ?
-		       "1M" : n->parse == knob_parse_mtu ? "1500" : "udp", 1);
+		       "1M" : n->parse == knob_parse_mtu ? "1500" :
+		       n->parse == knob_parse_duration ? "90s" : "udp", 1);
 		pbox_opts_init(&after);
 		unsetenv(n->name);
 		bool read = memcmp((const char *)&before + field[i].off,
@@ -191,6 +193,18 @@ static void parsers_take_their_values_and_refuse_the_rest(void **state)
 		{ KNOB_GPUDIRECT, "AUTO", 0, PBOX_GPUDIRECT_AUTO },
 		{ KNOB_GPUDIRECT, "", 0, PBOX_GPUDIRECT_AUTO },
 		{ KNOB_GPUDIRECT, "sometimes", PBOX_EINVAL, 0 },
+		{ KNOB_TIMEOUT, "", 0, 1800000 },
+		{ KNOB_TIMEOUT, "2500", 0, 2500 },
+		{ KNOB_TIMEOUT, "500ms", 0, 500 },
+		{ KNOB_TIMEOUT, "90s", 0, 90000 },
+		{ KNOB_TIMEOUT, "30m", 0, 1800000 },
+		{ KNOB_TIMEOUT, "2h", 0, 7200000 },
+		{ KNOB_TIMEOUT, "596h", 0, 2145600000 },
+		{ KNOB_TIMEOUT, "597h", PBOX_EINVAL, 0 },
+		{ KNOB_TIMEOUT, "0", PBOX_EINVAL, 0 },
+		{ KNOB_TIMEOUT, "10 s", PBOX_EINVAL, 0 },
+		{ KNOB_TIMEOUT, "1d", PBOX_EINVAL, 0 },
+		{ KNOB_TIMEOUT, "-5", PBOX_EINVAL, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -219,6 +233,12 @@ static void a_refused_value_is_named_at_connect(void **state)
 			       "PBOX_TRANSPORT='tcp' is not a transport: auto, udp, xdp or verbs"));
 	pbox_close(c);
 	unsetenv("PBOX_TRANSPORT");
+	c = NULL;
+	setenv("PBOX_TIMEOUT", "forever", 1);
+	assert_int_equal(pbox_connect("127.0.0.1:1", "knobs", 0, 1, NULL, &c), PBOX_EINVAL);
+	assert_non_null(strstr(pbox_last_error(c), "PBOX_TIMEOUT='forever' is not a time"));
+	pbox_close(c);
+	unsetenv("PBOX_TIMEOUT");
 }
 
 int main(void)

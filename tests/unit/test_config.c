@@ -86,7 +86,8 @@ static void defaults__documented_values(void **state)
 	assert_int_equal(t->c.idle_sleep_us, 0);
 	assert_true(t->c.udp_checksum);
 	assert_int_equal(t->c.mtu, 0);
-	assert_int_equal(t->c.stall_timeout_ms, 5000);
+	assert_int_equal(t->c.stall_timeout_ms, 3600000);
+	assert_int_equal(t->c.heartbeat_timeout_ms, 6000);
 	assert_int_equal(t->c.fanout, BOX_FANOUT_AUTO);
 	assert_int_equal(t->c.log_level, LOG_PRIO_INFO);
 	assert_int_equal(t->c.operator_secret_len, 0);

@@ -665,9 +665,7 @@ static void session_close__aborts_and_notifies(void **state)
 	assert_string_equal(t->last_reason, "rank 0 lost (control connection closed)");
 	for (unsigned l = 0; l < 4; l++)
 		assert_int_equal(t->f->eng[l].jobs[engine_job_index(id)].state, ENGINE_JOB_ABORTED);
-	/* new joiners and declarations see the abort */
-	assert_int_equal(join(t, "s", 0, 2, NULL, NULL), -ECONNABORTED);
-	assert_non_null(strstr(t->err, "rank 0 lost"));
+	/* its ranks' declarations see the abort */
 	assert_int_equal(declare(t, id, 1, 1, 10, WIRE_F32, NULL), -ECONNABORTED);
 	/* the last session going removes it */
 	jobs_session_closed(t->js, b);
@@ -677,6 +675,87 @@ static void session_close__aborts_and_notifies(void **state)
 	/* the name is free again */
 	assert_int_equal(join(t, "s", 0, 2, a, &j), 0);
 	assert_int_not_equal(j->id, id);
+}
+
+/* A new group's join meets the aborted job of its name while an old rank
+ * is still connected (a group torchrun restarted): the old job gives way
+ * at once, but only to a joiner it would have admitted (its secret). */
+static void join__replaces_an_aborted_job_of_its_name(void **state)
+{
+	struct t *t = *state;
+	const struct job *j, *n;
+
+	assert_int_equal(join_secret(t, "again", 0, "s3cret"), 0);
+	assert_int_equal(join_secret(t, "again", 1, "s3cret"), 0);
+	j = jobs_find(t->js, "again");
+	uint32_t old = j->id;
+	jobs_session_closed(t->js, (void *)1);          /* rank 0 dies: aborted */
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_ptr_equal(jobs_find(t->js, "again"), j); /* rank 1's session lingers */
+	/* a stranger cannot take its name */
+	assert_int_equal(join_secret(t, "again", 0, "guess"), -EACCES);
+	assert_ptr_equal(jobs_find(t->js, "again"), j);
+	assert_int_equal(j->state, JOB_ABORTED);
+	/* the new group's rank 0 replaces it */
+	assert_int_equal(join_secret(t, "again", 0, "s3cret"), 0);
+	n = jobs_find(t->js, "again");
+	assert_non_null(n);
+	assert_int_not_equal(n->id, old);
+	assert_int_equal(n->state, JOB_FORMING);
+	assert_null(jobs_find_id(t->js, old));
+	/* the old rank 1's calls find no job; the new rank 1 joins */
+	assert_int_equal(declare(t, old, 1, 1, 10, WIRE_F32, NULL), -ENOENT);
+	assert_int_equal(join_secret(t, "again", 1, "s3cret"), 0);
+	assert_int_equal(join_secret(t, "again", 2, "s3cret"), 0);   /* (world 3) */
+	for (int i = 0; i < 100 && jobs_removing(t->js); i++)
+		jobs_tick(t->js);
+	assert_int_equal(jobs_removing(t->js), 0);
+	assert_int_equal(n->state, JOB_ACTIVE);
+}
+
+/* The job's timeout: its creator's, capped by --stall-timeout-ms; none
+ * given is the cap. */
+static void join__timeout_is_the_creators_capped_by_the_box(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	struct jobs_join_args a = { .name = "tmo", .rank = 0, .world = 2, .ip = 0x0A000001u,
+				    .port = 40000, .mtu = 1500, .session = (void *)1,
+				    .timeout_ms = 40000 };
+
+	t->f->box.cfg.stall_timeout_ms = 3600000;
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->timeout_ms, 40000);
+	/* a later joiner's timeout does not change it */
+	a.rank = 1, a.ip++, a.port++, a.session = (void *)2, a.timeout_ms = 5;
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->timeout_ms, 40000);
+	assert_int_equal(jobs_timeout(t->js, 0), 3600000);
+	assert_int_equal(jobs_timeout(t->js, 7200000), 3600000);
+	t->f->box.cfg.stall_timeout_ms = 0;   /* no bound */
+	assert_int_equal(jobs_timeout(t->js, 7200000), 7200000);
+	assert_int_equal(jobs_timeout(t->js, 0), 0);
+}
+
+/* A session whose worker fell silent: its rank is lost with the reason. */
+static void session_lost__names_the_reason(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	struct jobs_join_args a = { .name = "hb", .rank = 0, .world = 2, .ip = 0x0A000001u,
+				    .port = 40000, .mtu = 1500, .session = (void *)1,
+				    .heartbeat_ms = 1000 };
+
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(join(t, "hb", 1, 2, (void *)2, NULL), 0);
+	assert_int_equal(jobs_session_heartbeat(t->js, (void *)1), 1000);
+	assert_int_equal(jobs_session_heartbeat(t->js, (void *)2), 0);
+	jobs_session_lost(t->js, (void *)1, "no heartbeat for 6.0 s");
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_string_equal(j->reason, "rank 0 lost (no heartbeat for 6.0 s)");
+	assert_int_equal(jobs_session_heartbeat(t->js, (void *)1), 0);
+	jobs_session_closed(t->js, (void *)2);
+	jobs_tick(t->js);
 }
 
 static void session_close__after_leave_is_quiet(void **state)
@@ -744,6 +823,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(abort__memory_freed_only_after_lcores_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(remove__full_ring_retried_by_tick, setup, teardown),
 		cmocka_unit_test_setup_teardown(session_close__aborts_and_notifies, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__replaces_an_aborted_job_of_its_name, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(join__timeout_is_the_creators_capped_by_the_box,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(session_lost__names_the_reason, setup, teardown),
 		cmocka_unit_test_setup_teardown(session_close__after_leave_is_quiet, setup, teardown),
 		cmocka_unit_test_setup_teardown(list__iterates_live_jobs, setup, teardown),
 	};
