@@ -79,6 +79,7 @@ RPC_HANDLER(rpc_job_create)
 	if (secret)
 		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);
 	jobs_set_timeout(ctx->box->jobs, j, timeout_ms);
+	jobs_set_by_operator(ctx->box->jobs, j);
 	*result = json_pack("{s:I, s:I}", "job_id", (json_int_t)j->id,
 			    "timeout_ms", (json_int_t)j->timeout_ms);
 	return 0;

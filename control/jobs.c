@@ -112,7 +112,7 @@ void jobs_tick(struct jobs *js)
 			jobs_keys_tick(js, j);
 		/* its sessions were told; a connection that stays open does not
 		 * keep its slot and memory */
-		if (j && !j->removing && j->state == JOB_ABORTED &&
+		if (j && !j->removing && j->state == JOB_ABORTED && !j->by_operator &&
 		    clock_s() - j->aborted_at >= JOB_ABORT_LINGER_S)
 			jobs_start_remove(js, j, "aborted, its sessions told");
 		if (!j || !j->removing)
@@ -134,6 +134,7 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
 
 	if (!j)
 		return errmsg(err, errlen, -ENOENT, "no job named '%s'", name);
+	j->by_operator = 0;   /* ended by its operator: it does not come back */
 	jobs_abort_job(js, j, reason && *reason ? reason : "aborted by operator");
 	return 0;
 }
@@ -194,7 +195,7 @@ static void session_gone(struct jobs *js, void *session, const char *why)
 			jobs_abort_job(js, j, reason);
 		}
 		if (j->state == JOB_ABORTED && !job_has_session(j))
-			jobs_start_remove(js, j, "aborted, no session left");
+			jobs_aborted_idle(js, j);
 	}
 }
 
@@ -477,11 +478,18 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	r->session = a->session;
 	r->heartbeat_ms = a->heartbeat_ms;
 	j->njoined++;
+	j->empty_since = 0;
 	if (j->njoined == j->world && j->state == JOB_FORMING)
 		j->state = JOB_ACTIVE;
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " joined (%u of %u)",
 		j->name, a->rank, j->njoined, j->world);
 	return 0;
+}
+
+void jobs_set_by_operator(struct jobs *js, const struct job *cj)
+{
+	(void)js;
+	((struct job *)cj)->by_operator = 1;
 }
 
 uint32_t jobs_timeout(const struct jobs *js, uint32_t timeout_ms)
@@ -551,6 +559,26 @@ static void replace_aborted(struct jobs *js, struct job *j, uint32_t rank)
 	jobs_start_remove(js, j, "aborted, replaced by a new job of its name");
 }
 
+/* The operator's aborted job old, made again as job_create made it (its
+ * world, memory, weight, timeout, join secret and restore directory). */
+static int remake_operator_job(struct jobs *js, const struct job *old, struct job **out,
+			       char *err, size_t errlen)
+{
+	struct job *j;
+	int rc = jobs_create(js, old->name, old->world, old->max_bytes, 0, old->weight,
+			     (const struct job **)&j, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	j->timeout_ms = old->timeout_ms;
+	j->by_operator = 1;
+	memcpy(j->join_secret, old->join_secret, sizeof(j->join_secret));
+	j->join_secret_len = old->join_secret_len;
+	memcpy(j->restore, old->restore, sizeof(j->restore));
+	*out = j;
+	return 0;
+}
+
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	      const struct job **out, char *err, size_t errlen)
 {
@@ -562,8 +590,15 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		rc = secret_check(j, a->join_secret, err, errlen);
 		if (rc < 0)
 			return rc;
-		replace_aborted(js, j, a->rank);
+		struct job *old = j;
+		replace_aborted(js, old, a->rank);
 		j = NULL;
+		if (old->by_operator) {   /* (its fields stay until its memory goes) */
+			rc = remake_operator_job(js, old, &j, err, errlen);
+			if (rc < 0)
+				return rc;
+			created = 1;
+		}
 	}
 	if (!j) {
 		if (a->world >= 1 && a->rank >= a->world)
@@ -612,9 +647,18 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	j->njoined--;
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
 		j->name, rank, j->njoined);
-	if (j->njoined == 0)
+	if (j->njoined == 0 && j->by_operator && j->state != JOB_ABORTED) {
+		/* an operator's job outlives its ranks; the next group starts
+		 * from its keys' declarations (PS keys: its restore directory) */
+		jobs_keys_release_all(js, j);
+		j->empty_since = clock_s();
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: every rank left; kept "
+			     "(made by an operator) with its join secret and restore directory, "
+			     "its keys released, until a group joins within --join-wait-ms",
+			     j->name);
+	} else if (j->njoined == 0) {
 		jobs_start_remove(js, j, "every rank left");
-	else if (j->state == JOB_ABORTED && !job_has_session(j))
-		jobs_start_remove(js, j, "aborted, no session left");
+	} else if (j->state == JOB_ABORTED && !job_has_session(j))
+		jobs_aborted_idle(js, j);
 	return 0;
 }

@@ -120,6 +120,10 @@ struct job {
 				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
+	uint8_t by_operator;       /* made by job_create: lives until aborted or
+				      empty for --join-wait-ms */
+	double empty_since;        /* an operator's job: when its last rank left
+				      (0 = a rank is joined, or none ever was) */
 	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
 	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
 	int removing;
@@ -207,6 +211,14 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
  */
 int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	       char *err, size_t errlen);
+
+/* j was made by an operator (job_create): it outlives its ranks. When the
+ * last one leaves, its keys are released (the next group declares them
+ * afresh: PS keys from its restore directory) and it waits --join-wait-ms
+ * for a join before it is removed; if it is aborted, the next join makes
+ * it again with the same world, memory, weight, timeout, join secret and
+ * restore directory. */
+void jobs_set_by_operator(struct jobs *js, const struct job *j);
 
 /* A job's timeout for a late rank: timeout_ms (0: none given) capped by
  * the box's --stall-timeout-ms. */

@@ -186,5 +186,15 @@ void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
 		if (j->ranks[r].session && js->notify)
 			js->notify(js->notify_ctx, j->ranks[r].session, j);
 	if (!job_has_session(j))
+		jobs_aborted_idle(js, j);
+}
+
+void jobs_aborted_idle(struct jobs *js, struct job *j)
+{
+	if (!j->by_operator) {
 		jobs_start_remove(js, j, "aborted, no session left");
+		return;
+	}
+	if (!j->empty_since)
+		j->empty_since = clock_s();
 }

@@ -55,6 +55,11 @@ int jobs_applied(const struct jobs *js, const uint64_t *mark);
 /* 1 if a connection still holds one of j's ranks. */
 int job_has_session(const struct job *j);
 
+/* An aborted j with no session left goes (jobs_start_remove) unless an
+ * operator made it: then it waits for the next join, which makes it again
+ * (jobs.h jobs_set_by_operator), or for the join wait to run out. */
+void jobs_aborted_idle(struct jobs *js, struct job *j);
+
 /* Abort j: the lcores answer ERROR, its sessions are notified, and it is
  * removed now if none is left. Aborting an aborted or removing job is a
  * no-op. */

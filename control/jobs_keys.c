@@ -327,6 +327,25 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 	return 0;
 }
 
+void jobs_keys_release_all(struct jobs *js, struct job *j)
+{
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		struct job_key *k = &j->keys[i];
+		if (k->remove_mark)
+			continue;
+		uint64_t *mark = calloc(js->box->layout.nlcores, sizeof(*mark));
+		if (!mark) {
+			ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
+				     ": out of memory releasing it; it stays declared", j->name, k->key);
+			continue;
+		}
+		if (k->released)
+			j->keys_releasing--;
+		k->released = world_bits(j->world);
+		start_key_remove(js, j, k, mark);
+	}
+}
+
 /* ---- declaration ---- */
 
 static const char *const coll_names[JOB_NCOLL] = {

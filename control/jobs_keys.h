@@ -13,4 +13,8 @@
  * KEY_REMOVE (memory back to the job), retry posts that found a full ring. */
 void jobs_keys_tick(struct jobs *js, struct job *j);
 
+/* Release every key of j for every rank (its last rank left an
+ * operator's job): the lcores drop them as jobs_release does. */
+void jobs_keys_release_all(struct jobs *js, struct job *j);
+
 #endif

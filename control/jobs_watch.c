@@ -47,6 +47,9 @@ static void job_progress(const struct jobs *js, const struct job *j,
 			sum->key = p.key;
 			sum->seg = p.seg;
 			sum->round = p.round;
+			sum->missing_all = p.missing_all;
+		} else if (p.open) {
+			sum->missing_all &= p.missing_all;
 		}
 		sum->open += p.open;
 	}
@@ -124,6 +127,13 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 	uint32_t wait_ms = js->box->cfg.join_wait_ms;
 	uint64_t missing = unjoined_ranks(j);
 
+	if (j->empty_since && wait_ms && (now - j->empty_since) * 1000.0 >= wait_ms) {
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): every rank "
+			     "left and none joined again within %" PRIu32 " ms; removed", j->name,
+			     j->id, wait_ms);
+		jobs_start_remove(js, j, "empty for the join wait");
+		return 1;
+	}
 	if (!missing || !wait_ms || (now - j->created) * 1000.0 < wait_ms)
 		return 0;
 	char reason[sizeof(j->reason)];
@@ -168,8 +178,14 @@ void jobs_watch(struct jobs *js)
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
 		struct engine_progress p;
-		if (!j || j->removing || j->state == JOB_ABORTED)
+		if (!j || j->removing)
 			continue;
+		if (j->state == JOB_ABORTED) {   /* an operator's, waiting for a join */
+			if (j->empty_since && js->box->cfg.join_wait_ms &&
+			    (now - j->empty_since) * 1000.0 >= js->box->cfg.join_wait_ms)
+				jobs_start_remove(js, j, "aborted, and no join within the join wait");
+			continue;
+		}
 		if (join_watch(js, j, now) || !js->box->dp.job_progress)
 			continue;
 		job_progress(js, j, &p);
@@ -188,19 +204,22 @@ void jobs_watch(struct jobs *js)
 		/* the stall watch is for ranks that joined: the others have
 		 * the join wait */
 		p.missing &= ~unjoined_ranks(j);
+		/* the late ranks: missing from every open round, else (each
+		 * holds up some) every rank missing from one */
+		uint64_t late = p.missing_all & p.missing ? p.missing_all & p.missing : p.missing;
 		if (p.open == 0 || !p.missing || p.completes != j->watch_completes ||
 		    j->watch_since == 0) {
 			j->watch_completes = p.completes;
 			j->watch_since = now;
-			j->waiting_for = p.open ? p.missing : 0;
+			j->waiting_for = p.open ? late : 0;
 			continue;
 		}
-		j->waiting_for = p.missing;
+		j->waiting_for = late;
 		uint32_t limit_ms = j->timeout_ms;
 		if (!limit_ms || (now - j->watch_since) * 1000.0 < limit_ms)
 			continue;
 		char who[128], reason[sizeof(j->reason)];
-		describe(j, p.missing, NULL, who, sizeof(who));
+		describe(j, late, NULL, who, sizeof(who));
 		uint32_t waited_ds = (uint32_t)((now - j->watch_since) * 10.0);
 		snprintf(reason, sizeof(reason),
 			 "%.80s: no contribution for %" PRIu32 ".%" PRIu32 " s, the job's timeout (%"

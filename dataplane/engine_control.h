@@ -263,6 +263,9 @@ struct engine_progress {
 	uint64_t rx_bytes;   /* contribution bytes accepted so far */
 	uint32_t open;       /* rounds waiting for contributions */
 	uint64_t missing;    /* bit r: rank r is missing from an open round */
+	uint64_t missing_all; /* bit r: rank r is missing from every open round
+				 (the late ones; the others may only be
+				 behind in their window) */
 	uint32_t key, seg, round; /* one open round (for messages), if open */
 };
 

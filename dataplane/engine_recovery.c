@@ -184,8 +184,10 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 			p->key = k->key;
 			p->seg = sl->seg;
 			p->round = sl->round;
+			p->missing_all = all;
 		}
 		p->missing |= ~sl->have & all;
+		p->missing_all &= ~sl->have;
 	}
 	return 0;
 }

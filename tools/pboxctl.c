@@ -308,6 +308,25 @@ static void print_keys(const json_t *keys)
 	table_print(&t);
 }
 
+/* "waiting for ranks 0, 3 for 12.3 s (timeout 1800 s)": the late ranks its
+ * open rounds wait for (job_status's waiting_for), or the timeout alone. */
+static void print_waiting(const json_t *r)
+{
+	json_t *who = json_object_get(r, "waiting_for"), *w;
+	size_t i;
+	double tmo = (double)jint(r, "timeout_ms") / 1000.0;
+
+	if (!json_array_size(who)) {
+		printf("waiting for no rank (timeout for a late rank %.0f s)\n", tmo);
+		return;
+	}
+	printf("waiting for rank%s", json_array_size(who) > 1 ? "s" : "");
+	json_array_foreach(who, i, w)
+		printf("%s%lld", i ? ", " : " ", (long long)json_integer_value(w));
+	printf(" for %.1f s (timeout %.0f s)\n",
+	       json_real_value(json_object_get(r, "waiting_s")), tmo);
+}
+
 static int cmd_job_show(struct ctl *c, const char *name)
 {
 	int rc;
@@ -322,6 +341,7 @@ static int cmd_job_show(struct ctl *c, const char *name)
 	       jint(r, "job_id"), jstr(r, "state"), jint(r, "joined"), jint(r, "world"));
 	if (json_is_string(json_object_get(r, "reason")))
 		printf("reason: %s\n", jstr(r, "reason"));
+	print_waiting(r);
 	printf("segments %lld bytes, %lld keys, weight %lld, memory %s used of %s\n\n",
 	       jint(r, "seg_bytes"), jint(r, "keys"), jint(r, "weight"),
 	       human_bytes((unsigned long long)jint(r, "bytes_used"), b1, sizeof(b1)),

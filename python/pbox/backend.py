@@ -67,7 +67,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup,
                                         ProcessGroupGloo, ReduceOp, ReduceOptions,
-                                        Work)
+                                        Work, _create_work_from_future)
 
 from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _int_arg, _on_stream
 
@@ -165,17 +165,27 @@ def _check_avg(name, dtype):
 
 
 class _FutureWork(Work):
-    """A call's Work over its future. torch 1.13's Work made from a future
-    (_create_work_from_future) returns True from wait() whatever the future
-    holds, so a failed dist.barrier() or dist.all_reduce() returned as if
-    every rank had come; this one's wait() raises the call's failure (the
-    abort's reason), as Gloo's does."""
+    """A barrier's Work over its future. torch 1.13's Work made from a
+    future (_create_work_from_future) returns True from wait() whatever the
+    future holds, so a failed dist.barrier() returned as if every rank had
+    come; this one's wait() raises the call's failure (the abort's
+    reason), as Gloo's does. (Only for calls made from Python: C++ callers,
+    DDP's reducer, take a Work's future, which torch 1.13 does not ask a
+    Python Work for; their failed calls poison the outputs, _fail.)"""
 
     def __init__(self, fut):
         super().__init__()
         self._fut = fut
+        # wait() may be called from C++ (DDP, _broadcast_coalesced) with
+        # the GIL taken back for it: it waits on an Event, which lets the
+        # GIL go while the waiter thread completes the future
+        self._done = threading.Event()
+        fut.add_done_callback(lambda _: self._done.set())
 
     def wait(self, timeout=None):
+        secs = timeout.total_seconds() if timeout is not None else 0
+        if not self._done.wait(secs if secs > 0 else None):
+            raise RuntimeError(f"pbox backend: Work.wait timed out after {secs} s")
         self._fut.wait()                 # raises what the call raised
         return True
 
@@ -209,8 +219,9 @@ class _FutureWork(Work):
 
 
 def _work(fut):
-    """The Work of a call that completes fut."""
-    return _FutureWork(fut)
+    """The Work of a call that completes fut: torch's own, whose future DDP's
+    reducer takes from C++ (torch 1.13 does not ask a Python Work for it)."""
+    return _create_work_from_future(fut)
 
 
 def _complete(result):
@@ -384,7 +395,7 @@ class ProcessGroupPBox(ProcessGroup):
         if self._failed is not None:
             raise Error(EABORTED, f"{self._failed} (the group stops at its first error)")
 
-    def _box(self, name, sig, start, finish, outs=(), stream=None):
+    def _box(self, name, sig, start, finish, outs=(), stream=None, work=_work):
         """Run start(key) -> pbox Requests now, then finish() on the waiter
         thread once they are done; return the Work. outs: the tensors the
         call writes (NaN if it fails). stream: a CUDA call's stream (its
@@ -401,7 +412,7 @@ class ProcessGroupPBox(ProcessGroup):
             out = rf._call_end_callbacks_on_future(out)
         self.calls["box"] += 1
         self._q.put((reqs, finish, fut, ev, list(outs), stream))
-        return _work(out)
+        return work(out)
 
     def _cuda_sum(self, name, t, buf, op, finish, outs):
         """allreduce/reduce of CUDA tensor t through buf (t or a contiguous
@@ -721,7 +732,8 @@ class ProcessGroupPBox(ProcessGroup):
     def barrier(self, opts=None):
         one = torch.ones(1)
         return self._box("barrier", ("barrier",),
-                         lambda k: [self.client.iallreduce(one, k)], lambda: [one])
+                         lambda k: [self.client.iallreduce(one, k)], lambda: [one],
+                         work=_FutureWork)
 
     # -- the rest: Gloo ---------------------------------------------------------
     def allreduce_coalesced(self, tensors, opts=None):

@@ -713,6 +713,60 @@ static void join__replaces_an_aborted_job_of_its_name(void **state)
 	assert_int_equal(n->state, JOB_ACTIVE);
 }
 
+/* An operator's job (job_create with a join secret and a restore
+ * directory) outlives its ranks: when the last leaves, its keys are
+ * released and it keeps its secret and restore directory for the next
+ * group; aborted, the next join makes it again as the operator did; empty
+ * for --join-wait-ms, it is removed. (Before: removed when its first rank
+ * left, and made again by the next join without secret or restore.) */
+static void operator_job__outlives_its_ranks(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	t->f->box.cfg.join_wait_ms = 60000;
+	assert_int_equal(jobs_create(t->js, "op", 3, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_set_join_secret(t->js, j, "s3cret", t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_set_restore(t->js, j, "/tmp", t->err, sizeof(t->err)), 0);
+	jobs_set_by_operator(t->js, j);
+	for (uint32_t r = 0; r < 3; r++)
+		assert_int_equal(join_secret(t, "op", r, "s3cret"), 0);
+	assert_int_equal(declare(t, j->id, 0, 7, 100, WIRE_F32, NULL), 0);
+	for (uint32_t r = 0; r < 3; r++)
+		assert_int_equal(jobs_leave(t->js, j->id, r, (void *)(uintptr_t)(r + 1), t->err,
+					    sizeof(t->err)), 0);
+	/* kept, with its secret and restore directory; its key released */
+	assert_ptr_equal(jobs_find(t->js, "op"), j);
+	assert_string_equal(j->restore, "/tmp");
+	assert_int_equal(j->keys_removing, 1);
+	for (int i = 0; i < 100 && j->nkeys; i++)
+		jobs_tick(t->js);
+	assert_int_equal(j->nkeys, 0);
+	assert_int_equal(join_secret(t, "op", 0, NULL), -EACCES);
+	assert_int_equal(join_secret(t, "op", 0, "s3cret"), 0);
+	assert_ptr_equal(jobs_find(t->js, "op"), j);
+	/* aborted (rank 0 lost): the next join makes it again as it was */
+	jobs_session_closed(t->js, (void *)1);
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_int_equal(join_secret(t, "op", 0, "guess"), -EACCES);
+	assert_int_equal(join_secret(t, "op", 0, "s3cret"), 0);
+	const struct job *n = jobs_find(t->js, "op");
+	assert_non_null(n);
+	assert_ptr_not_equal(n, j);
+	assert_string_equal(n->restore, "/tmp");
+	assert_int_equal(n->by_operator, 1);
+	assert_int_equal(n->world, 3);
+	assert_int_equal(join_secret(t, "op", 1, NULL), -EACCES);
+	/* empty for the join wait: removed */
+	assert_int_equal(jobs_leave(t->js, n->id, 0, (void *)1, t->err, sizeof(t->err)), 0);
+	assert_ptr_equal(jobs_find(t->js, "op"), n);
+	((struct job *)n)->empty_since -= 61.0;
+	jobs_tick(t->js);
+	assert_null(jobs_find(t->js, "op"));
+	for (int i = 0; i < 100 && jobs_removing(t->js); i++)
+		jobs_tick(t->js);
+}
+
 /* The job's timeout: its creator's, capped by --stall-timeout-ms; none
  * given is the cap. */
 static void join__timeout_is_the_creators_capped_by_the_box(void **state)
@@ -828,6 +882,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(join__timeout_is_the_creators_capped_by_the_box,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(session_lost__names_the_reason, setup, teardown),
+		cmocka_unit_test_setup_teardown(operator_job__outlives_its_ranks, setup, teardown),
 		cmocka_unit_test_setup_teardown(session_close__after_leave_is_quiet, setup, teardown),
 		cmocka_unit_test_setup_teardown(list__iterates_live_jobs, setup, teardown),
 	};
