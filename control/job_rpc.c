@@ -43,6 +43,8 @@ static void add_waiting(json_t *e, const struct job *j)
 		if (j->waiting_for >> r & 1)
 			json_array_append_new(who, json_integer(r));
 	json_object_set_new(e, "timeout_ms", json_integer(j->timeout_ms));
+	json_object_set_new(e, "replace_wait_ms", json_integer(j->replace_wait_ms));
+	json_object_set_new(e, "replaced", json_integer(j->resets));
 	json_object_set_new(e, "waiting_for", who);
 	json_object_set_new(e, "waiting_s", json_real(j->waiting_for && j->watch_since ?
 						       clock_s() - j->watch_since : 0.0));
@@ -51,9 +53,9 @@ static void add_waiting(json_t *e, const struct job *j)
 RPC_HANDLER(rpc_job_create)
 {
 	static const char *const known[] = { "job", "world", "max_bytes", "join_secret",
-					     "weight", "restore", "timeout_ms", NULL };
+					     "weight", "restore", "timeout_ms", "replace_wait_ms", NULL };
 	const char *name = NULL, *secret = NULL, *restore = NULL;
-	uint32_t world = 0, weight = 1, timeout_ms = 0;
+	uint32_t world = 0, weight = 1, timeout_ms = 0, replace_wait_ms = 0;
 	uint64_t max_bytes = 0;
 	const struct job *j;
 	int rc;
@@ -65,7 +67,9 @@ RPC_HANDLER(rpc_job_create)
 	    (rc = rpc_param_str(params, "join_secret", 0, JOB_SECRET_MAX, &secret, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "weight", 0, 1, ENGINE_WEIGHT_MAX, &weight, err, errlen)) ||
 	    (rc = rpc_param_str(params, "restore", 0, JOB_RESTORE_MAX, &restore, err, errlen)) ||
-	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &timeout_ms, err, errlen)))
+	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &timeout_ms, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &replace_wait_ms, err,
+				errlen)))
 		return rc;
 	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
@@ -80,6 +84,7 @@ RPC_HANDLER(rpc_job_create)
 		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);
 	jobs_set_timeout(ctx->box->jobs, j, timeout_ms);
 	jobs_set_by_operator(ctx->box->jobs, j);
+	jobs_set_replace_wait(ctx->box->jobs, j, replace_wait_ms);
 	*result = json_pack("{s:I, s:I}", "job_id", (json_int_t)j->id,
 			    "timeout_ms", (json_int_t)j->timeout_ms);
 	return 0;
@@ -89,7 +94,7 @@ RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
 					     "mtu", "join_secret", "max_bytes", "key_bytes",
-					     "timeout_ms", "heartbeat_ms", NULL };
+					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	uint32_t port = 0;
 	const struct job *j;
@@ -110,7 +115,9 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &a.timeout_ms, err,
 				errlen)) ||
 	    (rc = rpc_param_u32(params, "heartbeat_ms", 0, 100, 60000, &a.heartbeat_ms, err,
-				errlen)))
+				errlen)) ||
+	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &a.replace_wait_ms,
+				err, errlen)))
 		return rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);
@@ -193,6 +200,10 @@ static json_t *ranks_of(const struct box *b, const struct job *j)
 		const struct job_rank *k = &j->ranks[r];
 		json_t *e = json_pack("{s:i, s:b, s:o}", "rank", (int)r, "joined", k->joined,
 				      "lateness", lateness_of(b, j, (uint16_t)r));
+		if (k->lost_at) {   /* waiting for a replacement since lost_s */
+			json_object_set_new(e, "lost_s", json_real(clock_s() - k->lost_at));
+			json_object_set_new(e, "lost_why", json_string(k->lost_why));
+		}
 		if (k->ip) {
 			json_object_set_new(e, "data_ip", json_string(rpc_ip_str(k->ip, ip, sizeof(ip))));
 			json_object_set_new(e, "data_port", json_integer(k->port));

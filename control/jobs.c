@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ int job_name_valid(const char *name)
 	return 1;
 }
 
+static void reset_finish(struct jobs *js, struct job *j);
+
 /* ---- removal ---- */
 
 void jobs_tick(struct jobs *js)
@@ -110,6 +113,9 @@ void jobs_tick(struct jobs *js)
 		struct job *j = js->table[i];
 		if (j && !j->removing && j->keys_removing)
 			jobs_keys_tick(js, j);
+		if (j && !j->removing && j->resetting && j->state != JOB_ABORTED &&
+		    jobs_applied(js, j->reset_mark))
+			reset_finish(js, j);
 		/* its sessions were told; a connection that stays open does not
 		 * keep its slot and memory */
 		if (j && !j->removing && j->state == JOB_ABORTED && !j->by_operator &&
@@ -170,29 +176,44 @@ uint32_t jobs_session_heartbeat(const struct jobs *js, const void *session)
 	return hb;
 }
 
-/* Every rank session holds is gone: the jobs of those still joined are
- * aborted with "rank R lost: why". */
-static void session_gone(struct jobs *js, void *session, const char *why)
+/* Rank r of j, joined, is lost: in a job that waits for replacements it
+ * is marked lost (the watch ends the job if nobody takes its place in
+ * time), else the job is aborted. */
+static void rank_lost(struct jobs *js, struct job *j, unsigned r, const char *why)
 {
 	char reason[sizeof(((struct job *)0)->reason)];
+	struct job_rank *k = &j->ranks[r];
 
+	if (j->replace_wait_ms && j->state != JOB_ABORTED && j->njoined > 1) {
+		k->joined = 0;
+		k->lost_at = clock_s();
+		snprintf(k->lost_why, sizeof(k->lost_why), "%s", why);
+		j->njoined--;
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s: rank %u lost (%s); "
+			     "waiting up to %.1f s for a process to join in its place", j->name, r,
+			     why, j->replace_wait_ms / 1000.0);
+		return;
+	}
+	snprintf(reason, sizeof(reason), "rank %u lost (%s)", r, why);
+	jobs_abort_job(js, j, reason);
+}
+
+/* Every rank session holds is gone: the jobs of those still joined are
+ * aborted with "rank R lost: why", or wait for its replacement. */
+static void session_gone(struct jobs *js, void *session, const char *why)
+{
 	if (!js || !session)
 		return;
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
 		if (!j || j->removing)
 			continue;
-		int lost = -1;
 		for (unsigned r = 0; r < j->world; r++) {
 			if (j->ranks[r].session != session)
 				continue;
 			j->ranks[r].session = NULL;
-			if (j->ranks[r].joined && lost < 0)
-				lost = (int)r;
-		}
-		if (lost >= 0) {
-			snprintf(reason, sizeof(reason), "rank %d lost (%s)", lost, why);
-			jobs_abort_job(js, j, reason);
+			if (j->ranks[r].joined && j->state != JOB_ABORTED)
+				rank_lost(js, j, r, why);
 		}
 		if (j->state == JOB_ABORTED && !job_has_session(j))
 			jobs_aborted_idle(js, j);
@@ -486,6 +507,128 @@ static int add_rank(struct jobs *js, struct job *j, const struct jobs_join_args 
 	return 0;
 }
 
+void jobs_set_replace_wait(struct jobs *js, const struct job *cj, uint32_t ms)
+{
+	(void)js;
+	((struct job *)cj)->replace_wait_ms = ms;
+}
+
+/* The highest round any segment of k is done with (read while its lcores
+ * run: none can complete a round meanwhile, the lost rank's contribution
+ * missing from each, but one that had it; hence the margin of reset). */
+static uint32_t key_done_max(const struct engine_key *ek)
+{
+	uint32_t d = ek->round0;
+
+	for (uint32_t s = 0; s < ek->nsegs; s++) {
+		uint32_t v = __atomic_load_n(&ek->segs[s].done, __ATOMIC_ACQUIRE);
+		if ((int32_t)(v - d) > 0)
+			d = v;
+	}
+	return d;
+}
+
+/* The lowest round every segment of k is done with (read once the lcores
+ * dropped the job's open rounds: no round of it completes any more). */
+static uint32_t key_done_min(const struct engine_key *ek)
+{
+	uint32_t d = ek->nsegs ? __atomic_load_n(&ek->segs[0].done, __ATOMIC_ACQUIRE) : ek->round0;
+
+	for (uint32_t s = 1; s < ek->nsegs; s++) {
+		uint32_t v = __atomic_load_n(&ek->segs[s].done, __ATOMIC_ACQUIRE);
+		if ((int32_t)(v - d) < 0)
+			d = v;
+	}
+	return d;
+}
+
+/* Rank r of j was replaced: every lcore drops the job's open rounds, and
+ * rounds up to a base B, above any a rank may have opened, never open
+ * again (ENGINE_MSG_JOB_RESET). Its keys' declarations answer B + 1 as
+ * their first round at once; the rest waits until every lcore applied it
+ * (reset_finish). */
+static void reset_for(struct jobs *js, struct job *j, uint32_t r)
+{
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_RESET, .job = j->id };
+	uint32_t base = j->round_hwm;
+	unsigned failed;
+
+	if ((int32_t)(j->reset_base - base) > 0)
+		base = j->reset_base;
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		const struct engine_key *ek = j->keys[i].ek;
+		uint32_t d = ek ? key_done_max(ek) : 0;
+		if ((int32_t)(d - base) > 0)
+			base = d;
+	}
+	base += 2;   /* a round opened past the last done, and one it completed */
+	m.u.round0 = base;
+	if (jobs_post_all(js, &m, &failed) < 0) {
+		jobs_abort_job(js, j, "a rank was replaced, but an lcore's message ring is full");
+		return;
+	}
+	memcpy(j->reset_mark, js->posted, sizeof(j->reset_mark));
+	j->reset_base = base;
+	j->reset_rank = r;
+	j->resetting = 1;
+	j->resets++;
+	j->ranks[r].lost_at = 0;
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s: rank %" PRIu32 " replaced "
+		     "(was lost: %s); open rounds dropped, rounds start over at %" PRIu32,
+		     j->name, r, j->ranks[r].lost_why, base + 1);
+}
+
+/* Every lcore dropped j's open rounds: each key's round0 becomes the base
+ * (a PS key keeps its weights and state: its next round is an init round
+ * that keeps them, "restored", and its step count goes on), and the other
+ * ranks' sessions learn what is done and where to go on (job_reset). */
+static void reset_finish(struct jobs *js, struct job *j)
+{
+	uint32_t (*done)[2] = calloc(j->nkeys ? j->nkeys : 1, sizeof(*done));
+	char why[96];
+
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		struct engine_key *ek = j->keys[i].ek;
+		if (!ek)
+			continue;
+		if (ek->ps) {
+			uint32_t rounds = engine_key_rounds(ek, key_done_max(ek));
+			if (rounds >= 1 && rounds < UINT32_MAX / 2) {   /* weights set: kept */
+				ek->ps->step0 += rounds - 1;
+				ek->ps->restored = 1;
+			}
+		}
+		if (done) {
+			done[i][0] = j->keys[i].key;
+			done[i][1] = key_done_min(ek);
+		}
+		ek->round0 = j->reset_base;
+	}
+	j->round_hwm = j->reset_base;
+	j->resetting = 0;
+	if (!done) {
+		jobs_abort_job(js, j, "a rank was replaced, but the box ran out of memory telling "
+			       "the others");
+		return;
+	}
+	snprintf(why, sizeof(why), "rank %" PRIu32 " was replaced: call again", j->reset_rank);
+	struct jobs_reset_note note = { .reason = why, .base = j->reset_base, .nkeys = j->nkeys,
+					.done = (const uint32_t (*)[2])done };
+	for (unsigned o = 0; o < j->world; o++)
+		if (o != j->reset_rank && j->ranks[o].session && js->notify)
+			js->notify(js->notify_ctx, j->ranks[o].session, j, &note);
+	free(done);
+}
+
+uint32_t jobs_first_round(const struct job *j, const struct job_key *k)
+{
+	uint32_t r0 = k->ek->round0;
+
+	if (j->resetting && (int32_t)(j->reset_base - r0) > 0)
+		r0 = j->reset_base;
+	return r0 + 1;
+}
+
 void jobs_set_by_operator(struct jobs *js, const struct job *cj)
 {
 	(void)js;
@@ -571,6 +714,7 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 	if (rc < 0)
 		return rc;
 	j->timeout_ms = old->timeout_ms;
+	j->replace_wait_ms = old->replace_wait_ms;
 	j->by_operator = 1;
 	memcpy(j->join_secret, old->join_secret, sizeof(j->join_secret));
 	j->join_secret_len = old->join_secret_len;
@@ -614,14 +758,18 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 			return rc;
 		created = 1;
 		jobs_set_timeout(js, j, a->timeout_ms);
+		j->replace_wait_ms = a->replace_wait_ms;
 		rc = jobs_set_join_secret(js, j, a->join_secret, err, errlen);
 	} else {
 		rc = secret_check(j, a->join_secret, err, errlen);
 	}
 	if (rc == 0)
 		rc = check_rank(js, j, a, err, errlen);
+	bool replacing = rc == 0 && j->ranks[a->rank].lost_at != 0;
 	if (rc == 0)
 		rc = add_rank(js, j, a, err, errlen);
+	if (rc == 0 && replacing)
+		reset_for(js, j, a->rank);
 	if (rc < 0 && created)
 		jobs_start_remove(js, j, "first join failed");
 	if (rc == 0)

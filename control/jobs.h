@@ -55,6 +55,9 @@ struct job_rank {
 	void *session;      /* RPC connection that joined; NULL once gone */
 	uint32_t heartbeat_ms; /* its worker sends a line at least this often
 				  (job_join's heartbeat_ms), 0 = never promised */
+	double lost_at;     /* lost (process gone) in a job that waits for a
+			       replacement: since when; 0 = not lost */
+	char lost_why[112]; /* ... and why ("control connection closed") */
 };
 
 /* PS mode of a key as declared (docs/rpc.md "key_declare"). */
@@ -127,6 +130,16 @@ struct job {
 	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
 	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
 	int removing;
+	uint32_t replace_wait_ms;  /* a lost rank is waited for this long for a
+				      process that joins in its place (0: a
+				      lost rank aborts the job) */
+	uint32_t resets;           /* ranks replaced so far */
+	uint32_t reset_base;       /* the last reset's base: rounds start over at
+				      reset_base + 1 (0 = never reset) */
+	uint32_t reset_rank;       /* ... for the replacement of this rank */
+	uint8_t resetting;         /* its JOB_RESET posted, not yet applied by
+				      every lcore (jobs_tick finishes it) */
+	uint64_t reset_mark[BOX_MAX_LCORES]; /* posted count incl. the RESET */
 	uint32_t timeout_ms;       /* how long it waits for a late rank (its
 				      creator's timeout_ms, capped by
 				      --stall-timeout-ms); 0 = forever */
@@ -139,8 +152,22 @@ struct job {
 
 struct jobs;
 
-/* Called for each live session of a job when it is aborted. */
-typedef void (*jobs_notify_fn)(void *ctx, void *session, const struct job *j);
+/* A job's reset, for its sessions (docs/rpc.md "job_reset"): why, the
+ * round every key starts over after (base: the next is base + 1), and per
+ * key the last round every segment of it is done with (a call on that
+ * round or before is complete at the box; later ones were dropped). */
+struct jobs_reset_note {
+	const char *reason;        /* "rank 2 was replaced: call again" */
+	uint32_t base;
+	uint32_t nkeys;
+	const uint32_t (*done)[2]; /* {key, round} */
+};
+
+/* Called for each live session of a job when it is aborted (reset NULL),
+ * or when one of its ranks was replaced and every lcore dropped the job's
+ * open rounds (reset: what they need to go on). */
+typedef void (*jobs_notify_fn)(void *ctx, void *session, const struct job *j,
+			       const struct jobs_reset_note *reset);
 
 /* Create an empty registry for box. 0 or -ENOMEM. */
 int jobs_open(struct box *box, struct jobs **out);
@@ -189,6 +216,8 @@ struct jobs_join_args {
 				the box's bound, --stall-timeout-ms) */
 	uint32_t heartbeat_ms; /* the worker promises a line at least this
 				  often (0: none promised) */
+	uint32_t replace_wait_ms; /* the job's replacement window if this join
+				     creates it (0: none) */
 };
 
 /*
@@ -223,6 +252,12 @@ void jobs_set_by_operator(struct jobs *js, const struct job *j);
 /* A job's timeout for a late rank: timeout_ms (0: none given) capped by
  * the box's --stall-timeout-ms. */
 uint32_t jobs_timeout(const struct jobs *js, uint32_t timeout_ms);
+/* Set a job's replacement window (job_create's replace_wait_ms): a rank
+ * whose process is lost is waited for this long for a process that joins
+ * with its rank (and the job's secret); then the job's open rounds are
+ * dropped, its keys' rounds start over and the other ranks' sessions get
+ * job_reset. 0: a lost rank aborts the job. */
+void jobs_set_replace_wait(struct jobs *js, const struct job *j, uint32_t ms);
 /* Set a job's timeout (job_create's): jobs_timeout of timeout_ms. */
 void jobs_set_timeout(struct jobs *js, const struct job *j, uint32_t timeout_ms);
 
@@ -293,6 +328,11 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
  */
 int jobs_ps_stage(struct jobs *js, const struct job *j, const struct job_key *k,
 		  char *err, size_t errlen);
+
+/* The round a declaration of k answers as its first (key_declare's
+ * first_round): k's round0 + 1, or a reset's base + 1 while the lcores
+ * apply it. */
+uint32_t jobs_first_round(const struct job *j, const struct job_key *k);
 
 /* "live", "releasing" (some ranks released it), "removing" (all did:
  * waiting for the lcores). */

@@ -184,7 +184,7 @@ void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
 			"it keeps aggregating until the job is removed", j->name, failed);
 	for (unsigned r = 0; r < j->world; r++)
 		if (j->ranks[r].session && js->notify)
-			js->notify(js->notify_ctx, j->ranks[r].session, j);
+			js->notify(js->notify_ctx, j->ranks[r].session, j, NULL);
 	if (!job_has_session(j))
 		jobs_aborted_idle(js, j);
 }

@@ -151,15 +151,33 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 	return 1;
 }
 
-/* Ranks that joined and then left. */
+/* Ranks that joined and then left (not those lost and waited for). */
 static uint64_t left_ranks(const struct job *j)
 {
 	uint64_t m = 0;
 
 	for (unsigned r = 0; r < j->world; r++)
-		if (!j->ranks[r].joined && j->ranks[r].ip)
+		if (!j->ranks[r].joined && j->ranks[r].ip && !j->ranks[r].lost_at)
 			m |= 1ull << r;
 	return m;
+}
+
+/* A lost rank nobody replaced within the job's window: 1 if it ended j. */
+static int replace_watch(struct jobs *js, struct job *j, double now)
+{
+	for (unsigned r = 0; r < j->world; r++) {
+		const struct job_rank *k = &j->ranks[r];
+		if (!k->lost_at || (now - k->lost_at) * 1000.0 < j->replace_wait_ms)
+			continue;
+		char reason[sizeof(j->reason)];
+		snprintf(reason, sizeof(reason), "rank %u lost (%.80s) and not replaced within "
+			 "%" PRIu32 " ms", r, k->lost_why, j->replace_wait_ms);
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s",
+			     j->name, j->id, reason);
+		jobs_abort_job(js, j, reason);
+		return 1;
+	}
+	return 0;
 }
 
 void jobs_watch(struct jobs *js)
@@ -186,7 +204,7 @@ void jobs_watch(struct jobs *js)
 				jobs_start_remove(js, j, "aborted, and no join within the join wait");
 			continue;
 		}
-		if (join_watch(js, j, now) || !js->box->dp.job_progress)
+		if (join_watch(js, j, now) || replace_watch(js, j, now) || !js->box->dp.job_progress)
 			continue;
 		job_progress(js, j, &p);
 		uint64_t gone = p.open ? p.missing & left_ranks(j) : 0;

@@ -183,7 +183,8 @@ RPC_HANDLER(rpc_key_declare)
 			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
 			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse,
 			    "collective", jobs_coll_name(k->coll), "root", (int)k->root,
-			    "first_round", (json_int_t)k->ek->round0 + 1);
+			    "first_round",
+			    (json_int_t)jobs_first_round(jobs_find_id(ctx->box->jobs, a.job_id), k));
 	return 0;
 }
 

@@ -700,12 +700,21 @@ int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 
 /* ---- set-up and teardown ---- */
 
-static void notify_aborted(void *ctx, void *session, const struct job *j)
+static void notify_aborted(void *ctx, void *session, const struct job *j,
+			   const struct jobs_reset_note *reset)
 {
 	struct rpc_server *s = ctx;
-	json_t *m = rpc_notification("job_aborted",
-				     json_pack("{s:s, s:I, s:s}", "job", j->name,
-					       "job_id", (json_int_t)j->id, "reason", j->reason));
+	json_t *p = json_pack("{s:s, s:I, s:s}", "job", j->name, "job_id", (json_int_t)j->id,
+			      "reason", reset ? reset->reason : j->reason);
+	if (p && reset) {   /* job_reset: where the keys go on */
+		json_t *done = json_array();
+		for (uint32_t i = 0; i < reset->nkeys; i++)
+			json_array_append_new(done, json_pack("[I, I]", (json_int_t)reset->done[i][0],
+							       (json_int_t)reset->done[i][1]));
+		json_object_set_new(p, "base", json_integer(reset->base));
+		json_object_set_new(p, "done", done);
+	}
+	json_t *m = rpc_notification(reset ? "job_reset" : "job_aborted", p);
 	if (m)
 		rpc_server_send(s, session, m);
 	json_decref(m);

@@ -245,6 +245,27 @@ static int key_remove(struct engine *e, struct engine_job *j, const struct engin
 	return 0;
 }
 
+/* A rank was replaced (ENGINE_MSG_JOB_RESET): every open round of the
+ * job is dropped, its contributions released, and rounds up to round0
+ * never open again: every segment goes on at round0 + 1, with every rank
+ * again (a segment's last done round is still answered from its shadow
+ * copy, for a rank whose RESULT of it was lost). */
+static void job_reset(struct engine *e, struct engine_job *j, uint32_t round0)
+{
+	for (uint32_t s = 0; s < j->nslots; s++) {
+		struct engine_slot *sl = &j->slots[s];
+		if (!sl->key)
+			continue;
+		sl->key->segs[sl->seg].slot = ENGINE_NO_SLOT;
+		slot_release(e, sl, j->world);
+		sl->key = NULL;
+		j->free_slots[j->nfree++] = (uint16_t)s;
+	}
+	j->floor = round0;
+	for (unsigned r = 0; r < j->world; r++)
+		j->ranks[r].last_round = 0;
+}
+
 int engine_apply(struct engine *e, const struct engine_msg *m)
 {
 	struct engine_job *j;
@@ -266,6 +287,9 @@ int engine_apply(struct engine *e, const struct engine_msg *m)
 		return key_install(j, m->u.key);
 	case ENGINE_MSG_KEY_REMOVE:
 		return key_remove(e, j, m->u.key);
+	case ENGINE_MSG_JOB_RESET:
+		job_reset(e, j, m->u.round0);
+		return 0;
 	case ENGINE_MSG_JOB_ABORT:
 		job_release(e, j);
 		j->state = ENGINE_JOB_ABORTED;
@@ -370,8 +394,10 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 		e->c.dup_done++;
 		return ENGINE_SEND_ONE;
 	}
-	if (m->round != sg->done + 1)
-		return m->round <= sg->done ? -DROP_STALE_ROUND : -DROP_FUTURE_ROUND;
+	if ((m->round != sg->done + 1 || m->round <= j->floor) &&
+	    !(m->round == j->floor + 1 && sg->done < j->floor))   /* (a reset's: JOB_RESET) */
+		return m->round <= sg->done || m->round <= j->floor ? -DROP_STALE_ROUND
+								   : -DROP_FUTURE_ROUND;
 
 	struct engine_slot *sl;
 	if (sg->slot == ENGINE_NO_SLOT) {

@@ -143,6 +143,11 @@ struct engine_job {
 	uint64_t spread_dev_ns;   /* its smoothed mean deviation */
 	uint64_t nack_delay_ns;   /* NACK a missing rank after this long */
 	uint64_t late_period_at;  /* when the lateness period started */
+	uint32_t floor;           /* ENGINE_MSG_JOB_RESET's base: rounds up to it
+				     are old (never opened again; the last
+				     done one is still answered), round
+				     floor + 1 opens on any segment behind
+				     it; 0 = never reset */
 	struct engine_rank ranks[ENGINE_MAX_WORLD];
 };
 

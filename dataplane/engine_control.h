@@ -228,6 +228,11 @@ enum engine_msg_type {
 	ENGINE_MSG_JOB_REMOVE,      /* forget the job; acked so memory can go */
 	ENGINE_MSG_KEY_REMOVE,      /* key (installed here): forget it and any
 				       open round of it; acked so its memory can go */
+	ENGINE_MSG_JOB_RESET,       /* round0: a rank was replaced: drop every
+				       open round of the job; rounds up to
+				       round0 never open again, and round0 + 1
+				       is every segment's next (a segment's
+				       last done round is still answered) */
 };
 
 struct engine_msg {
@@ -237,6 +242,7 @@ struct engine_msg {
 		struct engine_job_desc desc;
 		struct { uint16_t rank; uint16_t port; uint32_t ip; } worker;
 		struct engine_key *key;
+		uint32_t round0;
 	} u;
 };
 

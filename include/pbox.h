@@ -104,6 +104,9 @@ enum {
 			       * driver, library or kernel support) */
 	PBOX_EPERM     = -12, /* missing privileges (the xdp transport needs
 			       * CAP_NET_RAW and CAP_BPF, or root) */
+	PBOX_EAGAIN    = -13, /* the job dropped its calls in flight (a lost
+			       * rank was replaced): make the call again
+			       * (added in 0.12.0) */
 };
 
 /* The road from a worker to the box's data ports (pbox_opts.transport,
@@ -629,7 +632,7 @@ PBOX_API void pbox_close(pbox_client *c);
 PBOX_API const char *pbox_strerror(int rc);
 
 /* The code's name as static text, as this header spells it: "PBOX_OK",
- * "PBOX_EINVAL", ... "PBOX_EPERM"; "PBOX_E?" (not an identifier, so no
+ * "PBOX_EINVAL", ... "PBOX_EAGAIN"; "PBOX_E?" (not an identifier, so no
  * code's name) for a value that is no code. For messages and bindings,
  * which then need no copy of the names. (Added in 0.11.0.) */
 PBOX_API const char *pbox_err_name(int rc);

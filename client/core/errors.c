@@ -29,6 +29,7 @@ const char *pbox_strerror(int rc)
 	case PBOX_ESYS:      return "a system call failed";
 	case PBOX_ENOTSUP:   return "not supported here (device, driver or library missing)";
 	case PBOX_EPERM:     return "missing privileges";
+	case PBOX_EAGAIN:    return "the job dropped its calls in flight (a rank was replaced): call again";
 	default:             return "unknown pbox error code";
 	}
 }
@@ -102,6 +103,7 @@ const char *pbox_err_name(int rc)
 	case PBOX_ESYS:      return "PBOX_ESYS";
 	case PBOX_ENOTSUP:   return "PBOX_ENOTSUP";
 	case PBOX_EPERM:     return "PBOX_EPERM";
+	case PBOX_EAGAIN:    return "PBOX_EAGAIN";
 	default:             return "PBOX_E?";   /* not an identifier: no code's name */
 	}
 }

@@ -83,6 +83,11 @@ const struct knob knobs[KNOB_COUNT] = {
 	  .field = "timeout_ms", .when = KNOB_AT_INIT, .dflt = "30m", .dval = 1800000,
 	  .doc = "how long a call waits without progress, and the job's timeout for "
 		    "late ranks if this worker creates it (pbox_opts_init sets timeout_ms)" },
+	[KNOB_REPLACE_WAIT] = { .name = "PBOX_REPLACE_WAIT", .parse = knob_parse_wait,
+	  .takes = "a time as PBOX_TIMEOUT's, or 0 (off)",
+	  .field = NULL, .when = KNOB_READ, .dflt = "0", .dval = 0,
+	  .doc = "if this worker creates the job: how long a lost rank is waited for "
+		    "a process that joins in its place (0: a lost rank aborts the job)" },
 };
 
 const char *knob_text(enum knob_id k)
@@ -223,4 +228,13 @@ int knob_parse_duration(const char *text, uint64_t *v)
 			return 0;
 		}
 	return PBOX_EINVAL;
+}
+
+int knob_parse_wait(const char *text, uint64_t *v)
+{
+	if (!strcmp(text, "0")) {
+		*v = 0;
+		return 0;
+	}
+	return knob_parse_duration(text, v);
 }

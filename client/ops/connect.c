@@ -127,8 +127,9 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 		return rc;
 	uint64_t mtu, tmo;
 	/* PBOX_TIMEOUT filled timeout_ms at pbox_opts_init; text it refused
-	 * is named here */
-	if ((rc = knob_value(c, KNOB_TIMEOUT, &tmo)) < 0)
+	 * is named here, as PBOX_REPLACE_WAIT's */
+	if ((rc = knob_value(c, KNOB_TIMEOUT, &tmo)) < 0 ||
+	    (rc = knob_value(c, KNOB_REPLACE_WAIT, &tmo)) < 0)
 		return rc;
 	if (c->opts.mtu == 0 && (rc = knob_value(c, KNOB_MTU, &mtu)) < 0)
 		return rc;
@@ -273,6 +274,8 @@ static int open_data_and_join(pbox_client *c)
 				    transport_name((pbox_transport)c->opts.transport), err);
 	stat_set(&c->stats.transport, c->tp.kind);
 	inet_ntop(AF_INET, &c->tp.src, ip, sizeof(ip));
+	uint64_t replace_ms = 0;
+	knob_value(NULL, KNOB_REPLACE_WAIT, &replace_ms);   /* (checked at connect) */
 	/* the job's timeout if this join creates it; heartbeats from the
 	 * progress thread (progress.c) tell the box this rank lives */
 	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I, s:I, s:i}", "job", c->job,
@@ -280,6 +283,8 @@ static int open_data_and_join(pbox_client *c)
 				   "data_port", (int)c->tp.port, "mtu", (json_int_t)c->opts.mtu,
 				   "timeout_ms", (json_int_t)c->opts.timeout_ms,
 				   "heartbeat_ms", XFER_HEARTBEAT_MS);
+	if (params && replace_ms)
+		json_object_set_new(params, "replace_wait_ms", json_integer((json_int_t)replace_ms));
 	if (params && c->opts.join_secret)   /* check_secret's */
 		json_object_set_new(params, "join_secret", json_string(c->opts.join_secret));
 	/* The box caps both (--max-job-bytes) but takes no more than its

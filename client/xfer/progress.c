@@ -380,16 +380,48 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 	on_declare_result(c, ks, json_object_get(msg, "result"), now);
 }
 
+/* job_reset (docs/rpc.md): a lost rank was replaced; where each key goes on. */
+static void on_reset(pbox_client *c, const json_t *params, const char *reason)
+{
+	char msg[CLIENT_MSG_LEN];
+	json_t *base = json_object_get(params, "base"), *list = json_object_get(params, "done");
+	size_t n = json_array_size(list);
+	uint32_t (*done)[2] = calloc(n ? n : 1, sizeof(*done));
+
+	snprintf(msg, sizeof(msg), "job '%s': %s", c->job,
+		 reason ? reason : "a rank was replaced: call again");
+	if (!json_is_integer(base) || json_integer_value(base) < 0 ||
+	    json_integer_value(base) >= UINT32_MAX || !done) {
+		free(done);
+		xfer_fatal(c, done ? PBOX_EPROTO : PBOX_ENOMEM, done ? "job_reset without a base "
+			   "round from the box" : "out of memory for a job_reset");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(list, i);
+		done[i][0] = (uint32_t)json_integer_value(json_array_get(e, 0));
+		done[i][1] = (uint32_t)json_integer_value(json_array_get(e, 1));
+	}
+	xfer_job_reset(c, msg, (uint32_t)json_integer_value(base),
+		       (const uint32_t (*)[2])done, n);
+	free(done);
+}
+
 static void on_notification(pbox_client *c, const char *method, const json_t *params)
 {
 	char msg[CLIENT_MSG_LEN];
 	json_t *jid = json_object_get(params, "job_id");
 
-	if (strcmp(method, "job_aborted") != 0)
+	bool reset = strcmp(method, "job_reset") == 0;
+	if (!reset && strcmp(method, "job_aborted") != 0)
 		return;
 	if (json_is_integer(jid) && (uint32_t)json_integer_value(jid) != c->job_id)
 		return;
 	const char *reason = json_string_value(json_object_get(params, "reason"));
+	if (reset) {
+		on_reset(c, params, reason);
+		return;
+	}
 	snprintf(msg, sizeof(msg), "job '%s' aborted: %s", c->job,
 		 reason ? reason : "(the box gave no reason)");
 	xfer_fatal(c, PBOX_EABORTED, msg);

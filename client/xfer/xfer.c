@@ -348,6 +348,37 @@ void xfer_fatal(pbox_client *c, int rc, const char *msg)
 		xfer_finish(c, c->x->act_head, rc, m);
 }
 
+/* The last round every segment of key is done with at the box, from a
+ * job_reset's list; 0 (none) if the key is not in it. */
+static uint32_t reset_done(const uint32_t (*done)[2], size_t n, uint32_t key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (done[i][0] == key)
+			return done[i][1];
+	return 0;
+}
+
+void xfer_job_reset(pbox_client *c, const char *msg, uint32_t base,
+		    const uint32_t (*done)[2], size_t n)
+{
+	for (struct pbox_req *r = c->x->act_head, *next; r; r = next) {
+		next = r->act_next;
+		/* complete at the box: its lost RESULTs are still answered */
+		if (r->state == REQ_STREAMING &&
+		    (int32_t)(r->round - reset_done(done, n, r->key)) <= 0)
+			continue;
+		xfer_finish(c, r, PBOX_EAGAIN, msg);
+	}
+	for (uint32_t i = 0; i < c->keys.cap; i++) {
+		struct key_state *ks = c->keys.tab[i];
+		if (!ks || ks->phase != KEY_READY)
+			continue;   /* (a declaration's answer says where to start) */
+		ks->round = base;
+		ks->first_round = base + 1;   /* a PS key: its next round is an init */
+		ks->restored = ks->is_ps;     /* ... that keeps the box's weights */
+	}
+}
+
 /* ERROR: NO_WEIGHTS fails the PS call it answers (nothing was applied);
  * any other status means the job is gone (its reason follows on the
  * control connection, see xfer_timers). */
@@ -533,17 +564,21 @@ static void ranks_text(uint64_t missing, char *buf, size_t len)
 }
 
 /* The call of the key a WAIT names waits for late ranks: keep whom (its
- * timeout names them) and say so once at PBOX_DEBUG=INFO. */
+ * timeout names them) and say so once at PBOX_DEBUG=INFO, when the round
+ * has been open XFER_LATE_NOTE_US. */
 static void note_late(pbox_client *c, const struct wire_msg *m, const struct wire_notice *n)
 {
 	struct pbox_req *r = keytab_find(&c->keys, m->key)->req;
 	char who[128];
 
-	r->wait_missing = n->missing;
-	if (r->late_noted || n->open_us < XFER_LATE_NOTE_US || !n->missing)
+	/* the late ranks: missing from every segment the box holds of ours
+	 * (a rank missing from some is only behind in its window) */
+	uint64_t late = r->wait_missing & n->missing;
+	r->wait_missing = late ? late : n->missing;
+	if (r->late_noted || n->open_us < XFER_LATE_NOTE_US || !r->wait_missing)
 		return;
 	r->late_noted = true;
-	ranks_text(n->missing, who, sizeof(who));
+	ranks_text(r->wait_missing, who, sizeof(who));
 	note(KNOB_DEBUG_INFO, "job '%s' rank %d key %u round %u: waiting for %s (late %.1f s); "
 	     "the call waits up to its timeout, %u ms", c->job, c->rank, r->key, r->round, who,
 	     n->open_us / 1e6, c->opts.timeout_ms);

@@ -134,6 +134,14 @@ void xfer_timers(pbox_client *c, uint64_t now);
 void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg);
 /* Fail every active request and remember rc/msg for later calls. */
 void xfer_fatal(pbox_client *c, int rc, const char *msg);
+/* The box dropped the job's open rounds (job_reset: a lost rank was
+ * replaced). A call whose round every segment of its key is done with at
+ * the box (done: {key, round} pairs) goes on: its lost RESULTs are still
+ * answered; every other call fails PBOX_EAGAIN with msg. Every key's next
+ * round is base + 1 (a PS key's an init round that keeps the box's
+ * weights: pbox_ps_init again). */
+void xfer_job_reset(pbox_client *c, const char *msg, uint32_t base,
+		    const uint32_t (*done)[2], size_t n);
 /* Fail the client with a socket error recorded during I/O, if any. */
 void xfer_apply_pending(pbox_client *c);
 /* Declare r's key again in REDECLARE_MS (the box is still removing it). */

@@ -57,6 +57,7 @@ ECLOSED = -9
 ESYS = -10
 ENOTSUP = -11
 EPERM = -12
+EAGAIN = -13
 
 # Ranks of one host in a hierarchical top-k group, at most (include/pbox.h)
 PBOX_TOPK_LOCAL_MAX = 64

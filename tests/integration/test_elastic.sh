@@ -16,7 +16,11 @@
 #  4. torchrun --max-restarts 1 with a rank that raises at step 3: training
 #     on the backend and with pbox.torch.allreduce_hook resumes from the
 #     script's last checkpoint and finishes, the backend's weights equal
-#     an uninterrupted run's bit for bit. Parts 2-3 run during part 1's pause.
+#     an uninterrupted run's bit for bit. Parts 2-3 run during part 1's pause;
+#  5. a job that waits for replacements (PBOX_REPLACE_WAIT): rank 2 is
+#     killed mid-run, an impostor with a wrong join secret is refused, a new
+#     process joins as rank 2 and the others' calls fail with EAGAIN, are
+#     made again and every sum is exact to the end.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -143,5 +147,49 @@ for mode in backend hook; do
 	[ "$d" = "$ref" ] || die "$mode: weights $d after a restart, $ref uninterrupted"
 	echo "$mode: restarted at step 3, $(grep -o 'back after [0-9.]* s' "$WORKDIR/re-$mode.log"), weights equal the uninterrupted run's ($d)"
 done
+# ---- 5. a lost rank replaced ----
+# rpyrank NAME RANK SECRET ARGS...: replacer.py in a worker namespace, in
+# the background (PIDS, and RPIDS)
+rpyrank() {
+	local name=$1 r=$2 secret=$3; shift 3
+	worker_ns
+	ip netns exec "$WORKER_NS" env PBOX_CONTROL="$CONTROL" PBOX_LIB="$PBOX_LIB" \
+		PYTHONPATH="$PYTHONPATH" PBOX_REPLACE_WAIT=30s PBOX_JOIN_SECRET="$secret" \
+		"$PY" tests/integration/replacer.py "$r" 4 repl 400 "$WORKDIR/repl.step" "$@" \
+		> "$WORKDIR/$name.log" 2>&1 &
+	PIDS+=($!); RPIDS+=($!)
+}
+RPIDS=()
+for r in 0 1 2 3; do rpyrank "repl.$r" $r s3cret; done
+SURVIVORS=("${RPIDS[0]}" "${RPIDS[1]}" "${RPIDS[3]}")
+VICTIM=${RPIDS[2]}
+for _ in $(seq 100); do [ -s "$WORKDIR/repl.step" ] && [ "$(cat "$WORKDIR/repl.step")" -ge 20 ] && break; sleep 0.1; done
+kill -9 "$VICTIM"
+wait "$VICTIM" 2>/dev/null
+for _ in $(seq 50); do
+	ctl --json job show repl | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+sys.exit(0 if any("lost_s" in k for k in r["ranks"]) else 1)' 2>/dev/null && break
+	sleep 0.1
+done
+ctl --json job show repl | grep -q '"lost_why"' || die "job show does not name rank 2 as lost"
+RPIDS=()
+rpyrank repl.impostor 2 guess resume
+wait_pids 20 "${RPIDS[@]}" && die "an impostor with a wrong join secret joined as rank 2"
+grep -q "wrong join secret" "$WORKDIR/repl.impostor.log" ||
+	{ cat "$WORKDIR/repl.impostor.log"; die "the impostor was not refused for its secret"; }
+RPIDS=()
+joined_at=$(date +%s.%N)
+rpyrank repl.new 2 s3cret resume
+wait_pids 120 "${SURVIVORS[@]}" "${RPIDS[@]}" ||
+	{ tail -n 4 "$WORKDIR"/repl.*.log; die "the job did not go on exactly after rank 2 was replaced"; }
+for r in 0 1 3; do
+	grep -q "made again: .*rank 2 was replaced: call again" "$WORKDIR/repl.$r.log" ||
+		{ cat "$WORKDIR/repl.$r.log"; die "rank $r's call was not failed with EAGAIN naming the replaced rank"; }
+done
+grep -h "ok calls" "$WORKDIR"/repl.[0-3].log "$WORKDIR/repl.new.log" | sed 's/^/    /'
+again=$(grep -ho "made again (at [0-9.]*" "$WORKDIR"/repl.[0-3].log | grep -o "[0-9.]*$" | sort -n | tail -1)
+echo "replacement: the others went on $(python3 -c "print('%.2f' % ($again - $joined_at))") s after the new rank 2 was started (its interpreter and pbox_connect included)"
 box_stop || die "pboxd exited non-zero"
 echo "elastic: ok"

@@ -336,12 +336,13 @@ static int bi_job_progress(void *ctx, unsigned lcore, uint32_t job_id, struct en
 }
 
 /* The registry's job_aborted hook: the server's, unless quiet_aborts. */
-static void bi_notify(void *ctx, void *session, const struct job *j)
+static void bi_notify(void *ctx, void *session, const struct job *j,
+		      const struct jobs_reset_note *reset)
 {
 	struct box_inproc *b = ctx;
 
 	if (!atomic_load(&b->quiet_aborts) && b->notify)
-		b->notify(b->notify_ctx, session, j);
+		b->notify(b->notify_ctx, session, j, reset);
 }
 
 /* ---- the control thread ---- */

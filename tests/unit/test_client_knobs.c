@@ -205,6 +205,10 @@ static void parsers_take_their_values_and_refuse_the_rest(void **state)
 		{ KNOB_TIMEOUT, "10 s", PBOX_EINVAL, 0 },
 		{ KNOB_TIMEOUT, "1d", PBOX_EINVAL, 0 },
 		{ KNOB_TIMEOUT, "-5", PBOX_EINVAL, 0 },
+		{ KNOB_REPLACE_WAIT, "", 0, 0 },
+		{ KNOB_REPLACE_WAIT, "0", 0, 0 },
+		{ KNOB_REPLACE_WAIT, "30s", 0, 30000 },
+		{ KNOB_REPLACE_WAIT, "soon", PBOX_EINVAL, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

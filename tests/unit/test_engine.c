@@ -493,6 +493,70 @@ static void apply__key_remove_keeps_cluster_and_frees_slots(void **state)
 	assert_int_equal(out.hdr.count, 3);
 }
 
+#define SEG_F32_R (SEG_BYTES / 4)
+
+/* JOB_RESET (a rank was replaced): the job's open rounds give back their
+ * slots and held packets; the segments owned here count as done up to the
+ * new base, so a PUSH of an old round is stale and the rounds go on from
+ * base + 1 with every rank's contribution again; a segment another lcore
+ * owns is left to its own reset. */
+static void apply__job_reset_drops_open_rounds_and_rebases(void **state)
+{
+	struct fx *f = *state;
+	struct pkt a = { 0 };
+	struct engine_out out;
+	int calls = 0;
+	float v[4] = { 1, 2, 3, 4 };
+
+	/* 3 segments of SEG_F32_R floats; chunk 2 is lcore 1's */
+	struct engine_key *k = install_key(f, 0, 9, 3 * SEG_F32_R, WIRE_F32, 2);
+	struct engine_job *j = &f->e.jobs[engine_job_index(f->job)];
+	uint32_t nfree = j->nfree;
+	float seg[SEG_F32_R];
+	for (int i = 0; i < (int)SEG_F32_R; i++)
+		seg[i] = 1.0f;
+	/* round 1 of segment 0 complete; round 2 of segment 0 open (rank 0
+	 * held), round 1 of segment 1 open (ranks 1, 2) */
+	for (int r = 0; r < 4; r++)
+		push(f, push_hdr(f, (uint16_t)r, 9, 0, 1, SEG_F32_R), seg, &out);
+	engine_set_hold(&f->e, release_pkt, &calls);
+	assert_int_equal(push_ref(f, push_hdr(f, 0, 9, 0, 2, SEG_F32_R), &a, &out), ENGINE_ABSORBED);
+	for (int r = 1; r < 3; r++)
+		assert_int_equal(push(f, push_hdr(f, (uint16_t)r, 9, 1, 1, SEG_F32_R), seg, &out),
+				 ENGINE_ABSORBED);
+	assert_int_equal(j->nfree, nfree - 2);
+	struct engine_msg m = { .type = ENGINE_MSG_JOB_RESET, .job = f->job, .u.round0 = 7 };
+	assert_int_equal(engine_apply(&f->e, &m), 0);
+	assert_int_equal(calls, 1);             /* the held contribution went back */
+	assert_int_equal(a.released, 1);
+	engine_set_hold(&f->e, NULL, NULL);
+	assert_int_equal(j->nfree, nfree);
+	assert_int_equal(k->segs[0].slot, ENGINE_NO_SLOT);
+	assert_int_equal(k->segs[1].slot, ENGINE_NO_SLOT);
+	/* the last done round is still answered (a rank's lost RESULT) */
+	assert_int_equal(push(f, push_hdr(f, 2, 9, 0, 1, SEG_F32_R), seg, &out), ENGINE_SEND_ONE);
+	/* dropped rounds never open again, nor any up to the base */
+	assert_int_equal(push(f, push_hdr(f, 0, 9, 1, 1, SEG_F32_R), seg, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 9, 0, 2, SEG_F32_R), seg, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 9, 0, 7, SEG_F32_R), seg, &out), -DROP_STALE_ROUND);
+	assert_int_equal(push(f, push_hdr(f, 0, 9, 0, 9, SEG_F32_R), seg, &out), -DROP_FUTURE_ROUND);
+	/* round 8 takes every rank again and completes, on either segment */
+	for (int r = 0; r < 4; r++) {
+		float w[SEG_F32_R];
+		for (int i = 0; i < (int)SEG_F32_R; i++)
+			w[i] = v[r];
+		assert_int_equal(push(f, push_hdr(f, (uint16_t)r, 9, 1, 8, SEG_F32_R), w, &out),
+				 r < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+	}
+	assert_int_equal(out.hdr.round, 8);
+	assert_true(((const float *)out.payload)[0] == 10.0f);
+	assert_int_equal(k->segs[1].done, 8);
+	for (int r = 0; r < 4; r++)
+		assert_int_equal(push(f, push_hdr(f, (uint16_t)r, 9, 0, 8, SEG_F32_R), seg, &out),
+				 r < 3 ? ENGINE_ABSORBED : ENGINE_SEND_ALL);
+	assert_int_equal(push(f, push_hdr(f, 0, 9, 0, 9, SEG_F32_R), seg, &out), ENGINE_ABSORBED);
+}
+
 /* ---- recovery: WAIT, NACK, lateness, marks (docs/protocol.md) ---- */
 
 #define SEG_F32 (SEG_BYTES / 4)
@@ -728,6 +792,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(hold__sum_exact_and_each_packet_released_once_at_completion, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__duplicate_not_held_and_abort_releases, setup, teardown),
 		cmocka_unit_test_setup_teardown(hold__remove_releases_and_null_ref_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(apply__job_reset_drops_open_rounds_and_rebases,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(apply__key_remove_keeps_cluster_and_frees_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__wait_answers_duplicate_of_open_round, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__nack_rank_seen_past_segment_then_blind, setup, teardown),

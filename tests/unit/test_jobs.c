@@ -23,14 +23,21 @@ struct t {
 	void *notified[16];
 	unsigned nnotified;
 	char last_reason[192];
+	uint32_t reset_base, reset_keys, reset_done0;   /* the last job_reset's */
 };
 
-static void on_abort(void *ctx, void *session, const struct job *j)
+static void on_abort(void *ctx, void *session, const struct job *j,
+		     const struct jobs_reset_note *reset)
 {
 	struct t *t = ctx;
 	if (t->nnotified < 16)
 		t->notified[t->nnotified++] = session;
-	snprintf(t->last_reason, sizeof(t->last_reason), "%s", j->reason);
+	snprintf(t->last_reason, sizeof(t->last_reason), "%s", reset ? reset->reason : j->reason);
+	if (reset) {
+		t->reset_base = reset->base;
+		t->reset_keys = reset->nkeys;
+		t->reset_done0 = reset->nkeys ? reset->done[0][1] : 0;
+	}
 }
 
 /* calloc, wrapped (the Makefile links with --wrap=calloc): once
@@ -767,6 +774,72 @@ static void operator_job__outlives_its_ranks(void **state)
 		jobs_tick(t->js);
 }
 
+/* A job that waits for replacements (job_join's replace_wait_ms): a lost
+ * rank does not abort it; a process that joins with its rank is admitted,
+ * every lcore drops the job's open rounds and counts every key's rounds
+ * from a new base (key_declare's first_round), and the other ranks'
+ * sessions get job_reset. A lost rank nobody replaces in time aborts it,
+ * named. */
+static void replace__a_lost_rank_is_taken_over(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	const struct job_key *k;
+	struct jobs_join_args a = { .name = "el", .rank = 0, .world = 3, .ip = 0x0A000001u,
+				    .port = 40000, .mtu = 1500, .session = (void *)1,
+				    .replace_wait_ms = 5000 };
+
+	assert_int_equal(jobs_join(t->js, &a, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->replace_wait_ms, 5000);
+	assert_int_equal(join(t, "el", 1, 3, (void *)2, NULL), 0);
+	assert_int_equal(join(t, "el", 2, 3, (void *)3, NULL), 0);
+	assert_int_equal(declare(t, j->id, 0, 5, 4000, WIRE_F32, &k), 0);
+	jobs_session_closed(t->js, (void *)2);           /* rank 1's process dies */
+	assert_int_equal(j->state, JOB_ACTIVE);
+	assert_int_equal(t->nnotified, 0);
+	assert_true(j->ranks[1].lost_at > 0);
+	assert_string_equal(j->ranks[1].lost_why, "control connection closed");
+	assert_int_equal(j->njoined, 2);
+	jobs_tick(t->js);                                /* within its window */
+	assert_int_equal(j->state, JOB_ACTIVE);
+	/* its replacement, from another address */
+	struct jobs_join_args b = { .name = "el", .rank = 1, .world = 3, .ip = 0x0A000009u,
+				    .port = 40009, .mtu = 1500, .session = (void *)9 };
+	assert_int_equal(jobs_join(t->js, &b, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->ranks[1].lost_at, 0);
+	assert_int_equal(j->resets, 1);
+	assert_int_equal(j->njoined, 3);
+	/* its declarations start over above any round opened before, at once */
+	assert_int_equal(jobs_first_round(j, k), 3);
+	/* once every lcore dropped the open rounds, the others learn it */
+	for (unsigned l = 0; l < 4; l++)
+		assert_int_equal(t->f->eng[l].jobs[engine_job_index(j->id)].floor, 2);
+	jobs_tick(t->js);
+	assert_int_equal(t->nnotified, 2);               /* ranks 0 and 2 */
+	assert_ptr_equal(t->notified[0], (void *)1);
+	assert_ptr_equal(t->notified[1], (void *)3);
+	assert_string_equal(t->last_reason, "rank 1 was replaced: call again");
+	assert_int_equal(t->reset_base, 2);
+	assert_int_equal(t->reset_keys, 1);
+	assert_int_equal(t->reset_done0, 0);             /* no round of key 5 done */
+	assert_int_equal(k->ek->round0, 2);
+	assert_int_equal(jobs_first_round(j, k), 3);
+	/* the replacement declares the key like the others */
+	assert_int_equal(declare(t, j->id, 1, 5, 4000, WIRE_F32, NULL), 0);
+	/* rank 2 lost and nobody in its place within the window: aborted */
+	jobs_session_closed(t->js, (void *)3);
+	assert_int_equal(j->state, JOB_ACTIVE);
+	((struct job *)j)->ranks[2].lost_at -= 5.1;
+	jobs_tick(t->js);
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_string_equal(j->reason, "rank 2 lost (control connection closed) and not "
+			    "replaced within 5000 ms");
+	jobs_session_closed(t->js, (void *)1);
+	jobs_session_closed(t->js, (void *)9);
+	for (int i = 0; i < 100 && jobs_removing(t->js); i++)
+		jobs_tick(t->js);
+}
+
 /* The job's timeout: its creator's, capped by --stall-timeout-ms; none
  * given is the cap. */
 static void join__timeout_is_the_creators_capped_by_the_box(void **state)
@@ -883,6 +956,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(session_lost__names_the_reason, setup, teardown),
 		cmocka_unit_test_setup_teardown(operator_job__outlives_its_ranks, setup, teardown),
+		cmocka_unit_test_setup_teardown(replace__a_lost_rank_is_taken_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(session_close__after_leave_is_quiet, setup, teardown),
 		cmocka_unit_test_setup_teardown(list__iterates_live_jobs, setup, teardown),
 	};
