@@ -43,7 +43,7 @@
 enum {
 	OPT_ALL = 1u << 0, OPT_REASON = 1u << 1, OPT_WORLD = 1u << 2, OPT_MAX_BYTES = 1u << 3,
 	OPT_WEIGHT = 1u << 4, OPT_RESTORE = 1u << 5, OPT_INTERVAL = 1u << 6, OPT_COUNT = 1u << 7,
-	OPT_JOB_TIMEOUT = 1u << 8,
+	OPT_JOB_TIMEOUT = 1u << 8, OPT_REPLACE_WAIT = 1u << 9,
 };
 
 static int complain(int code, const char *fmt, va_list ap)
@@ -79,7 +79,7 @@ static void usage(FILE *f)
 		"  job show NAME                 one job: ranks and keys\n"
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
 		"  job create NAME --world N [--memory SIZE] [--weight W] [--restore DIR]\n"
-		"             [--job-timeout-ms MS] (how long it waits for a late rank)\n"
+		"             [--job-timeout-ms MS] [--replace-wait-ms MS]\n"
 		"                                create a job before its workers join, with\n"
 		"                                SIZE of job memory (e.g. 2G; --max-bytes B\n"
 		"                                in bytes); with\n"
@@ -426,6 +426,8 @@ static int cmd_job_create(struct ctl *c, const char *name)
 		json_object_set_new(p, "weight", json_integer(c->weight));
 	if (c->job_timeout_ms)
 		json_object_set_new(p, "timeout_ms", json_integer(c->job_timeout_ms));
+	if (c->replace_wait_ms)
+		json_object_set_new(p, "replace_wait_ms", json_integer(c->replace_wait_ms));
 	if (c->restore)
 		json_object_set_new(p, "restore", json_string(box_dir(c, c->restore, abs)));
 	if ((rc = call(c, "job_create", p, &r)))
@@ -546,7 +548,8 @@ static int cmd_stats(struct ctl *c, int all)
 
 /* The command options' names, by bit (OPT_*). */
 static const char *const opt_names[] = { "all", "reason", "world", "max-bytes", "weight",
-					 "restore", "interval", "count", "job-timeout-ms" };
+					 "restore", "interval", "count", "job-timeout-ms",
+					 "replace-wait-ms" };
 
 /* Whether the command options given are all in allowed (OPT_* bits);
  * else a usage message naming the first that is not. */
@@ -572,7 +575,7 @@ static int run_job(struct ctl *c, int argc, char **argv)
 		{ "show", "job show", 1, 0 },
 		{ "abort", "job abort", 1, OPT_REASON },
 		{ "create", "job create", 1, OPT_WORLD | OPT_MAX_BYTES | OPT_WEIGHT | OPT_RESTORE |
-					     OPT_JOB_TIMEOUT },
+					     OPT_JOB_TIMEOUT | OPT_REPLACE_WAIT },
 		{ "save", "job save", 2, 0 },
 	};
 	const char *sub = argc ? argv[0] : "";
@@ -585,7 +588,7 @@ static int run_job(struct ctl *c, int argc, char **argv)
 	if (!argc || argc - 1 != subs[i].nargs)
 		return bad_usage("usage: pboxctl job show NAME | abort NAME [--reason TEXT] | create NAME "
 				 "--world N [--memory SIZE | --max-bytes B] [--weight W] [--restore DIR] "
-				 "[--job-timeout-ms MS] | "
+				 "[--job-timeout-ms MS] [--replace-wait-ms MS] | "
 				 "save NAME DIR");
 	if (!options_fit(c, subs[i].full, subs[i].opts))
 		return EXIT_USAGE;
@@ -662,6 +665,7 @@ int main(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "job-timeout-ms", required_argument, NULL, 'T' },
+		{ "replace-wait-ms", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("PBOX_SOCKET");
@@ -673,7 +677,7 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
-		static const char copts[] = "arwmWRinT"; /* the OPT_* bits in order */
+		static const char copts[] = "arwmWRinTP"; /* the OPT_* bits in order */
 		const char *copt = opt ? strchr(copts, opt) : NULL;
 		if (copt)
 			c.used |= 1u << (copt - copts);
@@ -738,13 +742,16 @@ int main(int argc, char **argv)
 		case 'W':
 		case 'i':
 		case 'n':
-		case 'T': {
+		case 'T':
+		case 'P': {
 			long long n = positive(lo[li].name, optarg, opt == 'i' ? 3600000 :
-					       opt == 'n' ? UINT_MAX : opt == 'T' ? INT32_MAX : LLONG_MAX);
+					       opt == 'n' ? UINT_MAX : opt == 'T' ? INT32_MAX :
+					       opt == 'P' ? 86400000 : LLONG_MAX);
 			if (!n)
 				return EXIT_USAGE;
 			*(opt == 'w' ? &c.world : opt == 'm' ? &c.max_bytes : opt == 'W' ? &c.weight :
-			  opt == 'i' ? &c.interval_ms : opt == 'T' ? &c.job_timeout_ms : &c.count) = n;
+			  opt == 'i' ? &c.interval_ms : opt == 'T' ? &c.job_timeout_ms :
+			  opt == 'P' ? &c.replace_wait_ms : &c.count) = n;
 			break;
 		}
 		case 'h':

@@ -30,6 +30,7 @@ struct ctl {
 	const char *restore;         /* job create --restore */
 	long long world, max_bytes, weight; /* job create; 0 = not given */
 	long long job_timeout_ms;    /* job create --job-timeout-ms; 0 = not given */
+	long long replace_wait_ms;   /* job create --replace-wait-ms; 0 = not given */
 	long long interval_ms, count;       /* top; 0 = not given */
 	int reply_timeout_ms;        /* a command's own wait for its answer (0 = timeout_ms) */
 	int timeout_given;           /* --timeout was given */

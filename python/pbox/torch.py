@@ -57,7 +57,7 @@ import weakref
 import torch
 from torch.optim.optimizer import required as _torch_required
 
-from . import Client, Error, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
+from . import Client, Error, EAGAIN, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
@@ -931,7 +931,10 @@ class BoxOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         """Push every bucket's gradients (those overlap did not push yet),
         wait for the updated weights and write them into the parameters.
-        Returns closure's loss if given."""
+        Returns closure's loss if given. If a lost rank was replaced during
+        the step (a job with a replacement window, PBOX_REPLACE_WAIT), the
+        parameters become the box's weights and the step is not repeated.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -951,6 +954,14 @@ class BoxOptimizer(torch.optim.Optimizer):
         for b in done:
             for p, src in b.slices(b.weights):
                 p.copy_(src)
+        if isinstance(first, Error) and first.code == EAGAIN:
+            # a lost rank was replaced (docs/reliability.md "Replacing a
+            # lost rank"): the box kept its weights and every key's next
+            # round hands them back; this step stays applied where it
+            # completed on the box and is not repeated
+            for b in self._buckets:
+                self._init(b)
+            first = None
         if first is not None:
             raise first
         if stale:

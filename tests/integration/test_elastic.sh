@@ -185,7 +185,7 @@ rpyrank repl.new 2 s3cret resume
 wait_pids 120 "${SURVIVORS[@]}" "${RPIDS[@]}" ||
 	{ tail -n 4 "$WORKDIR"/repl.*.log; die "the job did not go on exactly after rank 2 was replaced"; }
 for r in 0 1 3; do
-	grep -q "made again: .*rank 2 was replaced: call again" "$WORKDIR/repl.$r.log" ||
+	grep -q "made again .*rank 2 was replaced: call again" "$WORKDIR/repl.$r.log" ||
 		{ cat "$WORKDIR/repl.$r.log"; die "rank $r's call was not failed with EAGAIN naming the replaced rank"; }
 done
 grep -h "ok calls" "$WORKDIR"/repl.[0-3].log "$WORKDIR/repl.new.log" | sed 's/^/    /'
