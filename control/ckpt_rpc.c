@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/b64.h"
 #include "common/errmsg.h"
@@ -27,7 +27,6 @@ RPC_HANDLER(rpc_job_save)
 {
 	static const char *const known[] = { "job", "dir", NULL };
 	const char *name = NULL, *dir = NULL;
-	struct stat st;
 	uint64_t total = 0;
 	int rc;
 
@@ -38,9 +37,11 @@ RPC_HANDLER(rpc_job_save)
 	const struct job *j = jobs_find(ctx->box->jobs, name);
 	if (!j)
 		return errmsg(err, errlen, -ENOENT, "no job named '%s'", name);
-	if (dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return errmsg(err, errlen, -EINVAL, "job %s: %s is not an absolute path of a "
-			      "directory on the box", j->name, dir);
+	char why[512];
+	int dfd = ckpt_dir_open(dir, why, sizeof(why));
+	if (dfd < 0)
+		return errmsg(err, errlen, dfd, "job %s: %s", j->name, why);
+	close(dfd);
 	struct ps_ckpt_saved *saved = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*saved));
 	uint32_t n = 0;
 	if (!saved)
