@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/errmsg.h"
-#include "dataplane/optim.h"
+#include "dataplane/dp.h"
 #include "common/wire.h"
 
 #define MAGIC "PBOXCKP1"
