@@ -106,7 +106,9 @@ static const char *hdr_decode(const uint8_t *b, struct ckpt_hdr *h, uint16_t *nl
 	p = get(p, &zero, 4);
 	if (h->version != 1 && h->version != 2)
 		return "its format version is unknown";
-	if (zero != 0 || h->planes > OPTIM_MAX_PLANES)
+	/* a flag is 0 or 1, the pad zero: a file that says otherwise is
+	 * not one pbox wrote */
+	if (zero != 0 || h->planes > OPTIM_MAX_PLANES || small[5] > 1 || small[6] || small[7])
 		return "its header is damaged";
 	if (h->version == 2) {
 		p = get(p, &h->world, 2);
@@ -174,6 +176,11 @@ int ckpt_decode(const uint8_t *buf, size_t len, const struct ckpt_hdr *want,
 	if (want->world && got->world != want->world)
 		return errmsg(err, errlen, -EINVAL, "the checkpoint %s is of another world: "
 			      "%u ranks, not %u", path, got->world, want->world);
+	/* the arrays' size in 64 bits (a count near 2^62 would wrap it) */
+	if (got->count > (UINT64_MAX - CKPT_HDR - CKPT_NAME_MAX) / sizeof(float) /
+			  (1 + (uint64_t)got->planes))
+		return errmsg(err, errlen, -EINVAL, "%s is refused: its count %" PRIu64 " is "
+			      "too large", path, got->count);
 	uint64_t need = ckpt_file_bytes(got);
 	if (len != need)
 		return errmsg(err, errlen, -EINVAL, "%s is %s: %zu bytes, not the %" PRIu64
