@@ -495,6 +495,30 @@ static size_t key_bytes(const struct job *j, const struct job_key *k,
 }
 
 /* Place the chunks and build the engine key in the arena. */
+/* --checkpoint-dir: a PS key of a job whose name has a checkpoint of it
+ * there (pboxd restarted, the job created again) starts from it, if the
+ * file is of this job's name and world and of the key's declaration
+ * (else the declaration is refused, naming the file); no checkpoint of
+ * the key (or no periodic ones for such a name): from rank 0's weights. */
+static int auto_restore(const struct box *b, const struct job *j, const struct job_key *k,
+			char *err, size_t errlen)
+{
+	char dir[PS_CKPT_PATH], why[512];
+	int rc;
+
+	if (!b->cfg.checkpoint_dir[0])
+		return 0;
+	rc = ps_ckpt_auto_dir(dir, sizeof(dir), b->cfg.checkpoint_dir, j->name, 0, why,
+			      sizeof(why));
+	if (rc == -ENOENT || rc == -EINVAL)
+		return 0;
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": --checkpoint-dir: %s",
+			      j->name, k->key, why);
+	rc = ps_ckpt_load(j, k, dir, 1, &b->keepalive, err, errlen);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		     const struct jobs_declare_args *a, uint8_t **owner_out,
 		     char *err, size_t errlen)
@@ -555,7 +579,8 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
 		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, 0, &b->keepalive, err,
-							  errlen) : 0;
+							  errlen) : auto_restore(b, j, k, err,
+										 errlen);
 		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
 			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 			memset(mem, 0, need);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -423,5 +425,32 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 	ps->restored = 1;
 	ps->step0 = got.steps;
 	ps->buf_written = got.buf_written;
+	return 0;
+}
+
+/* ---- --checkpoint-dir: a directory per job ---- */
+
+int ps_ckpt_auto_dir(char *buf, size_t size, const char *root, const char *job, int create,
+		     char *err, size_t errlen)
+{
+	size_t n = strlen(job);
+	int rfd, rc = 0;
+
+	if (n == 0 || n > PS_CKPT_JOB_DIR_MAX || job[0] == '.' ||
+	    strspn(job, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+		return errmsg(err, errlen, -EINVAL, "job %s: only a job named with at most %d of "
+			      "A-Z a-z 0-9 . _ - (not starting with '.') has periodic checkpoints",
+			      job, PS_CKPT_JOB_DIR_MAX);
+	if ((size_t)snprintf(buf, size, "%s/%s", root, job) >= size)
+		return errmsg(err, errlen, -EINVAL, "job %s: %s/%s is too long", job, root, job);
+	if ((rfd = ckpt_dir_open(root, err, errlen)) < 0)
+		return rfd;
+	if (create && mkdirat(rfd, job, 0700) != 0 && errno != EEXIST)
+		rc = -errno;
+	else if (!create && faccessat(rfd, job, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
+		rc = -errno;
+	close(rfd);
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s: %s: %s", job, buf, strerror(-rc));
 	return 0;
 }

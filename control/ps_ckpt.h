@@ -4,8 +4,10 @@
  * one file per key, DIR/key-<K>.pboxckpt, holding the declaration it
  * belongs to (count, dtypes, optimizer and hyperparameters), the number of
  * optimizer steps taken, the fp32 weights and the optimizer's state
- * planes. job_save writes them (ps_ckpt_save); a job created with
- * `restore` loads them when its PS keys are declared (ps_ckpt_load), and
+ * planes. job_save and --checkpoint-dir write them (ps_ckpt_snap_job,
+ * then ps_ckpt_write_set on the checkpoint thread, control/ckpt_worker.h);
+ * a job created with `restore`, or again under --checkpoint-dir, loads
+ * them when its PS keys are declared (ps_ckpt_load), and
  * the key starts from there: its init round keeps the loaded weights, Adam's step
  * count goes on.
  *
@@ -98,6 +100,15 @@ bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
  * Sets restored and step0. Tells ka (the watchdog) as it reads. */
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen);
+
+/* --checkpoint-dir: a job's directory ROOT/<job> into buf. Only a job
+ * named with at most PS_CKPT_JOB_DIR_MAX of [A-Za-z0-9._-], not starting
+ * with '.', has one (-EINVAL). ROOT must meet the directory rule; create:
+ * the job's directory is made (0700) if missing; else -ENOENT if it is.
+ * 0 or a negative errno with the message. */
+#define PS_CKPT_JOB_DIR_MAX 200
+int ps_ckpt_auto_dir(char *buf, size_t size, const char *root, const char *job, int create,
+		     char *err, size_t errlen);
 
 /*
  * Worker access between steps (key_read, key_write): array a is 0 for the
