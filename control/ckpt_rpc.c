@@ -50,7 +50,7 @@ RPC_HANDLER(rpc_job_save)
 		return errmsg(err, errlen, -ENOTSUP, "job %s: no checkpoint thread", j->name);
 	/* the snapshot here, at one cut; the files on the checkpoint thread,
 	 * which answers (RPC_DEFERRED) */
-	if ((rc = ps_ckpt_snap_job(j, &set, err, errlen)) < 0)
+	if ((rc = ps_ckpt_snap_job(j, &set, true, err, errlen)) < 0)
 		return rc;
 	rc = ckpt_worker_submit(ctx->box->ckpt, &set, j->name, dir, ctx->session, ctx->id,
 				ctx->box->cfg.checkpoint_timeout_ms, err, errlen);

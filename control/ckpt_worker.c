@@ -336,7 +336,7 @@ static void poll_auto(struct ckpt_worker *w, struct box *box, long now)
 	int rc = ps_ckpt_auto_dir(dir, sizeof(dir), cfg->checkpoint_dir, j->name, 1, err,
 				  sizeof(err));
 	if (rc == 0)
-		rc = ps_ckpt_snap_job(j, &set, err, sizeof(err));
+		rc = ps_ckpt_snap_job(j, &set, false, err, sizeof(err));
 	if (rc == -EBUSY) { /* stepping: at a round boundary a moment later */
 		w->retry_ms = now + AUTO_RETRY_MS;
 		ctl_log(box, CTL_LOG_DEBUG, "periodic checkpoint: %s; again in %d ms", err,

@@ -125,7 +125,7 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 {
 	struct timespec pause = { 0, SNAP_PAUSE_NS };
 
-	for (int t = 0; t < (strict ? SNAP_TRIES : 1); t++) {
+	for (int t = 0; t < (strict == 1 ? SNAP_TRIES : 1); t++) {
 		if (t)
 			nanosleep(&pause, NULL);
 		if (copy_range(k, a0, a1, first, n, out, done, strict) == 0) {
@@ -140,6 +140,9 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": its segments are at "
 			      "different steps (a step that failed part-way, or a call of this "
 			      "rank still in flight)", j->name, k->key);
+	if (strict == 2)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key is stepping",
+			      j->name, k->key);
 	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
 		      "for 0.1 s; save between steps (when no rank is pushing)", j->name, k->key);
 }
@@ -242,8 +245,9 @@ int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t step
 
 /* ---- a job's checkpoint: snapshot on the control thread, files anywhere ---- */
 
-int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
-		     char *err, size_t errlen)
+/* One key's copy: strict 1 tries for 0.1 s, 2 once. */
+static int snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
+		    int strict, char *err, size_t errlen)
 {
 	uint64_t count = k->geom.count;
 	size_t nbytes = (size_t)narrays(k) * count * sizeof(float);
@@ -255,7 +259,7 @@ int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckp
 	if (!s->data)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
 			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
-	rc = snapshot(j, k, 0, narrays(k), 0, count, s->data, &s->done, 1, err, errlen);
+	rc = snapshot(j, k, 0, narrays(k), 0, count, s->data, &s->done, strict, err, errlen);
 	if (rc < 0) {
 		free(s->data);
 		s->data = NULL;
@@ -269,6 +273,12 @@ int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckp
 	s->dlen = nbytes;
 	s->bytes = s->hlen + nbytes;
 	return 0;
+}
+
+int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
+		     char *err, size_t errlen)
+{
+	return snap_key(j, k, s, 1, err, errlen);
 }
 
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done)
@@ -291,13 +301,14 @@ void ps_ckpt_set_free(struct ps_ckpt_set *set)
 }
 
 /* Every PS key of j (those being removed are gone) into set, once. */
-static int snap_all(const struct job *j, struct ps_ckpt_set *set, char *err, size_t errlen)
+static int snap_all(const struct job *j, struct ps_ckpt_set *set, int strict, char *err,
+		    size_t errlen)
 {
 	for (uint32_t i = 0; i < j->nkeys; i++) {
 		const struct job_key *k = &j->keys[i];
 		if (!k->is_ps || k->remove_mark)
 			continue;
-		int rc = ps_ckpt_snap_key(j, k, &set->s[set->n], err, errlen);
+		int rc = snap_key(j, k, &set->s[set->n], strict, err, errlen);
 		if (rc < 0)
 			return rc;
 		set->s[set->n++].index = i;
@@ -305,16 +316,17 @@ static int snap_all(const struct job *j, struct ps_ckpt_set *set, char *err, siz
 	return 0;
 }
 
-int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, char *err, size_t errlen)
+int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient, char *err,
+		     size_t errlen)
 {
 	int rc = 0;
 
 	memset(set, 0, sizeof(*set));
-	for (int t = 0; t < SAVE_TRIES; t++) {
+	for (int t = 0; t < (patient ? SAVE_TRIES : 1); t++) {
 		set->s = calloc(j->nkeys ? j->nkeys : 1, sizeof(*set->s));
 		if (!set->s)
 			return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-		if ((rc = snap_all(j, set, err, errlen)) < 0)
+		if ((rc = snap_all(j, set, patient ? 1 : 2, err, errlen)) < 0)
 			break;
 		if (set->n == 0) {
 			rc = errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
@@ -370,7 +382,7 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen)
 {
 	struct ps_ckpt_set set;
-	int rc = ps_ckpt_snap_job(j, &set, err, errlen);
+	int rc = ps_ckpt_snap_job(j, &set, true, err, errlen);
 
 	*n = 0;
 	if (rc < 0)

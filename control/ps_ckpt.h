@@ -65,8 +65,10 @@ struct ps_ckpt_set {
  * completed round with none open; only if no key completed a round since
  * its own copy (then all stood at their copied steps at once) is the set
  * kept, else it is taken again (3 times in all, then -EBUSY naming the
- * key that moved). 0, or -EINVAL (no PS key), -EBUSY, -ENODATA (a key has
- * no weights yet), -ENOMEM, with the message. ps_ckpt_write_set (any
+ * key that moved); !patient: each key and the cut are tried once, so the
+ * control thread never waits (the periodic saves try again later). 0, or
+ * -EINVAL (no PS key), -EBUSY, -ENODATA (a key has no weights yet),
+ * -ENOMEM, with the message. ps_ckpt_write_set (any
  * thread: it touches only the set) then writes the files into dir: the
  * directory rule checked (ckpt_file.h), every key into its temporary
  * file, fsynced, then all renamed to their names and the directory
@@ -80,7 +82,8 @@ struct ps_ckpt_set {
  * 0.1 s; -ENODATA); ps_ckpt_unchanged: no segment of k completed a round
  * since a copy at round done.
  */
-int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, char *err, size_t errlen);
+int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient, char *err,
+		     size_t errlen);
 int ps_ckpt_write_set(const struct ps_ckpt_set *set, const char *dir,
 		      const struct box_keepalive *ka, char *err, size_t errlen);
 void ps_ckpt_set_free(struct ps_ckpt_set *set);
