@@ -10,6 +10,8 @@
  *       4th step gives -1; prints "RESUMED 3"
  *   ckpt_prog CONTROL JOB refused TEXT      the declaration is refused with
  *       an error containing TEXT, within 5 s; prints it
+ * CKPT_N in the environment sets the weights' count (default 1000; the
+ * job then reserves 3 * 4 * CKPT_N bytes more than the box's default).
  * Exit 0 when all holds, 1 otherwise (with what differed on stderr).
  */
 #include <stdint.h>
@@ -21,7 +23,7 @@
 
 #include "pbox.h"
 
-#define N 1000
+static size_t N = 1000;
 
 static int fail(pbox_client *c, const char *what)
 {
@@ -31,7 +33,7 @@ static int fail(pbox_client *c, const char *what)
 
 static int all(const float *v, float want)
 {
-	for (int i = 0; i < N; i++)
+	for (size_t i = 0; i < N; i++)
 		if (v[i] != want)
 			return 0;
 	return 1;
@@ -39,7 +41,7 @@ static int all(const float *v, float want)
 
 int main(int argc, char **argv)
 {
-	static float w[N], g[N], out[N];
+	float *w, *g, *out;
 	pbox_client *c;
 	pbox_optim o;
 	pbox_opts opts;
@@ -48,13 +50,22 @@ int main(int argc, char **argv)
 	if (argc < 4)
 		return fprintf(stderr, "usage: ckpt_prog CONTROL JOB train|resume|refused [ARG]\n"), 2;
 	const char *phase = argv[3], *arg = argc > 4 ? argv[4] : "";
+	if (getenv("CKPT_N"))
+		N = strtoull(getenv("CKPT_N"), NULL, 10);
+	w = malloc(N * sizeof(float));
+	g = malloc(N * sizeof(float));
+	out = malloc(N * sizeof(float));
+	if (!w || !g || !out)
+		return fail(NULL, "out of memory");
 	pbox_opts_init(&opts);
-	opts.timeout_ms = 5000;
+	opts.timeout_ms = 30000;
+	if (getenv("CKPT_N"))
+		opts.job_bytes = (256ull << 20) + 3 * 4 * (uint64_t)N;
 	if (pbox_connect(argv[1], argv[2], 0, 1, &opts, &c) != 0)
 		return fail(NULL, "connect");
 	pbox_optim_init(&o, PBOX_OPTIM_SGD);
 	o.lr = 0.5;
-	for (int i = 0; i < N; i++) {
+	for (size_t i = 0; i < N; i++) {
 		w[i] = strcmp(phase, "train") == 0 ? 1.0f : 9.0f;
 		g[i] = 1.0f;
 	}
