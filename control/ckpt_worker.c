@@ -75,6 +75,10 @@ static void *worker_main(void *arg)
 			pthread_mutex_unlock(&w->mu);
 			/* the set and dir are ours until finished is set */
 			int rc = ps_ckpt_write_set(&w->set, w->dir, NULL, err, sizeof(err));
+			/* the copies go here, not on the control thread (unmapping
+			 * hundreds of MiB takes tens of ms) */
+			for (uint32_t i = 0; i < w->set.n; i++)
+				ps_ckpt_snap_free(&w->set.s[i]);
 			pthread_mutex_lock(&w->mu);
 			w->rc = rc;
 			snprintf(w->err, sizeof(w->err), "%s", err);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -245,6 +246,29 @@ int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t step
 
 /* ---- a job's checkpoint: snapshot on the control thread, files anywhere ---- */
 
+/* A snapshot's memory: large ones mapped with their pages populated at
+ * once (a fresh malloc'd buffer took a page fault per 4 KiB as the copy
+ * touched it: 128 MiB held the control thread about 0.3 s). */
+#define SNAP_MAP_MIN (1u << 20)
+
+static float *snap_alloc(size_t nbytes)
+{
+	if (nbytes < SNAP_MAP_MIN)
+		return malloc(nbytes ? nbytes : 1);
+	void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void ps_ckpt_snap_free(struct ps_ckpt_snap *s)
+{
+	if (s->data && s->dlen >= SNAP_MAP_MIN)
+		munmap(s->data, s->dlen);
+	else
+		free(s->data);
+	s->data = NULL;
+}
+
 /* One key's copy: strict 1 tries for 0.1 s, 2 once. */
 static int snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
 		    int strict, char *err, size_t errlen)
@@ -255,14 +279,14 @@ static int snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt
 
 	memset(s, 0, sizeof(*s));
 	s->key = k->key;
-	s->data = malloc(nbytes ? nbytes : 1);
+	s->dlen = nbytes;
+	s->data = snap_alloc(nbytes);
 	if (!s->data)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
 			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
 	rc = snapshot(j, k, 0, narrays(k), 0, count, s->data, &s->done, strict, err, errlen);
 	if (rc < 0) {
-		free(s->data);
-		s->data = NULL;
+		ps_ckpt_snap_free(s);
 		return rc;
 	}
 	struct ckpt_hdr h = hdr_of(j, k, k->ek->ps->step0 +
@@ -294,7 +318,7 @@ bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done)
 void ps_ckpt_set_free(struct ps_ckpt_set *set)
 {
 	for (uint32_t i = 0; set->s && i < set->n; i++)
-		free(set->s[i].data);
+		ps_ckpt_snap_free(&set->s[i]);
 	free(set->s);
 	set->s = NULL;
 	set->n = 0;

@@ -79,7 +79,7 @@ struct ps_ckpt_set {
  *
  * ps_ckpt_save_job: both at once (saved, j->nkeys entries, gets the keys,
  * *n how many). ps_ckpt_snap_key: one key's copy (-EBUSY: stepping for
- * 0.1 s; -ENODATA); ps_ckpt_unchanged: no segment of k completed a round
+ * 0.1 s; -ENODATA), freed with ps_ckpt_snap_free; ps_ckpt_unchanged: no segment of k completed a round
  * since a copy at round done.
  */
 int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient, char *err,
@@ -92,6 +92,7 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
 		     char *err, size_t errlen);
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
+void ps_ckpt_snap_free(struct ps_ckpt_snap *s);
 
 /* Load key k's checkpoint from dir into its PS state (before the key is
  * installed on the lcores): the directory must meet the rule and the file

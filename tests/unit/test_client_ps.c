@@ -935,7 +935,7 @@ static void snap_fn(struct box_inproc *b, void *arg)
 	a->rc = ps_ckpt_snap_key(j, job_key_find(j, a->key), &s, err, sizeof(err));
 	a->done = s.done;
 	a->steps = s.steps;
-	free(s.data);
+	ps_ckpt_snap_free(&s);
 }
 
 static void unchanged_fn(struct box_inproc *b, void *arg)
