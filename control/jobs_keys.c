@@ -494,7 +494,6 @@ static size_t key_bytes(const struct job *j, const struct job_key *k,
 	return need;
 }
 
-/* Place the chunks and build the engine key in the arena. */
 /* --checkpoint-dir: a PS key of a job whose name has a checkpoint of it
  * there (pboxd restarted, the job created again) starts from it, if the
  * file is of this job's name and world and of the key's declaration
@@ -519,6 +518,7 @@ static int auto_restore(const struct box *b, const struct job *j, const struct j
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* Place the chunks and build the engine key in the arena. */
 static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		     const struct jobs_declare_args *a, uint8_t **owner_out,
 		     char *err, size_t errlen)
