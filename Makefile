@@ -184,6 +184,13 @@ $(BUILD)/tests/test_jobs: tests/unit/test_jobs.c $(BUILD)/libboxcore.a $(BUILD)/
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=calloc
 
+# test_ckpt_worker makes the checkpoint files slow: ps_ckpt_write_set is
+# wrapped at link time.
+$(BUILD)/tests/test_ckpt_worker: tests/unit/test_ckpt_worker.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
+		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=ps_ckpt_write_set
+
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)

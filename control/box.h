@@ -68,6 +68,10 @@ struct box_config {
 	 * = none needed. Never reported by any method. */
 	char operator_secret[257];
 	uint32_t operator_secret_len;
+	/* PS checkpoints (docs/operations.md "Checkpoints") */
+	char checkpoint_dir[1024];   /* --checkpoint-dir, "" = no periodic saves */
+	uint32_t checkpoint_every_s; /* --checkpoint-every */
+	uint32_t checkpoint_timeout_ms; /* --checkpoint-timeout-ms, 0 = none */
 };
 
 /* Fill c with every option's default (control/options.c). */
@@ -98,6 +102,7 @@ struct box_log_sink {
 };
 
 struct jobs; /* control/jobs.h */
+struct ckpt_worker; /* control/ckpt_worker.h */
 
 /* Called between the pieces of long work on the control thread (a
  * job_save writing gigabytes), so that pboxd's systemd watchdog sees the
@@ -122,6 +127,7 @@ struct box {
 	struct peer_addr log_peer;    /* TCP peer being served, all zero = none:
 				       * ctl_log counts its lines against --log-peer-burst */
 	struct jobs *jobs;
+	struct ckpt_worker *ckpt;     /* writes checkpoint files (rpc_server's) */
 	struct {                      /* box_ports_watch */
 		double at;            /* last look (CLOCK_MONOTONIC s) */
 		uint64_t missed;      /* imissed summed over the data ports then */

@@ -3,7 +3,9 @@
  * ckpt_rpc.c - a PS key's weights and state through the control protocol
  * (docs/rpc.md): job_save writes a checkpoint of every PS key of a job into
  * a directory on the box (control/ps_ckpt.h), for a job created later with
- * `restore` (an operator method: the box writes files where it is told);
+ * `restore` (an operator method: the box writes files where it is told):
+ * the snapshot at once, the files on the checkpoint thread, which answers
+ * (control/ckpt_worker.h);
  * key_read and key_write let a job's own ranks read the weights and state
  * and rank 0 overwrite them between steps, in base64 pieces of at most
  * PS_RPC_MAX_ELEMS floats (a JSON line holds 64 KiB).
@@ -13,11 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/b64.h"
 #include "common/errmsg.h"
 #include "control/jobs.h"
+#include "control/ckpt_worker.h"
 #include "control/ps_ckpt.h"
 #include "control/rpc_methods.h"
 
@@ -27,10 +30,11 @@ RPC_HANDLER(rpc_job_save)
 {
 	static const char *const known[] = { "job", "dir", NULL };
 	const char *name = NULL, *dir = NULL;
-	struct stat st;
-	uint64_t total = 0;
+	struct ps_ckpt_set set;
+	char why[RPC_ERR_MAX];
 	int rc;
 
+	(void)result;
 	if ((rc = rpc_params_known(params, known, err, errlen)) ||
 	    (rc = rpc_param_str(params, "job", 1, 255, &name, err, errlen)) ||
 	    (rc = rpc_param_str(params, "dir", 1, JOB_RESTORE_MAX, &dir, err, errlen)))
@@ -38,28 +42,19 @@ RPC_HANDLER(rpc_job_save)
 	const struct job *j = jobs_find(ctx->box->jobs, name);
 	if (!j)
 		return errmsg(err, errlen, -ENOENT, "no job named '%s'", name);
-	if (dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return errmsg(err, errlen, -EINVAL, "job %s: %s is not an absolute path of a "
-			      "directory on the box", j->name, dir);
-	struct ps_ckpt_saved *saved = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*saved));
-	uint32_t n = 0;
-	if (!saved)
-		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-	rc = ps_ckpt_save_job(j, dir, &ctx->box->keepalive, saved, &n, err, errlen);
-	json_t *keys = rc == 0 ? json_array() : NULL;
-	for (uint32_t i = 0; keys && i < n; i++) {
-		total += saved[i].bytes;
-		json_array_append_new(keys, json_pack("{s:I, s:I}", "key", (json_int_t)saved[i].key,
-						      "bytes", (json_int_t)saved[i].bytes));
-	}
-	free(saved);
-	if (rc < 0)
+	int dfd = ckpt_dir_open(dir, why, sizeof(why));
+	if (dfd < 0)
+		return errmsg(err, errlen, dfd, "job %s: %s", j->name, why);
+	close(dfd);
+	if (!ctx->box->ckpt)
+		return errmsg(err, errlen, -ENOTSUP, "job %s: no checkpoint thread", j->name);
+	/* the snapshot here, at one cut; the files on the checkpoint thread,
+	 * which answers (RPC_DEFERRED) */
+	if ((rc = ps_ckpt_snap_job(j, &set, true, err, errlen)) < 0)
 		return rc;
-	if (!keys)
-		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-	*result = json_pack("{s:s, s:o, s:I}", "dir", dir, "keys", keys, "bytes",
-			    (json_int_t)total);
-	return 0;
+	rc = ckpt_worker_submit(ctx->box->ckpt, &set, j->name, dir, ctx->session, ctx->id,
+				ctx->box->cfg.checkpoint_timeout_ms, err, errlen);
+	return rc < 0 ? rc : RPC_DEFERRED;
 }
 
 /* ---- key_read / key_write: a rank's access to its PS key between steps ---- */

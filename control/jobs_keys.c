@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/wire.h"
 #include "control/jobs_core.h"
@@ -70,14 +70,14 @@ static int reserve_key(struct job *j, uint32_t max_keys)
 
 int jobs_restore_dir_check(const char *dir, char *err, size_t errlen)
 {
-	struct stat st;
-
 	if (!dir || dir[0] != '/' || strlen(dir) > JOB_RESTORE_MAX)
 		return errmsg(err, errlen, -EINVAL, "restore needs an absolute path of at most "
 			      "%d bytes", JOB_RESTORE_MAX);
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return errmsg(err, errlen, -EINVAL, "restore: %s is not a directory on the box",
-			      dir);
+	char why[512];
+	int fd = ckpt_dir_open(dir, why, sizeof(why));
+	if (fd < 0)
+		return errmsg(err, errlen, fd, "restore: %s", why);
+	close(fd);
 	return 0;
 }
 
@@ -513,6 +513,30 @@ static size_t key_bytes(const struct job *j, const struct job_key *k,
 	return need;
 }
 
+/* --checkpoint-dir: a PS key of a job whose name has a checkpoint of it
+ * there (pboxd restarted, the job created again) starts from it, if the
+ * file is of this job's name and world and of the key's declaration
+ * (else the declaration is refused, naming the file); no checkpoint of
+ * the key (or no periodic ones for such a name): from rank 0's weights. */
+static int auto_restore(const struct box *b, const struct job *j, const struct job_key *k,
+			char *err, size_t errlen)
+{
+	char dir[PS_CKPT_PATH], why[512];
+	int rc;
+
+	if (!b->cfg.checkpoint_dir[0])
+		return 0;
+	rc = ps_ckpt_auto_dir(dir, sizeof(dir), b->cfg.checkpoint_dir, j->name, 0, why,
+			      sizeof(why));
+	if (rc == -ENOENT || rc == -EINVAL)
+		return 0;
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": --checkpoint-dir: %s",
+			      j->name, k->key, why);
+	rc = ps_ckpt_load(j, k, dir, 1, &b->keepalive, err, errlen);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 /* Place the chunks and build the engine key in the arena. */
 static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		     const struct jobs_declare_args *a, uint8_t **owner_out,
@@ -573,7 +597,9 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
-		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, &b->keepalive, err, errlen) : 0;
+		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, 0, &b->keepalive, err,
+							  errlen) : auto_restore(b, j, k, err,
+										 errlen);
 		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
 			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
 			memset(mem, 0, need);

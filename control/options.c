@@ -152,6 +152,19 @@ const struct box_opt box_opts[] = {
 	  FIELD(log_level), .choices = level_choices,
 	  .help = "level of the DPDK log type pbox (pboxd's messages); overrides the "
 		  "EAL's --log-level=pbox:LEVEL" },
+	{ .name = "checkpoint-dir", .type = BOX_OPT_STRING, .arg = "DIR", .def = NULL,
+	  FIELD(checkpoint_dir),
+	  .help = "save every PS job's weights and optimizer state into DIR/<job>/ every "
+		  "--checkpoint-every seconds, and restore a job created again with the same "
+		  "name and world from there; DIR: owned by pboxd's user or root, writable by "
+		  "no one else; none = off" },
+	{ .name = "checkpoint-every", .type = BOX_OPT_UINT, .arg = "SECONDS", .def = "600",
+	  .min = 1, .max = 604800, FIELD(checkpoint_every_s),
+	  .help = "period of the --checkpoint-dir saves (a job that took no step is skipped)" },
+	{ .name = "checkpoint-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "600000",
+	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(checkpoint_timeout_ms),
+	  .help = "a job_save not written within MS is answered ETIMEDOUT (the write goes on "
+		  "in the background); 0 = never" },
 	{ .name = "config", .type = BOX_OPT_CONFIG, .arg = "FILE", .def = NULL,
 	  .help = "read options from the [pboxd] section of an INI file" },
 	{ .name = "help", .type = BOX_OPT_FLAG, .arg = NULL, .def = NULL,

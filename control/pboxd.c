@@ -18,12 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "control/box.h"
 #include "control/jobs.h"
 #include "control/log.h"
 #include "control/metrics.h"
+#include "control/ckpt_file.h"
 #include "control/sdnotify.h"
 #include "control/rpc_server.h"
 #include "dataplane/dp.h"
@@ -118,6 +120,16 @@ static int start_options(struct box *box, int argc, char **argv)
 		ctl_log(box, CTL_LOG_ERROR, "%s", err);
 	if (prc != 0)
 		return prc < 0 ? 2 : 0;
+	/* a checkpoint directory others could write is refused at start
+	 * (docs/operations.md "Checkpoint directories") */
+	if (box->cfg.checkpoint_dir[0]) {
+		int dfd = ckpt_dir_open(box->cfg.checkpoint_dir, err, sizeof(err));
+		if (dfd < 0) {
+			ctl_log(box, CTL_LOG_ERROR, "--checkpoint-dir: %s", err);
+			return 2;
+		}
+		close(dfd);
+	}
 
 	/* EAL arguments: the command line's before "--", else --eal's */
 	char eal[sizeof(box->cfg.eal)], *eargv[EAL_MAX_ARGS + 2];

@@ -13,113 +13,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/errmsg.h"
 #include "common/sum.h"
+#include "control/ckpt_file.h"
 
-#define MAGIC "PBOXCKP1"
 #define SNAP_TRIES 200       /* a key mid-step is tried again ... */
 #define SNAP_PAUSE_NS 500000 /* ... after 0.5 ms, for up to 0.1 s */
 #define SAVE_TRIES 3         /* a job whose keys moved on during its save */
-#define IO_PIECE (64u << 20) /* bytes written or read between keepalives */
 
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key)
 {
-	snprintf(buf, size, "%s/key-%" PRIu32 ".pboxckpt", dir, key);
+	ckpt_path(buf, size, dir, key);
 }
 
-/* ---- header ---- */
-
-struct hdr {
-	uint32_t key;
-	uint64_t count;
-	uint8_t dtype, rdtype, average, kind, nesterov;
-	uint8_t buf_written;   /* SGD: the momentum buffer was written (key_write) */
-	double momentum, dampening, weight_decay, beta1, beta2, eps;
-	uint64_t steps;
-	uint32_t planes;
-};
-
-static uint8_t *put(uint8_t *p, const void *v, size_t n)
-{
-	memcpy(p, v, n); /* x86-64: already little-endian */
-	return p + n;
-}
-
-static const uint8_t *get(const uint8_t *p, void *v, size_t n)
-{
-	memcpy(v, p, n);
-	return p + n;
-}
-
-static void hdr_encode(uint8_t b[PS_CKPT_HDR], const struct hdr *h)
-{
-	uint32_t version = 1, zero = 0;
-	uint8_t *p = put(b, MAGIC, 8);
-
-	p = put(p, &version, 4);
-	p = put(p, &h->key, 4);
-	p = put(p, &h->count, 8);
-	uint8_t small[8] = { h->dtype, h->rdtype, h->average, h->kind, h->nesterov,
-			     h->buf_written };
-	p = put(p, small, 8);
-	p = put(p, &h->momentum, 8);
-	p = put(p, &h->dampening, 8);
-	p = put(p, &h->weight_decay, 8);
-	p = put(p, &h->beta1, 8);
-	p = put(p, &h->beta2, 8);
-	p = put(p, &h->eps, 8);
-	p = put(p, &h->steps, 8);
-	p = put(p, &h->planes, 4);
-	p = put(p, &zero, 4);
-	memset(p, 0, (size_t)(b + PS_CKPT_HDR - p));   /* reserved */
-}
-
-static int hdr_decode(const uint8_t b[PS_CKPT_HDR], struct hdr *h)
-{
-	uint32_t version, zero;
-	uint8_t small[8];
-	const uint8_t *p = b + 8;
-
-	if (memcmp(b, MAGIC, 8) != 0)
-		return -1;
-	p = get(p, &version, 4);
-	p = get(p, &h->key, 4);
-	p = get(p, &h->count, 8);
-	p = get(p, small, 8);
-	h->dtype = small[0];
-	h->rdtype = small[1];
-	h->average = small[2];
-	h->kind = small[3];
-	h->nesterov = small[4];
-	h->buf_written = small[5] != 0;
-	p = get(p, &h->momentum, 8);
-	p = get(p, &h->dampening, 8);
-	p = get(p, &h->weight_decay, 8);
-	p = get(p, &h->beta1, 8);
-	p = get(p, &h->beta2, 8);
-	p = get(p, &h->eps, 8);
-	p = get(p, &h->steps, 8);
-	p = get(p, &h->planes, 4);
-	get(p, &zero, 4);
-	return version == 1 && zero == 0 && h->planes <= OPTIM_MAX_PLANES ? 0 : -1;
-}
-
-static struct hdr hdr_of(const struct job_key *k, uint64_t steps)
+static struct ckpt_hdr hdr_of(const struct job *j, const struct job_key *k, uint64_t steps)
 {
 	const struct optim_params *o = &k->ps.opt;
-
-	return (struct hdr){
-		.key = k->key, .count = k->geom.count, .dtype = k->dtype,
+	struct ckpt_hdr h = {
+		.version = 2, .key = k->key, .count = k->geom.count, .dtype = k->dtype,
 		.rdtype = (uint8_t)k->ps.rdtype, .average = (uint8_t)k->ps.average,
 		.kind = o->kind, .nesterov = o->nesterov,
 		.buf_written = k->ek->ps->buf_written != 0, .momentum = o->momentum,
 		.dampening = o->dampening, .weight_decay = o->weight_decay,
 		.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .steps = steps,
-		.planes = optim_planes(o),
+		.planes = optim_planes(o), .world = j->world,
 	};
+
+	snprintf(h.job, sizeof(h.job), "%s", j->name);
+	return h;
 }
 
 /* ---- snapshot ---- */
@@ -199,7 +126,7 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 {
 	struct timespec pause = { 0, SNAP_PAUSE_NS };
 
-	for (int t = 0; t < (strict ? SNAP_TRIES : 1); t++) {
+	for (int t = 0; t < (strict == 1 ? SNAP_TRIES : 1); t++) {
 		if (t)
 			nanosleep(&pause, NULL);
 		if (copy_range(k, a0, a1, first, n, out, done, strict) == 0) {
@@ -214,6 +141,9 @@ static int snapshot(const struct job *j, const struct job_key *k, unsigned a0, u
 		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": its segments are at "
 			      "different steps (a step that failed part-way, or a call of this "
 			      "rank still in flight)", j->name, k->key);
+	if (strict == 2)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key is stepping",
+			      j->name, k->key);
 	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
 		      "for 0.1 s; save between steps (when no rank is pushing)", j->name, k->key);
 }
@@ -314,89 +244,65 @@ int ps_ckpt_set_step(const struct job *j, const struct job_key *k, uint64_t step
 	return 0;
 }
 
-/* ---- files ---- */
+/* ---- a job's checkpoint: snapshot on the control thread, files anywhere ---- */
 
-/* fwrite n bytes in pieces, telling ka between them. 0 or -1. */
-static int write_all(FILE *f, const void *p, size_t n, const struct box_keepalive *ka)
+/* A snapshot's memory: large ones mapped with their pages populated at
+ * once (a fresh malloc'd buffer took a page fault per 4 KiB as the copy
+ * touched it: 128 MiB held the control thread about 0.3 s). */
+#define SNAP_MAP_MIN (1u << 20)
+
+static float *snap_alloc(size_t nbytes)
 {
-	const uint8_t *b = p;
-
-	while (n) {
-		size_t m = n < IO_PIECE ? n : IO_PIECE;
-		if (fwrite(b, 1, m, f) != m)
-			return -1;
-		b += m;
-		n -= m;
-		box_keepalive(ka);
-	}
-	return 0;
+	if (nbytes < SNAP_MAP_MIN)
+		return malloc(nbytes ? nbytes : 1);
+	void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
-/* fread n bytes in pieces, telling ka after each. 0 or -1 (short). */
-static int read_all(FILE *f, void *p, size_t n, const struct box_keepalive *ka)
+void ps_ckpt_snap_free(struct ps_ckpt_snap *s)
 {
-	uint8_t *b = p;
-
-	while (n) {
-		size_t m = n < IO_PIECE ? n : IO_PIECE;
-		if (fread(b, 1, m, f) != m)
-			return -1;
-		b += m;
-		n -= m;
-		box_keepalive(ka);
-	}
-	return 0;
+	if (s->data && s->dlen >= SNAP_MAP_MIN)
+		munmap(s->data, s->dlen);
+	else
+		free(s->data);
+	s->data = NULL;
 }
 
-static void tmp_path(char *buf, size_t size, const char *dir, uint32_t key)
+/* One key's copy: strict 1 tries for 0.1 s, 2 once. */
+static int snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
+		    int strict, char *err, size_t errlen)
 {
-	char path[PS_CKPT_PATH];
-
-	ps_ckpt_path(path, sizeof(path), dir, key);
-	snprintf(buf, size, "%s.tmp", path);
-}
-
-int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 const struct box_keepalive *ka, uint64_t *bytes, uint32_t *done, char *err,
-		 size_t errlen)
-{
-	char tmp[PS_CKPT_PATH + 8];
 	uint64_t count = k->geom.count;
 	size_t nbytes = (size_t)narrays(k) * count * sizeof(float);
-	float *data = malloc(nbytes ? nbytes : 1);
-	uint8_t h[PS_CKPT_HDR];
 	int rc;
 
-	if (!data)
+	memset(s, 0, sizeof(*s));
+	s->key = k->key;
+	s->dlen = nbytes;
+	s->data = snap_alloc(nbytes);
+	if (!s->data)
 		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory for "
 			      "the snapshot (%zu bytes)", j->name, k->key, nbytes);
-	rc = snapshot(j, k, 0, narrays(k), 0, count, data, done, 1, err, errlen);
+	rc = snapshot(j, k, 0, narrays(k), 0, count, s->data, &s->done, strict, err, errlen);
 	if (rc < 0) {
-		free(data);
+		ps_ckpt_snap_free(s);
 		return rc;
 	}
-	struct hdr hd = hdr_of(k, k->ek->ps->step0 + engine_key_rounds(k->ek, *done) - 1);
-	hdr_encode(h, &hd);
-	tmp_path(tmp, sizeof(tmp), dir, k->key);
-	FILE *f = fopen(tmp, "wb");
-	if (!f) {
-		rc = -errno;
-		free(data);
-		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot create %s: %s",
-			      j->name, k->key, tmp, strerror(-rc));
-	}
-	errno = 0;
-	int bad = write_all(f, h, sizeof(h), ka) || write_all(f, data, nbytes, ka);
-	bad |= fclose(f) != 0;
-	free(data);
-	if (bad) {
-		rc = errno ? -errno : -EIO;
-		unlink(tmp);
-		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot write %s: %s",
-			      j->name, k->key, tmp, strerror(-rc));
-	}
-	*bytes = sizeof(h) + nbytes;
+	struct ckpt_hdr h = hdr_of(j, k, k->ek->ps->step0 +
+				   engine_key_rounds(k->ek, s->done) - 1);
+	s->steps = h.steps;
+	s->hlen = ckpt_head_bytes(&h);
+	ckpt_encode(s->head, &h);
+	s->dlen = nbytes;
+	s->bytes = s->hlen + nbytes;
 	return 0;
+}
+
+int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
+		     char *err, size_t errlen)
+{
+	return snap_key(j, k, s, 1, err, errlen);
 }
 
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done)
@@ -409,166 +315,178 @@ bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done)
 	return true;
 }
 
-void ps_ckpt_discard(const char *dir, uint32_t key)
+void ps_ckpt_set_free(struct ps_ckpt_set *set)
 {
-	char tmp[PS_CKPT_PATH + 8];
-
-	tmp_path(tmp, sizeof(tmp), dir, key);
-	unlink(tmp);
+	for (uint32_t i = 0; set->s && i < set->n; i++)
+		ps_ckpt_snap_free(&set->s[i]);
+	free(set->s);
+	set->s = NULL;
+	set->n = 0;
 }
 
-int ps_ckpt_commit(const struct job *j, uint32_t key, const char *dir, char *err, size_t errlen)
-{
-	char path[PS_CKPT_PATH], tmp[PS_CKPT_PATH + 8];
-
-	ps_ckpt_path(path, sizeof(path), dir, key);
-	tmp_path(tmp, sizeof(tmp), dir, key);
-	if (rename(tmp, path) == 0)
-		return 0;
-	int rc = -errno;
-	return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": cannot rename %s to %s: %s",
-		      j->name, key, tmp, path, strerror(-rc));
-}
-
-/* Discard the temporary files of saved[0..n). */
-static void discard_all(const char *dir, const struct ps_ckpt_saved *saved, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		ps_ckpt_discard(dir, saved[i].key);
-}
-
-/* Every PS key of j (those being removed are gone) into temporary files,
- * *n of them; each key's round in done[]. 0 or the first failure (the
- * files written so far discarded). */
-static int save_all(const struct job *j, const char *dir, const struct box_keepalive *ka,
-		    struct ps_ckpt_saved *saved, uint32_t *done, uint32_t *n, char *err,
+/* Every PS key of j (those being removed are gone) into set, once. */
+static int snap_all(const struct job *j, struct ps_ckpt_set *set, int strict, char *err,
 		    size_t errlen)
 {
-	*n = 0;
 	for (uint32_t i = 0; i < j->nkeys; i++) {
 		const struct job_key *k = &j->keys[i];
 		if (!k->is_ps || k->remove_mark)
 			continue;
-		saved[*n].key = k->key;
-		saved[*n].index = i;
-		int rc = ps_ckpt_save(j, k, dir, ka, &saved[*n].bytes, &done[*n], err, errlen);
-		if (rc < 0) {
-			discard_all(dir, saved, *n);
+		int rc = snap_key(j, k, &set->s[set->n], strict, err, errlen);
+		if (rc < 0)
 			return rc;
-		}
-		(*n)++;
+		set->s[set->n++].index = i;
 	}
 	return 0;
 }
 
-int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keepalive *ka,
-		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen)
+int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient, char *err,
+		     size_t errlen)
 {
-	uint32_t *done = malloc((j->nkeys ? j->nkeys : 1) * sizeof(*done));
 	int rc = 0;
 
-	if (!done)
-		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
-	for (int t = 0; t < SAVE_TRIES; t++) {
-		if ((rc = save_all(j, dir, ka, saved, done, n, err, errlen)) < 0)
+	memset(set, 0, sizeof(*set));
+	for (int t = 0; t < (patient ? SAVE_TRIES : 1); t++) {
+		set->s = calloc(j->nkeys ? j->nkeys : 1, sizeof(*set->s));
+		if (!set->s)
+			return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
+		if ((rc = snap_all(j, set, patient ? 1 : 2, err, errlen)) < 0)
 			break;
-		if (*n == 0) {
+		if (set->n == 0) {
 			rc = errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
 				    "optimizer) to save", j->name);
 			break;
 		}
 		uint32_t i = 0;
-		while (i < *n && ps_ckpt_unchanged(&j->keys[saved[i].index], done[i]))
+		while (i < set->n && ps_ckpt_unchanged(&j->keys[set->s[i].index], set->s[i].done))
 			i++;
-		if (i == *n) {
-			/* one cut: every key stood at its saved step at once
-			 * (when the last one was copied) */
-			for (i = 0; i < *n && rc == 0; i++)
-				rc = ps_ckpt_commit(j, saved[i].key, dir, err, errlen);
-			if (rc < 0)   /* the one that failed, and those after it */
-				discard_all(dir, saved + i - 1, *n - (i - 1));
-			free(done);
-			return rc;
-		}
-		discard_all(dir, saved, *n);
+		/* one cut: every key stood at its copied step at once (when the
+		 * last one was copied) */
+		if (i == set->n)
+			return 0;
 		rc = errmsg(err, errlen, -EBUSY, "job %s: key %" PRIu32 " stepped while the "
-			    "job's other keys were saved (%d tries): the files would mix steps; "
-			    "save between steps (when no rank is pushing)", j->name, saved[i].key,
-			    SAVE_TRIES);
+			    "job's other keys were copied (%d tries): the files would mix steps; "
+			    "save between steps (when no rank is pushing)", j->name,
+			    set->s[i].key, SAVE_TRIES);
+		ps_ckpt_set_free(set);
 	}
-	free(done);
+	ps_ckpt_set_free(set);
 	return rc;
 }
 
-/* The first field where the file's header h differs from the key's
- * declaration want, or NULL. */
-static const char *differs(const struct hdr *h, const struct hdr *want)
+int ps_ckpt_write_set(const struct ps_ckpt_set *set, const char *dir,
+		      const struct box_keepalive *ka, char *err, size_t errlen)
 {
-	if (h->key != want->key)
-		return "key";
-	if (h->count != want->count)
-		return "count";
-	if (h->dtype != want->dtype)
-		return "gradient dtype";
-	if (h->rdtype != want->rdtype)
-		return "weights_dtype";
-	if (h->average != want->average)
-		return "sum";
-	if (h->kind != want->kind)
-		return "optimizer";
-	if (h->nesterov != want->nesterov || h->momentum != want->momentum ||
-	    h->dampening != want->dampening || h->weight_decay != want->weight_decay ||
-	    h->beta1 != want->beta1 || h->beta2 != want->beta2 || h->eps != want->eps)
-		return "hyperparameters";
-	if (h->planes != want->planes)
-		return "state planes";
-	return NULL;
+	int dfd = ckpt_dir_open(dir, err, errlen), rc = 0;
+	uint32_t i;
+
+	if (dfd < 0)
+		return dfd;
+	for (i = 0; i < set->n && rc == 0; i++)
+		rc = ckpt_write_tmp(dfd, dir, set->s[i].key, set->s[i].head, set->s[i].hlen,
+				    set->s[i].data, set->s[i].dlen, ka, err, errlen);
+	if (rc < 0) { /* the one that failed removed its own */
+		for (uint32_t d = 0; d + 1 < i; d++)
+			ckpt_discard(dfd, set->s[d].key);
+		close(dfd);
+		return rc;
+	}
+	for (i = 0; i < set->n && rc == 0; i++)
+		rc = ckpt_commit(dfd, dir, set->s[i].key, err, errlen);
+	if (rc < 0)   /* the one that failed, and those after it */
+		for (uint32_t d = i - 1; d < set->n; d++)
+			ckpt_discard(dfd, set->s[d].key);
+	if (rc == 0)
+		rc = ckpt_dir_sync(dfd, dir, err, errlen);
+	close(dfd);
+	return rc;
+}
+
+int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keepalive *ka,
+		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen)
+{
+	struct ps_ckpt_set set;
+	int rc = ps_ckpt_snap_job(j, &set, true, err, errlen);
+
+	*n = 0;
+	if (rc < 0)
+		return rc;
+	rc = ps_ckpt_write_set(&set, dir, ka, err, errlen);
+	for (uint32_t i = 0; rc == 0 && i < set.n; i++)
+		saved[(*n)++] = (struct ps_ckpt_saved){ set.s[i].key, set.s[i].index,
+							set.s[i].bytes };
+	ps_ckpt_set_free(&set);
+	return rc;
 }
 
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 const struct box_keepalive *ka, char *err, size_t errlen)
+		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen)
 {
-	char path[PS_CKPT_PATH];
-	uint8_t b[PS_CKPT_HDR];
-	struct hdr h, want = hdr_of(k, 0);
+	char path[CKPT_PATH], why[512];
+	struct ckpt_hdr got, want = hdr_of(j, k, 0);
 	struct engine_ps *ps = k->ek->ps;
-	uint64_t count = k->geom.count;
-	int rc = 0;
+	size_t len = 0, plane = (size_t)k->geom.count * sizeof(float);
+	uint8_t *buf = NULL;
+	const uint8_t *data;
+	int dfd, rc;
 
-	ps_ckpt_path(path, sizeof(path), dir, k->key);
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		rc = -errno;
-		return errmsg(err, errlen, rc == -ENOENT ? -ENOENT : rc, "job %s key %" PRIu32
-			      ": the job restores from %s, which has no checkpoint of this key"
-			      " (%s: %s)", j->name, k->key, dir, path, strerror(-rc));
+	if (!same_job) {
+		want.job[0] = '\0';
+		want.world = 0;
 	}
-	if (fread(b, 1, sizeof(b), f) != sizeof(b) || hdr_decode(b, &h) < 0) {
-		fclose(f);
-		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": %s is not a pbox "
-			      "checkpoint", j->name, k->key, path);
+	ckpt_path(path, sizeof(path), dir, k->key);
+	if ((dfd = ckpt_dir_open(dir, why, sizeof(why))) < 0)
+		return errmsg(err, errlen, dfd, "job %s key %" PRIu32 ": %s", j->name, k->key,
+			      why);
+	/* the largest file of this count: any optimizer, any job name */
+	uint64_t max = CKPT_HDR + CKPT_NAME_MAX + (1 + OPTIM_MAX_PLANES) * (uint64_t)plane;
+	rc = ckpt_read(dfd, dir, k->key, max, ka, &buf, &len, why, sizeof(why));
+	close(dfd);
+	if (rc == -ENOENT)
+		return errmsg(err, errlen, -ENOENT, "job %s key %" PRIu32 ": the job restores "
+			      "from %s, which has no checkpoint of this key (%s: %s)", j->name,
+			      k->key, dir, path, strerror(ENOENT));
+	if (rc == 0)
+		rc = ckpt_decode(buf, len, &want, path, &got, &data, why, sizeof(why));
+	if (rc < 0) {
+		free(buf);
+		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s", j->name, k->key, why);
 	}
-	const char *what = differs(&h, &want);
-	if (what) {
-		fclose(f);
-		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": the checkpoint %s "
-			      "is of another key or shape: its %s differs from the declaration"
-			      " (%" PRIu64 " %s, %s)", j->name, k->key, path, what, h.count,
-			      wire_dtype_name(h.dtype) ? wire_dtype_name(h.dtype) : "?",
-			      optim_name(h.kind) ? optim_name(h.kind) : "?");
+	/* all of it checked: only now is the key's state touched */
+	for (unsigned a = 0; a < narrays(k); a++) {
+		memcpy(array_of(ps, a), data + a * plane, plane);
+		box_keepalive(ka);
 	}
-	for (unsigned a = 0; a < narrays(k) && rc == 0; a++)
-		if (read_all(f, array_of(ps, a), count * sizeof(float), ka) < 0)
-			rc = -EINVAL;
-	if (rc == 0 && fgetc(f) != EOF)
-		rc = -EINVAL;
-	fclose(f);
-	if (rc < 0)
-		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s has the wrong size for"
-			      " %" PRIu64 " elements and %u state planes", j->name, k->key, path,
-			      count, h.planes);
+	free(buf);
 	ps->restored = 1;
-	ps->step0 = h.steps;
-	ps->buf_written = h.buf_written;
+	ps->step0 = got.steps;
+	ps->buf_written = got.buf_written;
+	return 0;
+}
+
+/* ---- --checkpoint-dir: a directory per job ---- */
+
+int ps_ckpt_auto_dir(char *buf, size_t size, const char *root, const char *job, int create,
+		     char *err, size_t errlen)
+{
+	size_t n = strlen(job);
+	int rfd, rc = 0;
+
+	if (n == 0 || n > PS_CKPT_JOB_DIR_MAX || job[0] == '.' ||
+	    strspn(job, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+		return errmsg(err, errlen, -EINVAL, "job %s: only a job named with at most %d of "
+			      "A-Z a-z 0-9 . _ - (not starting with '.') has periodic checkpoints",
+			      job, PS_CKPT_JOB_DIR_MAX);
+	if ((size_t)snprintf(buf, size, "%s/%s", root, job) >= size)
+		return errmsg(err, errlen, -EINVAL, "job %s: %s/%s is too long", job, root, job);
+	if ((rfd = ckpt_dir_open(root, err, errlen)) < 0)
+		return rfd;
+	if (create && mkdirat(rfd, job, 0700) != 0 && errno != EEXIST)
+		rc = -errno;
+	else if (!create && faccessat(rfd, job, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
+		rc = -errno;
+	close(rfd);
+	if (rc < 0)
+		return errmsg(err, errlen, rc, "job %s: %s: %s", job, buf, strerror(-rc));
 	return 0;
 }

@@ -4,20 +4,14 @@
  * one file per key, DIR/key-<K>.pboxckpt, holding the declaration it
  * belongs to (count, dtypes, optimizer and hyperparameters), the number of
  * optimizer steps taken, the fp32 weights and the optimizer's state
- * planes. job_save writes them (ps_ckpt_save); a job created with
- * `restore` loads them when its PS keys are declared (ps_ckpt_load), and
+ * planes. job_save and --checkpoint-dir write them (ps_ckpt_snap_job,
+ * then ps_ckpt_write_set on the checkpoint thread, control/ckpt_worker.h);
+ * a job created with `restore`, or again under --checkpoint-dir, loads
+ * them when its PS keys are declared (ps_ckpt_load), and
  * the key starts from there: its init round keeps the loaded weights, Adam's step
  * count goes on.
  *
- * File layout, little-endian: "PBOXCKP1", u32 version 1, u32 key, u64
- * count, u8 gradient dtype, u8 weights dtype, u8 average, u8 optimizer,
- * u8 nesterov, u8 buffer written (SGD: the momentum buffer was given by
- * key_write, so the first step continues it; 0 in files of pbox before
- * 2026-11-25), 2 zero bytes, f64 momentum, dampening, weight_decay,
- * beta1, beta2, eps, u64 steps, u32 planes, u32 0, 8 reserved bytes
- * (written zero, not read: earlier files hold anything there): 104 bytes
- * of header; then (1 + planes) arrays of count f32: the weights, then
- * each state plane.
+ * The file format and the checkpoint directory rule: control/ckpt_file.h.
  *
  * Snapshots run on the control thread while the lcores may be stepping:
  * each segment is copied between two reads of its round and slot, and a
@@ -35,10 +29,10 @@
 
 #include "control/jobs.h"
 
-#define PS_CKPT_HDR 104
+#include "control/ckpt_file.h"
 
 /* DIR/key-<K>.pboxckpt into buf (size >= PS_CKPT_PATH). */
-#define PS_CKPT_PATH 4200
+#define PS_CKPT_PATH CKPT_PATH
 void ps_ckpt_path(char *buf, size_t size, const char *dir, uint32_t key);
 
 /* A key job_save wrote: its number, index in j->keys, file size. */
@@ -48,42 +42,77 @@ struct ps_ckpt_saved {
 	uint64_t bytes;
 };
 
+/* One key's snapshot in memory: its file's header (hlen bytes) and data
+ * (dlen bytes: the weights, then each state plane), the round it holds
+ * (engine_seg done) and the optimizer steps. */
+struct ps_ckpt_snap {
+	uint32_t key, index, done;
+	uint64_t steps, bytes;       /* bytes: the file's */
+	size_t hlen, dlen;
+	uint8_t head[CKPT_HDR + CKPT_NAME_MAX];
+	float *data;
+};
+
+/* A job's checkpoint in memory: every PS key at one cut. */
+struct ps_ckpt_set {
+	uint32_t n;
+	struct ps_ckpt_snap *s;
+};
+
 /*
- * job_save: a checkpoint of every PS key of j into dir, all at one cut.
- * Every key is snapshotted into DIR/key-<K>.pboxckpt.tmp first; only if no
- * key completed a round since its own snapshot (then all stood at their
- * saved steps at once) are the files renamed to their names, else the
- * temporary files go and the whole save is tried again (3 times in all,
- * then -EBUSY naming the key that moved). A failure leaves no new file
- * and the directory's earlier checkpoint as it was (but for a rename
- * failing part-way, named). ka is told every 64 MiB written (NULL: none).
- * saved (j->nkeys entries) gets the keys, *n how many. 0, or -EINVAL (no PS key), -EBUSY, -ENODATA, -ENOMEM, -errno
- * (the files), with the message in err.
+ * A checkpoint is taken in two parts. ps_ckpt_snap_job (control thread,
+ * which owns the job) copies every PS key of j into memory, each at one
+ * completed round with none open; only if no key completed a round since
+ * its own copy (then all stood at their copied steps at once) is the set
+ * kept, else it is taken again (3 times in all, then -EBUSY naming the
+ * key that moved); !patient: each key and the cut are tried once, so the
+ * control thread never waits (the periodic saves try again later). 0, or
+ * -EINVAL (no PS key), -EBUSY, -ENODATA (a key has no weights yet),
+ * -ENOMEM, with the message. ps_ckpt_write_set (any
+ * thread: it touches only the set) then writes the files into dir: the
+ * directory rule checked (ckpt_file.h), every key into its temporary
+ * file, fsynced, then all renamed to their names and the directory
+ * fsynced. A failure leaves no temporary file and the directory's earlier
+ * checkpoint as it was (but for a rename failing part-way, named). ka is
+ * told every 64 MiB written (NULL: none). 0 or -errno with the message.
+ * ps_ckpt_set_free frees the set.
+ *
+ * ps_ckpt_save_job: both at once (saved, j->nkeys entries, gets the keys,
+ * *n how many). ps_ckpt_snap_key: one key's copy (-EBUSY: stepping for
+ * 0.1 s; -ENODATA), freed with ps_ckpt_snap_free; ps_ckpt_unchanged: no segment of k completed a round
+ * since a copy at round done.
  */
+int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient, char *err,
+		     size_t errlen);
+int ps_ckpt_write_set(const struct ps_ckpt_set *set, const char *dir,
+		      const struct box_keepalive *ka, char *err, size_t errlen);
+void ps_ckpt_set_free(struct ps_ckpt_set *set);
 int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keepalive *ka,
 		     struct ps_ckpt_saved *saved, uint32_t *n, char *err, size_t errlen);
-
-/* Its steps: write key k's snapshot into DIR/key-<K>.pboxckpt.tmp
- * (*bytes: the file's size; *done: the round it holds, engine_seg done):
- * 0, or -EBUSY (stepping: copied at different rounds after a few tries),
- * -ENODATA (no weights yet: the init round has not completed), -EIO /
- * -errno (the file). ps_ckpt_unchanged: no segment of k completed a round
- * since. ps_ckpt_commit renames the file to its name (a reader never sees
- * half a file); ps_ckpt_discard removes it. */
-int ps_ckpt_save(const struct job *j, const struct job_key *k, const char *dir,
-		 const struct box_keepalive *ka, uint64_t *bytes, uint32_t *done, char *err,
-		 size_t errlen);
+int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckpt_snap *s,
+		     char *err, size_t errlen);
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
-int ps_ckpt_commit(const struct job *j, uint32_t key, const char *dir, char *err, size_t errlen);
-void ps_ckpt_discard(const char *dir, uint32_t key);
+void ps_ckpt_snap_free(struct ps_ckpt_snap *s);
 
 /* Load key k's checkpoint from dir into its PS state (before the key is
- * installed on the lcores): the file must hold the same count, dtypes,
- * optimizer and hyperparameters as k's declaration (-EINVAL naming the
- * first difference), -ENOENT if there is none. Sets restored and step0.
- * Reads in pieces, telling ka (the watchdog) after each, as a save does. */
+ * installed on the lcores): the directory must meet the rule and the file
+ * be a regular file (ckpt_file.h) holding the same count, dtypes,
+ * optimizer and hyperparameters as k's declaration and (same_job) being
+ * of j's name and world, whole; -EINVAL naming the file and the first
+ * thing wrong, -ENOENT if there is none. The file is read and checked
+ * whole before the key's state is touched: a refused file loads nothing.
+ * Sets restored and step0. Tells ka (the watchdog) as it reads. */
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 const struct box_keepalive *ka, char *err, size_t errlen);
+		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen);
+
+/* --checkpoint-dir: a job's directory ROOT/<job> into buf. Only a job
+ * named with at most PS_CKPT_JOB_DIR_MAX of [A-Za-z0-9._-], not starting
+ * with '.', has one (-EINVAL). ROOT must meet the directory rule; create:
+ * the job's directory is made (0700) if missing; else -ENOENT if it is.
+ * 0 or a negative errno with the message. */
+#define PS_CKPT_JOB_DIR_MAX 200
+int ps_ckpt_auto_dir(char *buf, size_t size, const char *root, const char *job, int create,
+		     char *err, size_t errlen);
 
 /*
  * Worker access between steps (key_read, key_write): array a is 0 for the

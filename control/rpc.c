@@ -184,9 +184,13 @@ static json_t *dispatch(struct rpc_ctx *ctx, json_t *id, const char *method,
 	}
 	json_t *p = params ? json_incref(params) : json_object();
 	int rc = rpc_authorize(ctx, m, p, err, sizeof(err));
+	ctx->id = id;
 	if (rc == 0)
 		rc = m->fn(ctx, p, &result, err, sizeof(err));
+	ctx->id = NULL;
 	json_decref(p);
+	if (rc == RPC_DEFERRED)
+		return NULL;
 	if (rc == 0 && result)
 		return result_reply(id, result);
 	json_decref(result);

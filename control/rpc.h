@@ -35,7 +35,12 @@ struct rpc_ctx {
 	void *session;   /* the connection the request came on (job_join) */
 	int remote;      /* it came over TCP (not the Unix socket) */
 	const char *peer; /* "ADDR:PORT" or "unix peer", for logs; may be NULL */
+	json_t *id;      /* the request's id (borrowed; NULL: null or none) */
 };
+
+/* A handler's return: the answer comes later (the handler kept ctx->id
+ * and the session; control/ckpt_worker.h), nothing is sent now. */
+#define RPC_DEFERRED 1
 
 /*
  * A method. params is always an object (empty if the request had none).

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "control/ckpt_worker.h"
 #include "control/jobs.h"
 #include "common/jsonl.h"
 #include "control/peers.h"
@@ -95,6 +96,7 @@ struct rpc_server {
 	long next_sweep_ms;
 	struct peers peers;
 	int owns_jobs;        /* created box->jobs, so closes it */
+	int owns_ckpt;        /* started box->ckpt, so stops it */
 };
 
 static long now_ms(void)
@@ -140,6 +142,7 @@ static void conn_kill(struct rpc_server *s, struct conn *c, const char *why)
 	c->next = s->dead;
 	s->dead = c;
 	jobs_session_closed(s->box->jobs, c); /* may notify other sessions */
+	ckpt_worker_forget(s->box->ckpt, c);   /* a job_save's answer: dropped */
 }
 
 static void conn_free(struct conn *c)
@@ -270,6 +273,11 @@ int rpc_server_send(struct rpc_server *s, void *session, const json_t *msg)
 	if (rc == 0 && !c->dead)
 		flush(s, c);
 	return rc;
+}
+
+static int send_to(void *ctx, void *session, const json_t *msg)
+{
+	return rpc_server_send(ctx, session, msg);
 }
 
 static void close_after_reply(struct rpc_server *s, struct conn *c)
@@ -693,6 +701,7 @@ int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 	expire_closing(s);
 	free_dead(s);
 	jobs_tick(s->box->jobs);
+	ckpt_worker_poll(s->box->ckpt, s->box, send_to, s);
 	box_ports_watch(s->box);
 	box_telemetry_tick(s->box);
 	return n;
@@ -798,6 +807,15 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 		s->owns_jobs = 1;
 	}
 	jobs_set_notify(box->jobs, notify_aborted, s);
+	if (!box->ckpt) {
+		if ((rc = ckpt_worker_open(&box->ckpt)) < 0) {
+			snprintf(err, errlen, "cannot start the checkpoint thread: %s",
+				 strerror(-rc));
+			rpc_server_close(s);
+			return rc;
+		}
+		s->owns_ckpt = 1;
+	}
 	box->log_gate.allow = log_allow;
 	box->log_gate.ctx = s;
 	rc = open_listeners(s, err, errlen);
@@ -829,6 +847,10 @@ void rpc_server_close(struct rpc_server *s)
 	/* Our registry goes first: with the lcores stopped there is nothing
 	 * to abort, and the sessions below then end without touching a job.
 	 * A registry the caller made outlives us but no longer notifies us. */
+	if (s->owns_ckpt) { /* waits for a checkpoint being written */
+		ckpt_worker_close(s->box->ckpt);
+		s->box->ckpt = NULL;
+	}
 	if (s->owns_jobs) {
 		jobs_close(s->box->jobs);
 		s->box->jobs = NULL;

@@ -34,8 +34,9 @@
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
 #define DEFAULT_TIMEOUT_MS 5000
 /* job save: the box answers once every file is written (gigabytes take
- * seconds to minutes), so its answer is awaited this long unless --timeout
- * is given (the box's watchdog pings go on while it writes). */
+ * seconds to minutes), or at its --checkpoint-timeout-ms, so its answer
+ * is awaited this long unless --timeout is given (the files are written
+ * by the box's checkpoint thread; its control requests go on). */
 #define SAVE_TIMEOUT_MS 3600000
 
 /* The command options, one bit each in ctl.used (all of them counted,

@@ -17,6 +17,8 @@
 
 #include "common/frame.h"
 #include "common/wire.h"
+#include "control/ckpt_file.h"
+#include "dataplane/dp.h"
 
 static const char *root;
 
@@ -300,6 +302,48 @@ static void rpc(void)
 	     RQ(4, "job_create", "{\"job\":\"g\",\"world\":64,\"max_bytes\":99999999999}"));
 }
 
+/* ---- fuzz_ckpt: checkpoint files ---- */
+
+/* A checkpoint of h with arrays of i * 0.5f; version 1: its header's
+ * version and last 8 bytes as an older pbox wrote them. */
+static void ckpt1(const char *name, const struct ckpt_hdr *h, int v1)
+{
+	static uint8_t b[CKPT_HDR + CKPT_NAME_MAX + 4 * 64 * sizeof(float)];
+	size_t hlen = ckpt_head_bytes(h), n = (1 + h->planes) * h->count;
+
+	ckpt_encode(b, h);
+	for (size_t i = 0; i < n; i++) {
+		float f = (float)i * 0.5f;
+		memcpy(b + hlen + i * sizeof(f), &f, sizeof(f));
+	}
+	if (v1) {
+		b[8] = 1;
+		memmove(b + CKPT_HDR, b + hlen, n * sizeof(float));
+		memset(b + 96, 0xa5, 8);
+		hlen = CKPT_HDR;
+	}
+	put("ckpt", name, b, hlen + n * sizeof(float));
+}
+
+static void ckpt(void)
+{
+	struct ckpt_hdr sgd = { .key = 7, .count = 16, .dtype = WIRE_F32, .rdtype = WIRE_F32,
+				.average = 1, .kind = OPTIM_SGD, .momentum = 0.9, .steps = 3,
+				.planes = 1, .world = 2, .job = "fz" };
+	struct ckpt_hdr adam = { .key = 1, .count = 40, .dtype = WIRE_BF16,
+				 .rdtype = WIRE_BF16, .kind = OPTIM_ADAM, .beta1 = 0.9,
+				 .beta2 = 0.999, .eps = 1e-8, .steps = 1000, .planes = 2,
+				 .world = 8, .job = "train-a" };
+
+	ckpt1("sgd-fz", &sgd, 0);
+	ckpt1("adam", &adam, 0);
+	ckpt1("sgd-v1", &sgd, 1);
+	sgd.job[0] = '\0';
+	sgd.planes = 0;
+	sgd.momentum = 0;
+	ckpt1("sgd-noname", &sgd, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -311,5 +355,6 @@ int main(int argc, char **argv)
 	frames();
 	engine();
 	rpc();
+	ckpt();
 	return 0;
 }
