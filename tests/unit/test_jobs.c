@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -731,10 +732,13 @@ static void operator_job__outlives_its_ranks(void **state)
 	struct t *t = *state;
 	const struct job *j;
 
+	char dir[] = "/tmp/pbox-op-XXXXXX";   /* a restore directory of ours, 0700 */
+
+	assert_non_null(mkdtemp(dir));
 	t->f->box.cfg.join_wait_ms = 60000;
 	assert_int_equal(jobs_create(t->js, "op", 3, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	assert_int_equal(jobs_set_join_secret(t->js, j, "s3cret", t->err, sizeof(t->err)), 0);
-	assert_int_equal(jobs_set_restore(t->js, j, "/tmp", t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_set_restore(t->js, j, dir, t->err, sizeof(t->err)), 0);
 	jobs_set_by_operator(t->js, j);
 	for (uint32_t r = 0; r < 3; r++)
 		assert_int_equal(join_secret(t, "op", r, "s3cret"), 0);
@@ -744,7 +748,7 @@ static void operator_job__outlives_its_ranks(void **state)
 					    sizeof(t->err)), 0);
 	/* kept, with its secret and restore directory; its key released */
 	assert_ptr_equal(jobs_find(t->js, "op"), j);
-	assert_string_equal(j->restore, "/tmp");
+	assert_string_equal(j->restore, dir);
 	assert_int_equal(j->keys_removing, 1);
 	for (int i = 0; i < 100 && j->nkeys; i++)
 		jobs_tick(t->js);
@@ -760,7 +764,7 @@ static void operator_job__outlives_its_ranks(void **state)
 	const struct job *n = jobs_find(t->js, "op");
 	assert_non_null(n);
 	assert_ptr_not_equal(n, j);
-	assert_string_equal(n->restore, "/tmp");
+	assert_string_equal(n->restore, dir);
 	assert_int_equal(n->by_operator, 1);
 	assert_int_equal(n->world, 3);
 	assert_int_equal(join_secret(t, "op", 1, NULL), -EACCES);
@@ -772,6 +776,7 @@ static void operator_job__outlives_its_ranks(void **state)
 	assert_null(jobs_find(t->js, "op"));
 	for (int i = 0; i < 100 && jobs_removing(t->js); i++)
 		jobs_tick(t->js);
+	rmdir(dir);
 }
 
 /* A job that waits for replacements (job_join's replace_wait_ms): a lost
