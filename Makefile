@@ -130,20 +130,20 @@ $(BUILD)/libpbox-internal.a: $(CLIENT_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/$(SO_FILE): $(CLIENT_OBJ) $(CLIENT_MAP)
-	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(CLIENT_MAP) $(SANFLAGS) \
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=$(CLIENT_MAP) $(SANFLAGS) $(LDFLAGS) \
 		-o $@ $(CLIENT_OBJ) $(LIBS_CLIENT)
 
 $(BUILD)/$(SO_NAME) $(BUILD)/libpbox.so: $(BUILD)/$(SO_FILE)
 	ln -sf $(SO_FILE) $@
 
 $(BUILD)/pboxd: $(call obj,$(CONTROL_MAIN)) $(DPDK_OBJ) $(BUILD)/libboxcore.a
-	$(CC) $(SANFLAGS) -o $@ $(call obj,$(CONTROL_MAIN)) $(DPDK_OBJ) $(BUILD)/libboxcore.a $(LIBS_BOX)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $(call obj,$(CONTROL_MAIN)) $(DPDK_OBJ) $(BUILD)/libboxcore.a $(LIBS_BOX)
 
 $(BUILD)/pboxctl: $(call obj,$(PBOXCTL_SRC)) $(BUILD)/libcommon.a
-	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 $(BUILD)/pbox-perf: $(call obj,$(PBOX_PERF_SRC)) $(BUILD)/libpbox.a
-	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS_CLIENT)
+	$(CC) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
 	@mkdir -p $(dir $@)
@@ -234,6 +234,37 @@ install: all
 		install -m 755 $(BUILD)/libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/ && \
 		ln -sf libpbox-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/libpbox-gpu.so; fi
 
+# make deb: the Debian packages of debian/control (docs/operations.md
+# "Debian packages"): dpkg-buildpackage -us -uc -b on a copy of the tree in
+# $(DEB_DIR)/src, which builds everything itself (nothing of build/ is
+# reused), then lintian, which must find no error. The .deb files land in
+# $(DEB_DIR). libpbox-gpu1 is built when nvcc is found (DEB_GPU=0 leaves
+# it out: the build profile pkg.pbox.nogpu); DEB_J is dpkg-buildpackage's
+# parallel=; DEB_OPTS adds DEB_BUILD_OPTIONS (the package test: nocheck);
+# LINTIAN=0 skips lintian.
+DEB_DIR  ?= build-deb
+DEB_J    ?= 2
+DEB_GPU  ?= $(if $(NVCC_BIN),1,0)
+DEB_OPTS ?=
+LINTIAN  ?= 1
+.PHONY: deb
+deb:
+	@debian/symbols.sh --check
+	@v=$$(dpkg-parsechangelog -S Version); [ "$$v" = "$(VERSION)" ] || \
+		{ echo "debian/changelog's version is $$v, include/pbox.h's $(VERSION): add a changelog entry (dch -v $(VERSION))"; exit 1; }
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	tar -c --exclude=./build --exclude=./build-san --exclude=./build-fuzz --exclude='./$(DEB_DIR)' \
+		--exclude=./.git --exclude=./debian/build --exclude=__pycache__ . | tar -x -C $(DEB_DIR)/src
+	cd $(DEB_DIR)/src && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+		DEB_BUILD_OPTIONS="parallel=$(DEB_J) $(DEB_OPTS)" \
+		DEB_BUILD_PROFILES="$(if $(filter 1,$(DEB_GPU)),,pkg.pbox.nogpu)" \
+		dpkg-buildpackage -us -uc -b > ../dpkg-buildpackage.log 2>&1 || \
+		{ tail -40 ../dpkg-buildpackage.log; echo "dpkg-buildpackage failed: $(DEB_DIR)/dpkg-buildpackage.log"; exit 1; }
+	ls $(DEB_DIR)/*.deb
+ifeq ($(LINTIAN),1)
+	lintian --fail-on error --tag-display-limit 0 $(DEB_DIR)/*.changes
+endif
+
 unit: $(UNIT_TESTS) $(GPU_FAKE)
 	@bash tests/run-unit.sh $(UNIT_TESTS)
 
@@ -315,7 +346,7 @@ demo:
 	@BUILD=$(BUILD) bash deploy/demo.sh
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-deb
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -7,7 +7,8 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libdpdk-dev dpdk libjansson-dev libcmocka-dev libhwloc-dev
       libibverbs-dev librdmacm-dev ibverbs-utils libbpf-dev libxdp-dev
       iproute2 iputils-ping nftables iptables procps python3 python3-numpy python3-torch
-      openmpi-bin libopenmpi-dev python3-matplotlib bash-completion"
+      openmpi-bin libopenmpi-dev python3-matplotlib bash-completion
+      debhelper dh-python lintian"
 if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: needs root to run apt-get (try: sudo make deps)" >&2
 	exit 1
