@@ -16,7 +16,7 @@
 #  4. torchrun --max-restarts 1 with a rank that raises at step 3: training
 #     on the backend and with pbox.torch.allreduce_hook resumes from the
 #     script's last checkpoint and finishes, the backend's weights equal
-#     an uninterrupted run's bit for bit. Parts 2-3 run during part 1's pause;
+#     an uninterrupted run's bit for bit. Parts 2-4 run during part 1's pause;
 #  5. a job that waits for replacements (PBOX_REPLACE_WAIT): rank 2 is
 #     killed mid-run, an impostor with a wrong join secret is refused, a new
 #     process joins as rank 2 and the others' calls fail with EAGAIN, are
@@ -111,6 +111,23 @@ grep -q "barrier: rank 1 raised after .*rank 0 stalled" "$WORKDIR/barrier-tmo.lo
 	{ grep -E "barrier|pbox" "$WORKDIR/barrier-tmo.log" | head; die "rank 1's barrier did not raise naming rank 0"; }
 echo "barrier: waited $t1 s for a 6 s late rank; $(grep -o 'barrier: rank 1 raised after [0-9.]* s' "$WORKDIR/barrier-tmo.log") past a 5 s timeout"
 
+# ---- 4. torchrun restarts the group ----
+ck() { rm -rf "$WORKDIR/ck-$1"; mkdir -p "$WORKDIR/ck-$1"; echo "$WORKDIR/ck-$1"; }
+trun ref 2 tests/integration/restart_train.py backend "$(ck ref)" 8 -1 ||
+	{ tail -30 "$WORKDIR/ref.log"; die "the uninterrupted training failed"; }
+ref=$(grep -o "rank 0 done: digest [0-9a-f]*" "$WORKDIR/ref.log" | awk '{print $NF}')
+for mode in backend hook; do
+	trun "re-$mode" 2 --max_restarts 1 --rdzv_id "elastic-$mode" \
+		tests/integration/restart_train.py $mode "$(ck "$mode")" 8 3 ||
+		{ tail -40 "$WORKDIR/re-$mode.log"; die "$mode: the restarted training did not finish"; }
+	grep -q "rank 1 attempt 1 resumed at step 3" "$WORKDIR/re-$mode.log" ||
+		{ grep "restart:" "$WORKDIR/re-$mode.log"; die "$mode: the restarted group did not resume at step 3"; }
+	d=$(grep -o "rank 0 done: digest [0-9a-f]*" "$WORKDIR/re-$mode.log" | awk '{print $NF}')
+	d1=$(grep -o "rank 1 done: digest [0-9a-f]*" "$WORKDIR/re-$mode.log" | awk '{print $NF}')
+	[ -n "$d" ] && [ "$d" = "$d1" ] || die "$mode: ranks end with different weights ($d, $d1)"
+	[ "$d" = "$ref" ] || die "$mode: weights $d after a restart, $ref uninterrupted"
+	echo "$mode: restarted at step 3, $(grep -o 'back after [0-9.]* s' "$WORKDIR/re-$mode.log"), weights equal the uninterrupted run's ($d)"
+done
 # ---- 1, continued ----
 wait_pids 90 "${PAUSE_PIDS[@]}" || { tail -n 3 "$WORKDIR"/pause.*.log; die "a rank failed across rank 0's 40 s pause"; }
 for r in 1 2 3; do
@@ -130,23 +147,6 @@ print("WAITs per waiting rank over the 40 s pause: %s (%.1f a second)" % (w, max
 assert max(w) < 128 * (40 / 2 + 12), w
 PY
 
-# ---- 4. torchrun restarts the group ----
-ck() { rm -rf "$WORKDIR/ck-$1"; mkdir -p "$WORKDIR/ck-$1"; echo "$WORKDIR/ck-$1"; }
-trun ref 2 tests/integration/restart_train.py backend "$(ck ref)" 8 -1 ||
-	{ tail -30 "$WORKDIR/ref.log"; die "the uninterrupted training failed"; }
-ref=$(grep -o "rank 0 done: digest [0-9a-f]*" "$WORKDIR/ref.log" | awk '{print $NF}')
-for mode in backend hook; do
-	trun "re-$mode" 2 --max_restarts 1 --rdzv_id "elastic-$mode" \
-		tests/integration/restart_train.py $mode "$(ck "$mode")" 8 3 ||
-		{ tail -40 "$WORKDIR/re-$mode.log"; die "$mode: the restarted training did not finish"; }
-	grep -q "rank 1 attempt 1 resumed at step 3" "$WORKDIR/re-$mode.log" ||
-		{ grep "restart:" "$WORKDIR/re-$mode.log"; die "$mode: the restarted group did not resume at step 3"; }
-	d=$(grep -o "rank 0 done: digest [0-9a-f]*" "$WORKDIR/re-$mode.log" | awk '{print $NF}')
-	d1=$(grep -o "rank 1 done: digest [0-9a-f]*" "$WORKDIR/re-$mode.log" | awk '{print $NF}')
-	[ -n "$d" ] && [ "$d" = "$d1" ] || die "$mode: ranks end with different weights ($d, $d1)"
-	[ "$d" = "$ref" ] || die "$mode: weights $d after a restart, $ref uninterrupted"
-	echo "$mode: restarted at step 3, $(grep -o 'back after [0-9.]* s' "$WORKDIR/re-$mode.log"), weights equal the uninterrupted run's ($d)"
-done
 # ---- 5. a lost rank replaced ----
 # rpyrank NAME RANK SECRET ARGS...: replacer.py in a worker namespace, in
 # the background (PIDS, and RPIDS)
