@@ -63,13 +63,15 @@ static void *session_ptr(unsigned s)
 	return (void *)(uintptr_t)(0x1000 * s);
 }
 
-static void on_abort(void *ctx, void *session, const struct job *j)
+static void on_abort(void *ctx, void *session, const struct job *j,
+		     const struct jobs_reset_note *reset)
 {
 	(void)ctx;
 	uintptr_t s = (uintptr_t)session;
 	CHECK(s % 0x1000 == 0 && s / 0x1000 >= 1 && s / 0x1000 <= NSESSIONS);
 	CHECK(!closed[s / 0x1000]);
-	CHECK(j && j->state == JOB_ABORTED);
+	/* an abort, or a reset of a job that took a lost rank's replacement */
+	CHECK(j && (reset ? j->state != JOB_ABORTED && reset->reason : j->state == JOB_ABORTED));
 }
 
 static void reset(void)
