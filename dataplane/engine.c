@@ -146,7 +146,7 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	    d->seg_bytes == 0 || d->seg_bytes % WIRE_PAYLOAD_ALIGN ||
 	    d->key_cap == 0 || (d->key_cap & (d->key_cap - 1)) ||
 	    d->nslots == 0 || d->nslots >= ENGINE_NO_SLOT || !d->mem ||
-	    d->weight > ENGINE_WEIGHT_MAX)
+	    d->weight > ENGINE_WEIGHT_MAX || d->nonfinite >= ENGINE_NF_COUNT)
 		return -EINVAL;
 	memset(j, 0, sizeof(*j));
 	j->id = d->id;
@@ -172,6 +172,7 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	}
 	j->nfree = d->nslots;
 	j->weight = d->weight ? d->weight : 1;
+	j->nonfinite = d->nonfinite;
 	j->nack_delay_ns = ENGINE_NACK_INIT_NS;
 	j->late_period_at = e->now;
 	for (unsigned r = 0; r < d->world; r++) {
@@ -319,6 +320,8 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 	out->plen = (uint32_t)count * (uint32_t)wire_dtype_size(out->hdr.dtype);
 	out->rank = m->rank;
 	out->only = ENGINE_ONLY_NONE;
+	if (k->segs[m->seg].skipped) /* PS: the weights were not stepped */
+		out->hdr.status = WIRE_ST_SKIPPED;
 }
 
 /* Sum the slot's contributions in rank order into the shadow copy (PS:
@@ -330,7 +333,7 @@ static void complete(struct engine *e, struct engine_job *j,
 	if (!sl->retx)
 		spread_sample(j, e->now - sl->t_open);
 	if (k->ps)
-		ps_complete(e, j, k, sl, seg, count);
+		sg->skipped = (uint16_t)(ps_complete(e, j, k, sl, seg, count) == ENGINE_NF_SKIP);
 	else if (k->sparse)
 		sparse_complete(e, j, k, sl, seg, count);
 	else
@@ -509,6 +512,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.retx++;
 	int v = seg_push(e, j, k, m, m->seg, count, payload,
 			 (size_t)m->count * wire_dtype_size(m->dtype), ref, lr, out);
+	if (v == ENGINE_SEND_ALL && j->state == ENGINE_JOB_ABORTED)
+		return send_error(j, m, WIRE_ST_NONFINITE, out); /* ps_complete stopped it */
 	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL) {
 		/* a scatter key's sum goes to the owner, the others get an ack */
 		bool scatter = k->coll == ENGINE_COLL_SCATTER;

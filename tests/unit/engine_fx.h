@@ -24,6 +24,7 @@ struct fx {
 	uint32_t job;
 	uint64_t token;
 	uint16_t world;
+	uint8_t nonfinite;   /* the job's PS policy (enum engine_nonfinite) */
 };
 
 static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
@@ -37,7 +38,7 @@ static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
 	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL, .job = f->job,
 		.u.desc = { .id = f->job, .token = f->token, .world = world,
 			    .seg_bytes = SEG_BYTES, .mem = f->jobmem, .key_cap = 16,
-			    .nslots = nslots } };
+			    .nslots = nslots, .nonfinite = f->nonfinite } };
 	assert_int_equal(engine_apply(&f->e, &m), 0);
 	for (uint16_t r = 0; r < world; r++) {
 		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = f->job,
