@@ -146,7 +146,7 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	    d->seg_bytes == 0 || d->seg_bytes % WIRE_PAYLOAD_ALIGN ||
 	    d->key_cap == 0 || (d->key_cap & (d->key_cap - 1)) ||
 	    d->nslots == 0 || d->nslots >= ENGINE_NO_SLOT || !d->mem ||
-	    d->weight > ENGINE_WEIGHT_MAX || d->nonfinite >= ENGINE_NF_COUNT)
+	    d->weight > ENGINE_WEIGHT_MAX)
 		return -EINVAL;
 	memset(j, 0, sizeof(*j));
 	j->id = d->id;
@@ -172,7 +172,6 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	}
 	j->nfree = d->nslots;
 	j->weight = d->weight ? d->weight : 1;
-	j->nonfinite = d->nonfinite;
 	j->nack_delay_ns = ENGINE_NACK_INIT_NS;
 	j->late_period_at = e->now;
 	for (unsigned r = 0; r < d->world; r++) {
@@ -290,6 +289,11 @@ int engine_apply(struct engine *e, const struct engine_msg *m)
 		return key_remove(e, j, m->u.key);
 	case ENGINE_MSG_JOB_RESET:
 		job_reset(e, j, m->u.round0);
+		return 0;
+	case ENGINE_MSG_JOB_NONFINITE:
+		if (m->u.nonfinite >= ENGINE_NF_COUNT)
+			return -EINVAL;
+		j->nonfinite = m->u.nonfinite;
 		return 0;
 	case ENGINE_MSG_JOB_ABORT:
 		job_release(e, j);

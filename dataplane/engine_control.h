@@ -146,7 +146,6 @@ struct engine_job_desc {
 	uint32_t key_cap;   /* power of two, >= 2 * max keys per job */
 	uint32_t nslots;    /* contribution slots for this lcore, <= 0xFFFF */
 	uint32_t weight;    /* byte-rate weight, 1 .. ENGINE_WEIGHT_MAX (0: 1) */
-	uint8_t  nonfinite; /* PS: enum engine_nonfinite */
 };
 
 /* Bytes one lcore needs for a job (key table, slots, slot data). */
@@ -255,6 +254,9 @@ enum engine_msg_type {
 				       round0 never open again, and round0 + 1
 				       is every segment's next (a segment's
 				       last done round is still answered) */
+	ENGINE_MSG_JOB_NONFINITE,   /* nonfinite: the job's PS policy (enum
+				       engine_nonfinite; ENGINE_NF_ABORT from
+				       install until this) */
 };
 
 struct engine_msg {
@@ -265,6 +267,7 @@ struct engine_msg {
 		struct { uint16_t rank; uint16_t port; uint32_t ip; } worker;
 		struct engine_key *key;
 		uint32_t round0;
+		uint8_t nonfinite;
 	} u;
 };
 

@@ -38,8 +38,11 @@ static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
 	struct engine_msg m = { .type = ENGINE_MSG_JOB_INSTALL, .job = f->job,
 		.u.desc = { .id = f->job, .token = f->token, .world = world,
 			    .seg_bytes = SEG_BYTES, .mem = f->jobmem, .key_cap = 16,
-			    .nslots = nslots, .nonfinite = f->nonfinite } };
+			    .nslots = nslots } };
 	assert_int_equal(engine_apply(&f->e, &m), 0);
+	struct engine_msg nf = { .type = ENGINE_MSG_JOB_NONFINITE, .job = f->job,
+				 .u.nonfinite = f->nonfinite };
+	assert_int_equal(engine_apply(&f->e, &nf), 0);
 	for (uint16_t r = 0; r < world; r++) {
 		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = f->job,
 			.u.worker = { .rank = r, .ip = IP(r), .port = PORT(r) } };
