@@ -7,8 +7,8 @@
  *
  * Rules: pure, no globals; bit tests on the encodings (an element is not
  * finite when its exponent field is all ones), so the answer does not
- * depend on the FPU's modes, and the f32 loop is branch-free integer ORs,
- * eight lanes at a time. Loads go through memcpy: sources may be
+ * depend on the FPU's modes, and the f32 loop is branch-free integer ORs
+ * on vectors (finite.c: 4 lanes, SSE2; finite_avx2.c: 8 lanes). Loads go through memcpy: sources may be
  * 2-byte aligned only (held payloads, engine.h).
  */
 #ifndef PBOX_FINITE_H
@@ -20,32 +20,21 @@
 
 #include "common/wire.h"
 
-/* Eight lanes at a time (GCC's vector extension: SSE2 pairs on the
- * baseline, one AVX2 register where the unit is built for it). */
-typedef uint32_t finite_u32x8 __attribute__((vector_size(32)));
-
 /* 1 if all n fp32 values at p are finite, else 0. Per completed PS round:
- * one pass, no early exit (a non-finite value is the rare case). An
- * exponent of all ones (0x7f800000) plus 0x00800000 carries into bit 31. */
-static inline int finite_all_f32(const float *p, size_t n)
-{
-	finite_u32x8 acc = { 0 };
-	uint32_t bad = 0;
-	size_t i = 0;
+ * one pass, no early exit (a non-finite value is the rare case). The
+ * AVX2 variant where the CPU has it (finite_avx2.c; the same answer). */
+int finite_all_f32(const float *p, size_t n);
 
-	for (; i + 8 <= n; i += 8) {
-		finite_u32x8 b;
-		memcpy(&b, &p[i], sizeof(b));
-		acc |= (b & 0x7f800000u) + 0x00800000u;
-	}
-	for (unsigned l = 0; l < 8; l++)
-		bad |= acc[l];
-	for (; i < n; i++) {
-		uint32_t b;
-		memcpy(&b, &p[i], sizeof(b));
-		bad |= (b & 0x7f800000u) + 0x00800000u;
-	}
-	return !(bad & 0x80000000u);
+/* The variants: avx2 0 = the baseline build (SSE2), 1 = AVX2 (the CPU
+ * must have it). */
+int finite_all_f32_variant(const float *p, size_t n, int avx2);
+int finite_all_f32_avx2(const float *p, size_t n);
+
+/* One element's bits: bit 31 set when its exponent is all ones (NaN or
+ * Inf): 0x7f800000 plus 0x00800000 carries into it. */
+static inline uint32_t finite_bad_bits(uint32_t b)
+{
+	return (b & 0x7f800000u) + 0x00800000u;
 }
 
 /* Index of the first non-finite element of the n values of dtype (enum

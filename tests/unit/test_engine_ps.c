@@ -283,22 +283,24 @@ static void ps_skip__f16_gradient_checked_as_sent(void **state)
 	assert_int_equal(finite_first(g1, SEG0, WIRE_F16), SEG0);
 }
 
-/* The vector check against the scalar one, every position and class. */
+/* Each variant of the vector check against the scalar one, every
+ * position and class, lengths across the vector loops' tails. */
 static void finite__all_f32_matches_scalar(void **state)
 {
 	(void)state;
 	float a[37];
 	const float odd[] = { NAN, -NAN, INFINITY, -INFINITY, 3.4028235e38f, -0.0f, 1e-45f };
 
-	for (unsigned n = 0; n <= 37; n++)
-		for (unsigned at = 0; at < n; at++)
-			for (unsigned c = 0; c < sizeof(odd) / sizeof(odd[0]); c++) {
-				fill(a, 37, 2.0f);
-				a[at] = odd[c];
-				assert_int_equal(finite_all_f32(a, n),
-						 finite_first(a, n, WIRE_F32) == n);
-				assert_int_equal(finite_all_f32(a, n), isfinite(odd[c]) != 0);
-			}
+	for (int avx2 = 0; avx2 <= (__builtin_cpu_supports("avx2") ? 1 : 0); avx2++)
+		for (unsigned n = 0; n <= 37; n++)
+			for (unsigned at = 0; at < n; at++)
+				for (unsigned c = 0; c < sizeof(odd) / sizeof(odd[0]); c++) {
+					fill(a, 37, 2.0f);
+					a[at] = odd[c];
+					int got = finite_all_f32_variant(a, n, avx2);
+					assert_int_equal(got, finite_first(a, n, WIRE_F32) == n);
+					assert_int_equal(got, isfinite(odd[c]) != 0);
+				}
 	assert_true(finite_all_f32(a, 0));
 }
 
