@@ -715,6 +715,11 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 
 	if (rc < 0)
 		return rc;
+	rc = jobs_set_nonfinite(js, j, old->nonfinite, err, errlen);
+	if (rc < 0) {
+		jobs_start_remove(js, j, "its nonfinite policy could not be set");
+		return rc;
+	}
 	j->timeout_ms = old->timeout_ms;
 	j->replace_wait_ms = old->replace_wait_ms;
 	j->by_operator = 1;
