@@ -27,8 +27,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))    # tests/python: checks.py
 
 import pbox  # noqa: E402
+from checks import check, check_eq, check_in, fail  # noqa: E402
 
 COUNT = 1000          # 3 segments of 352 fp32 elements (MTU 1500)
 BAD = 500             # in segment 1
@@ -51,28 +53,26 @@ def main():
         try:
             c.push_pull(1, g, out)
         except pbox.Error as e:
-            assert e.code == pbox.EABORTED, e
-            assert "rank 1 sent a NaN or Inf gradient for key 1" in e.message, e.message
+            check_eq(e.code, pbox.EABORTED, "the error's code")
+            check_in("rank 1 sent a NaN or Inf gradient for key 1", e.message, "the message")
             print(f"rank {rank}: aborted as expected: {e.message}")
             c.close()
             return 0
-        raise AssertionError("the step with an Inf gradient succeeded under abort")
+        fail("the step with an Inf gradient succeeded under abort")
     c.push_pull(1, g, out)
     seg = BAD // SEG
     for i in range(COUNT):
-        want = 1.0 if i // SEG == seg else 0.5
-        assert out[i].item() == want, (i, out[i].item(), want)
-    assert c.stats()["ps_skipped"] == 1, c.stats()["ps_skipped"]
+        check_eq(out[i].item(), 1.0 if i // SEG == seg else 0.5, f"step 1 weight {i}")
+    check_eq(c.stats()["ps_skipped"], 1, "ps_skipped after step 1")
     c.push_pull(1, torch.ones(COUNT), out)
     for i in range(COUNT):
-        want = 0.5 if i // SEG == seg else 0.0
-        assert out[i].item() == want, (i, out[i].item(), want)
-    assert c.stats()["ps_skipped"] == 1
+        check_eq(out[i].item(), 0.5 if i // SEG == seg else 0.0, f"step 2 weight {i}")
+    check_eq(c.stats()["ps_skipped"], 1, "ps_skipped after step 2")
     if rank == 0:
         back = torch.empty(COUNT)
         c.ps_read(1, back)
-        assert bool(torch.isfinite(back).all()), "non-finite weights on the box"
-        assert torch.equal(back, out)
+        check(bool(torch.isfinite(back).all()), "non-finite weights on the box")
+        check(torch.equal(back, out), "the box's weights differ from the step's result")
     open(os.path.join(d, f"ready.{rank}"), "w").close()
     for _ in range(600):
         if os.path.exists(os.path.join(d, "go")):
