@@ -20,15 +20,15 @@
 
 #include "common/wire.h"
 
-/* 1 if all n fp32 values at p are finite, else 0. Per completed PS round:
+/* 1 if all n fp32 values at p (any alignment) are finite, else 0. Per completed PS round:
  * one pass, no early exit (a non-finite value is the rare case). The
  * AVX2 variant where the CPU has it (finite_avx2.c; the same answer). */
-int finite_all_f32(const float *p, size_t n);
+int finite_all_f32(const void *p, size_t n);
 
 /* The variants: avx2 0 = the baseline build (SSE2), 1 = AVX2 (the CPU
  * must have it). */
-int finite_all_f32_variant(const float *p, size_t n, int avx2);
-int finite_all_f32_avx2(const float *p, size_t n);
+int finite_all_f32_variant(const void *p, size_t n, int avx2);
+int finite_all_f32_avx2(const void *p, size_t n);
 
 /* One element's bits: bit 31 set when its exponent is all ones (NaN or
  * Inf): 0x7f800000 plus 0x00800000 carries into it. */

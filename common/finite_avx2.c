@@ -8,15 +8,16 @@
 
 typedef uint32_t finite_u32x8 __attribute__((vector_size(32)));
 
-int finite_all_f32_avx2(const float *p, size_t n)
+int finite_all_f32_avx2(const void *p, size_t n)
 {
+	const uint8_t *b = p;
 	finite_u32x8 a0 = { 0 }, a1 = { 0 };
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
 		finite_u32x8 b0, b1;
-		memcpy(&b0, &p[i], sizeof(b0));
-		memcpy(&b1, &p[i + 8], sizeof(b1));
+		memcpy(&b0, b + 4 * i, sizeof(b0));
+		memcpy(&b1, b + 4 * (i + 8), sizeof(b1));
 		a0 |= (b0 & 0x7f800000u) + 0x00800000u;
 		a1 |= (b1 & 0x7f800000u) + 0x00800000u;
 	}
@@ -25,9 +26,9 @@ int finite_all_f32_avx2(const float *p, size_t n)
 	for (unsigned l = 0; l < 8; l++)
 		bad |= a0[l];
 	for (; i < n; i++) {
-		uint32_t b;
-		memcpy(&b, &p[i], sizeof(b));
-		bad |= finite_bad_bits(b);
+		uint32_t v;
+		memcpy(&v, b + 4 * i, sizeof(v));
+		bad |= finite_bad_bits(v);
 	}
 	return !(bad & 0x80000000u);
 }

@@ -2,7 +2,8 @@
 /*
  * ps_finite.c - is a PS key's state finite (ps_finite.h)? The arrays may
  * be unaligned (a checkpoint file's image): every load goes through
- * memcpy (common/finite.h).
+ * memcpy (common/finite.h); the vector check over each array, the scalar
+ * one only to name the first bad element.
  */
 #include "control/ps_finite.h"
 
@@ -29,9 +30,9 @@ int ps_state_finite(const void *const *arrays, unsigned narrays, uint64_t count,
 		    unsigned optim_kind, const char *what, char *err, size_t errlen)
 {
 	for (unsigned a = 0; a < narrays; a++) {
-		size_t i = finite_first(arrays[a], count, WIRE_F32);
-		if (i == count)
+		if (finite_all_f32(arrays[a], count))
 			continue;
+		size_t i = finite_first(arrays[a], count, WIRE_F32);
 		float v;
 		memcpy(&v, (const uint8_t *)arrays[a] + 4 * i, sizeof(v));
 		return errmsg(err, errlen, -EINVAL, "%s: its %s[%zu] is %s (a NaN or Inf got into "

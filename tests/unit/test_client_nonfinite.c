@@ -244,6 +244,16 @@ static void ps_state_finite__names_array_and_element(void **state)
 	w[33] = NAN;
 	assert_int_equal(ps_state_finite(arr, 1, 70, OPTIM_SGD, "k", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "k: its weights[33] is NaN"));
+	/* a file's image: arrays at any byte offset */
+	static uint8_t img[1 + 70 * 4];
+	const void *one[1] = { img + 1 };
+	fill(w, 70, 1.0f);
+	memcpy(img + 1, w, sizeof(w));
+	assert_int_equal(ps_state_finite(one, 1, 70, OPTIM_SGD, "k", err, sizeof(err)), 0);
+	w[69] = -INFINITY;
+	memcpy(img + 1, w, sizeof(w));
+	assert_int_equal(ps_state_finite(one, 1, 70, OPTIM_SGD, "k", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "k: its weights[69] is -inf"));
 }
 
 int main(void)
