@@ -15,6 +15,10 @@
  * Adam (weight decay), fp32 gradients and weights, contributions held:
  * each completed round also averages the gradient and steps the
  * optimizer on the segment's weights and state, beside the plain sum.
+ * Under it, the non-finite check of every PS step (common/finite.h) on
+ * its own: cycles per segment beside the optimizer step's, each the
+ * fastest of many calls on warm data, so a busy machine barely moves
+ * them (docs/performance.md "Non-finite check").
  *
  * --lcores T runs T engines at once, one thread each (pinned to CPUs
  * 0..T-1), every one with its own job memory as pboxd's lcores have, and
@@ -30,6 +34,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "common/finite.h"
 #include "dataplane/engine.h"
 
 #define NSEGS 4096
@@ -262,6 +267,77 @@ static void ps_table(int reps, int csv)
 			}
 }
 
+/* The fastest of n timings (cycles) of fn(arg). */
+static double min_cycles(void (*fn)(void *), void *arg, int n)
+{
+	double best = 1e300;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t c0 = __rdtsc();
+		fn(arg);
+		double c = (double)(__rdtsc() - c0);
+		if (c < best)
+			best = c;
+	}
+	return best;
+}
+
+struct check_arg {
+	const struct optim_params *p;
+	float *w, *st[OPTIM_MAX_PLANES], *g;
+	size_t n;
+	int finite;
+};
+
+static void run_check(void *arg)
+{
+	struct check_arg *a = arg;
+	a->finite += finite_all_f32(a->g, a->n);
+}
+
+static void run_step(void *arg)
+{
+	struct check_arg *a = arg;
+	optim_step(a->p, a->w, a->st, a->g, a->n, 2, 1e-6f, 16.0f);
+}
+
+/* Cycles per segment of the non-finite check and of the optimizer steps. */
+static void check_table(int csv)
+{
+	static const uint32_t sizes[] = { 1024, 8896 };
+	static const struct optim_params sgd = { .kind = OPTIM_SGD, .nesterov = 1,
+		.momentum = 0.9, .weight_decay = 1e-4 };
+	static const struct optim_params adam = { .kind = OPTIM_ADAM, .beta1 = 0.9,
+		.beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-4 };
+
+	printf(csv ? "\npayload,elements,check_cycles,sgd_cycles,adam_cycles,check_sgd_pct,"
+		     "check_adam_pct\n"
+		   : "\n# non-finite check of a PS step's summed gradient (finite_all_f32) beside\n"
+		     "# the optimizer step, cycles per segment (fastest of 2000 calls)\n"
+		     "# payload  elements  check  SGD step  Adam step  check/SGD  check/Adam\n");
+	for (unsigned si = 0; si < 2; si++) {
+		size_t n = sizes[si] / 4;
+		float *buf = aligned_alloc(64, 4 * n * sizeof(float));
+		for (size_t i = 0; i < 4 * n; i++)
+			buf[i] = (float)(i % 101) * 0.01f;
+		struct check_arg a = { .w = buf, .st = { buf + n, buf + 2 * n }, .g = buf + 3 * n,
+				       .n = n };
+		double ck = min_cycles(run_check, &a, 2000);
+		a.p = &sgd;
+		double cs = min_cycles(run_step, &a, 2000);
+		a.p = &adam;
+		double ca = min_cycles(run_step, &a, 2000);
+		if (a.finite != 2000) {
+			fprintf(stderr, "engine_bench: the check found finite data not finite\n");
+			exit(1);
+		}
+		printf(csv ? "%u,%zu,%.0f,%.0f,%.0f,%.1f,%.1f\n"
+			   : "  %6u  %8zu  %5.0f  %8.0f  %9.0f  %8.1f%%  %9.1f%%\n",
+		       sizes[si], n, ck, cs, ca, 100 * ck / cs, 100 * ck / ca);
+		free(buf);
+	}
+}
+
 /* ---- --lcores: T engines at once ---- */
 
 struct worker {
@@ -399,5 +475,6 @@ int main(int argc, char **argv)
 		}
 	}
 	ps_table(reps, csv);
+	check_table(csv);
 	return 0;
 }

@@ -58,6 +58,14 @@ enum wire_status {
 	WIRE_ST_NO_JOB = 1, /* job unknown or aborted */
 	WIRE_ST_NO_WEIGHTS = 2, /* a gradient for a PS key whose initial weights
 				   are not uploaded yet: nothing applied */
+	WIRE_ST_SKIPPED = 3, /* RESULT of a PS key: the round's gradient sum was
+				not finite and the job's policy is skip: the
+				weights are the round's start, not stepped
+				(docs/protocol.md "Non-finite gradients") */
+	WIRE_ST_NONFINITE = 4, /* ERROR: the round's gradient sum was not finite
+				  and the job's policy is abort: the job is
+				  stopped (its reason follows on the control
+				  connection) */
 };
 
 /* Bytes on the wire; multi-byte fields big-endian. */

@@ -13,6 +13,7 @@
 #include "common/secret.h"
 #include "common/wire.h"
 #include "control/jobs.h"
+#include "control/jobs_nonfinite.h"
 #include "control/log.h"
 #include "control/rpc_methods.h"
 
@@ -53,8 +54,9 @@ static void add_waiting(json_t *e, const struct job *j)
 RPC_HANDLER(rpc_job_create)
 {
 	static const char *const known[] = { "job", "world", "max_bytes", "join_secret",
-					     "weight", "restore", "timeout_ms", "replace_wait_ms", NULL };
-	const char *name = NULL, *secret = NULL, *restore = NULL;
+					     "weight", "restore", "timeout_ms", "replace_wait_ms", "nonfinite",
+					     NULL };
+	const char *name = NULL, *secret = NULL, *restore = NULL, *nonfinite = "abort";
 	uint32_t world = 0, weight = 1, timeout_ms = 0, replace_wait_ms = 0;
 	uint64_t max_bytes = 0;
 	const struct job *j;
@@ -69,8 +71,12 @@ RPC_HANDLER(rpc_job_create)
 	    (rc = rpc_param_str(params, "restore", 0, JOB_RESTORE_MAX, &restore, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "timeout_ms", 0, 0, INT32_MAX, &timeout_ms, err, errlen)) ||
 	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &replace_wait_ms, err,
-				errlen)))
+				errlen)) ||
+	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)))
 		return rc;
+	int policy = jobs_nonfinite_parse(nonfinite, err, errlen);
+	if (policy < 0)
+		return policy;
 	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, weight, &j, err, errlen);
@@ -83,10 +89,18 @@ RPC_HANDLER(rpc_job_create)
 	if (secret)
 		jobs_set_join_secret(ctx->box->jobs, j, secret, err, errlen);
 	jobs_set_timeout(ctx->box->jobs, j, timeout_ms);
+	rc = jobs_set_nonfinite(ctx->box->jobs, j, (unsigned)policy, err, errlen);
+	if (rc < 0) { /* (a lcore's ring full for a second) */
+		char e2[64];
+		jobs_abort(ctx->box->jobs, name, "its nonfinite policy could not be set", e2,
+			   sizeof(e2));
+		return rc;
+	}
 	jobs_set_by_operator(ctx->box->jobs, j);
 	jobs_set_replace_wait(ctx->box->jobs, j, replace_wait_ms);
-	*result = json_pack("{s:I, s:I}", "job_id", (json_int_t)j->id,
-			    "timeout_ms", (json_int_t)j->timeout_ms);
+	*result = json_pack("{s:I, s:I, s:s}", "job_id", (json_int_t)j->id,
+			    "timeout_ms", (json_int_t)j->timeout_ms,
+			    "nonfinite", jobs_nonfinite_name(j->nonfinite));
 	return 0;
 }
 
@@ -94,8 +108,10 @@ RPC_HANDLER(rpc_job_join)
 {
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
 					     "mtu", "join_secret", "max_bytes", "key_bytes",
-					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", NULL };
+					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", "nonfinite",
+					     NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
+	const char *nonfinite = "abort";
 	uint32_t port = 0;
 	const struct job *j;
 	char token[17];
@@ -117,8 +133,12 @@ RPC_HANDLER(rpc_job_join)
 	    (rc = rpc_param_u32(params, "heartbeat_ms", 0, 100, 60000, &a.heartbeat_ms, err,
 				errlen)) ||
 	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &a.replace_wait_ms,
-				err, errlen)))
+				err, errlen)) ||
+	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)))
 		return rc;
+	if ((rc = jobs_nonfinite_parse(nonfinite, err, errlen)) < 0)
+		return rc;
+	a.nonfinite = (uint32_t)rc;
 	a.port = (uint16_t)port;
 	rc = jobs_join(ctx->box->jobs, &a, &j, err, errlen);
 	if (rc < 0)
@@ -134,6 +154,7 @@ RPC_HANDLER(rpc_job_join)
 			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore,
 			    "timeout_ms", (json_int_t)j->timeout_ms,
 			    "heartbeat_timeout_ms", (json_int_t)ctx->box->cfg.heartbeat_timeout_ms);
+	json_object_set_new(*result, "nonfinite", json_string(jobs_nonfinite_name(j->nonfinite)));
 	return 0;
 }
 
@@ -198,8 +219,9 @@ static json_t *ranks_of(const struct box *b, const struct job *j)
 
 	for (unsigned r = 0; r < j->world; r++) {
 		const struct job_rank *k = &j->ranks[r];
-		json_t *e = json_pack("{s:i, s:b, s:o}", "rank", (int)r, "joined", k->joined,
-				      "lateness", lateness_of(b, j, (uint16_t)r));
+		json_t *e = json_pack("{s:i, s:b, s:o, s:I}", "rank", (int)r, "joined", k->joined,
+				      "lateness", lateness_of(b, j, (uint16_t)r), "nonfinite",
+				      (json_int_t)jobs_rank_nonfinite(b->jobs, j, (uint16_t)r));
 		if (k->lost_at) {   /* waiting for a replacement since lost_s */
 			json_object_set_new(e, "lost_s", json_real(clock_s() - k->lost_at));
 			json_object_set_new(e, "lost_why", json_string(k->lost_why));
@@ -255,6 +277,11 @@ RPC_HANDLER(rpc_job_status)
 	json_object_set_new(e, "seg_bytes", json_integer(j->seg_bytes));
 	json_object_set_new(e, "ranks", ranks_of(ctx->box, j));
 	json_object_set_new(e, "key_list", keys_of(j));
+	struct job_nonfinite nf;
+	jobs_nonfinite_counts(ctx->box->jobs, j, &nf);
+	json_object_set_new(e, "nonfinite", json_pack("{s:s, s:I, s:I}", "policy",
+		jobs_nonfinite_name(j->nonfinite), "rounds", (json_int_t)nf.rounds,
+		"skipped", (json_int_t)nf.skipped));
 	*result = e;
 	return 0;
 }

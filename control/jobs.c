@@ -10,6 +10,7 @@
  */
 #include "control/jobs_core.h"
 #include "control/jobs_keys.h"
+#include "control/jobs_nonfinite.h"
 #include "control/jobs_watch.h"
 
 #include <errno.h>
@@ -109,6 +110,7 @@ void jobs_tick(struct jobs *js)
 	if (!js)
 		return;
 	jobs_watch(js);
+	jobs_nonfinite_watch(js);
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
 		struct job *j = js->table[i];
 		if (j && !j->removing && j->keys_removing)
@@ -713,6 +715,11 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 
 	if (rc < 0)
 		return rc;
+	rc = jobs_set_nonfinite(js, j, old->nonfinite, err, errlen);
+	if (rc < 0) {
+		jobs_start_remove(js, j, "its nonfinite policy could not be set");
+		return rc;
+	}
 	j->timeout_ms = old->timeout_ms;
 	j->replace_wait_ms = old->replace_wait_ms;
 	j->by_operator = 1;
@@ -759,7 +766,9 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		created = 1;
 		jobs_set_timeout(js, j, a->timeout_ms);
 		j->replace_wait_ms = a->replace_wait_ms;
-		rc = jobs_set_join_secret(js, j, a->join_secret, err, errlen);
+		rc = jobs_set_nonfinite(js, j, a->nonfinite, err, errlen);
+		if (rc == 0)
+			rc = jobs_set_join_secret(js, j, a->join_secret, err, errlen);
 	} else {
 		rc = secret_check(j, a->join_secret, err, errlen);
 	}

@@ -104,6 +104,8 @@ struct job {
 	uint64_t max_bytes;        /* arena size */
 	struct arena mem;          /* the arena's blocks: engine memory, keys */
 	uint32_t weight;           /* byte-rate weight against other jobs */
+	uint8_t nonfinite;         /* PS gradients that are not finite: enum
+				      engine_nonfinite (jobs_nonfinite.h) */
 	uint8_t *arena;
 	struct job_rank ranks[ENGINE_MAX_WORLD];
 	struct job_key *keys;      /* nkeys, in declaration order (a removed
@@ -212,6 +214,8 @@ struct jobs_join_args {
 			       box's default (--job-bytes) */
 	uint64_t key_bytes; /* max_bytes 0: the job's engine memory plus this
 			       (0 = not used) */
+	uint32_t nonfinite;  /* the job's nonfinite policy if this join creates
+				it (enum engine_nonfinite; 0: abort) */
 	uint32_t timeout_ms; /* the job's timeout if this join creates it (0:
 				the box's bound, --stall-timeout-ms) */
 	uint32_t heartbeat_ms; /* the worker promises a line at least this

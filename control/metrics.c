@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/drops.h"
 #include "control/jobs.h"
+#include "control/jobs_nonfinite.h"
 #include "control/rpc_listen.h"
 
 /* ---- the exposition ---- */
@@ -105,6 +106,10 @@ static void lcores(FILE *f, const struct box *b)
 		  offsetof(struct engine_counters, marks) },
 		{ "pbox_lcore_ps_updates_total", "PS segment rounds whose optimizer step ran.", 1,
 		  offsetof(struct engine_counters, updates) },
+		{ "pbox_lcore_ps_nonfinite_total", "PS segment rounds whose gradient sum held a "
+		  "NaN or Inf.", 1, offsetof(struct engine_counters, nonfinite) },
+		{ "pbox_lcore_ps_skipped_total", "... of them whose step was skipped (policy "
+		  "skip).", 1, offsetof(struct engine_counters, skipped) },
 	};
 
 	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
@@ -182,6 +187,33 @@ static void jobs(FILE *f, const struct box *b)
 	free(sums);
 }
 
+/* PS gradients that were not finite, per job (and its policy) and rank. */
+static void nonfinite(FILE *f, const struct box *b)
+{
+	struct job_nonfinite n;
+
+	family(f, "pbox_job_nonfinite_rounds_total", "counter", "PS segment rounds of the job "
+	       "whose gradient sum held a NaN or Inf (policy: the job's nonfinite).");
+	for (const struct job *j = jobs_next(b->jobs, NULL); j; j = jobs_next(b->jobs, j)) {
+		jobs_nonfinite_counts(b->jobs, j, &n);
+		fprintf(f, "pbox_job_nonfinite_rounds_total{pbox_job=\"%s\",policy=\"%s\"} %"
+			PRIu64 "\n", j->name, jobs_nonfinite_name(j->nonfinite), n.rounds);
+	}
+	family(f, "pbox_job_skipped_rounds_total", "counter", "... of them whose optimizer step "
+	       "was skipped (policy skip).");
+	for (const struct job *j = jobs_next(b->jobs, NULL); j; j = jobs_next(b->jobs, j)) {
+		jobs_nonfinite_counts(b->jobs, j, &n);
+		fprintf(f, "pbox_job_skipped_rounds_total{pbox_job=\"%s\"} %" PRIu64 "\n",
+			j->name, n.skipped);
+	}
+	family(f, "pbox_job_rank_nonfinite_total", "counter", "PS gradients (segment rounds) "
+	       "a rank sent with a NaN or Inf.");
+	for (const struct job *j = jobs_next(b->jobs, NULL); j; j = jobs_next(b->jobs, j))
+		for (uint16_t r = 0; r < j->world; r++)
+			fprintf(f, "pbox_job_rank_nonfinite_total{pbox_job=\"%s\",rank=\"%u\"} %"
+				PRIu64 "\n", j->name, (unsigned)r, jobs_rank_nonfinite(b->jobs, j, r));
+}
+
 int metrics_render(const struct box *b, char **text, size_t *len)
 {
 	FILE *f = open_memstream(text, len);
@@ -196,6 +228,7 @@ int metrics_render(const struct box *b, char **text, size_t *len)
 	lcores(f, b);
 	drops(f, b);
 	jobs(f, b);
+	nonfinite(f, b);
 	return fclose(f) == 0 ? 0 : -ENOMEM;
 }
 

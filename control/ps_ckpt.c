@@ -6,6 +6,7 @@
  * and the rules.
  */
 #include "control/ps_ckpt.h"
+#include "control/ps_finite.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -451,6 +452,18 @@ int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 	if (rc < 0) {
 		free(buf);
 		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s", j->name, k->key, why);
+	}
+	/* a NaN or Inf never leaves the weights: refused (ps_finite.h) */
+	const void *arrays[1 + OPTIM_MAX_PLANES];
+	char where[CKPT_PATH + 128];
+	for (unsigned a = 0; a < narrays(k); a++)
+		arrays[a] = data + a * plane;
+	snprintf(where, sizeof(where), "job %s key %" PRIu32 ": the checkpoint %s", j->name,
+		 k->key, path);
+	rc = ps_state_finite(arrays, narrays(k), k->geom.count, got.kind, where, err, errlen);
+	if (rc < 0) {
+		free(buf);
+		return rc;
 	}
 	/* all of it checked: only now is the key's state touched */
 	for (unsigned a = 0; a < narrays(k); a++) {

@@ -19,6 +19,7 @@
 #include "common/drops.h"
 #include "common/wire.h"
 #include "control/jobs.h"
+#include "control/jobs_nonfinite.h"
 #include "control/log.h"
 #include "control/tel_tree.h"
 
@@ -82,7 +83,8 @@ static void lcore_counters(struct tel_tree *t, const struct box *b, unsigned i, 
 		L(rx), L(tx), E(pushes), E(completes), E(dup_open), E(dup_done), E(retx),
 		E(errors_sent), E(held), L(arp), L(icmp), L(handoff_out), L(handoff_in),
 		L(busy_polls), L(idle_polls), L(busy_ns), L(csum_unfilled), L(probes), E(msgs), E(waits),
-		E(nacks), E(nacks_limited), E(marks), E(updates), E(no_weights),
+		E(nacks), E(nacks_limited), E(marks), E(updates), E(no_weights), E(nonfinite),
+		E(skipped),
 	};
 #undef L
 #undef E
@@ -142,6 +144,11 @@ static void jobs(struct tel_tree *t, const struct box *b)
 		tel_u64(t, "rounds", tr.rounds);
 		tel_u64(t, "bytes_reduced", tr.bytes);
 		tel_u64(t, "nacks", tr.nacks);
+		struct job_nonfinite nf;
+		jobs_nonfinite_counts(b->jobs, j, &nf);
+		tel_str(t, "nonfinite", jobs_nonfinite_name(j->nonfinite));
+		tel_u64(t, "nonfinite_rounds", nf.rounds);
+		tel_u64(t, "skipped_rounds", nf.skipped);
 		if (j->reason[0])
 			tel_str(t, "reason", j->reason);
 		tel_end(t);

@@ -290,6 +290,11 @@ int engine_apply(struct engine *e, const struct engine_msg *m)
 	case ENGINE_MSG_JOB_RESET:
 		job_reset(e, j, m->u.round0);
 		return 0;
+	case ENGINE_MSG_JOB_NONFINITE:
+		if (m->u.nonfinite >= ENGINE_NF_COUNT)
+			return -EINVAL;
+		j->nonfinite = m->u.nonfinite;
+		return 0;
 	case ENGINE_MSG_JOB_ABORT:
 		job_release(e, j);
 		j->state = ENGINE_JOB_ABORTED;
@@ -319,6 +324,8 @@ static void fill_out(struct engine_out *out, const struct engine_job *j,
 	out->plen = (uint32_t)count * (uint32_t)wire_dtype_size(out->hdr.dtype);
 	out->rank = m->rank;
 	out->only = ENGINE_ONLY_NONE;
+	if (k->segs[m->seg].skipped) /* PS: the weights were not stepped */
+		out->hdr.status = WIRE_ST_SKIPPED;
 }
 
 /* Sum the slot's contributions in rank order into the shadow copy (PS:
@@ -330,7 +337,7 @@ static void complete(struct engine *e, struct engine_job *j,
 	if (!sl->retx)
 		spread_sample(j, e->now - sl->t_open);
 	if (k->ps)
-		ps_complete(e, j, k, sl, seg, count);
+		sg->skipped = (uint16_t)(ps_complete(e, j, k, sl, seg, count) == ENGINE_NF_SKIP);
 	else if (k->sparse)
 		sparse_complete(e, j, k, sl, seg, count);
 	else
@@ -509,6 +516,8 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 		e->c.retx++;
 	int v = seg_push(e, j, k, m, m->seg, count, payload,
 			 (size_t)m->count * wire_dtype_size(m->dtype), ref, lr, out);
+	if (v == ENGINE_SEND_ALL && j->state == ENGINE_JOB_ABORTED)
+		return send_error(j, m, WIRE_ST_NONFINITE, out); /* ps_complete stopped it */
 	if (v == ENGINE_SEND_ONE || v == ENGINE_SEND_ALL) {
 		/* a scatter key's sum goes to the owner, the others get an ack */
 		bool scatter = k->coll == ENGINE_COLL_SCATTER;

@@ -110,6 +110,7 @@ struct engine_rank {
 	uint64_t late_sum_ns;
 	uint64_t late_n;
 	uint64_t late_max_ns[2];  /* maximum of this period and the last */
+	uint64_t nonfinite;       /* PS: its gradients with a NaN or Inf */
 };
 
 enum engine_job_state {
@@ -148,6 +149,12 @@ struct engine_job {
 				     done one is still answered), round
 				     floor + 1 opens on any segment behind
 				     it; 0 = never reset */
+	uint8_t  nonfinite;       /* PS: enum engine_nonfinite */
+	uint64_t nf_rounds;       /* PS: segment rounds whose gradient sum was not finite */
+	uint64_t nf_skipped;      /* ... whose step was skipped */
+	uint8_t  nf_abort;        /* ENGINE_NF_ABORT stopped the job here, at: */
+	uint16_t nf_rank;         /* engine_progress's nf_* */
+	uint32_t nf_key, nf_seg, nf_round;
 	struct engine_rank ranks[ENGINE_MAX_WORLD];
 };
 

@@ -39,7 +39,28 @@ static inline unsigned engine_job_index(uint32_t job_id)
 struct engine_seg {
 	uint32_t done;   /* last completed round, the key's round0 = none */
 	uint16_t slot;   /* contribution slot of the open round, or NO_SLOT */
-	uint16_t pad;
+	uint16_t skipped; /* PS: round done skipped its step (a non-finite
+			     gradient, ENGINE_NF_SKIP): its RESULTs say so */
+};
+
+/*
+ * What a PS round does when its summed gradient is not finite (a NaN or
+ * +-Inf in any element; docs/protocol.md "Non-finite gradients"). Every
+ * policy counts it (the job, and each rank whose own gradient was not
+ * finite). 0 is the default.
+ */
+enum engine_nonfinite {
+	ENGINE_NF_ABORT = 0, /* no step; the lcore stops the job (pushes are
+				answered ERROR), the sender of the last
+				contribution gets ERROR NONFINITE, and the
+				control plane aborts the job naming the rank
+				and key (engine_progress nf_*) */
+	ENGINE_NF_SKIP,      /* no step for this segment round: the weights
+				and optimizer state stay; the RESULT carries
+				them with status SKIPPED */
+	ENGINE_NF_PASS,      /* step anyway (what the box did before
+				it had a policy) */
+	ENGINE_NF_COUNT
 };
 
 /*
@@ -233,6 +254,9 @@ enum engine_msg_type {
 				       round0 never open again, and round0 + 1
 				       is every segment's next (a segment's
 				       last done round is still answered) */
+	ENGINE_MSG_JOB_NONFINITE,   /* nonfinite: the job's PS policy (enum
+				       engine_nonfinite; ENGINE_NF_ABORT from
+				       install until this) */
 };
 
 struct engine_msg {
@@ -243,6 +267,7 @@ struct engine_msg {
 		struct { uint16_t rank; uint16_t port; uint32_t ip; } worker;
 		struct engine_key *key;
 		uint32_t round0;
+		uint8_t nonfinite;
 	} u;
 };
 
@@ -261,6 +286,8 @@ struct engine_counters {
 	uint64_t marks;       /* completed rounds sent with WIRE_FLAG_CE */
 	uint64_t updates;     /* PS: segment rounds whose optimizer step ran */
 	uint64_t no_weights;  /* PS: gradients before the weights, answered ERROR */
+	uint64_t nonfinite;   /* PS: segment rounds whose gradient sum was not finite */
+	uint64_t skipped;     /* PS: ... of them whose step was skipped */
 };
 
 /* A job's progress on one lcore, for the control plane's stall watch. */
@@ -273,7 +300,16 @@ struct engine_progress {
 				 (the late ones; the others may only be
 				 behind in their window) */
 	uint32_t key, seg, round; /* one open round (for messages), if open */
+	uint64_t nonfinite;  /* PS: segment rounds whose gradient sum was not finite */
+	uint64_t skipped;    /* PS: ... whose step was skipped (ENGINE_NF_SKIP) */
+	/* ENGINE_NF_ABORT: the lcore stopped the job at its first such round */
+	uint8_t  nf_abort;
+	uint16_t nf_rank;    /* the lowest rank whose own gradient was not
+				finite, ENGINE_NF_NO_RANK: only the sum was */
+	uint32_t nf_key, nf_seg, nf_round;
 };
+
+#define ENGINE_NF_NO_RANK 0xFFFFu
 
 /* A rank's lateness and NACKs on one lcore (control thread, stale but
  * valid as engine_job_progress). */
@@ -282,6 +318,7 @@ struct engine_lateness {
 	uint64_t sum_ns;      /* total wait for this rank */
 	uint64_t max_ns;      /* largest in the last 10 to 20 s */
 	uint64_t nacks;       /* NACKs sent to it */
+	uint64_t nonfinite;   /* PS: its gradients with a NaN or Inf (segment rounds) */
 };
 
 #endif

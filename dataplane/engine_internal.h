@@ -156,9 +156,13 @@ static inline int ps_check(struct engine *e, const struct engine_job *j,
 }
 
 /* A PS round of segment seg (count elements) completed: set the weights
- * or step the optimizer, then the shadow copy holds them in rdtype. */
-void ps_complete(struct engine *e, const struct engine_job *j, struct engine_key *k,
-		 const struct engine_slot *sl, uint32_t seg, uint16_t count);
+ * or step the optimizer, then the shadow copy holds them in rdtype. A
+ * gradient sum that is not finite is counted and handled by the job's
+ * policy: returns ENGINE_NF_SKIP (not stepped), ENGINE_NF_ABORT (not
+ * stepped, the job stopped on this lcore) or ENGINE_NF_PASS (stepped:
+ * every finite round too). */
+int ps_complete(struct engine *e, struct engine_job *j, struct engine_key *k,
+		const struct engine_slot *sl, uint32_t seg, uint16_t count);
 
 /* ---- sparse keys (engine_sparse.c) ---- */
 

@@ -175,6 +175,15 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 	all = world_mask(j->world);
 	p->completes = j->completes;
 	p->rx_bytes = j->rx_bytes;
+	p->nonfinite = j->nf_rounds;
+	p->skipped = j->nf_skipped;
+	if (__atomic_load_n(&j->nf_abort, __ATOMIC_ACQUIRE)) { /* then its fields */
+		p->nf_abort = 1;
+		p->nf_rank = j->nf_rank;
+		p->nf_key = j->nf_key;
+		p->nf_seg = j->nf_seg;
+		p->nf_round = j->nf_round;
+	}
 	for (uint32_t s = 0; s < j->nslots; s++) {
 		const struct engine_slot *sl = &j->slots[s];
 		const struct engine_key *k = sl->key;
@@ -206,5 +215,6 @@ int engine_rank_lateness(const struct engine *e, uint32_t job_id, uint16_t rank,
 	l->max_ns = rk->late_max_ns[0] > rk->late_max_ns[1] ? rk->late_max_ns[0]
 							    : rk->late_max_ns[1];
 	l->nacks = rk->nacks;
+	l->nonfinite = rk->nonfinite;
 	return 0;
 }

@@ -122,6 +122,23 @@ typedef enum pbox_transport {
 	PBOX_TRANSPORT_VERBS = 3, /* RDMA raw-packet queue pair (rdma-core) */
 } pbox_transport;
 
+/* What the box does with a PS round whose summed gradient holds a NaN or
+ * an Inf (pbox_opts.nonfinite, environment variable
+ * PBOX_NONFINITE=abort|skip|pass; docs/protocol.md "Non-finite
+ * gradients"). The job's creator (its first worker to join) sets it. */
+typedef enum pbox_nonfinite {
+	PBOX_NONFINITE_DEFAULT = 0, /* $PBOX_NONFINITE if set, else abort */
+	PBOX_NONFINITE_ABORT   = 1, /* the job is aborted at once, its reason
+				     * naming the rank and key; no weight
+				     * changes (the box's default) */
+	PBOX_NONFINITE_SKIP    = 2, /* that segment's step is skipped: its
+				     * weights and optimizer state stay; the
+				     * call succeeds and pbox_stats.ps_skipped
+				     * counts it */
+	PBOX_NONFINITE_PASS    = 3, /* stepped anyway: the NaN goes into the
+				     * weights (pbox before 0.12) */
+} pbox_nonfinite;
+
 /*
  * Options of pbox_connect. Fill with pbox_opts_init, then set the fields
  * you want; 0 in a field means its default. The first layout (0.2.0,
@@ -200,6 +217,11 @@ typedef struct pbox_opts {
 	 * pbox.torch.key_bytes_for(model)). Capped like job_bytes. 0 = not
 	 * used. (Added in 0.8.0.) */
 	uint64_t key_bytes;
+	/* What the box does with a PS round whose gradient sum is not finite,
+	 * if this worker creates the job: a pbox_nonfinite. 0 = the
+	 * environment variable PBOX_NONFINITE (abort, skip or pass; else
+	 * PBOX_EINVAL), else abort. (Added in 0.12.0.) */
+	uint32_t nonfinite;
 } pbox_opts;
 
 typedef struct pbox_client pbox_client;
@@ -701,6 +723,10 @@ typedef struct pbox_stats {
 	 * through pinned host memory. */
 	uint64_t gpu_direct_calls;
 	uint64_t gpu_staged_calls;
+	/* (Added in 0.12.0.) PS segments whose step the box skipped: their
+	 * gradient sum held a NaN or Inf and the job's nonfinite policy is
+	 * skip (pbox_nonfinite); the weights returned are those before. */
+	uint64_t ps_skipped;
 } pbox_stats;
 
 /*

@@ -44,7 +44,7 @@
 enum {
 	OPT_ALL = 1u << 0, OPT_REASON = 1u << 1, OPT_WORLD = 1u << 2, OPT_MAX_BYTES = 1u << 3,
 	OPT_WEIGHT = 1u << 4, OPT_RESTORE = 1u << 5, OPT_INTERVAL = 1u << 6, OPT_COUNT = 1u << 7,
-	OPT_JOB_TIMEOUT = 1u << 8, OPT_REPLACE_WAIT = 1u << 9,
+	OPT_JOB_TIMEOUT = 1u << 8, OPT_REPLACE_WAIT = 1u << 9, OPT_NONFINITE = 1u << 10,
 };
 
 static int complain(int code, const char *fmt, va_list ap)
@@ -81,11 +81,14 @@ static void usage(FILE *f)
 		"  job abort NAME [--reason TEXT] abort a job; its workers get an error\n"
 		"  job create NAME --world N [--memory SIZE] [--weight W] [--restore DIR]\n"
 		"             [--job-timeout-ms MS] [--replace-wait-ms MS]\n"
+		"             [--nonfinite abort|skip|pass]\n"
 		"                                create a job before its workers join, with\n"
 		"                                SIZE of job memory (e.g. 2G; --max-bytes B\n"
 		"                                in bytes); with\n"
 		"                                --restore its PS keys start from the\n"
-		"                                checkpoints in DIR (on the box)\n"
+		"                                checkpoints in DIR (on the box); with\n"
+		"                                --nonfinite what a PS round whose gradient\n"
+		"                                sum has a NaN or Inf does (default abort)\n"
 		"  job save NAME DIR             checkpoint the job's PS keys (weights and\n"
 		"                                optimizer state) into DIR on the box (waits\n"
 		"                                up to an hour for it, unless --timeout)\n"
@@ -262,12 +265,12 @@ static int cmd_jobs(struct ctl *c)
 static void print_ranks(const json_t *ranks)
 {
 	static const char *const h[] = { "RANK", "JOINED", "DATA_ADDRESS", "LATE_MEAN",
-					 "LATE_MAX", "NACKS" };
+					 "LATE_MAX", "NACKS", "NONFINITE" };
 	struct table t;
 	size_t i;
 	json_t *k;
 
-	table_init(&t, 6, h);
+	table_init(&t, 7, h);
 	json_array_foreach(ranks, i, k) {
 		const json_t *late = json_object_get(k, "lateness");
 		const json_t *mean = json_object_get(late, "mean_us");
@@ -283,6 +286,7 @@ static void print_ranks(const json_t *ranks)
 		table_cell(&t, "%.3f ms", json_is_number(mean) ? json_number_value(mean) / 1e3 : 0.0);
 		table_cell(&t, "%.3f ms", json_is_number(max) ? json_number_value(max) / 1e3 : 0.0);
 		table_cell(&t, "%lld", jint(late, "nacks"));
+		table_cell(&t, "%lld", jint(k, "nonfinite"));
 	}
 	table_print(&t);
 }
@@ -350,6 +354,10 @@ static int cmd_job_show(struct ctl *c, const char *name)
 	       jint(r, "seg_bytes"), jint(r, "keys"), jint(r, "weight"),
 	       human_bytes((unsigned long long)jint(r, "bytes_used"), b1, sizeof(b1)),
 	       human_bytes((unsigned long long)jint(r, "max_bytes"), b2, sizeof(b2)));
+	const json_t *nf = json_object_get(r, "nonfinite");
+	if (json_is_object(nf))
+		printf("non-finite PS gradients: policy %s, %lld segment rounds, %lld skipped\n\n",
+		       jstr(nf, "policy"), jint(nf, "rounds"), jint(nf, "skipped"));
 	print_ranks(json_object_get(r, "ranks"));
 	json_t *keys = json_object_get(r, "key_list");
 	if (json_array_size(keys)) {
@@ -414,7 +422,8 @@ static int cmd_job_save(struct ctl *c, const char *name, const char *dir)
 	return 0;
 }
 
-/* job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR] */
+/* job create NAME --world N [--max-bytes B] [--weight W] [--restore DIR]
+ * [--nonfinite P] */
 static int cmd_job_create(struct ctl *c, const char *name)
 {
 	char abs[PATH_MAX];
@@ -431,6 +440,8 @@ static int cmd_job_create(struct ctl *c, const char *name)
 		json_object_set_new(p, "replace_wait_ms", json_integer(c->replace_wait_ms));
 	if (c->restore)
 		json_object_set_new(p, "restore", json_string(box_dir(c, c->restore, abs)));
+	if (c->nonfinite)
+		json_object_set_new(p, "nonfinite", json_string(c->nonfinite));
 	if ((rc = call(c, "job_create", p, &r)))
 		return rc;
 	if (c->json)
@@ -550,7 +561,7 @@ static int cmd_stats(struct ctl *c, int all)
 /* The command options' names, by bit (OPT_*). */
 static const char *const opt_names[] = { "all", "reason", "world", "max-bytes", "weight",
 					 "restore", "interval", "count", "job-timeout-ms",
-					 "replace-wait-ms" };
+					 "replace-wait-ms", "nonfinite" };
 
 /* Whether the command options given are all in allowed (OPT_* bits);
  * else a usage message naming the first that is not. */
@@ -576,7 +587,7 @@ static int run_job(struct ctl *c, int argc, char **argv)
 		{ "show", "job show", 1, 0 },
 		{ "abort", "job abort", 1, OPT_REASON },
 		{ "create", "job create", 1, OPT_WORLD | OPT_MAX_BYTES | OPT_WEIGHT | OPT_RESTORE |
-					     OPT_JOB_TIMEOUT | OPT_REPLACE_WAIT },
+					     OPT_JOB_TIMEOUT | OPT_REPLACE_WAIT | OPT_NONFINITE },
 		{ "save", "job save", 2, 0 },
 	};
 	const char *sub = argc ? argv[0] : "";
@@ -589,7 +600,8 @@ static int run_job(struct ctl *c, int argc, char **argv)
 	if (!argc || argc - 1 != subs[i].nargs)
 		return bad_usage("usage: pboxctl job show NAME | abort NAME [--reason TEXT] | create NAME "
 				 "--world N [--memory SIZE | --max-bytes B] [--weight W] [--restore DIR] "
-				 "[--job-timeout-ms MS] [--replace-wait-ms MS] | "
+				 "[--job-timeout-ms MS] [--replace-wait-ms MS] "
+				 "[--nonfinite abort|skip|pass] | "
 				 "save NAME DIR");
 	if (!options_fit(c, subs[i].full, subs[i].opts))
 		return EXIT_USAGE;
@@ -667,6 +679,7 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "job-timeout-ms", required_argument, NULL, 'T' },
 		{ "replace-wait-ms", required_argument, NULL, 'P' },
+		{ "nonfinite", required_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("PBOX_SOCKET");
@@ -678,7 +691,7 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "ho:", lo, &li)) != -1) {
-		static const char copts[] = "arwmWRinTP"; /* the OPT_* bits in order */
+		static const char copts[] = "arwmWRinTPN"; /* the OPT_* bits in order */
 		const char *copt = opt ? strchr(copts, opt) : NULL;
 		if (copt)
 			c.used |= 1u << (copt - copts);
@@ -723,6 +736,12 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			c.restore = optarg;
+			break;
+		case 'N':
+			if (strcmp(optarg, "abort") && strcmp(optarg, "skip") && strcmp(optarg, "pass"))
+				return bad_usage("--nonfinite: '%s' is not a policy (abort, skip or "
+						 "pass)", optarg);
+			c.nonfinite = optarg;
 			break;
 		case 'M': { /* --memory SIZE: bytes with K, M, G or T */
 			char *end;

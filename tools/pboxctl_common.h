@@ -28,6 +28,7 @@ struct ctl {
 	int all;                     /* stats --all, -o wide */
 	const char *reason;          /* job abort --reason */
 	const char *restore;         /* job create --restore */
+	const char *nonfinite;       /* job create --nonfinite */
 	long long world, max_bytes, weight; /* job create; 0 = not given */
 	long long job_timeout_ms;    /* job create --job-timeout-ms; 0 = not given */
 	long long replace_wait_ms;   /* job create --replace-wait-ms; 0 = not given */

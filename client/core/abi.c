@@ -181,6 +181,11 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 				    "pbox_transport (PBOX_TRANSPORT_AUTO, _UDP, _XDP, _VERBS)",
 				    o.transport);
 	c->opts.transport = o.transport;
+	if (o.nonfinite > PBOX_NONFINITE_PASS)
+		return client_error(c, PBOX_EINVAL, "pbox_opts.nonfinite is %u: use a "
+				    "pbox_nonfinite (PBOX_NONFINITE_DEFAULT, _ABORT, _SKIP, _PASS)",
+				    o.nonfinite);
+	c->opts.nonfinite = o.nonfinite;
 	return transport_from_env(c);
 }
 

@@ -88,6 +88,12 @@ const struct knob knobs[KNOB_COUNT] = {
 	  .field = NULL, .when = KNOB_READ, .dflt = "0", .dval = 0,
 	  .doc = "if this worker creates the job: how long a lost rank is waited for "
 		    "a process that joins in its place (0: a lost rank aborts the job)" },
+	[KNOB_NONFINITE] = { .name = "PBOX_NONFINITE", .parse = knob_parse_nonfinite,
+	  .takes = "a policy: abort, skip or pass",
+	  .field = "nonfinite", .when = KNOB_AT_CONNECT, .dflt = "abort",
+	  .dval = PBOX_NONFINITE_DEFAULT,
+	  .doc = "what the box does with a PS round whose gradient sum holds a NaN or "
+		    "Inf, if this worker creates the job, when pbox_opts.nonfinite is 0" },
 };
 
 const char *knob_text(enum knob_id k)
@@ -161,6 +167,17 @@ int knob_parse_size(const char *text, uint64_t *v)
 int knob_parse_transport(const char *text, uint64_t *v)
 {
 	int k = transport_parse(text);
+
+	if (k < 0)
+		return PBOX_EINVAL;
+	*v = (uint64_t)k;
+	return 0;
+}
+
+int knob_parse_nonfinite(const char *text, uint64_t *v)
+{
+	static const char *const words[] = { NULL, "abort", "skip", "pass" };
+	int k = word_index(text, words, 4);   /* pbox_nonfinite's values */
 
 	if (k < 0)
 		return PBOX_EINVAL;

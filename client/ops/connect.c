@@ -146,6 +146,11 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
 				    MAX_WINDOW);
 	rc = job_bytes_from_env(c);
+	if (rc == 0 && c->opts.nonfinite == PBOX_NONFINITE_DEFAULT) {
+		uint64_t nf;
+		if ((rc = knob_value(c, KNOB_NONFINITE, &nf)) == 0)
+			c->opts.nonfinite = (uint32_t)nf;
+	}
 	return rc < 0 ? rc : check_secret(c);
 }
 
@@ -298,6 +303,11 @@ static int open_data_and_join(pbox_client *c)
 		json_object_set_new(params, "key_bytes", json_integer(
 			c->opts.key_bytes < INT64_MAX / 2 ? (json_int_t)c->opts.key_bytes
 							  : INT64_MAX / 2));
+	/* the job's nonfinite policy if this join creates it (0: the box's
+	 * default, abort) */
+	static const char *const nonfinite[] = { NULL, "abort", "skip", "pass" };
+	if (params && c->opts.nonfinite)
+		json_object_set_new(params, "nonfinite", json_string(nonfinite[c->opts.nonfinite]));
 	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));

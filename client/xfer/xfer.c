@@ -380,8 +380,8 @@ void xfer_job_reset(pbox_client *c, const char *msg, uint32_t base,
 }
 
 /* ERROR: NO_WEIGHTS fails the PS call it answers (nothing was applied);
- * any other status means the job is gone (its reason follows on the
- * control connection, see xfer_timers). */
+ * any other status (NO_JOB, NONFINITE) means the job is gone (its reason
+ * follows on the control connection, see xfer_timers). */
 static void on_error_packet(pbox_client *c, const struct wire_msg *m, uint64_t now)
 {
 	if (m->status == WIRE_ST_NO_WEIGHTS) {
@@ -494,6 +494,8 @@ static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *p
 	}
 	stat_add(&c->stats.bytes_recv, WIRE_HDR_LEN + m->plen);
 	seg_bit_set(ks->got, m->seg);
+	if (m->status == WIRE_ST_SKIPPED) /* PS: the weights as before the round */
+		stat_add(&c->stats.ps_skipped, 1);
 	if (m->count) /* (a scatter key's acknowledgement carries nothing) */
 		memcpy((uint8_t *)r->buf + (seg_first(l, m->seg) - r->buf_first) * esz, payload,
 		       (size_t)m->count * esz);

@@ -373,7 +373,7 @@ class Client:
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
            rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-           transport=None, busy_poll=0, job_bytes=0, key_bytes=0)
+           transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
@@ -386,12 +386,16 @@ class Client:
     the box if this worker creates the job (default $PBOX_JOB_BYTES, then
     the box's --job-bytes). key_bytes (when job_bytes is not given): size
     the job as the box's engine memory plus this many bytes for keys
-    (pbox.torch.key_bytes_for(model) estimates them).
+    (pbox.torch.key_bytes_for(model) estimates them). nonfinite ("abort",
+    "skip", "pass"): what the box does with a PS round whose gradient sum
+    holds a NaN or Inf, if this worker creates the job (default
+    $PBOX_NONFINITE, read by the library, then "abort"); under "skip"
+    stats()["ps_skipped"] counts the segments not stepped.
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
                  rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0):
+                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -437,6 +441,11 @@ class Client:
                 raise Error(EINVAL, f"transport={transport!r}: use one of "
                                     f"{', '.join(_lib.TRANSPORTS)}")
             opts.transport = _lib.TRANSPORTS[transport]
+        if nonfinite is not None:
+            if nonfinite not in _lib.NONFINITE:
+                raise Error(EINVAL, f"nonfinite={nonfinite!r}: use one of "
+                                    f"{', '.join(_lib.NONFINITE)}")
+            opts.nonfinite = _lib.NONFINITE[nonfinite]
         if join_secret:
             secret = join_secret.encode() if isinstance(join_secret, str) else bytes(join_secret)
             if not 0 < len(secret) <= 256 or b"\0" in secret:

@@ -67,6 +67,9 @@ PBOX_PS_STATE0 = 1
 PBOX_PS_STATE1 = 2
 PS_PARTS = {"weights": PBOX_PS_WEIGHTS, "state0": PBOX_PS_STATE0, "state1": PBOX_PS_STATE1}
 
+# pbox_nonfinite (0: $PBOX_NONFINITE, else abort)
+NONFINITE = {"abort": 1, "skip": 2, "pass": 3}
+
 
 class Opts(ctypes.Structure):
     """pbox_opts. Fill with pbox_opts_init_sized(byref(o), sizeof(Opts))."""
@@ -82,6 +85,7 @@ class Opts(ctypes.Structure):
         ("busy_poll", ctypes.c_uint32),
         ("job_bytes", ctypes.c_uint64),   # 0.5.0
         ("key_bytes", ctypes.c_uint64),   # 0.8.0
+        ("nonfinite", ctypes.c_uint32),   # 0.12.0
     ]
 
 
@@ -118,6 +122,7 @@ class Stats(ctypes.Structure):
         ("key_bytes", ctypes.c_uint64),
         ("gpu_direct_calls", ctypes.c_uint64),  # 0.9.0
         ("gpu_staged_calls", ctypes.c_uint64),
+        ("ps_skipped", ctypes.c_uint64),        # 0.12.0
     ]
 
 

@@ -24,6 +24,7 @@ struct fx {
 	uint32_t job;
 	uint64_t token;
 	uint16_t world;
+	uint8_t nonfinite;   /* the job's PS policy (enum engine_nonfinite) */
 };
 
 static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
@@ -39,6 +40,9 @@ static void install_job(struct fx *f, uint16_t world, uint32_t nslots)
 			    .seg_bytes = SEG_BYTES, .mem = f->jobmem, .key_cap = 16,
 			    .nslots = nslots } };
 	assert_int_equal(engine_apply(&f->e, &m), 0);
+	struct engine_msg nf = { .type = ENGINE_MSG_JOB_NONFINITE, .job = f->job,
+				 .u.nonfinite = f->nonfinite };
+	assert_int_equal(engine_apply(&f->e, &nf), 0);
 	for (uint16_t r = 0; r < world; r++) {
 		struct engine_msg w = { .type = ENGINE_MSG_WORKER_SET, .job = f->job,
 			.u.worker = { .rank = r, .ip = IP(r), .port = PORT(r) } };

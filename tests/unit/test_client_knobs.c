@@ -209,6 +209,11 @@ static void parsers_take_their_values_and_refuse_the_rest(void **state)
 		{ KNOB_REPLACE_WAIT, "0", 0, 0 },
 		{ KNOB_REPLACE_WAIT, "30s", 0, 30000 },
 		{ KNOB_REPLACE_WAIT, "soon", PBOX_EINVAL, 0 },
+		{ KNOB_NONFINITE, "", 0, PBOX_NONFINITE_DEFAULT },
+		{ KNOB_NONFINITE, "abort", 0, PBOX_NONFINITE_ABORT },
+		{ KNOB_NONFINITE, "Skip", 0, PBOX_NONFINITE_SKIP },
+		{ KNOB_NONFINITE, "pass", 0, PBOX_NONFINITE_PASS },
+		{ KNOB_NONFINITE, "ignore", PBOX_EINVAL, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -16,6 +16,7 @@
 
 #include "tests/unit/box_fixture.h"
 #include "control/jobs.h"
+#include "control/jobs_nonfinite.h"
 
 struct t {
 	struct fixture *f;
@@ -845,6 +846,31 @@ static void replace__a_lost_rank_is_taken_over(void **state)
 		jobs_tick(t->js);
 }
 
+/* An operator's job aborted by a failure is made again with its nonfinite
+ * policy (issue 44.8: remade, it had the default). */
+static void operator_job__remade_with_its_nonfinite_policy(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+
+	t->f->box.cfg.join_wait_ms = 60000;
+	assert_int_equal(jobs_create(t->js, "opnf", 3, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(jobs_set_nonfinite(t->js, j, ENGINE_NF_SKIP, t->err, sizeof(t->err)), 0);
+	jobs_set_by_operator(t->js, j);
+	assert_int_equal(join_secret(t, "opnf", 0, NULL), 0);
+	jobs_session_closed(t->js, (void *)1);   /* rank 0 lost */
+	assert_int_equal(j->state, JOB_ABORTED);
+	assert_int_equal(join_secret(t, "opnf", 0, NULL), 0);
+	const struct job *n = jobs_find(t->js, "opnf");
+	assert_non_null(n);
+	assert_ptr_not_equal(n, j);
+	assert_int_equal(n->nonfinite, ENGINE_NF_SKIP);
+	assert_string_equal(jobs_nonfinite_name(n->nonfinite), "skip");
+	assert_int_equal(jobs_abort(t->js, "opnf", "done", t->err, sizeof(t->err)), 0);
+	for (int i = 0; i < 100 && jobs_removing(t->js); i++)
+		jobs_tick(t->js);
+}
+
 /* The job's timeout: its creator's, capped by --stall-timeout-ms; none
  * given is the cap. */
 static void join__timeout_is_the_creators_capped_by_the_box(void **state)
@@ -962,6 +988,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(session_lost__names_the_reason, setup, teardown),
 		cmocka_unit_test_setup_teardown(operator_job__outlives_its_ranks, setup, teardown),
 		cmocka_unit_test_setup_teardown(replace__a_lost_rank_is_taken_over, setup, teardown),
+		cmocka_unit_test_setup_teardown(operator_job__remade_with_its_nonfinite_policy, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(session_close__after_leave_is_quiet, setup, teardown),
 		cmocka_unit_test_setup_teardown(list__iterates_live_jobs, setup, teardown),
 	};
