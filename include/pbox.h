@@ -727,6 +727,10 @@ typedef struct pbox_stats {
 	 * gradient sum held a NaN or Inf and the job's nonfinite policy is
 	 * skip (pbox_nonfinite); the weights returned are those before. */
 	uint64_t ps_skipped;
+	/* (Added in 0.12.0.) Datagrams with this job's token that came from
+	 * another address or port than the box endpoint their segment
+	 * belongs to: forged or misrouted, dropped unread. */
+	uint64_t foreign_packets;
 } pbox_stats;
 
 /*

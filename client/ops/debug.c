@@ -8,7 +8,8 @@
  * window; at INFO also a failed join's reason and, at pbox_close, a
  * summary of its calls and round trips (and of its device calls: how
  * many went GPUDirect, why others were staged). WARN writes only what points to
- * trouble: a failed join, retransmissions, timeouts. Nothing is written
+ * trouble: a failed join, retransmissions, timeouts, datagrams from
+ * elsewhere than the box (foreign_packets). Nothing is written
  * per call or per packet.
  */
 #include <arpa/inet.h>
@@ -59,7 +60,7 @@ void client_debug_closing(const pbox_client *c)
 	if (lv == DBG_OFF || !c->joined)
 		return;
 	client_stats(c, &s);
-	int trouble = s.retransmits || s.timeouts;
+	int trouble = s.retransmits || s.timeouts || s.foreign_packets;
 	if (lv == DBG_WARN && !trouble)
 		return;
 	FILE *f = note_sink();
@@ -70,12 +71,13 @@ void client_debug_closing(const pbox_client *c)
 		(unsigned long long)s.rttvar_us, (unsigned long long)s.rtt_samples,
 		(unsigned long long)s.rto_us, (unsigned long long)s.window);
 	fprintf(f, "pbox:   %s%llu retransmitted (%llu fast, %llu after a timeout), %llu NACKs, "
-		"%llu WAITs, %llu congestion marks, %llu duplicate results, %llu bad packets\n",
+		"%llu WAITs, %llu congestion marks, %llu duplicate results, %llu bad packets, "
+		"%llu from elsewhere than the box\n",
 		trouble ? "WARN: " : "", (unsigned long long)s.retransmits,
 		(unsigned long long)s.fast_retransmits, (unsigned long long)s.timeouts,
 		(unsigned long long)s.nacks, (unsigned long long)s.waits,
 		(unsigned long long)s.ce_marks, (unsigned long long)s.dup_results,
-		(unsigned long long)s.bad_packets);
+		(unsigned long long)s.bad_packets, (unsigned long long)s.foreign_packets);
 	client_ext_summary(c, f);   /* (device calls) */
 	note_done(f);
 }

@@ -191,7 +191,7 @@ size_t rawframe_build(uint8_t *out, const struct netpath *np, uint16_t sport,
 }
 
 int rawframe_parse(const uint8_t *frame, size_t len, const struct netpath *np, uint16_t port,
-		   const uint8_t **dgram, uint32_t *dlen)
+		   const uint8_t **dgram, uint32_t *dlen, uint32_t *src_ip, uint16_t *src_port)
 {
 	struct frame_info fi;
 	int k = frame_parse(frame, len, ntohl(np->src.s_addr), &fi);
@@ -207,5 +207,7 @@ int rawframe_parse(const uint8_t *frame, size_t len, const struct netpath *np, u
 		return k;
 	*dgram = fi.payload;
 	*dlen = (uint32_t)fi.payload_len;
+	*src_ip = htonl(fi.src_ip);
+	*src_port = htons(fi.src_port);
 	return 0;
 }

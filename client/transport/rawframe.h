@@ -66,9 +66,10 @@ size_t rawframe_build(uint8_t *out, const struct netpath *np, uint16_t sport,
 /*
  * The pbox datagram in a received frame of len bytes, if it is UDP/IPv4 to
  * np->src port `port` with valid checksums: 0 and *dgram, *dlen (into the
- * frame). Else a negative drop reason (common/drops.h).
+ * frame) and its sender's *src_ip, *src_port (network order). Else a
+ * negative drop reason (common/drops.h).
  */
 int rawframe_parse(const uint8_t *frame, size_t len, const struct netpath *np, uint16_t port,
-		   const uint8_t **dgram, uint32_t *dlen);
+		   const uint8_t **dgram, uint32_t *dlen, uint32_t *src_ip, uint16_t *src_port);
 
 #endif

@@ -320,17 +320,18 @@ static void rx_events(struct verbs *v)
  * drop reason). Where the NIC verified the IPv4 and UDP checksums
  * (IBV_WC_IP_CSUM_OK) they are not summed again. */
 static int rx_parse(const struct verbs *v, const uint8_t *f, uint32_t len, bool csum_ok,
-		    const uint8_t **dg, uint32_t *dlen)
+		    struct tp_dgram *d)
 {
 	struct frame_info fi;
 
 	if (!csum_ok)
-		return rawframe_parse(f, len, &v->np[0], v->port, dg, dlen);
+		return rawframe_parse(f, len, &v->np[0], v->port, &d->data, &d->len, &d->src_ip,
+				      &d->src_port);
 	int k = frame_parse(f, len, ntohl(v->np[0].src.s_addr), &fi);
 	if (k != FRAME_UDP || fi.dst_port != v->port)
 		return -DROP_BAD_PORT;
-	*dg = fi.payload;
-	*dlen = (uint32_t)fi.payload_len;
+	*d = (struct tp_dgram){ .data = fi.payload, .len = (uint32_t)fi.payload_len,
+				.src_ip = htonl(fi.src_ip), .src_port = htons(fi.src_port) };
 	return 0;
 }
 
@@ -340,8 +341,6 @@ static int rx_one(struct verbs *v, const struct ibv_wc *w, struct tp_dgram *d, c
 		  size_t errlen)
 {
 	uint32_t b = (uint32_t)w->wr_id;
-	const uint8_t *dg;
-	uint32_t dlen;
 
 	if (b >= v->nrx) {
 		snprintf(err, errlen, "receive completion on %s for unknown buffer %u", v->vp.dev, b);
@@ -355,11 +354,10 @@ static int rx_one(struct verbs *v, const struct ibv_wc *w, struct tp_dgram *d, c
 	}
 	if (w->status != IBV_WC_SUCCESS || w->byte_len > v->buf_len ||
 	    rx_parse(v, v->rx_buf + (size_t)b * v->buf_len, w->byte_len,
-		     (w->wc_flags & IBV_WC_IP_CSUM_OK) != 0, &dg, &dlen) < 0) {
+		     (w->wc_flags & IBV_WC_IP_CSUM_OK) != 0, d) < 0) {
 		tp_ctr_add(&v->ctr.rx_bad, 1);
 		return 0;
 	}
-	*d = (struct tp_dgram){ .data = dg, .len = dlen };
 	return 1;
 }
 

@@ -499,14 +499,14 @@ static void refill(struct xdp_tp *x)
 static void accept_frame(struct xdp_tp *x, const uint8_t *f, size_t len, struct tp_dgram *d,
 			 unsigned *n)
 {
-	const uint8_t *dg;
-	uint32_t dl;
+	struct tp_dgram *o = &d[*n];
 
-	if (rawframe_parse(f, len, &x->np[0], x->port, &dg, &dl) < 0) {
+	if (rawframe_parse(f, len, &x->np[0], x->port, &o->data, &o->len, &o->src_ip,
+			   &o->src_port) < 0) {
 		tp_ctr_add(&x->ctr.rx_bad, 1);
 		return;
 	}
-	d[(*n)++] = (struct tp_dgram){ .data = dg, .len = dl };
+	(*n)++;
 }
 
 /* Datagrams that reached the port's UDP socket instead (another queue). */
@@ -516,7 +516,10 @@ static unsigned drain_udp(struct xdp_tp *x, struct tp_dgram *d, unsigned max)
 
 	while (n < max && n < XDP_UDP_BURST) {
 		uint8_t *b = x->udp_buf + (size_t)n * x->udp_len;
-		ssize_t r = recv(x->udp_fd, b, x->udp_len, MSG_DONTWAIT | MSG_TRUNC);
+		struct sockaddr_in from = { 0 };
+		socklen_t fl = sizeof(from);
+		ssize_t r = recvfrom(x->udp_fd, b, x->udp_len, MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &fl);
 		if (r < 0) {
 			x->udp_ready = false;   /* drained: wait for poll to say more */
 			break;
@@ -525,7 +528,9 @@ static unsigned drain_udp(struct xdp_tp *x, struct tp_dgram *d, unsigned max)
 			tp_ctr_add(&x->ctr.rx_bad, 1);
 			continue;
 		}
-		d[n++] = (struct tp_dgram){ .data = b, .len = (uint32_t)r };
+		d[n++] = (struct tp_dgram){ .data = b, .len = (uint32_t)r,
+					    .src_ip = from.sin_addr.s_addr,
+					    .src_port = from.sin_port };
 	}
 	return n;
 }

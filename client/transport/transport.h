@@ -21,9 +21,11 @@
  *     failure (the interface went away, the socket broke) is an error.
  *   - rx_burst returns up to max received pbox datagrams (wire header +
  *     payload, without the Ethernet/IP/UDP headers) without blocking; they
- *     stay valid until the next rx_burst or close. Frames that are not
- *     well-formed UDP/IPv4 to this worker's address and port, or fail their
- *     checksums, are counted (rx_bad) and never returned.
+ *     stay valid until the next rx_burst or close, each with its sender's
+ *     address and port (the frame's IPv4/UDP headers, or the socket's).
+ *     Frames that are not well-formed UDP/IPv4 to this worker's address
+ *     and port, or fail their checksums, are counted (rx_bad) and never
+ *     returned.
  *   - poll_fds names the descriptors that become readable when rx_burst
  *     has something; the progress thread poll()s them and tells the
  *     transport which were readable (polled) before calling rx_burst.
@@ -62,10 +64,13 @@ struct tp_pkt {
 				   * the device memory holding it (GPUDirect) */
 };
 
-/* One received pbox datagram. */
+/* One received pbox datagram and who sent it (xfer takes a RESULT, WAIT,
+ * NACK or ERROR only from the box endpoint its segment belongs to). */
 struct tp_dgram {
 	const uint8_t *data;
 	uint32_t len;
+	uint32_t src_ip;          /* the sender's IPv4 address, network order */
+	uint16_t src_port;        /* the sender's UDP port, network order */
 };
 
 struct tp_counters {

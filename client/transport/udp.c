@@ -436,7 +436,9 @@ static int udp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 			tp_ctr_add(&u->ctr.gro_receives, 1);
 		size_t take = len - u->rx_off < seg ? len - u->rx_off : seg;
 		d[n++] = (struct tp_dgram){ .data = u->rxbuf + (size_t)i * u->rxlen + u->rx_off,
-					    .len = (uint32_t)take };
+					    .len = (uint32_t)take,
+					    .src_ip = u->rxaddr[i].sin_addr.s_addr,
+					    .src_port = u->rxaddr[i].sin_port };
 		u->rx_off += take;
 		if (u->rx_off >= len) {
 			u->rx_i++;

@@ -11,9 +11,12 @@
  * most opts.window segments. A sparse key's records count by their bytes
  * (cwnd x seg_bytes in flight), from a pool of slots XFER_SPARSE_SLOTS
  * larger: at 1% density some 60 of them fill one segment's bytes. Every RESULT is
- * checked (wire_decode; type, job, token, rank, key, round == the key's
- * current round, segment range, dtype, exact count) and copied into the
- * caller's buffer once; later copies count as dup_results.
+ * checked (wire_decode; type, job, token, rank, the sender is the box
+ * endpoint of its segment, key, round == the key's current round, segment
+ * range, dtype, exact count) and copied into the caller's buffer once;
+ * later copies count as dup_results. A datagram with our token from
+ * elsewhere (a sniffed token) counts as foreign_packets, whatever its
+ * type: only the box may complete, pause, hurry or abort a segment.
  *
  * Recovery (docs/protocol.md "Recovery"): a segment is sent again with the
  * RETX flag at once when RACK finds it lost (a segment sent after it has
@@ -460,11 +463,11 @@ static void rtt_update(pbox_client *c, uint64_t now, uint32_t bytes, uint64_t rt
 	set_cwnd(c);
 }
 
-/* A RESULT that passed the header checks: apply it to its request. */
-static void on_result(pbox_client *c, const struct wire_msg *m, const uint8_t *payload,
-		      uint64_t now)
+/* A RESULT that passed the header checks: apply it to its request (ks:
+ * its key's state, NULL if the key is unknown). */
+static void on_result(pbox_client *c, struct key_state *ks, const struct wire_msg *m,
+		      const uint8_t *payload, uint64_t now)
 {
-	struct key_state *ks = keytab_find(&c->keys, m->key);
 	struct pbox_req *r = ks ? ks->req : NULL;
 
 	if (!r || r->state != REQ_STREAMING || m->round != r->round) {
@@ -719,22 +722,46 @@ static void rack_scan(pbox_client *c, uint64_t now)
 	}
 }
 
-static void on_datagram(pbox_client *c, const uint8_t *p, size_t len, uint64_t now)
+/* Whether d came from the box endpoint m's segment belongs to (address
+ * and port): the token only proves the sender saw one of our packets. A
+ * datagram naming no segment of a declared key (garbage, an unknown key)
+ * must come from one of the box's endpoints; its own checks drop it. */
+static bool from_box(const pbox_client *c, const struct key_state *ks, const struct wire_msg *m,
+		     const struct tp_dgram *d)
 {
+	if (ks && ks->lay.chunk_ep && m->seg < ks->lay.nsegs) {
+		unsigned ep = seg_endpoint(&ks->lay, m->seg);
+		return ep < c->neps && c->eps[ep].sin_addr.s_addr == d->src_ip &&
+		       c->eps[ep].sin_port == d->src_port;
+	}
+	for (unsigned ep = 0; ep < c->neps; ep++)
+		if (c->eps[ep].sin_addr.s_addr == d->src_ip && c->eps[ep].sin_port == d->src_port)
+			return true;
+	return false;
+}
+
+static void on_datagram(pbox_client *c, const struct tp_dgram *d, uint64_t now)
+{
+	const uint8_t *p = d->data;
 	struct wire_msg m;
 
 	stat_add(&c->stats.pkts_recv, 1);
-	if (len >= WIRE_HDR_LEN && ((const uint8_t *)p)[5] == WIRE_PROBE_ACK)
+	if (d->len >= WIRE_HDR_LEN && p[5] == WIRE_PROBE_ACK)
 		return;   /* a path MTU probe answered late (pmtu.c): harmless */
-	if (wire_decode(p, len, &m) < 0 || m.job != c->job_id || m.token != c->token ||
+	if (wire_decode(p, d->len, &m) < 0 || m.job != c->job_id || m.token != c->token ||
 	    m.rank != (uint16_t)c->rank) {
 		stat_add(&c->stats.bad_packets, 1);
+		return;
+	}
+	struct key_state *ks = keytab_find(&c->keys, m.key);
+	if (!from_box(c, ks, &m, d)) {
+		stat_add(&c->stats.foreign_packets, 1);
 		return;
 	}
 	if (m.type == WIRE_ERROR)
 		on_error_packet(c, &m, now);
 	else if (m.type == WIRE_RESULT)
-		on_result(c, &m, p + WIRE_HDR_LEN, now);
+		on_result(c, ks, &m, p + WIRE_HDR_LEN, now);
 	else if (m.type == WIRE_WAIT || m.type == WIRE_NACK)
 		on_notice(c, &m, p + WIRE_HDR_LEN, now);
 	else
@@ -754,7 +781,7 @@ void xfer_recv(pbox_client *c, uint64_t now)
 		if (b > 0)
 			now = clock_ns(); /* round trips are measured against this */
 		for (int i = 0; i < n; i++)
-			on_datagram(c, x->rxq[i].data, x->rxq[i].len, now);
+			on_datagram(c, &x->rxq[i], now);
 		if (n)
 			rack_scan(c, now);
 		xfer_fill(c, now); /* freed slots: keep the pipe full */

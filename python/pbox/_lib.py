@@ -123,6 +123,7 @@ class Stats(ctypes.Structure):
         ("gpu_direct_calls", ctypes.c_uint64),  # 0.9.0
         ("gpu_staged_calls", ctypes.c_uint64),
         ("ps_skipped", ctypes.c_uint64),        # 0.12.0
+        ("foreign_packets", ctypes.c_uint64),
     ]
 
 
