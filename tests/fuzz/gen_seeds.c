@@ -5,7 +5,10 @@
  * target so the fuzzers start past the first checks. Frames are built
  * with the product's own frame_udp_headers/wire_encode; engine records
  * follow the format described in fuzz_engine.c; RPC inputs are request
- * lines (and fuzz_rpc.c directives).
+ * lines (and fuzz_rpc.c directives); fuzz_datagram's are records of
+ * datagrams to a worker (fuzz_datagram.c), fuzz_ctrl_reply's the box's
+ * control lines. (The config_ini and metrics seeds are plain files kept
+ * in the corpus: a pboxd.conf and HTTP requests.)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -344,6 +347,144 @@ static void ckpt(void)
 	ckpt1("sgd-noname", &sgd, 0);
 }
 
+/* ---- fuzz_datagram: records sel | len (LE 2) | datagram (fuzz_datagram.c) ---- */
+
+/* body: plen bytes, or NULL: plen bytes of fill */
+static size_t dg_rec(uint8_t *p, uint8_t sel, const struct wire_msg *m, const void *body,
+		     size_t plen, uint8_t fill)
+{
+	size_t len = WIRE_HDR_LEN + plen;
+
+	p[0] = sel;
+	p[1] = (uint8_t)len;
+	p[2] = (uint8_t)(len >> 8);
+	wire_encode(p + 3, m);
+	if (body)
+		memcpy(p + 3 + WIRE_HDR_LEN, body, plen);
+	else
+		memset(p + 3 + WIRE_HDR_LEN, fill, plen);
+	return 3 + len;
+}
+
+static size_t dg_tick(uint8_t *p, unsigned ms)
+{
+	p[0] = 0xFF;
+	p[1] = (uint8_t)ms;
+	p[2] = (uint8_t)(ms >> 8);
+	return 3;
+}
+
+/* A RESULT of the fuzzer's key 1 (200 f32, 64 a segment) or key 2 (300
+ * bf16, 128 a segment), round 1, to rank 0 of job 65. */
+static struct wire_msg dg_result(unsigned key, unsigned seg)
+{
+	unsigned per = key == 1 ? 64 : 128, count = key == 1 ? 200 : 300;
+	unsigned n = count - seg * per < per ? count - seg * per : per;
+
+	return (struct wire_msg){ .type = WIRE_RESULT, .dtype = key == 1 ? WIRE_F32 : WIRE_BF16,
+				  .job = 65, .token = 0xaa, .key = key, .seg = seg, .round = 1,
+				  .count = (uint16_t)n };
+}
+
+static void datagram(void)
+{
+	static uint8_t b[16384];
+	size_t n = 0;
+
+	/* every segment of both keys from its endpoint: both calls complete */
+	for (unsigned s = 0; s < 4; s++) {
+		struct wire_msg m = dg_result(1, s);
+		n += dg_rec(b + n, 0, &m, NULL, m.count * 4u, (uint8_t)(0x10 + s));
+	}
+	for (unsigned s = 0; s < 3; s++) {
+		struct wire_msg m = dg_result(2, s);
+		n += dg_rec(b + n, 0, &m, NULL, m.count * 2u, (uint8_t)(0x20 + s));
+	}
+	put("datagram", "all_results", b, n);
+
+	/* forged: from another endpoint, another port, another address; then
+	 * the real one, a duplicate and a stale round */
+	n = 0;
+	for (uint8_t sel = 1; sel <= 3; sel++) {
+		struct wire_msg m = dg_result(1, 1);
+		n += dg_rec(b + n, sel, &m, NULL, m.count * 4u, 0x66);
+	}
+	struct wire_msg m = dg_result(1, 1);
+	n += dg_rec(b + n, 0, &m, NULL, m.count * 4u, 0x11);
+	n += dg_rec(b + n, 0, &m, NULL, m.count * 4u, 0x12);
+	m.round = 0;
+	n += dg_rec(b + n, 0, &m, NULL, m.count * 4u, 0x13);
+	put("datagram", "forged_then_real", b, n);
+
+	/* WAIT (the box waits for rank 1), NACK, timers, then the results */
+	n = 0;
+	m = (struct wire_msg){ .type = WIRE_WAIT, .job = 65, .token = 0xaa, .key = 2, .seg = 0,
+			       .round = 1 };
+	uint8_t notice[WIRE_NOTICE_LEN];
+	wire_notice_encode(notice, &(struct wire_notice){ .missing = 2, .open_us = 1500000 });
+	n += dg_rec(b + n, 0, &m, notice, sizeof(notice), 0);
+	m.type = WIRE_NACK;
+	m.seg = 1;
+	n += dg_rec(b + n, 0, &m, notice, sizeof(notice), 0);
+	n += dg_tick(b + n, 50);
+	n += dg_tick(b + n, 300);
+	for (unsigned s = 0; s < 3; s++) {
+		struct wire_msg r = dg_result(2, s);
+		n += dg_rec(b + n, 0, &r, NULL, r.count * 2u, 0x30);
+	}
+	n += dg_tick(b + n, 2000);
+	put("datagram", "wait_nack_timers", b, n);
+
+	/* ERROR: the job aborted; NO_WEIGHTS for key 1 */
+	n = 0;
+	m = (struct wire_msg){ .type = WIRE_ERROR, .job = 65, .token = 0xaa, .key = 1, .seg = 0,
+			       .round = 1, .status = WIRE_ST_NO_WEIGHTS };
+	n += dg_rec(b + n, 0, &m, NULL, 0, 0);
+	m.status = WIRE_ST_NO_JOB;
+	m.key = 2;
+	n += dg_rec(b + n, 2, &m, NULL, 0, 0);
+	n += dg_rec(b + n, 0, &m, NULL, 0, 0);
+	n += dg_tick(b + n, 400);
+	put("datagram", "errors", b, n);
+}
+
+/* ---- fuzz_ctrl_reply: the box's lines (ids: box_endpoints 1, job_join 2,
+ * key_declare of key 1 3, of key 2 4) ---- */
+
+#define CR_EPS "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"version\":1,\"mtu\":1500," \
+	"\"endpoints\":[{\"ip\":\"198.18.0.1\",\"port\":47000},{\"ip\":\"198.18.0.2\",\"port\":47000}]}}\n"
+#define CR_JOIN "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"job_id\":65,\"token\":\"00000000000000aa\"," \
+	"\"world\":2,\"seg_bytes\":256,\"chunk_bytes\":512,\"max_bytes\":1000000,\"key_bytes\":100000," \
+	"\"slots\":256}}\n"
+#define CR_K1 "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"key\":1,\"count\":200,\"dtype\":\"f32\"," \
+	"\"seg_elems\":64,\"nsegs\":4,\"segs_per_chunk\":2,\"chunks\":[0,1],\"first_round\":1," \
+	"\"sparse\":false,\"collective\":\"allreduce\"}}\n"
+#define CR_K2 "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"key\":2,\"count\":300,\"dtype\":\"bf16\"," \
+	"\"seg_elems\":128,\"nsegs\":4,\"segs_per_chunk\":2,\"chunks\":[1,0],\"first_round\":3," \
+	"\"sparse\":false,\"collective\":\"allgather\"}}\n"
+#define CR_ABORT "{\"jsonrpc\":\"2.0\",\"method\":\"job_aborted\",\"params\":{\"job\":\"fz\"," \
+	"\"job_id\":65,\"reason\":\"rank 1 lost (control connection closed)\"}}\n"
+
+static void ctrl_reply(void)
+{
+	put("ctrl_reply", "declared", CR_EPS CR_JOIN CR_K1 CR_K2,
+	    strlen(CR_EPS CR_JOIN CR_K1 CR_K2));
+	put("ctrl_reply", "declared_then_aborted", CR_EPS CR_JOIN CR_K2 CR_K1 CR_ABORT,
+	    strlen(CR_EPS CR_JOIN CR_K2 CR_K1 CR_ABORT));
+	const char *busy = CR_EPS CR_JOIN "{\"jsonrpc\":\"2.0\",\"method\":\"noise\",\"params\":{}}\n"
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-16,\"message\":\"job fz key 1: "
+		"released by rank 0, not yet by rank 1\"}}\n"
+		"{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-22,\"message\":\"rank 1 declared "
+		"it for broadcast\"}}\n";
+	put("ctrl_reply", "declare_errors", busy, strlen(busy));
+	const char *bad = CR_EPS "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"job_id\":65.0,"
+		"\"token\":\"0x00000000000aa0\",\"seg_bytes\":1408}}\n";
+	put("ctrl_reply", "bad_join", bad, strlen(bad));
+	const char *eperr = "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,"
+		"\"message\":\"no such method\"}}\n";
+	put("ctrl_reply", "endpoints_error", eperr, strlen(eperr));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -356,5 +497,7 @@ int main(int argc, char **argv)
 	engine();
 	rpc();
 	ckpt();
+	datagram();
+	ctrl_reply();
 	return 0;
 }
