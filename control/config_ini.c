@@ -25,6 +25,9 @@ static char *trim(char *s)
 	return s;
 }
 
+/* The longest line taken (without its newline). */
+#define INI_LINE_MAX 1022
+
 /* Where a line is: before any [section], in [pboxd], in another one. */
 enum { INI_NONE, INI_PBOXD, INI_OTHER };
 
@@ -70,19 +73,49 @@ static int ini_line(struct box_config *c, char *line, int *in_section,
 	return 0;
 }
 
+/* The next line of f into buf (cap > INI_LINE_MAX + 1 bytes: the line,
+ * its newline, a NUL): its length with the newline, 0 at the end of the
+ * file; -1 for a line longer than INI_LINE_MAX, -2 for a NUL byte in it
+ * (a binary or damaged file: never taken as the line's end). Reads at
+ * most INI_LINE_MAX + 1 bytes, whatever the file holds. */
+static int next_line(FILE *f, char *buf, size_t cap)
+{
+	size_t n = 0;
+	int ch;
+
+	while ((ch = getc(f)) != EOF) {
+		if (ch == '\0')
+			return -2;
+		if (ch == '\n') {
+			buf[n++] = '\n';
+			break;
+		}
+		if (n == INI_LINE_MAX || n + 2 >= cap)
+			return -1;
+		buf[n++] = (char)ch;
+	}
+	buf[n] = '\0';
+	return (int)n;
+}
+
 int box_config_read_ini(struct box_config *c, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
-	char line[1024], msg[512];
-	int in_section = INI_NONE, lineno = 0, rc = 0, seen = 0;
+	char line[INI_LINE_MAX + 2], msg[512];
+	int in_section = INI_NONE, lineno = 0, rc = 0, seen = 0, n;
 
 	if (!f)
 		return errmsg(err, errlen, -EINVAL, "cannot open '%s': %s", path, strerror(errno));
-	while (rc == 0 && fgets(line, sizeof(line), f)) {
+	while (rc == 0 && (n = next_line(f, line, sizeof(line))) != 0) {
 		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			rc = errmsg(err, errlen, -EINVAL, "%s:%d: line longer than %zu characters",
-				  path, lineno, sizeof(line) - 2);
+		if (n == -1) {
+			rc = errmsg(err, errlen, -EINVAL, "%s:%d: line longer than %d characters",
+				    path, lineno, INI_LINE_MAX);
+			break;
+		}
+		if (n == -2) {
+			rc = errmsg(err, errlen, -EINVAL, "%s:%d: a NUL byte (not a text file?)",
+				    path, lineno);
 			break;
 		}
 		int before = in_section;

@@ -7,7 +7,9 @@
  * The input is the file, read through a memfd (/proc/self/fd/N), into a
  * box_config holding pboxd's defaults. Checked: the answer is 0 or
  * -EINVAL; a failure's message names the file (every message starts with
- * it, or says it cannot open or read it); a file without a [pboxd]
+ * it, or says it cannot open or read it), one about a line too long
+ * only for a line that is, one about a NUL byte only for a file with one;
+ * a file without a [pboxd]
  * section never passes; reading the same file twice from the defaults
  * gives the same settings, byte for byte (nothing depends on stale or
  * uninitialized memory); the string settings stay NUL-terminated within
@@ -65,6 +67,20 @@ static int has_pboxd_section(const uint8_t *d, size_t len)
 	return 0;
 }
 
+/* Whether err is exactly "PATH:LINE: what" (not a message that quotes
+ * the file's text). */
+static int is_msg(const char *err, const char *what)
+{
+	size_t pl = strlen(path);
+	const char *p = err + pl;
+
+	if (strncmp(err, path, pl) != 0 || *p++ != ':' || *p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return p[0] == ':' && p[1] == ' ' && strcmp(p + 2, what) == 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct box_config a, b;
@@ -85,6 +101,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(strcmp(ea, eb) == 0);
 	if (ra < 0) {
 		CHECK(strncmp(ea, path, strlen(path)) == 0 || strstr(ea, path));
+		/* "line longer than" only for a line that is */
+		size_t longest = 0;
+		for (size_t i = 0, start = 0; i <= size; i++)
+			if (i == size || data[i] == '\n') {
+				if (i - start > longest)
+					longest = i - start;
+				start = i + 1;
+			}
+		if (is_msg(ea, "line longer than 1022 characters"))
+			CHECK(longest >= 1023);
+		if (is_msg(ea, "a NUL byte (not a text file?)"))
+			CHECK(memchr(data, '\0', size));
 	} else {
 		CHECK(has_pboxd_section(data, size));
 		CHECK(memcmp(&a, &b, sizeof(a)) == 0);

@@ -318,6 +318,45 @@ static void ini__errors_name_file_and_line(void **state)
 	assert_non_null(strstr(t->err, "/nonexistent/pboxd.ini"));
 }
 
+/* A NUL byte in a line (a binary or damaged file) is refused naming its
+ * line, never taken as the line's end: it was reported as a line longer
+ * than 1022 characters, and on a last line without a newline the bytes
+ * after it were dropped unread (found by fuzz_config_ini). Lines up to
+ * 1022 characters pass, longer ones are refused. */
+static void ini__nul_byte_refused_long_line_named(void **state)
+{
+	struct t *t = *state;
+	static const char nul_mid[] = "[pboxd]\nmax-world = 8\0 junk\nmax-keys = 9\n";
+	static const char nul_last[] = "[pboxd]\nmax-world = 8\0 0";
+	FILE *f;
+
+	f = fopen(t->ini, "w");
+	fwrite(nul_mid, 1, sizeof(nul_mid) - 1, f);
+	fclose(f);
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":2: a NUL byte"));
+
+	f = fopen(t->ini, "w");
+	fwrite(nul_last, 1, sizeof(nul_last) - 1, f);
+	fclose(f);
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":2: a NUL byte"));
+
+	char line[1100];              /* line 2 starts at byte 8 */
+	memset(line, ' ', sizeof(line));
+	memcpy(line, "[pboxd]\n#", 9);
+	line[8 + 1022] = '\n';       /* a comment of 1022 characters: taken */
+	line[8 + 1023] = '\0';
+	write_ini(t, line);
+	assert_int_equal(parse(t, "--config", t->ini, NULL), 0);
+	line[8 + 1022] = ' ';         /* 1023: refused */
+	line[8 + 1023] = '\n';
+	line[8 + 1024] = '\0';
+	write_ini(t, line);
+	assert_int_equal(parse(t, "--config", t->ini, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, ":2: line longer than 1022 characters"));
+}
+
 static void write_secret(const char *path, const char *text, mode_t mode)
 {
 	FILE *f = fopen(path, "w");
@@ -380,6 +419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parse__ip_error_names_the_address_given, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__reads_section_and_later_options_override, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__errors_name_file_and_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(ini__nul_byte_refused_long_line_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(ini__other_sections_ignored_whatever_their_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(secret__file_checks_and_option, setup, teardown),
 		cmocka_unit_test(secret__equal_compares_whole_length),
