@@ -69,7 +69,10 @@ RPC_HANDLER(rpc_job_create)
 		return rc;
 	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
+	/* an operator's job: it may take the reserve (--reserved-jobs) */
+	jobs_admit_as_operator(ctx->box->jobs, 1);
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, weight, &j, err, errlen);
+	jobs_admit_as_operator(ctx->box->jobs, 0);
 	if (rc < 0)
 		return rc;
 	/* cannot fail: the directory was checked, and no key is declared yet */

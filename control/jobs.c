@@ -396,7 +396,13 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		max_bytes = cfg->default_job_bytes;
 	if (max_bytes > cfg->max_job_bytes)
 		max_bytes = cfg->max_job_bytes;
+	uint8_t by_operator;
+	rc = jobs_admit_budget(js, name, ALIGN64(max_bytes), &by_operator, err, errlen);
+	if (rc < 0)
+		return rc;
 	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, weight, &j, err, errlen);
+	if (rc == 0)
+		j->by_operator = by_operator;
 	if (rc == 0 && out)
 		*out = j;
 	return rc;

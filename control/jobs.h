@@ -88,6 +88,8 @@ struct job_key {
 	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
 				      count incl. its KEY_REMOVE (0 = not
 				      posted there yet); NULL while live */
+	uint64_t zeroed;           /* removed: bytes of its blocks (bytes, then
+				      stage_bytes) zeroed so far (jobs_keys_tick) */
 };
 
 struct job {
@@ -121,7 +123,10 @@ struct job {
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
 	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
-	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
+	struct peer_addr log_peer; /* TCP peer that created it: its lines count there,
+				      and it counts against that peer's budgets */
+	uint8_t by_operator;       /* created by an operator (job_create, or over the
+				      Unix socket): may use the reserve, no peer budget */
 	int removing;
 	uint32_t timeout_ms;       /* how long it waits for a late rank (its
 				      creator's timeout_ms, capped by
@@ -168,6 +173,14 @@ int jobs_restore_dir_check(const char *dir, char *err, size_t errlen);
  * -EINVAL / -EBUSY (keys declared already) with the message in err. */
 int jobs_set_restore(struct jobs *js, const struct job *j, const char *dir,
 		     char *err, size_t errlen);
+
+/*
+ * Whether the next job admitted is an operator's (job_create's handler sets
+ * it around jobs_create; a job made over the Unix socket is an operator's
+ * anyway). An operator's job may take the --reserved-jobs and
+ * --reserved-job-bytes and is counted against no peer.
+ */
+void jobs_admit_as_operator(struct jobs *js, int on);
 
 struct jobs_join_args {
 	const char *name;

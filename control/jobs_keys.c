@@ -23,6 +23,10 @@
 #include "control/log.h"
 #include "control/ps_ckpt.h"
 
+/* Bytes of removed keys one jobs_keys_tick zeroes per job (about 20 ms of
+ * writing here): a large key comes back over several ticks. */
+#define JOBS_ZERO_STEP (64ull << 20)
+
 /* ---- per-job key index ---- */
 
 static uint32_t hash(uint32_t key, uint32_t cap)
@@ -177,11 +181,40 @@ static void index_rebuild(struct job *j)
 		index_add(j, i);
 }
 
-/* A block of a removed key reads as zeros again and goes back to the job. */
+/*
+ * Zero a removed key's blocks, at most *budget bytes of them now (taken
+ * from it): 1 once both read as zeros. A large key is zeroed over several
+ * ticks so that the control thread never stalls on it (issue 44.2: 2 s for
+ * an 800 MB key); where the data plane can (anonymous memory) its pages go
+ * back to the system instead of being written.
+ */
+static int zero_some(struct jobs *js, struct job *j, struct job_key *k, uint64_t *budget)
+{
+	const struct box_dp *dp = &js->box->dp;
+	uint64_t total = k->bytes + k->stage_bytes;
+
+	while (k->zeroed < total && *budget) {
+		uint64_t at = k->zeroed, off, n;
+		if (at < k->bytes)
+			off = k->off + at, n = k->bytes - at;
+		else
+			off = k->stage_off + (at - k->bytes), n = total - at;
+		if (n > *budget)
+			n = *budget;
+		if (dp->mem_zero)
+			dp->mem_zero(dp->ctx, j->arena + off, n);
+		else
+			memset(j->arena + off, 0, n);
+		k->zeroed += n;
+		*budget -= n;
+	}
+	return k->zeroed == total;
+}
+
+/* A block of a removed key, zeroed, goes back to the job. */
 static void give_back(struct jobs *js, struct job *j, const struct job_key *k, uint64_t off,
 		      size_t bytes)
 {
-	memset(j->arena + off, 0, bytes);
 	if (arena_free(&j->mem, off, bytes) < 0)
 		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
 			     ": out of memory for the free list; its %zu bytes stay taken",
@@ -218,11 +251,12 @@ int jobs_ps_stage(struct jobs *js, const struct job *cj, const struct job_key *c
 void jobs_keys_tick(struct jobs *js, struct job *j)
 {
 	uint32_t done = 0;
-	uint64_t freed = 0;
+	uint64_t freed = 0, budget = JOBS_ZERO_STEP;
 
 	for (uint32_t i = 0; i < j->nkeys;) {
 		struct job_key *k = &j->keys[i];
-		if (!k->remove_mark || !post_key_remove(js, j, k) || !jobs_applied(js, k->remove_mark)) {
+		if (!k->remove_mark || !post_key_remove(js, j, k) || !jobs_applied(js, k->remove_mark) ||
+		    !zero_some(js, j, k, &budget)) {
 			i++;
 			continue;
 		}
