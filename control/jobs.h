@@ -88,8 +88,13 @@ struct job_key {
 	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
 				      count incl. its KEY_REMOVE (0 = not
 				      posted there yet); NULL while live */
-	uint64_t zeroed;           /* removed: bytes of its blocks (bytes, then
-				      stage_bytes) zeroed so far (jobs_keys_tick) */
+};
+
+/* A removed key's block on its way back to the job (jobs_keys_tick). */
+struct job_zeroing {
+	uint64_t off, len;         /* the block */
+	uint64_t done;             /* bytes of it zeroed so far */
+	uint8_t last;              /* its key's last block: the key is gone after it */
 };
 
 struct job {
@@ -108,7 +113,11 @@ struct job {
 	struct job_key *keys;      /* nkeys, in declaration order (a removed
 				      key's place goes to the last one) */
 	uint32_t nkeys, keys_cap;
-	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE */
+	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE, or
+				      for their blocks to be zeroed */
+	struct job_zeroing *zeroing; /* removed keys' blocks being zeroed, a
+				      piece per tick, before they go back */
+	uint32_t nzeroing, zeroing_cap;
 	uint32_t keys_releasing;   /* keys some ranks (not all) released */
 	uint32_t round_hwm;        /* highest round a removed key may have
 				      opened (its last completed + 1): a key

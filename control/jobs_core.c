@@ -176,6 +176,9 @@ void jobs_key_table_free(struct jobs *js, struct job *j)
 		free(j->keys[i].remove_mark);
 	}
 	j->keys_removing = j->keys_releasing = 0;
+	free(j->zeroing);   /* the arena goes with the job: nothing to zero */
+	j->zeroing = NULL;
+	j->nzeroing = j->zeroing_cap = 0;
 	free(j->keys);
 	free(j->key_index);
 	j->keys = NULL;
