@@ -28,6 +28,63 @@ int logline_format(char *buf, size_t len, const char *prog, int prio, const char
 	return snprintf(buf, len, "%s: %s: %s", prog, logline_level_name(prio), msg);
 }
 
+/* The length of the valid UTF-8 sequence at s (a lead byte >= 0x80), or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n;
+	unsigned lo = 0x80, hi = 0xbf;   /* the second byte's range */
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+size_t logline_escape(char *out, size_t cap, const char *in)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+
+	if (cap == 0)
+		return 0;
+	while (*s) {
+		size_t n = *s >= 0x80 ? utf8_len(s) : 1;
+		if (n == 1 && *s >= 0x20 && *s != 0x7f) {
+			if (cap - o < 2)
+				break;
+			out[o++] = (char)*s++;
+		} else if (n > 1) {
+			if (cap - o < n + 1)
+				break;
+			memcpy(out + o, s, n);
+			o += n;
+			s += n;
+		} else {
+			if (cap - o < 5)
+				break;
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[*s >> 4];
+			out[o++] = hex[*s & 15];
+			s++;
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
 size_t logline_prefix(char *out, size_t cap, size_t *outlen, int prio,
 		      const char *in, size_t n, bool *at_start)
 {

@@ -34,6 +34,18 @@ const char *logline_level_name(int prio);
 int logline_format(char *buf, size_t len, const char *prog, int prio, const char *msg);
 
 /*
+ * in into out (cap >= 1 bytes, always terminated), every byte a terminal
+ * or a log reader could take for structure written as "\xNN": control
+ * characters (below 0x20, 0x7f) and bytes that are not part of valid
+ * UTF-8 (overlong forms, surrogates, beyond U+10FFFF, truncated sequences).
+ * Valid UTF-8 and printable ASCII pass as they are. A log line holds text
+ * from outside (job names, abort reasons, method names): escaped, it is
+ * always one line that cannot forge another or move the cursor. Truncated
+ * to fit at a character boundary; returns the bytes written.
+ */
+size_t logline_escape(char *out, size_t cap, const char *in);
+
+/*
  * Copy in[0..n) to out (cap >= 8 bytes) with "<prio>" in front of every
  * line, as the journal wants it. *at_start says whether in starts a line,
  * and is updated for the next call, so a line split over calls gets one

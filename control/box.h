@@ -64,6 +64,14 @@ struct box_config {
 	uint32_t conn_rate_per_peer; /* --conn-rate-per-peer, per second, 0 = no limit */
 	uint32_t unix_reserved_conns; /* --unix-reserved-conns */
 	uint32_t log_peer_burst;     /* --log-peer-burst, lines per peer per 10 s */
+	/* job admission budgets (jobs_admit_budget, control/jobs_core.c) */
+	uint32_t max_jobs_per_peer;  /* --max-jobs-per-peer, 0 = no cap */
+	uint64_t max_job_bytes_per_peer; /* --max-job-bytes-per-peer, 0 = no cap */
+	uint64_t total_job_bytes;    /* --total-job-bytes, 0 = no cap */
+	uint32_t reserved_jobs;      /* --reserved-jobs: of --max-jobs, operators' only */
+	uint64_t reserved_job_bytes; /* --reserved-job-bytes: of --total-job-bytes, ditto */
+	uint32_t metrics_conns_per_peer; /* --metrics-conns-per-peer, 0 = no cap */
+	uint32_t metrics_rate_per_peer;  /* --metrics-rate-per-peer, per second, 0 = none */
 	/* --operator-secret-file: what a TCP job_abort must present; length 0
 	 * = none needed. Never reported by any method. */
 	char operator_secret[257];

@@ -79,7 +79,10 @@ RPC_HANDLER(rpc_job_create)
 		return policy;
 	if (restore && (rc = jobs_restore_dir_check(restore, err, errlen)) < 0)
 		return rc;
+	/* an operator's job: it may take the reserve (--reserved-jobs) */
+	jobs_admit_as_operator(ctx->box->jobs, 1);
 	rc = jobs_create(ctx->box->jobs, name, world, max_bytes, 0, weight, &j, err, errlen);
+	jobs_admit_as_operator(ctx->box->jobs, 0);
 	if (rc < 0)
 		return rc;
 	/* cannot fail: the directory was checked, and no key is declared yet */
@@ -96,7 +99,7 @@ RPC_HANDLER(rpc_job_create)
 			   sizeof(e2));
 		return rc;
 	}
-	jobs_set_by_operator(ctx->box->jobs, j);
+	jobs_set_kept(ctx->box->jobs, j);
 	jobs_set_replace_wait(ctx->box->jobs, j, replace_wait_ms);
 	*result = json_pack("{s:I, s:I, s:s}", "job_id", (json_int_t)j->id,
 			    "timeout_ms", (json_int_t)j->timeout_ms,

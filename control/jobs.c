@@ -120,7 +120,7 @@ void jobs_tick(struct jobs *js)
 			reset_finish(js, j);
 		/* its sessions were told; a connection that stays open does not
 		 * keep its slot and memory */
-		if (j && !j->removing && j->state == JOB_ABORTED && !j->by_operator &&
+		if (j && !j->removing && j->state == JOB_ABORTED && !j->kept &&
 		    clock_s() - j->aborted_at >= JOB_ABORT_LINGER_S)
 			jobs_start_remove(js, j, "aborted, its sessions told");
 		if (!j || !j->removing)
@@ -142,7 +142,7 @@ int jobs_abort(struct jobs *js, const char *name, const char *reason,
 
 	if (!j)
 		return errmsg(err, errlen, -ENOENT, "no job named '%s'", name);
-	j->by_operator = 0;   /* ended by its operator: it does not come back */
+	j->kept = 0;   /* ended by its operator: it does not come back */
 	jobs_abort_job(js, j, reason && *reason ? reason : "aborted by operator");
 	return 0;
 }
@@ -420,7 +420,13 @@ int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		max_bytes = cfg->default_job_bytes;
 	if (max_bytes > cfg->max_job_bytes)
 		max_bytes = cfg->max_job_bytes;
+	uint8_t by_operator;
+	rc = jobs_admit_budget(js, name, ALIGN64(max_bytes), &by_operator, err, errlen);
+	if (rc < 0)
+		return rc;
 	rc = new_job(js, name, world, ALIGN64(max_bytes), seg, weight, &j, err, errlen);
+	if (rc == 0)
+		j->by_operator = by_operator;
 	if (rc == 0 && out)
 		*out = j;
 	return rc;
@@ -631,10 +637,10 @@ uint32_t jobs_first_round(const struct job *j, const struct job_key *k)
 	return r0 + 1;
 }
 
-void jobs_set_by_operator(struct jobs *js, const struct job *cj)
+void jobs_set_kept(struct jobs *js, const struct job *cj)
 {
 	(void)js;
-	((struct job *)cj)->by_operator = 1;
+	((struct job *)cj)->kept = 1;
 }
 
 uint32_t jobs_timeout(const struct jobs *js, uint32_t timeout_ms)
@@ -722,7 +728,7 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 	}
 	j->timeout_ms = old->timeout_ms;
 	j->replace_wait_ms = old->replace_wait_ms;
-	j->by_operator = 1;
+	j->kept = 1;
 	memcpy(j->join_secret, old->join_secret, sizeof(j->join_secret));
 	j->join_secret_len = old->join_secret_len;
 	memcpy(j->restore, old->restore, sizeof(j->restore));
@@ -744,7 +750,7 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 		struct job *old = j;
 		replace_aborted(js, old, a->rank);
 		j = NULL;
-		if (old->by_operator) {   /* (its fields stay until its memory goes) */
+		if (old->kept) {   /* (its fields stay until its memory goes) */
 			rc = remake_operator_job(js, old, &j, err, errlen);
 			if (rc < 0)
 				return rc;
@@ -804,7 +810,7 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
 	j->njoined--;
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s: rank %" PRIu32 " left (%u still joined)",
 		j->name, rank, j->njoined);
-	if (j->njoined == 0 && j->by_operator && j->state != JOB_ABORTED) {
+	if (j->njoined == 0 && j->kept && j->state != JOB_ABORTED) {
 		/* an operator's job outlives its ranks; the next group starts
 		 * from its keys' declarations (PS keys: its restore directory) */
 		jobs_keys_release_all(js, j);

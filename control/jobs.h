@@ -93,6 +93,13 @@ struct job_key {
 				      posted there yet); NULL while live */
 };
 
+/* A removed key's block on its way back to the job (jobs_keys_tick). */
+struct job_zeroing {
+	uint64_t off, len;         /* the block */
+	uint64_t done;             /* bytes of it zeroed so far */
+	uint8_t last;              /* its key's last block: the key is gone after it */
+};
+
 struct job {
 	char name[JOB_NAME_MAX + 1];
 	uint32_t id;
@@ -111,7 +118,11 @@ struct job {
 	struct job_key *keys;      /* nkeys, in declaration order (a removed
 				      key's place goes to the last one) */
 	uint32_t nkeys, keys_cap;
-	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE */
+	uint32_t keys_removing;    /* keys waiting for the lcores' KEY_REMOVE, or
+				      for their blocks to be zeroed */
+	struct job_zeroing *zeroing; /* removed keys' blocks being zeroed, a
+				      piece per tick, before they go back */
+	uint32_t nzeroing, zeroing_cap;
 	uint32_t keys_releasing;   /* keys some ranks (not all) released */
 	uint32_t round_hwm;        /* highest round a removed key may have
 				      opened (its last completed + 1): a key
@@ -125,12 +136,15 @@ struct job {
 				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
-	uint8_t by_operator;       /* made by job_create: lives until aborted or
-				      empty for --join-wait-ms */
+	uint8_t kept;              /* made by job_create: outlives its ranks,
+				      until job_abort or empty for --join-wait-ms */
 	double empty_since;        /* an operator's job: when its last rank left
 				      (0 = a rank is joined, or none ever was) */
 	double aborted_at;         /* CLOCK_MONOTONIC s of the abort (JOB_ABORT_LINGER_S) */
-	struct peer_addr log_peer; /* TCP peer that created it: its lines count there */
+	struct peer_addr log_peer; /* TCP peer that created it: its lines count there,
+				      and it counts against that peer's budgets */
+	uint8_t by_operator;       /* created by an operator (job_create, or over the
+				      Unix socket): may use the reserve, no peer budget */
 	int removing;
 	uint32_t replace_wait_ms;  /* a lost rank is waited for this long for a
 				      process that joins in its place (0: a
@@ -202,6 +216,14 @@ int jobs_restore_dir_check(const char *dir, char *err, size_t errlen);
 int jobs_set_restore(struct jobs *js, const struct job *j, const char *dir,
 		     char *err, size_t errlen);
 
+/*
+ * Whether the next job admitted is an operator's (job_create's handler sets
+ * it around jobs_create; a job made over the Unix socket is an operator's
+ * anyway). An operator's job may take the --reserved-jobs and
+ * --reserved-job-bytes and is counted against no peer.
+ */
+void jobs_admit_as_operator(struct jobs *js, int on);
+
 struct jobs_join_args {
 	const char *name;
 	uint32_t rank, world;
@@ -251,7 +273,7 @@ int jobs_leave(struct jobs *js, uint32_t job_id, uint32_t rank, void *session,
  * for a join before it is removed; if it is aborted, the next join makes
  * it again with the same world, memory, weight, timeout, join secret and
  * restore directory. */
-void jobs_set_by_operator(struct jobs *js, const struct job *j);
+void jobs_set_kept(struct jobs *js, const struct job *j);
 
 /* A job's timeout for a late rank: timeout_ms (0: none given) capped by
  * the box's --stall-timeout-ms. */

@@ -93,6 +93,58 @@ unsigned jobs_count(const struct jobs *js) { return js->nlive; }
 unsigned jobs_removing(const struct jobs *js) { return js->nremoving; }
 const uint64_t *jobs_ep_load(const struct jobs *js) { return js->load; }
 
+/* ---- admission budgets ---- */
+
+void jobs_admit_as_operator(struct jobs *js, int on) { js->admit_operator = on; }
+
+int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_bytes,
+		      uint8_t *by_operator, char *err, size_t errlen)
+{
+	const struct box_config *cfg = &js->box->cfg;
+	const struct peer_addr *peer = &js->box->log_peer;
+	int op = js->admit_operator || peer_addr_is_none(peer);
+	uint64_t total = 0, peer_bytes = 0;
+	unsigned peer_jobs = 0, anon_jobs = 0;
+	char a[48];
+
+	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
+		const struct job *j = js->table[i];
+		if (!j)
+			continue;
+		total += j->max_bytes;   /* a removing job's memory is not free yet */
+		anon_jobs += !j->removing && !j->by_operator;
+		if (op || j->by_operator || memcmp(&j->log_peer, peer, sizeof(*peer)) != 0)
+			continue;
+		peer_bytes += j->max_bytes;
+		peer_jobs += !j->removing;
+	}
+	*by_operator = (uint8_t)op;
+	uint64_t reserve = op ? 0 : cfg->reserved_job_bytes;
+	if (cfg->total_job_bytes && total + max_bytes + reserve > cfg->total_job_bytes)
+		return errmsg(err, errlen, -ENOSPC, "job %s: its %" PRIu64 " bytes of job memory "
+			      "and the %" PRIu64 " the box's jobs hold exceed --total-job-bytes "
+			      "%" PRIu64 "%s", name, max_bytes, total, cfg->total_job_bytes,
+			      reserve ? " less --reserved-job-bytes (an operator's jobs only)" : "");
+	if (op)
+		return 0;
+	/* the reserve: jobs not an operator's take at most max_jobs - reserved */
+	if (cfg->reserved_jobs && anon_jobs + cfg->reserved_jobs >= cfg->max_jobs)
+		return errmsg(err, errlen, -ENOSPC, "job %s: the box runs %u jobs that workers "
+			      "created; the last %u of its %u (--max-jobs) are reserved for an "
+			      "operator's jobs (--reserved-jobs)", name, anon_jobs,
+			      cfg->reserved_jobs, cfg->max_jobs);
+	if (cfg->max_jobs_per_peer && peer_jobs >= cfg->max_jobs_per_peer)
+		return errmsg(err, errlen, -ENOSPC, "job %s: %s already created %u jobs that "
+			      "still run (--max-jobs-per-peer)", name,
+			      peer_addr_str(peer, a, sizeof(a)), peer_jobs);
+	if (cfg->max_job_bytes_per_peer && peer_bytes + max_bytes > cfg->max_job_bytes_per_peer)
+		return errmsg(err, errlen, -ENOSPC, "job %s: its %" PRIu64 " bytes of job memory "
+			      "and the %" PRIu64 " of the jobs %s created exceed "
+			      "--max-job-bytes-per-peer %" PRIu64, name, max_bytes, peer_bytes,
+			      peer_addr_str(peer, a, sizeof(a)), cfg->max_job_bytes_per_peer);
+	return 0;
+}
+
 /* ---- a job's key table (jobs_keys.c fills it) ---- */
 
 uint32_t jobs_key_cap(uint32_t max_keys)
@@ -124,6 +176,9 @@ void jobs_key_table_free(struct jobs *js, struct job *j)
 		free(j->keys[i].remove_mark);
 	}
 	j->keys_removing = j->keys_releasing = 0;
+	free(j->zeroing);   /* the arena goes with the job: nothing to zero */
+	j->zeroing = NULL;
+	j->nzeroing = j->zeroing_cap = 0;
 	free(j->keys);
 	free(j->key_index);
 	j->keys = NULL;
@@ -191,7 +246,7 @@ void jobs_abort_job(struct jobs *js, struct job *j, const char *reason)
 
 void jobs_aborted_idle(struct jobs *js, struct job *j)
 {
-	if (!j->by_operator) {
+	if (!j->kept) {
 		jobs_start_remove(js, j, "aborted, no session left");
 		return;
 	}

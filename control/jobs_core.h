@@ -29,7 +29,19 @@ struct jobs {
 	jobs_notify_fn notify;
 	void *notify_ctx;
 	double watch_at;                     /* jobs_watch's last run (CLOCK_MONOTONIC s) */
+	int admit_operator;                  /* jobs_admit_as_operator */
 };
+
+/*
+ * May a job of max_bytes be admitted now for the request being served (its
+ * peer js->box->log_peer; an operator's with js->admit_operator or no
+ * peer)? Checks --total-job-bytes (every job's memory, removing ones too),
+ * the operators' reserve (--reserved-jobs, --reserved-job-bytes) and the
+ * peer's budget (--max-jobs-per-peer, --max-job-bytes-per-peer). 0 and
+ * *by_operator, or -ENOSPC naming the limit and the option.
+ */
+int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_bytes,
+		      uint8_t *by_operator, char *err, size_t errlen);
 
 /* Post m to lcore, retrying a full ring for up to about a second.
  * 0, -EAGAIN (still full) or the post's error. */
@@ -57,7 +69,7 @@ int job_has_session(const struct job *j);
 
 /* An aborted j with no session left goes (jobs_start_remove) unless an
  * operator made it: then it waits for the next join, which makes it again
- * (jobs.h jobs_set_by_operator), or for the join wait to run out. */
+ * (jobs.h jobs_set_kept), or for the join wait to run out. */
 void jobs_aborted_idle(struct jobs *js, struct job *j);
 
 /* Abort j: the lcores answer ERROR, its sessions are notified, and it is

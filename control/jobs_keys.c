@@ -23,6 +23,10 @@
 #include "control/log.h"
 #include "control/ps_ckpt.h"
 
+/* Bytes of removed keys one jobs_keys_tick zeroes per job (about 20 ms of
+ * writing here): a large key comes back over several ticks. */
+#define JOBS_ZERO_STEP (64ull << 20)
+
 /* ---- per-job key index ---- */
 
 static uint32_t hash(uint32_t key, uint32_t cap)
@@ -177,15 +181,66 @@ static void index_rebuild(struct job *j)
 		index_add(j, i);
 }
 
-/* A block of a removed key reads as zeros again and goes back to the job. */
-static void give_back(struct jobs *js, struct job *j, const struct job_key *k, uint64_t off,
-		      size_t bytes)
+/* A block of a removed key, zeroed, goes back to the job. */
+static void give_back(struct jobs *js, struct job *j, uint64_t off, uint64_t bytes)
 {
-	memset(j->arena + off, 0, bytes);
 	if (arena_free(&j->mem, off, bytes) < 0)
-		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s key %" PRIu32
-			     ": out of memory for the free list; its %zu bytes stay taken",
-			     j->name, k->key, bytes);
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s: out of memory for "
+			     "the free list; %" PRIu64 " bytes stay taken", j->name, bytes);
+}
+
+static void zero(struct jobs *js, struct job *j, uint64_t off, uint64_t len)
+{
+	const struct box_dp *dp = &js->box->dp;
+
+	if (dp->mem_zero)
+		dp->mem_zero(dp->ctx, j->arena + off, len);
+	else
+		memset(j->arena + off, 0, len);
+}
+
+/* Queue a removed key's block to be zeroed (zero_some); 0 or -ENOMEM. */
+static int queue_zero(struct job *j, uint64_t off, uint64_t len, int last)
+{
+	if (j->nzeroing == j->zeroing_cap) {
+		uint32_t cap = j->zeroing_cap ? 2 * j->zeroing_cap : 8;
+		struct job_zeroing *z = realloc(j->zeroing, cap * sizeof(*z));
+		if (!z)
+			return -ENOMEM;
+		j->zeroing = z;
+		j->zeroing_cap = cap;
+	}
+	j->zeroing[j->nzeroing++] = (struct job_zeroing){ .off = off, .len = len,
+							  .last = (uint8_t)last };
+	return 0;
+}
+
+/*
+ * Zero queued blocks, at most JOBS_ZERO_STEP bytes this tick, and give
+ * back those done. A large key comes back over several ticks, so that the
+ * control thread never stalls on it (issue 44.2: 2 s for an 800 MB key);
+ * where the data plane can (anonymous memory) its pages go back to the
+ * system instead of being written. Returns the bytes given back.
+ */
+static uint64_t zero_some(struct jobs *js, struct job *j)
+{
+	uint64_t budget = JOBS_ZERO_STEP, back = 0;
+
+	while (j->nzeroing && budget) {
+		struct job_zeroing *z = &j->zeroing[0];
+		uint64_t n = z->len - z->done < budget ? z->len - z->done : budget;
+		zero(js, j, z->off + z->done, n);
+		z->done += n;
+		budget -= n;
+		if (z->done < z->len)
+			break;
+		give_back(js, j, z->off, z->len);
+		back += z->len;
+		if (z->last)
+			j->keys_removing--;
+		memmove(z, z + 1, (size_t)(--j->nzeroing) * sizeof(*z));
+	}
+	return back;
 }
 
 int jobs_ps_stage(struct jobs *js, const struct job *cj, const struct job_key *ck,
@@ -218,7 +273,6 @@ int jobs_ps_stage(struct jobs *js, const struct job *cj, const struct job_key *c
 void jobs_keys_tick(struct jobs *js, struct job *j)
 {
 	uint32_t done = 0;
-	uint64_t freed = 0;
 
 	for (uint32_t i = 0; i < j->nkeys;) {
 		struct job_key *k = &j->keys[i];
@@ -229,26 +283,36 @@ void jobs_keys_tick(struct jobs *js, struct job *j)
 		/* no lcore refers to the key any more: its rounds are final
 		 * (a rank may have pushed the one after a segment's last
 		 * completed, which then never completed: that one counts too);
-		 * its block reads as zeros again and goes back to the job */
+		 * its blocks are zeroed, then go back to the job (zero_some;
+		 * without memory for the queue, at once) */
 		for (uint32_t s = 0; s < k->ek->nsegs; s++)
 			if (k->ek->segs[s].done + 1 > j->round_hwm)
 				j->round_hwm = k->ek->segs[s].done + 1;
-		give_back(js, j, k, k->off, k->bytes);
-		if (k->stage_bytes)
-			give_back(js, j, k, k->stage_off, k->stage_bytes);
-		freed += k->bytes + k->stage_bytes;
+		int st = k->stage_bytes != 0;
+		if (queue_zero(j, k->off, k->bytes, !st) < 0 ||
+		    (st && queue_zero(j, k->stage_off, k->stage_bytes, 1) < 0)) {
+			if (st && j->nzeroing && j->zeroing[j->nzeroing - 1].off == k->off)
+				j->nzeroing--;   /* the first went in: undo it */
+			zero(js, j, k->off, k->bytes);
+			give_back(js, j, k->off, k->bytes);
+			if (st) {
+				zero(js, j, k->stage_off, k->stage_bytes);
+				give_back(js, j, k->stage_off, k->stage_bytes);
+			}
+			j->keys_removing--;
+		}
 		free(k->chunk_ep);
 		free(k->remove_mark);
 		j->keys[i] = j->keys[--j->nkeys];
-		j->keys_removing--;
 		done++;
 	}
-	if (!done)
-		return;
-	index_rebuild(j);
-	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s: %" PRIu32 " released key%s "
-		"removed, %" PRIu64 " bytes back (%" PRIu64 " of %" PRIu64 " in use)", j->name,
-		done, done > 1 ? "s" : "", freed, j->mem.used, j->max_bytes);
+	if (done)
+		index_rebuild(j);
+	uint64_t back = zero_some(js, j);
+	if (back)
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s: %" PRIu64 " bytes of "
+			     "released keys back (%" PRIu64 " of %" PRIu64 " in use)", j->name,
+			     back, j->mem.used, j->max_bytes);
 }
 
 /* The remove marks of the keys rank's release of keys[0..n) completes

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* log.c - level-filtered control-plane log lines through the box's sink,
- * or stderr without one. See log.h. */
+ * or stderr without one, control characters and invalid UTF-8 escaped.
+ * See log.h. */
 #include "control/log.h"
 
 #include <stdarg.h>
@@ -14,14 +15,17 @@ bool ctl_log_enabled(const struct box *box, enum ctl_log_level level)
 static void vlog(const struct box *box, const struct peer_addr *peer, enum ctl_log_level level,
 		 const char *fmt, va_list ap)
 {
-	char msg[1024], line[1100];
+	char raw[1024], msg[1024], line[1100];
 
 	if (!ctl_log_enabled(box, level))
 		return;
 	if (box && peer && !peer_addr_is_none(peer) && box->log_gate.allow &&
 	    !box->log_gate.allow(box->log_gate.ctx, peer))
 		return;   /* over this peer's budget: counted, reported later */
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	/* every line is escaped here, so no caller can let outside text (a
+	 * job name, an abort reason, a method name) forge a line */
+	logline_escape(msg, sizeof(msg), raw);
 	if (box && box->log.write) {
 		box->log.write(box->log.ctx, (int)level, msg);
 		return;

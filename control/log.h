@@ -8,6 +8,10 @@
  * pboxd that is the DPDK log type `pbox` (dataplane/dp.h, dp_log_write),
  * which writes them to stderr with journald priorities; without a sink
  * (unit tests) they go to stderr as "pboxd: LEVEL: message".
+ *
+ * Every message is passed through logline_escape after formatting: a
+ * control character or a byte of invalid UTF-8 in it, wherever it came
+ * from, is written as "\xNN". A line is always one line.
  */
 #ifndef PBOX_CTL_LOG_H
 #define PBOX_CTL_LOG_H

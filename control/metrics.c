@@ -19,6 +19,7 @@
 #include "common/drops.h"
 #include "control/jobs.h"
 #include "control/jobs_nonfinite.h"
+#include "control/peers.h"
 #include "control/rpc_listen.h"
 
 /* ---- the exposition ---- */
@@ -236,6 +237,7 @@ int metrics_render(const struct box *b, char **text, size_t *len)
 
 struct mconn {
 	int fd;                 /* -1: free */
+	struct peer_addr addr;  /* its peer address */
 	long deadline_ms;
 	size_t got;             /* request bytes read */
 	char req[METRICS_REQ_MAX];
@@ -247,6 +249,8 @@ struct metrics_server {
 	const struct box *box;
 	int fd;
 	struct mconn c[METRICS_MAX_CONNS];
+	struct peers peers;     /* connections and their rate per peer address */
+	long swept_ms;          /* peers_sweep's last run */
 };
 
 static long mono_ms(void)
@@ -256,10 +260,14 @@ static long mono_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
 }
 
-static void conn_close(struct mconn *c)
+static void conn_close(struct metrics_server *m, struct mconn *c)
 {
-	if (c->fd >= 0)
+	if (c->fd >= 0) {
 		close(c->fd);
+		struct peer *p = peers_get(&m->peers, &c->addr);
+		if (p && p->conns)
+			p->conns--;
+	}
 	free(c->out);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
@@ -296,7 +304,7 @@ static void answer(struct metrics_server *m, struct mconn *c)
 	c->out = malloc((size_t)hl + send_body);
 	if (!c->out) {
 		free(body);
-		conn_close(c);
+		conn_close(m, c);
 		return;
 	}
 	memcpy(c->out, head, (size_t)hl);
@@ -311,13 +319,13 @@ static void answer(struct metrics_server *m, struct mconn *c)
 static void conn_step(struct metrics_server *m, struct mconn *c, long now)
 {
 	if (now > c->deadline_ms) {
-		conn_close(c);
+		conn_close(m, c);
 		return;
 	}
 	if (!c->out) {
 		ssize_t n = recv(c->fd, c->req + c->got, sizeof(c->req) - 1 - c->got, MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			conn_close(c);
+			conn_close(m, c);
 			return;
 		}
 		if (n > 0)
@@ -325,7 +333,7 @@ static void conn_step(struct metrics_server *m, struct mconn *c, long now)
 		c->req[c->got] = '\0';
 		if (!strstr(c->req, "\r\n\r\n") && !strstr(c->req, "\n\n")) {
 			if (c->got == sizeof(c->req) - 1)
-				conn_close(c); /* a head too long for a scraper */
+				conn_close(m, c); /* a head too long for a scraper */
 			return;
 		}
 		answer(m, c);
@@ -334,13 +342,13 @@ static void conn_step(struct metrics_server *m, struct mconn *c, long now)
 	}
 	ssize_t n = send(c->fd, c->out + c->sent, c->out_len - c->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0 && errno != EAGAIN && errno != EINTR) {
-		conn_close(c);
+		conn_close(m, c);
 		return;
 	}
 	if (n > 0)
 		c->sent += (size_t)n;
 	if (c->sent == c->out_len)
-		conn_close(c);
+		conn_close(m, c);
 }
 
 int metrics_open(struct metrics_server **out, const struct box *b, const char *addr,
@@ -359,10 +367,58 @@ int metrics_open(struct metrics_server **out, const struct box *b, const char *a
 		free(m);
 		return rc;
 	}
+	if (peers_init(&m->peers, METRICS_PEERS) < 0) {
+		close(m->fd);
+		free(m);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < METRICS_MAX_CONNS; i++)
 		m->c[i].fd = -1;
 	*out = m;
 	return 0;
+}
+
+/*
+ * Where the connection of peer addr goes (issue 44.7: a flood of
+ * connections from one address pushed every scraper out, oldest first):
+ * a peer at --metrics-conns-per-peer replaces its own oldest; else a free
+ * slot; else the oldest of the peer holding the most. NULL: none (the
+ * peer table is full).
+ */
+static struct mconn *slot_for(struct metrics_server *m, const struct peer_addr *addr,
+			      struct peer *p)
+{
+	uint32_t cap = m->box->cfg.metrics_conns_per_peer;
+	struct mconn *best = NULL;
+	uint32_t most = 0;
+
+	if (cap && p->conns >= cap) {
+		for (unsigned i = 0; i < METRICS_MAX_CONNS; i++)
+			if (m->c[i].fd >= 0 && !memcmp(&m->c[i].addr, addr, sizeof(*addr)) &&
+			    (!best || m->c[i].deadline_ms < best->deadline_ms))
+				best = &m->c[i];
+		return best;
+	}
+	for (unsigned i = 0; i < METRICS_MAX_CONNS; i++)
+		if (m->c[i].fd < 0)
+			return &m->c[i];
+	for (unsigned i = 0; i < METRICS_MAX_CONNS; i++) {
+		struct peer *q = peers_get(&m->peers, &m->c[i].addr);
+		uint32_t n = q ? q->conns : 0;
+		if (!best || n > most || (n == most && m->c[i].deadline_ms < best->deadline_ms)) {
+			best = &m->c[i];
+			most = n;
+		}
+	}
+	return best;
+}
+
+static void no_report(void *ctx, const struct peer_addr *addr, uint32_t n)
+{
+	(void)ctx;
+	(void)addr;
+	(void)n;
 }
 
 void metrics_poll(struct metrics_server *m)
@@ -371,26 +427,38 @@ void metrics_poll(struct metrics_server *m)
 
 	if (!m)
 		return;
-	for (;;) {
-		int fd = accept4(m->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	uint32_t rate = m->box->cfg.metrics_rate_per_peer;
+	for (unsigned k = 0; k < METRICS_ACCEPTS_PER_POLL; k++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd = accept4(m->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			break;
-		struct mconn *slot = &m->c[0];
-		for (unsigned i = 0; i < METRICS_MAX_CONNS; i++) {
-			if (m->c[i].fd < 0) {
-				slot = &m->c[i];
-				break;
-			}
-			if (m->c[i].deadline_ms < slot->deadline_ms)
-				slot = &m->c[i]; /* all busy: the oldest goes */
+		struct peer_addr addr = peer_addr_of((struct sockaddr *)&ss);
+		struct peer *p = peers_get(&m->peers, &addr);
+		/* over its rate: closed unanswered, costing others nothing */
+		if (!p || !peers_conn_allow(p, (double)now / 1e3, rate, rate)) {
+			close(fd);
+			continue;
 		}
-		conn_close(slot);
+		struct mconn *slot = slot_for(m, &addr, p);
+		if (!slot) {
+			close(fd);
+			continue;
+		}
+		conn_close(m, slot);
 		slot->fd = fd;
+		slot->addr = addr;
 		slot->deadline_ms = now + METRICS_DEADLINE_MS;
+		p->conns++;
 	}
 	for (unsigned i = 0; i < METRICS_MAX_CONNS; i++)
 		if (m->c[i].fd >= 0)
 			conn_step(m, &m->c[i], now);
+	if (now - m->swept_ms >= 1000) {
+		peers_sweep(&m->peers, (double)now / 1e3, no_report, NULL);
+		m->swept_ms = now;
+	}
 }
 
 void metrics_close(struct metrics_server *m)
@@ -398,7 +466,8 @@ void metrics_close(struct metrics_server *m)
 	if (!m)
 		return;
 	for (unsigned i = 0; i < METRICS_MAX_CONNS; i++)
-		conn_close(&m->c[i]);
+		conn_close(m, &m->c[i]);
 	close(m->fd);
+	peers_free(&m->peers);
 	free(m);
 }

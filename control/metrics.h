@@ -9,9 +9,15 @@
  *
  * The server runs on the control thread beside the JSON-RPC server and
  * never blocks it: non-blocking sockets, at most METRICS_MAX_CONNS
- * connections (the oldest is dropped for a new one), each given
- * METRICS_DEADLINE_MS to send its request and take the answer, then
- * closed. It reads the same live counters as box_stats.
+ * connections, each given METRICS_DEADLINE_MS to send its request and take
+ * the answer, then closed. It reads the same live counters as box_stats.
+ *
+ * Per peer address (control/peers.h), as the control port: new
+ * connections beyond --metrics-rate-per-peer a second are closed
+ * unanswered, and a peer holding --metrics-conns-per-peer replaces its own
+ * oldest; with every slot taken a new connection replaces the oldest of
+ * the peer holding the most. A flood from one address leaves other
+ * addresses' scrapes their answers.
  */
 #ifndef PBOX_METRICS_H
 #define PBOX_METRICS_H
@@ -20,7 +26,9 @@
 
 #include "control/box.h"
 
-#define METRICS_MAX_CONNS   8
+#define METRICS_MAX_CONNS   16
+#define METRICS_PEERS       256   /* peer addresses tracked at once */
+#define METRICS_ACCEPTS_PER_POLL 64
 #define METRICS_DEADLINE_MS 2000
 #define METRICS_REQ_MAX     2048  /* bytes of a request's head we read */
 

@@ -148,6 +148,32 @@ const struct box_opt box_opts[] = {
 	  .min = 1, .max = 100000, FIELD(log_peer_burst),
 	  .help = "log lines one TCP peer may cause per 10 s; the rest are counted and "
 		  "reported as suppressed" },
+	{ .name = "max-jobs-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "4",
+	  .min = 1, .max = ENGINE_MAX_JOBS / 2, .zero_ok = true, FIELD(max_jobs_per_peer),
+	  .help = "jobs one TCP peer address may have created (job_join) and not yet ended; "
+		  "0 = no cap" },
+	{ .name = "max-job-bytes-per-peer", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "4G",
+	  .min = 1 * MiB, .max = 64 * TiB, .zero_ok = true, FIELD(max_job_bytes_per_peer),
+	  .help = "job memory of the jobs one TCP peer address created, together; 0 = no cap" },
+	{ .name = "total-job-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "16G",
+	  .min = 1 * MiB, .max = 64 * TiB, .zero_ok = true, FIELD(total_job_bytes),
+	  .help = "job memory of every job together (removed jobs count until their memory "
+		  "is freed); 0 = no cap" },
+	{ .name = "reserved-jobs", .type = BOX_OPT_UINT, .arg = "N", .def = "2",
+	  .min = 0, .max = ENGINE_MAX_JOBS / 2, FIELD(reserved_jobs),
+	  .help = "of --max-jobs, those only an operator's jobs may take (job_create, or any "
+		  "job made over the Unix socket)" },
+	{ .name = "reserved-job-bytes", .type = BOX_OPT_SIZE, .arg = "BYTES", .def = "1G",
+	  .min = 0, .max = 64 * TiB, FIELD(reserved_job_bytes),
+	  .help = "of --total-job-bytes, the memory only an operator's jobs may take" },
+	{ .name = "metrics-conns-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "2",
+	  .min = 1, .max = 16, .zero_ok = true, FIELD(metrics_conns_per_peer),
+	  .help = "--metrics connections one peer address may hold; its oldest gives way "
+		  "to its newest; 0 = no cap" },
+	{ .name = "metrics-rate-per-peer", .type = BOX_OPT_UINT, .arg = "N", .def = "10",
+	  .min = 1, .max = 100000, .zero_ok = true, FIELD(metrics_rate_per_peer),
+	  .help = "new --metrics connections per second one peer address may open, after a "
+		  "burst of as many; the rest are closed unanswered; 0 = no limit" },
 	{ .name = "log-level", .type = BOX_OPT_ENUM, .arg = "LEVEL", .def = "info",
 	  FIELD(log_level), .choices = level_choices,
 	  .help = "level of the DPDK log type pbox (pboxd's messages); overrides the "

@@ -8,10 +8,12 @@
 #include "dataplane/dp.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <rte_bus.h>
 #include <rte_dev.h>
@@ -74,6 +76,23 @@ static void dp_mem_free(void *ctx, void *p, size_t bytes)
 		rte_free(p);
 	else
 		munmap(p, bytes);
+}
+
+/* Anonymous pages are dropped (they read as zeros, and leave pboxd's
+ * RSS); hugepage memory is written. */
+static void dp_mem_zero(void *ctx, void *p, size_t bytes)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)p, e = b + bytes;
+	uintptr_t ib = (b + pg - 1) & ~(pg - 1), ie = e & ~(pg - 1);
+
+	(void)ctx;
+	if (!rte_eal_has_hugepages() && ie > ib &&
+	    madvise((void *)ib, ie - ib, MADV_DONTNEED) == 0) {
+		memset(p, 0, ib - b);
+		memset((void *)ie, 0, e - ie);
+		return;
+	}
+	memset(p, 0, bytes);
 }
 
 static const struct lcore_stats *dp_lcore_stats(void *ctx, unsigned lcore)
@@ -354,7 +373,7 @@ int dp_open(const struct dp_params *p, struct dp **out, struct dp_layout *layout
 	}
 	*ops = (struct box_dp){
 		.ctx = d, .post = dp_post, .applied = dp_applied,
-		.mem_alloc = dp_mem_alloc, .mem_free = dp_mem_free,
+		.mem_alloc = dp_mem_alloc, .mem_free = dp_mem_free, .mem_zero = dp_mem_zero,
 		.lcore_stats = dp_lcore_stats, .engine_stats = dp_engine_stats,
 		.port_stats = dp_port_stats, .job_progress = dp_job_progress,
 		.rank_lateness = dp_rank_lateness, .set_rx_missing = dp_set_rx_missing,

@@ -115,6 +115,10 @@ struct box_dp {
 	/* Zeroed, 64-byte aligned memory near the data ports; NULL if none. */
 	void *(*mem_alloc)(void *ctx, size_t bytes);
 	void (*mem_free)(void *ctx, void *p, size_t bytes);
+	/* Make [p, p + bytes) of such memory read as zeros again, giving
+	 * whole pages back to the system where it can (anonymous memory);
+	 * NULL: the caller writes zeros. */
+	void (*mem_zero)(void *ctx, void *p, size_t bytes);
 	/* Live counters of an lcore: its own and its engine's. */
 	const struct lcore_stats *(*lcore_stats)(void *ctx, unsigned lcore);
 	const struct engine_counters *(*engine_stats)(void *ctx, unsigned lcore);

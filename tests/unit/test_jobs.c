@@ -265,6 +265,89 @@ static void create__limits(void **state)
 	assert_non_null(strstr(t->err, "could not allocate"));
 }
 
+/* What one TCP peer may hold (issue 44.2: one connection joined 16 jobs of
+ * world 1 and held every slot): --max-jobs-per-peer, --max-job-bytes-per-
+ * peer, the operators' reserve and --total-job-bytes. */
+static void create__peer_budgets_and_reserve(void **state)
+{
+	struct t *t = *state;
+	struct box_config *cfg = &t->f->box.cfg;
+	const struct peer_addr a = { { [10] = 0xff, [11] = 0xff, [12] = 198, [15] = 3 } };
+	const struct peer_addr b = { { [10] = 0xff, [11] = 0xff, [12] = 198, [15] = 4 } };
+	const struct job *j;
+	char name[16];
+
+	cfg->max_jobs = 8;
+	cfg->max_jobs_per_peer = 3;
+	cfg->reserved_jobs = 2;
+	cfg->default_job_bytes = 16 << 20;
+	/* peer a: three jobs, then refused by name; its fourth never exists */
+	t->f->box.log_peer = a;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "a%d", i);
+		assert_int_equal(join(t, name, 0, 1, (void *)1, NULL), 0);
+	}
+	assert_int_equal(join(t, "a3", 0, 1, (void *)1, NULL), -ENOSPC);
+	assert_non_null(strstr(t->err, "198.0.0.3 already created 3 jobs"));
+	assert_non_null(strstr(t->err, "--max-jobs-per-peer"));
+	assert_null(jobs_find(t->js, "a3"));
+	/* joining a job that exists costs no slot */
+	assert_int_equal(join(t, "a0", 0, 1, (void *)2, NULL), -EEXIST);
+	/* peer b: three more; then 6 of 8 run and the last 2 are the reserve */
+	t->f->box.log_peer = b;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "b%d", i);
+		assert_int_equal(join(t, name, 0, 1, (void *)3, NULL), 0);
+	}
+	assert_int_equal(jobs_create(t->js, "b3", 1, 0, 0, 0, &j, t->err, sizeof(t->err)),
+			 -ENOSPC);
+	assert_non_null(strstr(t->err, "the last 2 of its 8 (--max-jobs) are reserved"));
+	/* an operator (job_create's handler) takes the reserve */
+	jobs_admit_as_operator(t->js, 1);
+	assert_int_equal(jobs_create(t->js, "op0", 1, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
+	assert_int_equal(j->by_operator, 1);
+	jobs_admit_as_operator(t->js, 0);
+	/* so does anything over the Unix socket (no peer) */
+	t->f->box.log_peer = (struct peer_addr){ { 0 } };
+	assert_int_equal(join(t, "op1", 0, 1, (void *)4, NULL), 0);
+	assert_int_equal(join(t, "op2", 0, 1, (void *)4, NULL), -ENOSPC);
+	assert_non_null(strstr(t->err, "--max-jobs"));
+	/* a's job ends (its rank leaves): a may create one again (the
+	 * operators' jobs took the reserve, not the workers' 6) */
+	assert_int_equal(jobs_leave(t->js, jobs_find(t->js, "a0")->id, 0, (void *)1, t->err,
+				    sizeof(t->err)), 0);
+	for (int i = 0; i < 10 && jobs_removing(t->js); i++)
+		jobs_tick(t->js);
+	t->f->box.log_peer = a;
+	assert_int_equal(join(t, "a4", 0, 1, (void *)1, NULL), 0);
+
+	/* memory: per peer, and the box's total less the operators' reserve */
+	cfg->max_jobs = 16;
+	cfg->max_jobs_per_peer = 0;
+	cfg->max_job_bytes_per_peer = 64 << 20;   /* a holds 48 MiB */
+	struct jobs_join_args big = { .name = "abig", .world = 1, .ip = 9, .port = 9,
+				      .mtu = 1500, .session = (void *)1,
+				      .max_bytes = 32 << 20 };
+	assert_int_equal(jobs_join(t->js, &big, &j, t->err, sizeof(t->err)), -ENOSPC);
+	assert_non_null(strstr(t->err, "--max-job-bytes-per-peer"));
+	big.max_bytes = 16 << 20;
+	assert_int_equal(jobs_join(t->js, &big, &j, t->err, sizeof(t->err)), 0);
+	cfg->max_job_bytes_per_peer = 0;
+	cfg->total_job_bytes = 180 << 20;         /* 9 jobs hold 144 MiB */
+	cfg->reserved_job_bytes = 32 << 20;
+	big.name = "abig2";
+	assert_int_equal(jobs_join(t->js, &big, &j, t->err, sizeof(t->err)), -ENOSPC);
+	assert_non_null(strstr(t->err, "--total-job-bytes"));
+	assert_non_null(strstr(t->err, "--reserved-job-bytes"));
+	jobs_admit_as_operator(t->js, 1);
+	assert_int_equal(jobs_create(t->js, "op3", 1, 16 << 20, 0, 0, &j, t->err,
+				     sizeof(t->err)), 0);
+	assert_int_equal(jobs_create(t->js, "op4", 1, 32 << 20, 0, 0, &j, t->err,
+				     sizeof(t->err)), -ENOSPC);
+	jobs_admit_as_operator(t->js, 0);
+	t->f->box.log_peer = (struct peer_addr){ { 0 } };
+}
+
 static void create__ids_unique_and_nonzero(void **state)
 {
 	struct t *t = *state;
@@ -409,6 +492,40 @@ static void declare__key_limit_is_enospc_or_ebusy_while_releasing(void **state)
 		jobs_tick(t->js);
 	assert_int_equal(j->keys_removing, 0);
 	assert_int_equal(declare(t, j->id, 0, 999, 100, WIRE_F32, NULL), 0);
+}
+
+/* A released key's block is zeroed a bounded piece per tick (issue 44.2:
+ * one 800 MB memset stalled the control thread for 2 s), and only then
+ * goes back to the job, reading as zeros. */
+static void release__large_key_zeroed_over_ticks(void **state)
+{
+	struct t *t = *state;
+	const struct job *j;
+	const struct job_key *k;
+	uint32_t key = 7, removed[1], nremoved = 0;
+
+	assert_int_equal(join(t, "big", 0, 1, NULL, &j), 0);
+	uint64_t used0 = j->mem.used;
+	assert_int_equal(declare(t, j->id, 0, key, 40u << 20, WIRE_F32, &k), 0);   /* 160 MiB */
+	uint64_t off = k->off, bytes = k->bytes;
+	assert_true(bytes >= 160u << 20);
+	/* its sums, as traffic would leave them (the engine key at the
+	 * block's start stays as it is: the engines read it to remove it) */
+	memset(j->arena + off + bytes / 2, 0x5a, bytes - bytes / 2);
+	assert_int_equal(jobs_release(t->js, j->id, 0, NULL, &key, 1, removed, &nremoved,
+				      t->err, sizeof(t->err)), 0);
+	unsigned ticks = 0;
+	for (; ticks < 20 && j->keys_removing; ticks++) {
+		jobs_tick(t->js);
+		if (j->keys_removing)   /* not back before it is all zeros */
+			assert_int_equal(j->mem.used, used0 + bytes);
+	}
+	assert_int_equal(j->keys_removing, 0);
+	assert_true(ticks >= 3);   /* 160 MiB at 64 MiB a tick */
+	assert_int_equal(j->mem.used, used0);
+	for (uint64_t i = 0; i < bytes; i += 4093)
+		assert_int_equal(j->arena[off + i], 0);
+	assert_int_equal(j->arena[off + bytes - 1], 0);
 }
 
 /* A release that runs out of memory releases none of its keys: with
@@ -740,7 +857,7 @@ static void operator_job__outlives_its_ranks(void **state)
 	assert_int_equal(jobs_create(t->js, "op", 3, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	assert_int_equal(jobs_set_join_secret(t->js, j, "s3cret", t->err, sizeof(t->err)), 0);
 	assert_int_equal(jobs_set_restore(t->js, j, dir, t->err, sizeof(t->err)), 0);
-	jobs_set_by_operator(t->js, j);
+	jobs_set_kept(t->js, j);
 	for (uint32_t r = 0; r < 3; r++)
 		assert_int_equal(join_secret(t, "op", r, "s3cret"), 0);
 	assert_int_equal(declare(t, j->id, 0, 7, 100, WIRE_F32, NULL), 0);
@@ -766,7 +883,7 @@ static void operator_job__outlives_its_ranks(void **state)
 	assert_non_null(n);
 	assert_ptr_not_equal(n, j);
 	assert_string_equal(n->restore, dir);
-	assert_int_equal(n->by_operator, 1);
+	assert_int_equal(n->kept, 1);
 	assert_int_equal(n->world, 3);
 	assert_int_equal(join_secret(t, "op", 1, NULL), -EACCES);
 	/* empty for the join wait: removed */
@@ -856,7 +973,7 @@ static void operator_job__remade_with_its_nonfinite_policy(void **state)
 	t->f->box.cfg.join_wait_ms = 60000;
 	assert_int_equal(jobs_create(t->js, "opnf", 3, 0, 0, 0, &j, t->err, sizeof(t->err)), 0);
 	assert_int_equal(jobs_set_nonfinite(t->js, j, ENGINE_NF_SKIP, t->err, sizeof(t->err)), 0);
-	jobs_set_by_operator(t->js, j);
+	jobs_set_kept(t->js, j);
 	assert_int_equal(join_secret(t, "opnf", 0, NULL), 0);
 	jobs_session_closed(t->js, (void *)1);   /* rank 0 lost */
 	assert_int_equal(j->state, JOB_ABORTED);
@@ -960,6 +1077,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(join__same_data_address_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__seg_bytes_from_smallest_mtu, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(create__peer_budgets_and_reserve, setup, teardown),
+		cmocka_unit_test_setup_teardown(release__large_key_zeroed_over_ticks, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__ids_unique_and_nonzero, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__creates_key_on_owners, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__small_key_only_on_owner, setup, teardown),

@@ -209,6 +209,46 @@ static void ctl_log__stderr_without_sink(void **state)
 			    "pboxd: debug: hidden at info\n");
 }
 
+static void escape__controls_and_bad_utf8_as_hex(void **state)
+{
+	char buf[128];
+
+	(void)state;
+	/* a newline with a forged line after it, and a terminal escape */
+	assert_int_equal(logline_escape(buf, sizeof(buf), "x\npboxd: stopped\x1b[2K\r\t\x7f"), 38);
+	assert_string_equal(buf, "x\\x0apboxd: stopped\\x1b[2K\\x0d\\x09\\x7f");
+	/* valid UTF-8 passes; a lone continuation, an overlong '/', a
+	 * surrogate, a truncated sequence and 0xff do not */
+	logline_escape(buf, sizeof(buf), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	assert_string_equal(buf, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	logline_escape(buf, sizeof(buf), "\x80\xc0\xaf\xed\xa0\x80\xe2\x82\xff");
+	assert_string_equal(buf, "\\x80\\xc0\\xaf\\xed\\xa0\\x80\\xe2\\x82\\xff");
+	/* truncated whole: never half an escape or half a character */
+	assert_int_equal(logline_escape(buf, 6, "ab\ncd"), 2);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(logline_escape(buf, 4, "a\xc3\xa9" "b"), 3);
+	assert_string_equal(buf, "a\xc3\xa9");
+	assert_int_equal(logline_escape(buf, 1, "abc"), 0);
+	assert_string_equal(buf, "");
+}
+
+static void log_forged(const struct box *box)
+{
+	ctl_log(box, CTL_LOG_WARN, "job %s: aborted: %s", "j\x1b]0;t\x07",
+		"oops\npboxd: stopped");
+}
+
+static void ctl_log__escapes_every_line(void **state)
+{
+	static struct box box;
+
+	(void)state;
+	box.cfg.log_level = LOG_PRIO_INFO;
+	/* one line, whatever the arguments held */
+	assert_string_equal(stderr_of(log_forged, &box),
+			    "pboxd: warn: job j\\x1b]0;t\\x07: aborted: oops\\x0apboxd: stopped\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -218,6 +258,8 @@ int main(void)
 		cmocka_unit_test(journal__stream_names_the_fd),
 		cmocka_unit_test(ctl_log__filters_by_level_then_sinks),
 		cmocka_unit_test(ctl_log__stderr_without_sink),
+		cmocka_unit_test(escape__controls_and_bad_utf8_as_hex),
+		cmocka_unit_test(ctl_log__escapes_every_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
