@@ -46,6 +46,10 @@ static void setup(void)
 	F = fixture_new(2, 2);
 	CHECK(F);
 	CHECK(jobs_open(&F->box, &F->box.jobs) == 0);   /* an empty registry */
+	/* every input is a new connection from 127.0.0.1, thousands a second:
+	 * the per-peer limits (test_control_limits tests them) are off here */
+	F->box.cfg.metrics_rate_per_peer = 0;
+	F->box.cfg.metrics_conns_per_peer = 0;
 	CHECK(metrics_open(&M, &F->box, "127.0.0.1:0", &port, err, sizeof(err)) == 0);
 	answer = malloc(ANSWER_MAX);
 	CHECK(answer);
