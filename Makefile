@@ -296,14 +296,23 @@ rooms: $(BUILD)/libpbox-internal.a
 	@bash tests/rooms_calls.sh $(BUILD)
 	@CC='$(CC)' bash tests/rooms_calls.sh --selftest
 
+# LONG_TESTS run in CI after make test (make integration-long), not in
+# it: training-quality runs that take minutes, so that make test stays
+# under 15 minutes on two cores.
+LONG_TESTS = topk_train
 integration: all
-	@BUILD=$(BUILD) bash tests/integration/run.sh
+	@BUILD=$(BUILD) SKIP="$(LONG_TESTS)" bash tests/integration/run.sh
+
+.PHONY: integration-long
+integration-long: all
+	@for t in $(LONG_TESTS); do BUILD=$(BUILD) ONLY=test_$$t TRANSPORTS=udp \
+		bash tests/integration/run.sh || exit 1; done
 
 # No root, no network, no apt, as any user: unit tests under ASan+UBSan,
 # the layering check, libpbox's rooms by their calls and its exports
 # against its headers and map, the Python binding against pbox.h and the
 # (non-ASan) library, the GPU library's architectures and exports (skipped
-# without nvcc), and every fuzzer for 5 s. It builds with -j2 unless given
+# without nvcc), and every fuzzer for 3 s. It builds with -j2 unless given
 # a -j: on two cores, 2m20s-2m50s from a fresh clone (3m15s at -j1), 1m10s
 # built.
 CHECK_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j2)

@@ -4,7 +4,8 @@
 # DPDK virtual devices, each bounded in time; then run XDP_TESTS again with
 # the workers on the xdp transport (PBOX_TRANSPORT=xdp, each worker in its
 # own namespace: lib.sh); print one summary line. ONLY=substring picks
-# tests; TRANSPORTS="udp" skips the xdp pass.
+# tests; SKIP="name ..." leaves out the tests named (test_NAME.sh);
+# TRANSPORTS="udp" skips the xdp pass.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -33,6 +34,8 @@ run_one() { # run_one NAME FILE [ENV...]
 }
 for t in tests/integration/test_*.sh; do
 	[ -n "${ONLY:-}" ] && [[ $t != *"$ONLY"* ]] && continue
+	n=$(basename "$t" .sh)
+	[[ " ${SKIP:-} " == *" ${n#test_} "* ]] && continue
 	run_one "$(basename "$t" .sh)" "$t" PBOX_TRANSPORT=udp
 done
 if [[ " ${TRANSPORTS:-udp xdp} " == *" xdp "* ]]; then

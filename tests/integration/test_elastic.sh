@@ -16,11 +16,12 @@
 #  4. torchrun --max-restarts 1 with a rank that raises at step 3: training
 #     on the backend and with pbox.torch.allreduce_hook resumes from the
 #     script's last checkpoint and finishes, the backend's weights equal
-#     an uninterrupted run's bit for bit. Parts 2-4 run during part 1's pause;
+#     an uninterrupted run's bit for bit;
 #  5. a job that waits for replacements (PBOX_REPLACE_WAIT): rank 2 is
 #     killed mid-run, an impostor with a wrong join secret is refused, a new
 #     process joins as rank 2 and the others' calls fail with EAGAIN, are
 #     made again and every sum is exact to the end.
+# Parts 2-5 run during part 1's pause.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -128,25 +129,6 @@ for mode in backend hook; do
 	[ "$d" = "$ref" ] || die "$mode: weights $d after a restart, $ref uninterrupted"
 	echo "$mode: restarted at step 3, $(grep -o 'back after [0-9.]* s' "$WORKDIR/re-$mode.log"), weights equal the uninterrupted run's ($d)"
 done
-# ---- 1, continued ----
-wait_pids 90 "${PAUSE_PIDS[@]}" || { tail -n 3 "$WORKDIR"/pause.*.log; die "a rank failed across rank 0's 40 s pause"; }
-for r in 1 2 3; do
-	n=$(grep -c "waiting for rank 0 (late" "$WORKDIR/pause.$r.log")
-	[ "$n" = 1 ] || { cat "$WORKDIR/pause.$r.log"; die "rank $r said $n times that it waits for rank 0 (PBOX_DEBUG=INFO: once)"; }
-	t=$(grep -o "the second took [0-9.]*" "$WORKDIR/pause.$r.log" | grep -o "[0-9.]*$")
-	python3 -c "import sys; sys.exit(0 if float('$t') >= 38 else 1)" || die "rank $r's second call took $t s, not the pause"
-done
-grep "^rank" "$WORKDIR"/pause.*.log | sed 's/^/    /'
-python3 - "$WORKDIR" <<'PY' || die "the waiting ranks stormed the box"
-import re, sys
-w = [int(re.search(r"(\d+) WAITs", open(f"{sys.argv[1]}/pause.{r}.log").read()).group(1))
-     for r in (1, 2, 3)]
-print("WAITs per waiting rank over the 40 s pause: %s (%.1f a second)" % (w, max(w) / 40))
-# at most a window (128) of segments, each asking at the pace the round has
-# been open (5 ms, 10 ms, ... about 10 queries) and then every 2 s
-assert max(w) < 128 * (40 / 2 + 12), w
-PY
-
 # ---- 5. a lost rank replaced ----
 # rpyrank NAME RANK SECRET ARGS...: replacer.py in a worker namespace, in
 # the background (PIDS, and RPIDS)
@@ -191,5 +173,24 @@ done
 grep -h "ok calls" "$WORKDIR"/repl.[0-3].log "$WORKDIR/repl.new.log" | sed 's/^/    /'
 again=$(grep -ho "made again (at [0-9.]*" "$WORKDIR"/repl.[0-3].log | grep -o "[0-9.]*$" | sort -n | tail -1)
 echo "replacement: the others went on $(python3 -c "print('%.2f' % ($again - $joined_at))") s after the new rank 2 was started (its interpreter and pbox_connect included)"
+# ---- 1, continued ----
+wait_pids 90 "${PAUSE_PIDS[@]}" || { tail -n 3 "$WORKDIR"/pause.*.log; die "a rank failed across rank 0's 40 s pause"; }
+for r in 1 2 3; do
+	n=$(grep -c "waiting for rank 0 (late" "$WORKDIR/pause.$r.log")
+	[ "$n" = 1 ] || { cat "$WORKDIR/pause.$r.log"; die "rank $r said $n times that it waits for rank 0 (PBOX_DEBUG=INFO: once)"; }
+	t=$(grep -o "the second took [0-9.]*" "$WORKDIR/pause.$r.log" | grep -o "[0-9.]*$")
+	python3 -c "import sys; sys.exit(0 if float('$t') >= 38 else 1)" || die "rank $r's second call took $t s, not the pause"
+done
+grep "^rank" "$WORKDIR"/pause.*.log | sed 's/^/    /'
+python3 - "$WORKDIR" <<'PY' || die "the waiting ranks stormed the box"
+import re, sys
+w = [int(re.search(r"(\d+) WAITs", open(f"{sys.argv[1]}/pause.{r}.log").read()).group(1))
+     for r in (1, 2, 3)]
+print("WAITs per waiting rank over the 40 s pause: %s (%.1f a second)" % (w, max(w) / 40))
+# at most a window (128) of segments, each asking at the pace the round has
+# been open (5 ms, 10 ms, ... about 10 queries) and then every 2 s
+assert max(w) < 128 * (40 / 2 + 12), w
+PY
+
 box_stop || die "pboxd exited non-zero"
 echo "elastic: ok"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # test_topk_train.sh - sparse gradients from PyTorch against the real pboxd
+# (make integration-long, which CI runs after make test: about a minute)
 # (DPDK net_af_packet):
 #
 #  1. topk_check.py (world 1 and 4): topk_allreduce at density 1 is the
@@ -10,7 +11,7 @@
 #     unsorted or out-of-range indices raise.
 #  2. torchrun, 4 ranks, examples/train_topk.py on synthetic teacher data,
 #     a two-layer MLP (and with TOPK_MODELS="mlp cnn" a small CNN too: 2.5
-#     more minutes, kept out of make test's 15), STEPS steps each: dense
+#     more minutes), STEPS steps each: dense
 #     (allreduce_hook, SGD momentum 0.9), top-k 1% with error feedback and
 #     momentum correction (the momentum on the worker before selection,
 #     Deep Gradient Compression; SGD without momentum) and top-k 1%
