@@ -305,6 +305,10 @@ struct jobs_declare_args {
 			       allgather and reduce_scatter: count a
 			       multiple of the world) */
 	uint16_t root;      /* broadcast's root, < world */
+	uint32_t resume_round; /* 0, or (a rank resuming after a box restart)
+				  the lowest round it holds a result of: a
+				  key this declaration makes starts after
+				  resume_round - 1 (not with ps or sparse) */
 };
 
 /* What a key's rounds do (docs/protocol.md "Collective keys"). */

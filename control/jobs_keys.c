@@ -656,7 +656,10 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	else
 		k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
 					k->geom.segs_per_chunk, owner);
-	engine_key_set_round0(k->ek, j->round_hwm);
+	/* a resuming rank's key goes on below its results (FINAL pushes
+	 * bring them: docs/protocol.md "Resuming after a box restart") */
+	engine_key_set_round0(k->ek, a->resume_round > j->round_hwm + 1 ? a->resume_round - 1
+									  : j->round_hwm);
 	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),

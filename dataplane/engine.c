@@ -369,6 +369,56 @@ int send_error(const struct engine_job *j, const struct wire_msg *m, uint16_t st
 }
 
 /*
+ * A FINAL push (docs/protocol.md "Resuming after a box restart"): a rank
+ * hands the box a round's result it got from the box's earlier life. It
+ * completes the segment's round with those bytes (an open round of it:
+ * its contributions are dropped and every rank gets the result) or moves
+ * a segment that has no round open up to it; the round just done is
+ * acknowledged with its result, an older one with ERROR STALE. Dense keys
+ * whose every rank gets the whole result only (not PS, sparse or scatter
+ * keys).
+ */
+static int final_push(struct engine *e, struct engine_job *j, struct engine_key *k,
+		      const struct wire_msg *m, const void *payload, uint16_t count,
+		      struct engine_out *out)
+{
+	struct engine_seg *sg = &k->segs[m->seg];
+
+	if (k->ps || k->coll == ENGINE_COLL_SCATTER || m->arg ||
+	    (m->flags & WIRE_FLAG_INIT))
+		return -DROP_BAD_FLAGS;
+	if (m->count != count)
+		return -DROP_BAD_COUNT;
+	e->c.finals++;
+	if (m->round <= sg->done || m->round <= j->floor) {
+		if (m->round == sg->done && sg->done != k->round0) {
+			fill_out(out, j, k, m, count);
+			return ENGINE_SEND_ONE;
+		}
+		e->c.errors_sent++;
+		return send_error(j, m, WIRE_ST_STALE, out);
+	}
+	int v = ENGINE_SEND_ONE;
+	if (sg->slot != ENGINE_NO_SLOT) {
+		struct engine_slot *sl = &j->slots[sg->slot];
+		if (sl->round != m->round)
+			return -DROP_FUTURE_ROUND;   /* an earlier round must end first */
+		slot_release(e, sl, j->world);
+		sl->key = NULL;
+		j->free_slots[j->nfree++] = sg->slot;
+		sg->slot = ENGINE_NO_SLOT;
+		v = ENGINE_SEND_ALL;
+	}
+	memcpy(k->result + (size_t)m->seg * j->seg_bytes, payload,
+	       (size_t)count * wire_dtype_size(k->dtype));
+	sg->done = m->round;
+	j->completes++;
+	e->c.completes++;
+	fill_out(out, j, k, m, count);
+	return v;
+}
+
+/*
  * The hot path: per packet, the checks and slot bookkeeping, and per
  * completed round the N-way sum. Its cycles per packet (bench/engine_bench)
  * are in docs/performance.md "Engine at packet rate".
@@ -501,12 +551,15 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	if (k->sparse != ((m->flags & WIRE_FLAG_SPARSE) != 0))
 		return -DROP_SPARSE_MISMATCH;
 	if (k->sparse)
-		return sparse_push(e, j, k, m, payload, out);
+		return m->flags & WIRE_FLAG_FINAL ? -DROP_BAD_FLAGS
+						  : sparse_push(e, j, k, m, payload, out);
 	if (m->seg >= k->nsegs)
 		return -DROP_BAD_SEGMENT;
 	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
 		return -DROP_WRONG_LCORE;
 	uint16_t count = (uint16_t)key_seg_len(k, m->seg);
+	if (m->flags & WIRE_FLAG_FINAL)
+		return final_push(e, j, k, m, payload, count, out);
 	float lr = 0;
 	int rc = k->ps ? ps_check(e, j, k, m, count, &lr, out) : dense_check(k, m, count);
 	if (rc != 0)

@@ -288,6 +288,8 @@ struct engine_counters {
 	uint64_t no_weights;  /* PS: gradients before the weights, answered ERROR */
 	uint64_t nonfinite;   /* PS: segment rounds whose gradient sum was not finite */
 	uint64_t skipped;     /* PS: ... of them whose step was skipped */
+	uint64_t finals;      /* FINAL pushes (results from before a box
+				 restart) taken or answered */
 };
 
 /* A job's progress on one lcore, for the control plane's stall watch. */

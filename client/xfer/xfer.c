@@ -260,6 +260,8 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 	struct key_state *ks = r->ks;
 	uint64_t deadline = now + x->rtt.rto_us * NS_PER_US;
 
+	if (ks->resuming)   /* declared again at a rejoined box: its answer first */
+		return true;
 	while (r->next_seg < r->ready_seg) {
 		uint32_t s = r->next_seg, i;
 		if (seg_bit(ks->got, s)) { /* result already in: nothing to send */
@@ -502,6 +504,11 @@ static void on_result(pbox_client *c, struct key_state *ks, const struct wire_ms
 	if (m->count) /* (a scatter key's acknowledgement carries nothing) */
 		memcpy((uint8_t *)r->buf + (seg_first(l, m->seg) - r->buf_first) * esz, payload,
 		       (size_t)m->count * esz);
+	if (ks->shadow && m->count) {   /* another rank may need it after a restart */
+		memcpy(ks->shadow + (size_t)seg_first(l, m->seg) * esz, payload,
+		       (size_t)m->count * esz);
+		ks->shadow_round[m->seg] = m->round;
+	}
 	xfer_seg_done(c, r, m->seg, (uint32_t)(seg_len(l, m->seg) * esz), m->flags, now);
 }
 
@@ -758,6 +765,9 @@ static void on_datagram(pbox_client *c, const struct tp_dgram *d, uint64_t now)
 		stat_add(&c->stats.foreign_packets, 1);
 		return;
 	}
+	if (c->x->finals && (m.type == WIRE_RESULT || m.type == WIRE_ERROR) &&
+	    resume_answered(c, ks, &m))
+		return;
 	if (m.type == WIRE_ERROR)
 		on_error_packet(c, &m, now);
 	else if (m.type == WIRE_RESULT)
@@ -788,6 +798,24 @@ void xfer_recv(pbox_client *c, uint64_t now)
 		if (n == 0)
 			return;
 	}
+}
+
+void xfer_resend_all(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	struct xfer *x = c->x;
+
+	for (uint32_t i = 0; i < x->win.cap; i++) {
+		struct xslot *s = &x->slots[i];
+		if (s->req != r)
+			continue;
+		s->deadline_ns = now;
+		s->nretx = 0;
+		s->rack_timed = false;
+		s->box_has = false;
+	}
+	r->wait_missing = 0;
+	r->progress_ns = now;
+	x->next_retx_ns = now;
 }
 
 /* Retransmit overdue slots and recompute the earliest deadline. */

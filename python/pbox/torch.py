@@ -746,6 +746,9 @@ class BoxOptimizer(torch.optim.Optimizer):
         self._grad_accs = []    # overlap: AccumulateGrad nodes (kept alive)
         self._grad_hooks = []   # overlap: their hooks' handles (removed by close())
         self._fixed = set()     # ids of params kept on the worker (requires_grad=False)
+        self._taken = 0         # steps completed (restored_step after a box restart)
+        self._rejoins = 0       # the client's rejoins seen (a box restart: PBOX_RESUME)
+        self.restored_step = None  # the box's step after it restarted from a checkpoint
         self._ready = False
         self._own_client = client is None
         self.client = client
@@ -958,10 +961,14 @@ class BoxOptimizer(torch.optim.Optimizer):
             # a lost rank was replaced (docs/reliability.md "Replacing a
             # lost rank"): the box kept its weights and every key's next
             # round hands them back; this step stays applied where it
-            # completed on the box and is not repeated
+            # completed on the box and is not repeated. Or the box
+            # restarted ("A box restart"): the weights are its checkpoint's
             for b in self._buckets:
                 self._init(b)
+            self._after_restart()
             first = None
+        elif first is None:
+            self._taken += 1
         if first is not None:
             raise first
         if stale:
@@ -972,6 +979,33 @@ class BoxOptimizer(torch.optim.Optimizer):
                 "backward, zero_grad before step()); the box applied the pushed ones. Use "
                 "overlap=False to change gradients between backward and step()")
         return loss
+
+    def _after_restart(self):
+        """After a step failed EAGAIN: if the client rejoined a restarted
+        box, its weights (now the parameters) are those of the checkpoint
+        it restored: say which step, for the training loop to replay from
+        (restored_step); a box that restored none started from this
+        rank 0's parameters and lost the optimizer state."""
+        rejoins = self.client.stats()["rejoins"]
+        if rejoins == self._rejoins:
+            return
+        self._rejoins = rejoins
+        b = self._buckets[0]
+        steps = self.client.ps_read(b.key, torch.empty(b.numel, dtype=torch.float32))
+        import warnings
+        if steps == 0:
+            warnings.warn(f"BoxOptimizer '{self.name}': the box restarted without a checkpoint "
+                          f"of this job (pboxd --checkpoint-dir): training goes on from rank "
+                          f"0's parameters after step {self._taken}, the optimizer state "
+                          "(momentum, Adam's moments) starts afresh", RuntimeWarning)
+            return
+        warnings.warn(f"BoxOptimizer '{self.name}': the box restarted and restored its "
+                      f"checkpoint of step {steps}; this optimizer had taken {self._taken} "
+                      f"steps: the parameters are step {steps}'s again, replay the data of "
+                      f"steps {steps + 1}..{self._taken} (restored_step) to train as if it "
+                      "had not stopped", RuntimeWarning)
+        self.restored_step = steps
+        self._taken = steps
 
     def _drain(self, first=None):
         """Wait for every push in flight. Returns (the buckets whose step

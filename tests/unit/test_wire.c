@@ -83,7 +83,7 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
-	memcpy(c, b, sizeof(b)); c[7] = 0x20;
+	memcpy(c, b, sizeof(b)); c[7] = 0x40;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
 	/* SPARSE: count records of at least 8 bytes, a multiple of 4 in all,
 	 * on PUSH and RESULT only */
