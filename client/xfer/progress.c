@@ -92,6 +92,15 @@ int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
 		      json_t *params, struct rpc_pending *p)
 {
 	char err[CLIENT_MSG_LEN];
+
+	if (c->x->rc_state) {   /* rejoining the box (resume.c) */
+		json_decref(params);
+		free(p);
+		progress_finish(c, r, PBOX_EAGAIN, "job '%s' rank %d key %u: %s: the box is being "
+				"rejoined (%s): call again", c->job, c->rank, r->key, method,
+				c->x->rc_why);
+		return PBOX_EAGAIN;
+	}
 	int rc = ctrl_send(&c->ctrl, method, params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 
 	if (rc < 0) {
@@ -148,9 +157,12 @@ static void orphan_answer(pbox_client *c, struct rpc_pending *p, const json_t *m
 void progress_declare(pbox_client *c, struct pbox_req *r)
 {
 	struct key_state *ks = r->ks;
-	struct rpc_pending *p = calloc(1, sizeof(*p));
+	struct rpc_pending *p;
 	char err[CLIENT_MSG_LEN];
 
+	if (c->x->rc_state)   /* rejoining the box: declared once rejoined (resume.c) */
+		return;
+	p = calloc(1, sizeof(*p));
 	if (!p) {
 		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
 			   c->job, c->rank, r->key);
