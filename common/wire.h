@@ -112,9 +112,11 @@ _Static_assert(offsetof(struct wire_hdr, reserved) == 38, "reserved offset");
  * big-endian on the wire. */
 #define WIRE_NOTICE_LEN 16
 struct wire_notice {
-	uint64_t missing;   /* bit r: rank r's contribution is not in yet */
+	uint64_t missing;   /* bit r: rank base + r's contribution is not in yet */
 	uint32_t open_us;   /* how long the round has been open at the box */
-	uint32_t reserved;  /* 0 */
+	uint32_t base;      /* a multiple of 64: the first rank missing names
+			       (0 in worlds of up to 64 ranks; boxes before
+			       0.13 sent 0 here as reserved) */
 };
 
 /* Encode n into the 16 bytes at buf; decode them (0, or -DROP_BAD_FLAGS

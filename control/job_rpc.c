@@ -41,13 +41,14 @@ static void add_waiting(json_t *e, const struct job *j)
 	json_t *who = json_array();
 
 	for (unsigned r = 0; r < j->world; r++)
-		if (j->waiting_for >> r & 1)
+		if (rankset_has(&j->waiting_for, r))
 			json_array_append_new(who, json_integer(r));
 	json_object_set_new(e, "timeout_ms", json_integer(j->timeout_ms));
 	json_object_set_new(e, "replace_wait_ms", json_integer(j->replace_wait_ms));
 	json_object_set_new(e, "replaced", json_integer(j->resets));
 	json_object_set_new(e, "waiting_for", who);
-	json_object_set_new(e, "waiting_s", json_real(j->waiting_for && j->watch_since ?
+	json_object_set_new(e, "waiting_s", json_real(!rankset_empty(&j->waiting_for, j->world) &&
+						       j->watch_since ?
 						       clock_s() - j->watch_since : 0.0));
 }
 
@@ -154,7 +155,7 @@ RPC_HANDLER(rpc_job_join)
 			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
 			    "max_bytes", (json_int_t)j->max_bytes,
 			    "key_bytes", (json_int_t)(j->mem.size - j->mem.reserved),
-			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore,
+			    "slots", (json_int_t)jobs_slots(&ctx->box->cfg, j->world, j->seg_bytes),
 			    "timeout_ms", (json_int_t)j->timeout_ms,
 			    "heartbeat_timeout_ms", (json_int_t)ctx->box->cfg.heartbeat_timeout_ms);
 	json_object_set_new(*result, "nonfinite", json_string(jobs_nonfinite_name(j->nonfinite)));
@@ -252,10 +253,10 @@ static json_t *keys_of(const struct job *j)
 			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			"dtype", wire_dtype_name(k->dtype), "nsegs", (json_int_t)k->geom.nsegs,
 			"nchunks", (json_int_t)k->geom.nchunks,
-			"declared", __builtin_popcountll(k->declared), "optimizer",
+			"declared", (int)rankset_count(&k->declared, j->world), "optimizer",
 			k->is_ps ? json_string(optim_name(k->ps.opt.kind)) : json_null(),
 			"sparse", k->sparse, "collective", jobs_coll_name(k->coll),
-			"state", job_key_state(k), "released", __builtin_popcountll(k->released)));
+			"state", job_key_state(k), "released", (int)k->nreleased));
 	}
 	return a;
 }

@@ -77,7 +77,7 @@ struct job_key {
 	uint16_t root;             /* a broadcast key's root */
 	struct job_ps ps;
 	uint16_t first_rank;       /* rank that declared it first */
-	uint64_t declared;         /* bit r: rank r declared it */
+	struct rankset declared;   /* the ranks that declared it */
 	struct assign_geom geom;
 	uint16_t *chunk_ep;        /* geom.nchunks endpoint indexes (box->eps) */
 	struct engine_key *ek;     /* in the job arena */
@@ -87,7 +87,8 @@ struct job_key {
 				      weights (engine_ps staged), 0 until the
 				      first write of them (jobs_ps_stage) */
 	uint64_t stage_off;        /* ... at this offset of the arena */
-	uint64_t released;         /* bit r: rank r released it (key_release) */
+	struct rankset released;   /* the ranks that released it (key_release) */
+	uint32_t nreleased;        /* ... how many */
 	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
 				      count incl. its KEY_REMOVE (0 = not
 				      posted there yet); NULL while live */
@@ -161,7 +162,7 @@ struct job {
 				      --stall-timeout-ms); 0 = forever */
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
-	uint64_t waiting_for;      /* ranks its open rounds wait for (joined
+	struct rankset waiting_for; /* ranks its open rounds wait for (joined
 				      ranks only; 0 = none) since watch_since */
 	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
 };
@@ -202,6 +203,14 @@ void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx);
  * the engine memory), -ENOMEM (the box has no memory for it), -EAGAIN (an
  * lcore's message ring stayed full).
  */
+/* A job's contribution slots per lcore (open segment rounds): --slots, but
+ * no more than JOB_SLOT_DATA_BYTES of copied contributions hold
+ * (world x seg_bytes each), and at least JOB_SLOTS_MIN: a job of 1,024
+ * ranks does not take 2 GiB per lcore. */
+#define JOB_SLOT_DATA_BYTES (128ull << 20)
+#define JOB_SLOTS_MIN       16
+uint32_t jobs_slots(const struct box_config *cfg, uint32_t world, uint32_t seg_bytes);
+
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
 		const struct job **out, char *err, size_t errlen);

@@ -105,12 +105,7 @@ int jobs_set_restore(struct jobs *js, const struct job *cj, const char *dir,
 
 const char *job_key_state(const struct job_key *k)
 {
-	return k->remove_mark ? "removing" : k->released ? "releasing" : "live";
-}
-
-static uint64_t world_bits(uint16_t world)
-{
-	return world >= 64 ? ~0ull : (1ull << world) - 1;
+	return k->remove_mark ? "removing" : k->nreleased ? "releasing" : "live";
 }
 
 /* EBUSY for a declaration of a key its rank released: it names the ranks
@@ -120,20 +115,21 @@ static int busy_released(const struct job *j, const struct job_key *k, uint32_t 
 {
 	char ranks[128] = "";
 	size_t len = 0;
-	uint64_t hold = ~k->released & world_bits(j->world);
+	struct rankset hold;
 
+	rankset_missing(&hold, &k->released, j->world);
 	if (k->remove_mark)
 		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being removed "
 			      "(every rank released it); declare it again in a moment",
 			      j->name, key);
 	for (unsigned r = 0; r < j->world && len + 8 < sizeof(ranks); r++)
-		if (hold >> r & 1)
+		if (rankset_has(&hold, r))
 			len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%s%u",
 						len ? ", " : "", r);
 	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being released: "
 		      "rank%s %s still hold%s it", j->name, key,
-		      __builtin_popcountll(hold) > 1 ? "s" : "", ranks,
-		      __builtin_popcountll(hold) > 1 ? "" : "s");
+		      rankset_count(&hold, j->world) > 1 ? "s" : "", ranks,
+		      rankset_count(&hold, j->world) > 1 ? "" : "s");
 }
 
 /* Post KEY_REMOVE where it is not posted yet; 1 once every lcore owning a
@@ -325,7 +321,7 @@ static uint64_t **alloc_marks(const struct jobs *js, const struct job *j, uint32
 
 	for (uint32_t i = 0; marks && i < n; i++) {
 		const struct job_key *k = job_key_find(j, keys[i]);
-		if ((k->released | 1ull << rank) != world_bits(j->world))
+		if (k->nreleased + !rankset_has(&k->released, rank) != j->world)
 			continue;
 		marks[i] = calloc(js->box->layout.nlcores, sizeof(*marks[i]));
 		if (!marks[i]) {
@@ -363,7 +359,7 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 		if (!k)
 			return errmsg(err, errlen, -ENOENT, "job %s has no key %" PRIu32,
 				      j->name, keys[i]);
-		if (k->released >> rank & 1)
+		if (rankset_has(&k->released, rank))
 			return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %"
 				      PRIu32 " released it already", j->name, keys[i], rank);
 		for (uint32_t o = 0; o < i; o++)
@@ -378,9 +374,10 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 			      " key%s (none was released)", j->name, n, n == 1 ? "" : "s");
 	for (uint32_t i = 0; i < n; i++) {
 		struct job_key *k = (struct job_key *)job_key_find(j, keys[i]);
-		if (!k->released)
+		if (!k->nreleased)
 			j->keys_releasing++;
-		k->released |= 1ull << rank;
+		rankset_add(&k->released, rank);
+		k->nreleased++;
 		if (!marks[i])
 			continue;
 		start_key_remove(js, j, k, marks[i]);
@@ -403,9 +400,10 @@ void jobs_keys_release_all(struct jobs *js, struct job *j)
 				     ": out of memory releasing it; it stays declared", j->name, k->key);
 			continue;
 		}
-		if (k->released)
+		if (k->nreleased)
 			j->keys_releasing--;
-		k->released = world_bits(j->world);
+		rankset_fill(&k->released, j->world);
+		k->nreleased = j->world;
 		start_key_remove(js, j, k, mark);
 	}
 }
@@ -764,7 +762,7 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
 				 j->name, a->key, a->dtype);
 	k = (struct job_key *)job_key_find(j, a->key);
-	if (k && (k->remove_mark || (k->released >> a->rank & 1))) {
+	if (k && (k->remove_mark || rankset_has(&k->released, a->rank))) {
 		return busy_released(j, k, a->key, err, errlen);
 	} else if (k) {
 		rc = check_same(j, k, a, err, errlen);
@@ -773,7 +771,7 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	}
 	if (rc < 0)
 		return rc;
-	k->declared |= 1ull << a->rank;
+	rankset_add(&k->declared, a->rank);
 	*out = k;
 	return 0;
 }

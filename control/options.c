@@ -63,7 +63,7 @@ const struct box_opt box_opts[] = {
 	{ .name = "max-jobs", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
 	  .min = 1, .max = ENGINE_MAX_JOBS / 2, FIELD(max_jobs),
 	  .help = "concurrent jobs" },
-	{ .name = "max-world", .type = BOX_OPT_UINT, .arg = "N", .def = "64",
+	{ .name = "max-world", .type = BOX_OPT_UINT, .arg = "N", .def = "1024",
 	  .min = 1, .max = ENGINE_MAX_WORLD, FIELD(max_world),
 	  .help = "workers per job" },
 	{ .name = "max-keys", .type = BOX_OPT_UINT, .arg = "N", .def = "4096",

@@ -29,6 +29,8 @@ size_t engine_job_mem_bytes(uint16_t world, uint32_t seg_bytes,
 	return ALIGN64((size_t)key_cap * sizeof(struct engine_key *)) +
 	       ALIGN64((size_t)nslots * sizeof(struct engine_slot)) +
 	       ALIGN64((size_t)nslots * sizeof(uint16_t)) +
+	       ALIGN64((size_t)world * sizeof(struct engine_worker)) +
+	       ALIGN64((size_t)world * sizeof(struct engine_rank)) +
 	       ALIGN64((size_t)nslots * world * 2 * sizeof(void *)) +
 	       (size_t)nslots * world * seg_bytes;
 }
@@ -160,6 +162,12 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	p += ALIGN64((size_t)d->nslots * sizeof(struct engine_slot));
 	j->free_slots = (uint16_t *)p;
 	p += ALIGN64((size_t)d->nslots * sizeof(uint16_t));
+	j->workers = (struct engine_worker *)p;
+	memset(p, 0, (size_t)d->world * sizeof(struct engine_worker));
+	p += ALIGN64((size_t)d->world * sizeof(struct engine_worker));
+	j->ranks = (struct engine_rank *)p;
+	memset(p, 0, (size_t)d->world * sizeof(struct engine_rank));
+	p += ALIGN64((size_t)d->world * sizeof(struct engine_rank));
 	const void **srcs = (const void **)p;
 	void **refs = (void **)p + (size_t)d->nslots * d->world;
 	p += ALIGN64((size_t)d->nslots * d->world * 2 * sizeof(void *));
@@ -464,7 +472,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 		__atomic_store_n(&sg->slot, j->free_slots[--j->nfree], __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		sl = &j->slots[sg->slot];
-		sl->have = 0;
+		rankset_clear(&sl->have, j->world);
 		sl->nhave = 0;
 		sl->key = k;
 		sl->seg = seg;
@@ -481,8 +489,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 	rk->notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
 	if (m->flags & WIRE_FLAG_RETX)
 		sl->retx = 1;
-	uint64_t bit = 1ull << m->rank;
-	if (sl->have & bit) {
+	if (rankset_has(&sl->have, m->rank)) {
 		e->c.dup_open++;
 		if (!rk->notice)
 			return ENGINE_ABSORBED;
@@ -508,7 +515,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 	rk->late_n++;
 	if (late > rk->late_max_ns[0])
 		rk->late_max_ns[0] = late;
-	sl->have |= bit;
+	rankset_add(&sl->have, m->rank);
 	sl->nhave++;
 	j->rx_bytes += nbytes;
 	e->c.pushes++;

@@ -139,6 +139,7 @@ struct pbox_req {
 	uint64_t progress_ns;                 /* last new result (or start) */
 	uint64_t wait_missing;                /* the last WAIT's ranks (the box has
 						 ours and waits for them), 0 none */
+	uint32_t wait_base;                   /* ... rank of its bit 0 (wire_notice base) */
 	bool late_noted;                      /* PBOX_DEBUG=INFO said it waits */
 	uint64_t redeclare_ns;                /* declare again then: the box said
 						 the key is still being released

@@ -563,14 +563,15 @@ static struct xslot *notice_slot(pbox_client *c, const struct wire_msg *m, uint3
 	return &c->x->slots[*idx];
 }
 
-/* "rank 0" / "ranks 0, 3" of missing into buf. */
-static void ranks_text(uint64_t missing, char *buf, size_t len)
+/* "rank 0" / "ranks 0, 3" of missing (bit r: rank base + r) into buf. */
+static void ranks_text(uint64_t missing, uint32_t base, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rank%s", missing & (missing - 1) ? "s" : "");
 
 	for (unsigned r = 0, first = 1; r < 64 && n < len; r++)
 		if (missing >> r & 1) {
-			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? " " : ", ", r);
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? " " : ", ",
+					      base + r);
 			first = 0;
 		}
 }
@@ -585,12 +586,13 @@ static void note_late(pbox_client *c, const struct wire_msg *m, const struct wir
 
 	/* the late ranks: missing from every segment the box holds of ours
 	 * (a rank missing from some is only behind in its window) */
-	uint64_t late = r->wait_missing & n->missing;
+	uint64_t late = r->wait_base == n->base ? r->wait_missing & n->missing : 0;
 	r->wait_missing = late ? late : n->missing;
+	r->wait_base = n->base;
 	if (r->late_noted || n->open_us < XFER_LATE_NOTE_US || !r->wait_missing)
 		return;
 	r->late_noted = true;
-	ranks_text(r->wait_missing, who, sizeof(who));
+	ranks_text(r->wait_missing, r->wait_base, who, sizeof(who));
 	note(KNOB_DEBUG_INFO, "job '%s' rank %d key %u round %u: waiting for %s (late %.1f s); "
 	     "the call waits up to its timeout, %u ms", c->job, c->rank, r->key, r->round, who,
 	     n->open_us / 1e6, c->opts.timeout_ms);
@@ -868,7 +870,7 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 		if (r->wait_missing) {
 			char who[128];
 			size_t n = strlen(msg);
-			ranks_text(r->wait_missing, who, sizeof(who));
+			ranks_text(r->wait_missing, r->wait_base, who, sizeof(who));
 			snprintf(msg + n, sizeof(msg) - n, "; the box has this rank's contribution "
 				 "and waits for %s", who);
 		}
