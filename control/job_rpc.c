@@ -112,7 +112,7 @@ RPC_HANDLER(rpc_job_join)
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
 					     "mtu", "join_secret", "max_bytes", "key_bytes",
 					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", "nonfinite",
-					     NULL };
+					     "placement", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	const char *nonfinite = "abort";
 	uint32_t port = 0;
@@ -137,7 +137,8 @@ RPC_HANDLER(rpc_job_join)
 				errlen)) ||
 	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &a.replace_wait_ms,
 				err, errlen)) ||
-	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)))
+	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)) ||
+	    (rc = rpc_param_str(params, "placement", 0, 16, &a.placement, err, errlen)))
 		return rc;
 	if ((rc = jobs_nonfinite_parse(nonfinite, err, errlen)) < 0)
 		return rc;
