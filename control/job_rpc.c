@@ -25,7 +25,7 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 	struct job_traffic t;
 
 	jobs_traffic(js, j, &t);
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+	json_t *e = json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
@@ -33,6 +33,13 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 			 "bytes_free_block", (json_int_t)arena_largest(&j->mem),
 			 "weight", (int)j->weight, "rounds", (json_int_t)t.rounds,
 			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
+	char hash[17];
+
+	if (e && j->placement_rank >= 0) {   /* job_join's, for a fleet's view */
+		snprintf(hash, sizeof(hash), "%016" PRIx64, j->placement);
+		json_object_set_new(e, "placement", json_string(hash));
+	}
+	return e;
 }
 
 /* The ranks j's open rounds wait for and for how long (jobs_watch). */
