@@ -45,8 +45,8 @@
  * is used: in percent of the share, plus whole partitions. */
 #define PLACE_SLACK_PCT 4
 #define PLACE_SLACK_PARTS 1
-#define PLACE_MAX_BOXES 1024
-#define PLACE_MAX_WEIGHT 1000
+#define PLACE_MAX_BOXES 128
+#define PLACE_MAX_WEIGHT 100
 #define PLACE_HASH_HEX 17     /* 16 hex digits and a NUL */
 
 /* One box of the fleet: its id as the ranks list it ("host:port"), and

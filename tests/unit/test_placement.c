@@ -433,7 +433,7 @@ static void compute__bad_input_named(void **state)
 	expect_err(four, 0, &k, 1, MIB, "no boxes");
 	expect_err(dup, 3, &k, 1, MIB, "box a:1 is listed twice (entries 0 and 2)");
 	expect_err(zero, 2, &k, 1, MIB, "box b:1 has weight 0");
-	expect_err(heavy, 1, &k, 1, MIB, "has weight 1001");
+	expect_err(heavy, 1, &k, 1, MIB, "has weight 101 (1..100)");
 	expect_err(noid, 2, &k, 1, MIB, "box 1 has no id");
 	expect_err(four, 4, &k, 1, 3, "partition size 3 bytes is smaller than key 1's 4-byte");
 	expect_err(four, 4, twice, 2, MIB, "key 3 is declared twice");
