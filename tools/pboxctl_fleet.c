@@ -165,6 +165,8 @@ static void row(struct table *t, const char *job, const struct fleet_box *b, con
 	tot->rounds += rounds;
 	tot->bytes += bytes;
 	tot->nacks += nacks;
+	if (strcmp(pl, "-") == 0)      /* no rank gave one (yet) on this box */
+		return;
 	if (!tot->placement)
 		tot->placement = pl;
 	else if (strcmp(tot->placement, pl) != 0)
