@@ -4,7 +4,9 @@
 # fleet: `pboxctl --box A,B jobs` shows a job on both boxes (a row per box,
 # the rounds a second of the one whose workers run, and a total of 2
 # boxes) and a job on one; `job show NAME` the same for one job; a third,
-# unreachable box is named (exit 3) without hiding the two others. On the
+# unreachable box is named (exit 3) without hiding the two others; a job
+# whose ranks joined the two boxes with different placement hashes is
+# shown with both and DIFFERS on its total. On the
 # second box, job_join's placement check: the first rank's hash binds the
 # job, a rank with another is refused naming both, and job_list shows it.
 set -u
@@ -101,6 +103,31 @@ in_wk "$BUILD/pboxctl" --box "$B1,$B2" --interval 200 job show fleetjob > "$WORK
 cat "$WORKDIR/show.txt"
 [ "$(grep -c '^fleetjob ' "$WORKDIR/show.txt")" = 3 ] || die "job show: not 2 boxes and a total"
 grep -q '^solo' "$WORKDIR/show.txt" && die "job show shows another job"
+
+# ranks that joined box 1 and box 2 with different placements (each box
+# alone cannot tell): the fleet view's total says DIFFERS
+ip netns exec "$NS_WK" python3 - "$B1" "$B2" > "$WORKDIR/hashjob.txt" 2>&1 <<'PY' &   # $!: python itself
+import json, socket, sys, time
+for i, box in enumerate(sys.argv[1:]):
+    host, port = box.split(":")
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall((json.dumps({"jsonrpc": "2.0", "id": 1, "method": "job_join", "params": {
+        "job": "hashjob", "rank": 0, "world": 2, "data_ip": "198.18.0.2",
+        "data_port": 42000, "placement": "%016x" % (0xaa + i)}}) + "\n").encode())
+    assert b'"result"' in s.makefile("rb").readline()
+    globals()["keep%d" % i] = s
+print("joined", flush=True)
+time.sleep(20)
+PY
+PIDS+=($!)
+for _ in $(seq 50); do grep -q joined "$WORKDIR/hashjob.txt" && break; sleep 0.1; done
+in_wk "$BUILD/pboxctl" --box "$B1,$B2" --interval 100 job show hashjob > "$WORKDIR/hash.txt" ||
+	{ cat "$WORKDIR/hashjob.txt"; die "pboxctl --box job show hashjob failed"; }
+cat "$WORKDIR/hash.txt"
+grep -q '^hashjob .*00000000000000aa$' "$WORKDIR/hash.txt" &&
+grep -q '^hashjob .*00000000000000ab$' "$WORKDIR/hash.txt" &&
+grep -q '^hashjob .*total (2 of 2 boxes).*DIFFERS$' "$WORKDIR/hash.txt" ||
+	die "the view does not show the boxes' different placements"
 
 # a box that cannot be reached: named, exit 3, the two others still shown
 in_wk "$BUILD/pboxctl" --box "$B1,198.18.2.1:7999,$B2" --interval 100 --timeout 1000 jobs \
