@@ -25,7 +25,7 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 	struct job_traffic t;
 
 	jobs_traffic(js, j, &t);
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+	json_t *e = json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
@@ -33,6 +33,13 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 			 "bytes_free_block", (json_int_t)arena_largest(&j->mem),
 			 "weight", (int)j->weight, "rounds", (json_int_t)t.rounds,
 			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
+	char hash[17];
+
+	if (e && j->placement_rank >= 0) {   /* job_join's, for a fleet's view */
+		snprintf(hash, sizeof(hash), "%016" PRIx64, j->placement);
+		json_object_set_new(e, "placement", json_string(hash));
+	}
+	return e;
 }
 
 /* The ranks j's open rounds wait for and for how long (jobs_watch). */
@@ -113,7 +120,7 @@ RPC_HANDLER(rpc_job_join)
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
 					     "mtu", "join_secret", "max_bytes", "key_bytes",
 					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", "nonfinite",
-					     NULL };
+					     "placement", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	const char *nonfinite = "abort";
 	uint32_t port = 0;
@@ -138,7 +145,8 @@ RPC_HANDLER(rpc_job_join)
 				errlen)) ||
 	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &a.replace_wait_ms,
 				err, errlen)) ||
-	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)))
+	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)) ||
+	    (rc = rpc_param_str(params, "placement", 0, 16, &a.placement, err, errlen)))
 		return rc;
 	if ((rc = jobs_nonfinite_parse(nonfinite, err, errlen)) < 0)
 		return rc;

@@ -351,6 +351,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->world = (uint16_t)world;
 	j->weight = weight ? weight : 1;
+	j->placement_rank = -1;
 	j->created = clock_s();
 	j->log_peer = js->box->log_peer;
 	j->seg_bytes = seg_bytes;
@@ -747,9 +748,34 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 	return 0;
 }
 
+/* The joiner's key placement hash against the one the job keeps (the
+ * first given): every rank of a fleet job must compute the same
+ * placement (docs/protocol.md "Fleet placement"). NULL: an older client,
+ * not checked. *h is the parsed hash. */
+static int placement_check(const struct job *j, const struct jobs_join_args *a, uint64_t *h,
+			   char *err, size_t errlen)
+{
+	char *end;
+
+	if (!a->placement)
+		return 0;
+	if (strlen(a->placement) != 16 || strspn(a->placement, "0123456789abcdefABCDEF") != 16)
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s placement \"%.32s\" "
+				 "is not 16 hex digits", j->name, a->rank, a->placement);
+	*h = strtoull(a->placement, &end, 16);
+	if (j->placement_rank >= 0 && *h != j->placement)
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s key placement "
+				 "(hash %016" PRIx64 ") differs from rank %" PRId32 "'s (%016"
+				 PRIx64 "): every rank must list the same boxes in the same order "
+				 "and declare the same keys", j->name, a->rank, *h,
+				 j->placement_rank, j->placement);
+	return 0;
+}
+
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	      const struct job **out, char *err, size_t errlen)
 {
+	uint64_t placement = 0;
 	struct job *j = (struct job *)jobs_find(js, a->name ? a->name : "");
 	int created = 0, rc;
 
@@ -791,9 +817,15 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	}
 	if (rc == 0)
 		rc = check_rank(js, j, a, err, errlen);
+	if (rc == 0)
+		rc = placement_check(j, a, &placement, err, errlen);
 	bool replacing = rc == 0 && j->ranks[a->rank].lost_at != 0;
 	if (rc == 0)
 		rc = add_rank(js, j, a, err, errlen);
+	if (rc == 0 && a->placement && j->placement_rank < 0) {
+		j->placement = placement;
+		j->placement_rank = (int32_t)a->rank;
+	}
 	if (rc == 0 && replacing)
 		reset_for(js, j, a->rank);
 	if (rc < 0 && created)

@@ -136,6 +136,10 @@ struct job {
 	char restore[JOB_RESTORE_MAX + 1]; /* PS keys load their checkpoints from
 				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
+	uint64_t placement;        /* the key placement's hash the first rank
+				      that gave one joined with (job_join's
+				      "placement"); valid if placement_rank >= 0 */
+	int32_t placement_rank;    /* that rank, -1: none given yet */
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
 	uint8_t kept;              /* made by job_create: outlives its ranks,
 				      until job_abort or empty for --join-wait-ms */
@@ -253,6 +257,8 @@ struct jobs_join_args {
 				  often (0: none promised) */
 	uint32_t replace_wait_ms; /* the job's replacement window if this join
 				     creates it (0: none) */
+	const char *placement; /* hash of the rank's key placement over a fleet
+				  (16 hex digits), NULL: not checked */
 };
 
 /*
@@ -262,7 +268,9 @@ struct jobs_join_args {
  * Returns 0 and *out, or -EACCES (join secret missing or wrong), -EINVAL
  * (world differs from the job's,
  * rank outside [0, world), MTU too small for the job's segments, data
- * address 0 or used by another rank), -EEXIST (rank already joined),
+ * address 0 or used by another rank, placement not 16 hex digits or not
+ * the one the job's first rank that gave one joined with), -EEXIST (rank
+ * already joined),
  * -ENOSPC, -ENOMEM, -EAGAIN (as jobs_create), -ECONNABORTED (job aborted).
  */
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,

@@ -44,6 +44,10 @@ const struct box_opt box_opts[] = {
 	{ .name = "metrics", .type = BOX_OPT_HOSTPORT, .arg = "ADDR:PORT", .def = NULL,
 	  FIELD(metrics),
 	  .help = "serve Prometheus metrics over HTTP (GET /metrics); none = off" },
+	{ .name = "box-id", .type = BOX_OPT_STRING, .arg = "ID", .def = NULL,
+	  FIELD(box_id),
+	  .help = "this box's name in the metrics' box label, one box of a fleet told from "
+		  "another; none = --control's ADDR:PORT (the host name for 0.0.0.0)" },
 	{ .name = "rpc-socket", .type = BOX_OPT_STRING, .arg = "PATH", .def = "/run/pbox/pboxd.sock",
 	  FIELD(rpc_socket),
 	  .help = "JSON-RPC Unix socket for local operators; none = off" },

@@ -695,6 +695,43 @@ static void join__secret(void **state)
 	jobs_tick(t->js);
 }
 
+static int join_placement(struct t *t, const char *name, uint32_t rank, const char *placement)
+{
+	struct jobs_join_args a = { .name = name, .rank = rank, .world = 4,
+				    .ip = 0x0A000001u + rank, .port = (uint16_t)(40000 + rank),
+				    .mtu = 1500, .session = (void *)(uintptr_t)(rank + 1),
+				    .placement = placement };
+	const struct job *dummy;
+	return jobs_join(t->js, &a, &dummy, t->err, sizeof(t->err));
+}
+
+/* The first key placement hash given binds the job: a rank with another
+ * is refused naming both ranks and hashes; a rank with none (an older
+ * client) is not checked; a malformed one is refused. */
+static void join__placement_hash(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join_placement(t, "fleet", 1, NULL), 0);   /* not checked */
+	assert_int_equal(join_placement(t, "fleet", 0, "00c0ffee00c0ffee"), 0);
+	assert_int_equal(join_placement(t, "fleet", 2, "00c0ffee00c0ffef"), -EINVAL);
+	assert_string_equal(t->err, "job fleet: rank 2's key placement (hash 00c0ffee00c0ffef) "
+			    "differs from rank 0's (00c0ffee00c0ffee): every rank must list the "
+			    "same boxes in the same order and declare the same keys");
+	assert_int_equal(join_placement(t, "fleet", 2, "c0ffee"), -EINVAL);
+	assert_non_null(strstr(t->err, "rank 2's placement \"c0ffee\" is not 16 hex digits"));
+	assert_int_equal(join_placement(t, "fleet", 2, "00c0ffee00c0ffeg"), -EINVAL);
+	assert_non_null(strstr(t->err, "is not 16 hex digits"));
+	assert_int_equal(join_placement(t, "fleet", 2, "00C0FFEE00C0FFEE"), 0);   /* any case */
+	assert_int_equal(join_placement(t, "fleet", 3, NULL), 0);
+	const struct job *j = jobs_find(t->js, "fleet");
+	assert_int_equal(j->njoined, 4);
+	assert_int_equal(j->placement_rank, 0);
+	for (uintptr_t s = 1; s <= 4; s++)
+		jobs_session_closed(t->js, (void *)s);
+	jobs_tick(t->js);
+}
+
 /* Ranks that have not joined get --join-wait-ms from the job's creation;
  * then the job is aborted naming them. A job no rank joined (job_create)
  * is removed. */
@@ -1091,6 +1128,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__placement_hash, setup, teardown),
 		cmocka_unit_test_setup_teardown(watch__join_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(watch__join_wait_wide_job_keeps_the_cause, setup,
 						teardown),
