@@ -4,7 +4,7 @@
 # "A box restart"), against the real pboxd on DPDK net_af_packet: 4 ranks
 # train through a kill -9 of pboxd, started again 1 s later on the same
 # addresses (tests/integration/restart_prog.c):
-#  1. dense: 40 allreduces of 1 MiB, each step's input made from the last
+#  1. dense: 30 allreduces of 1 MiB, each step's input made from the last
 #     result; pboxd killed after step 12: every rank rejoins (pbox_stats
 #     rejoins 1), sends the results it holds as FINAL pushes, and the
 #     digest of every step's result equals an uninterrupted run's on every
@@ -13,7 +13,11 @@
 #     --checkpoint-every 1; pboxd killed after step 12: the step in flight
 #     fails PBOX_EAGAIN, the ranks read the restored step, replay from it
 #     and finish with the weights of an uninterrupted run;
-#  3. PBOX_RESUME=off: the same kill fails every rank at once with
+#  3. BoxOptimizer (torch, SGD with momentum, replay_steps=64): after the
+#     restart every rank pushes again the steps the box's checkpoint
+#     lacks; the final parameters equal an uninterrupted run's (skipped
+#     without torch);
+#  4. PBOX_RESUME=off: the same kill fails every rank at once with
 #     "lost the control connection".
 # The time from the kill to training going on is printed (the first
 # progress after the restart).
@@ -29,7 +33,7 @@ mkdir -m 0700 "$CK"
 BOX_OPTS=(--checkpoint-dir "$CK" --checkpoint-every 1)
 box_start af_packet "${BOX_OPTS[@]}"
 
-STEPS=40
+STEPS=30
 N=262144
 # run TAG MODE [ENV...]: 4 ranks in the background (RUN_PIDS)
 run() {
@@ -96,7 +100,39 @@ grep -q "^restored " "$WORKDIR/ps.0.log" || die "rank 0 did not report a restore
 [ "$GOT" = "$REF" ] || die "PS after a restart: digests $GOT, uninterrupted $REF ($(grep -h restored "$WORKDIR"/ps.*.log))"
 log "PS: killed at step $KILL_STEP, $(grep -h '^restored' "$WORKDIR/ps.0.log"), went on ${BACK_S} s after the kill; final weights equal the uninterrupted run's ($REF)"
 
-# ---- 3. PBOX_RESUME=off: the old behaviour, at once ----
+# ---- 3. BoxOptimizer replays what the checkpoint lacks ----
+PY=${PYTHON:-/usr/bin/python3}
+if timeout 60 "$PY" -c "import torch" 2>/dev/null; then
+	use_python_package
+	# pyrun TAG: 4 ranks in the background (RUN_PIDS)
+	pyrun() {
+		local tag=$1
+		RUN_PIDS=()
+		for r in 0 1 2 3; do
+			in_wk env PBOX_CONTROL="$CONTROL" PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
+				timeout 180 "$PY" tests/integration/restart_box_optimizer.py $r 4 "$tag" 40 \
+				"$WORKDIR/$tag.$r.step" > "$WORKDIR/$tag.$r.log" 2>&1 &
+			RUN_PIDS+=($!); PIDS+=($!)
+		done
+	}
+	pyrun bo-ref
+	wait_run || die "uninterrupted BoxOptimizer run failed: $(tail -n 5 "$WORKDIR"/bo-ref.*.log)"
+	REF=$(digests bo-ref)
+	[ "$(echo "$REF" | wc -l)" = 1 ] || die "BoxOptimizer digests differ without a restart: $REF"
+	pyrun bo
+	for _ in $(seq 300); do ls "$CK"/bo/key-*.pboxckpt > /dev/null 2>&1 && break; sleep 0.1; done
+	ls "$CK"/bo/key-*.pboxckpt > /dev/null 2>&1 || die "no periodic checkpoint of job bo in $CK/bo"
+	kill_restart bo "$(( $(step_of bo) + 5 ))"
+	wait_run || die "BoxOptimizer training did not survive the restart: $(tail -n 5 "$WORKDIR"/bo.*.log)"
+	GOT=$(digests bo)
+	grep -q "^replays 1 " "$WORKDIR/bo.0.log" || die "rank 0 did not replay: $(cat "$WORKDIR/bo.0.log")"
+	[ "$GOT" = "$REF" ] || die "BoxOptimizer after a restart: digests $GOT, uninterrupted $REF"
+	log "BoxOptimizer: killed at step $KILL_STEP, went on ${BACK_S} s after the kill, replayed the steps since the box's checkpoint; final parameters equal the uninterrupted run's ($REF)"
+else
+	log "SKIP part 3: $PY cannot import torch (apt-get install python3-torch)"
+fi
+
+# ---- 4. PBOX_RESUME=off: the old behaviour, at once ----
 run off dense PBOX_RESUME=off
 NO_WAIT=1 kill_restart off 5
 wait_run && die "with PBOX_RESUME=off the ranks survived a restart"

@@ -263,7 +263,7 @@ static void check_twelve_keys(struct box_inproc *b, void *arg)
 
 	*ok = j && j->nkeys == 12;
 	for (uint32_t i = 0; *ok && i < j->nkeys; i++)
-		*ok = j->keys[i].declared == 3 && j->keys[i].key == 100 + i;
+		*ok = j->keys[i].declared.w[0] == 3 && j->keys[i].key == 100 + i;
 }
 
 static void keys__many_in_flight_small_window(void **state)
