@@ -205,10 +205,16 @@ static int rejoin_keys(pbox_client *c, const char *why)
 			continue;
 		}
 		bool resumes = ks->shadow && (!ks->req || !ks->req->gk);
-		if (!resumes && ks->req)   /* (its key stays: declared again below) */
+		if (!resumes && ks->req) {   /* (its key stays: declared again below) */
+			/* a kept key's call made again is the same round: the
+			 * ranks that finished it hand its results over (FINAL) */
+			bool again = ks->shadow && ks->req->state == REQ_STREAMING;
 			progress_finish(c, ks->req, PBOX_EAGAIN, "job '%s' rank %d key %u: %s during "
 					"the call (round %u); this kind of call cannot resume: call "
 					"again", c->job, c->rank, ks->key, why, ks->round);
+			if (again)
+				ks->round--;
+		}
 		int rc = declare_again(c, ks, resumes ? lowest_round(ks) : 0);
 		if (rc < 0)
 			return rc;
