@@ -91,7 +91,7 @@ struct client_ext {
 
 struct pbox_client {
 	/* set by pbox_connect, read-only afterwards */
-	char control[128];
+	char control[1024];          /* "host:port", or a fleet's list of them */
 	char job[64];
 	int rank, world;
 	pbox_opts opts;
@@ -139,6 +139,12 @@ struct pbox_client {
 	const struct client_ext *ext[CLIENT_EXT_MAX]; /* (under lock) */
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
+	/* a fleet of boxes (ops/fleet.c): c has no box of its own, its calls
+	 * go to the clients of its boxes, one each */
+	struct fleet *fleet;
+	pbox_client **subs;          /* nsubs clients, one per box, in list order */
+	unsigned nsubs;
+	char placement[17];          /* job_join's "placement" hash, "" none */
 };
 
 static inline void stat_add(uint64_t *ctr, uint64_t n)

@@ -28,6 +28,8 @@ json_t *client_join_params(pbox_client *c)
 				   "heartbeat_ms", CLIENT_HEARTBEAT_MS);
 	if (params && replace_ms)
 		json_object_set_new(params, "replace_wait_ms", json_integer((json_int_t)replace_ms));
+	if (params && c->placement[0])   /* a fleet's box (ops/fleet.c) */
+		json_object_set_new(params, "placement", json_string(c->placement));
 	if (params && c->secret[0])   /* (checked by pbox_connect) */
 		json_object_set_new(params, "join_secret", json_string(c->secret));
 	/* The box caps both (--max-job-bytes) but takes no more than its

@@ -85,6 +85,11 @@ enum req_state {
 
 struct pbox_req {
 	pbox_client *c;
+	struct pbox_req **kids;               /* a fleet's call (ops/fleet.c): the
+						 calls on its boxes' clients, each
+						 waited for by pbox_wait; nkids 0:
+						 an ordinary call */
+	uint32_t nkids;
 	uint32_t key;
 	const struct req_op *op;              /* its kind */
 	uint8_t dtype;                        /* of src (PS init: f32) */
@@ -168,6 +173,10 @@ struct rpc_pending {
  * dtype, or f32 for PS keys). 0 or PBOX_EINVAL with c's message. */
 int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 	      pbox_dtype dtype, unsigned layout);
+/* A fleet's call on c made of the calls kids[0..n) on its boxes' clients
+ * (taken: freed with it); NULL with PBOX_ENOMEM's message (the kids are
+ * waited for and freed). */
+struct pbox_req *req_group(pbox_client *c, struct pbox_req **kids, uint32_t n);
 /* A zeroed request of op for key, or NULL with PBOX_ENOMEM's message set
  * on c. */
 struct pbox_req *req_new(pbox_client *c, uint32_t key, const struct req_op *op);

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "client/core/knobs.h"
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 #include "client/transport/net.h"
 #include "common/secret.h"
 
@@ -287,8 +287,8 @@ static int start_thread(pbox_client *c)
 	return 0;
 }
 
-int pbox_connect(const char *control, const char *job, int rank, int world,
-		 const pbox_opts *opts, pbox_client **out)
+int client_connect_box(const char *control, const char *job, int rank, int world,
+		       const pbox_opts *opts, const char *placement, pbox_client **out)
 {
 	pbox_client *c;
 	char err[CLIENT_MSG_LEN];
@@ -299,6 +299,8 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 	*out = c = client_alloc();
 	if (!c)
 		return PBOX_ENOMEM;
+	if (placement)
+		snprintf(c->placement, sizeof(c->placement), "%s", placement);
 	rc = check_args(c, control, job, rank, world, opts);
 	if (rc == 0) {
 		uint32_t t = c->opts.timeout_ms < CLIENT_CONNECT_MAX_MS ? c->opts.timeout_ms
@@ -315,6 +317,24 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 		rc = start_thread(c);
 	client_debug_joined(c, rc);
 	return rc;
+}
+
+int pbox_connect(const char *control, const char *job, int rank, int world,
+		 const pbox_opts *opts, pbox_client **out)
+{
+	const char *list = control && *control ? control : knob_text(KNOB_CONTROL);
+	pbox_client *c;
+
+	if (!out)
+		return PBOX_EINVAL;
+	if (!fleet_listed(list))
+		return client_connect_box(control, job, rank, world, opts, NULL, out);
+	/* a fleet: a client per box (fleet.c), each given the caller's opts */
+	*out = c = client_alloc();
+	if (!c)
+		return PBOX_ENOMEM;
+	int rc = check_args(c, control, job, rank, world, opts);
+	return rc < 0 ? rc : fleet_connect(c, opts);
 }
 
 static void stop_thread(pbox_client *c)
@@ -348,6 +368,14 @@ void pbox_close(pbox_client *c)
 {
 	if (!c)
 		return;
+	if (c->fleet || c->nsubs) {   /* a fleet: no box of its own */
+		fleet_close(c);
+		free(c->lrs);
+		pthread_cond_destroy(&c->done_cond);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return;
+	}
 	stop_thread(c);
 	client_debug_closing(c);
 	leave_job(c);
@@ -371,5 +399,7 @@ void pbox_close(pbox_client *c)
 
 const char *pbox_transport_info(const pbox_client *c)
 {
+	if (c && c->nsubs)   /* a fleet: its first box's */
+		return pbox_transport_info(c->subs[0]);
 	return c && c->tp.ops ? c->tp.info : "";
 }

@@ -121,7 +121,7 @@ static int same_endpoints(pbox_client *c, char *err, size_t errlen)
 	}
 	json_decref(res);
 	if (!same) {
-		snprintf(err, errlen, "box %s came back with other data endpoints or another "
+		snprintf(err, errlen, "box %.200s came back with other data endpoints or another "
 			 "wire protocol version", c->control);
 		return PBOX_EPROTO;
 	}
@@ -144,7 +144,7 @@ static int rejoin(pbox_client *c, char *err, size_t errlen)
 		return rc;
 	}
 	if (c->seg_bytes != seg) {
-		snprintf(err, errlen, "box %s came back with %u-byte segments, not %u", c->control,
+		snprintf(err, errlen, "box %.200s came back with %u-byte segments, not %u", c->control,
 			 c->seg_bytes, seg);
 		return PBOX_EPROTO;
 	}

@@ -14,6 +14,11 @@
  *       PBOX_EAGAIN (the box restarted) asks the box which step it
  *       restored (pbox_ps_read's steps), takes its weights (pbox_ps_init
  *       again) and replays from there; the digest is of the final weights
+ *   restart_prog CONTROL JOB RANK WORLD topk STEPS N PROGRESS
+ *       key 3, N floats, pbox_allreduce_topk at density 0.05 with error
+ *       feedback, the input made from the last result as dense's; the
+ *       digest is over every step's result
+ * (test_fleet.sh runs the three over a fleet of boxes: CONTROL a list.)
  * STEP_MS in the environment: a pause after each step (ms).
  * PROGRESS: a file this rank rewrites with its step number after each
  * step. Prints "digest HEX", "rejoins R finals F", and for ps
@@ -57,16 +62,21 @@ static int fail(pbox_client *c, const char *what, int step)
 	return 1;
 }
 
-static int dense(pbox_client *c, int rank, int world, int steps, size_t n, const char *prog)
+static int dense(pbox_client *c, int rank, int world, int steps, size_t n, const char *prog,
+		 int topk)
 {
+	pbox_topk_opts t;
 	float *x = malloc(n * sizeof(float));
 	uint64_t h = 0xcbf29ce484222325ull;
 
+	pbox_topk_opts_init(&t);
+	t.density = 0.05;
 	for (size_t i = 0; i < n; i++)
 		x[i] = (float)((rank + 1) * ((i % 97) + 1)) * 0.01f;
 	for (int s = 0; s < steps; s++) {
-		if (pbox_allreduce(c, 1, x, n, PBOX_F32) != 0)
-			return fail(c, "allreduce", s);
+		if ((topk ? pbox_allreduce_topk(c, 3, x, n, PBOX_F32, &t)
+			  : pbox_allreduce(c, 1, x, n, PBOX_F32)) != 0)
+			return fail(c, topk ? "allreduce_topk" : "allreduce", s);
 		h = fnv(h, x, n * sizeof(float));
 		for (size_t i = 0; i < n; i++)
 			x[i] = x[i] / (float)world * 0.5f + (float)(rank + 1) * 0.001f * (float)(i % 13);
@@ -126,7 +136,7 @@ int main(int argc, char **argv)
 	pbox_stats st;
 
 	if (argc < 9)
-		return fprintf(stderr, "usage: restart_prog CONTROL JOB RANK WORLD dense|ps STEPS N "
+		return fprintf(stderr, "usage: restart_prog CONTROL JOB RANK WORLD dense|ps|topk STEPS N "
 			       "PROGRESS\n"), 2;
 	int rank = atoi(argv[3]), world = atoi(argv[4]), steps = atoi(argv[6]);
 	size_t n = strtoull(argv[7], NULL, 10);
@@ -136,7 +146,8 @@ int main(int argc, char **argv)
 	if (pbox_connect(argv[1], argv[2], rank, world, &opts, &c) != 0)
 		return fail(c, "connect", 0);
 	int rc = strcmp(argv[5], "ps") == 0 ? ps(c, rank, steps, n, argv[8])
-					    : dense(c, rank, world, steps, n, argv[8]);
+					    : dense(c, rank, world, steps, n, argv[8],
+						    strcmp(argv[5], "topk") == 0);
 	pbox_get_stats(c, &st);
 	printf("rejoins %llu finals %llu\n", (unsigned long long)st.rejoins,
 	       (unsigned long long)st.finals_sent);
