@@ -19,7 +19,8 @@
 
 const struct knob knobs[KNOB_COUNT] = {
 	[KNOB_CONTROL] = { .name = "PBOX_CONTROL", .parse = NULL,
-	  .takes = "the box's control address, host:port",
+	  .takes = "the box's control address, host:port, or a fleet's list of them "
+		   "(a:7470,b:7470)",
 	  .field = NULL, .when = KNOB_READ, .dflt = "", .dval = 0,
 	  .doc = "the box's control address when pbox_connect's control is NULL or "
 		    "empty" },

@@ -12,7 +12,10 @@
 #     summed contributions;
 #  2. a fleet of 3: dense, the same digest;
 #  3. bad lists: a box listed twice, and an unreachable box, fail
-#     pbox_connect naming the box.
+#     pbox_connect naming the box;
+#  4. torch's "pbox" backend over the fleet of 3 (torchrun, 4 ranks): every
+#     collective exact against each rank's reference
+#     (torch_backend_check.py --part coll; skipped without torch).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -111,5 +114,24 @@ in_wk env PBOX_TIMEOUT=3s timeout 30 "$WORKDIR/restart_prog" "$CONTROL,198.18.1.
 grep -q "box 198.18.1.1:7999 (2 of 2)" "$WORKDIR/down.log" ||
 	die "an unreachable box: no error naming it: $(cat "$WORKDIR/down.log")"
 log "bad lists named: $(head -c 200 "$WORKDIR/dup.log" | tr '\n' ' ') / $(head -c 200 "$WORKDIR/down.log" | tr '\n' ' ')"
+# ---- 4. the torch backend over the fleet ----
+PY=${PYTHON:-/usr/bin/python3}
+if timeout 60 "$PY" -c "import torch" 2>/dev/null; then
+	use_python_package
+	timeout -k 5 240 ip netns exec "$NS_WK" env -u PBOX_JOB -u TORCHELASTIC_RUN_ID \
+		PBOX_CONTROL="$BOXES" PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
+		"$PY" -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+		--master_port 29650 --redirects 1 --tee 1 --log_dir "$WORKDIR/tr-fleet" \
+		tests/integration/torch_backend_check.py --part coll --steps 1 \
+		> "$WORKDIR/torch.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] || ! grep -q 'backend coll: [0-9]* passed, 0 failed' "$WORKDIR/torch.log"; then
+		tail -30 "$WORKDIR/torch.log"
+		die "torch backend over 3 boxes: rc=$rc"
+	fi
+	log "torch backend over 3 boxes: $(grep -o 'backend coll: [0-9]* passed, 0 failed' "$WORKDIR/torch.log" | head -1)"
+else
+	log "SKIP part 4: $PY cannot import torch (apt-get install python3-torch)"
+fi
 box_stop || die "pboxd did not stop cleanly"
 log "PASS test_fleet"
