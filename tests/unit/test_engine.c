@@ -189,6 +189,33 @@ static void final__completes_open_round_jumps_and_acks(void **state)
 	assert_int_equal(k->segs[0].done, 7);
 }
 
+/* A box restarted (its job made again by the ranks' rejoin: the same id,
+ * a new token): a contribution or a FINAL push of the earlier life is
+ * dropped for its token, never summed or taken as a result, and the new
+ * life's round completes from its own pushes only. */
+static void final__earlier_incarnation_never_mixes(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f, res = 99.0f, got;
+	/* the job as the rejoin made it again (same id); the earlier life's
+	 * token was another (job_join draws each one anew) */
+	uint64_t old = f->token ^ 0x5A5A5A5A5A5A5A5Aull;
+
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	for (uint16_t r = 0; r < 3; r++)
+		assert_int_equal(push(f, push_hdr(f, r, 7, 0, 1, 1), &v, &out), ENGINE_ABSORBED);
+	struct wire_msg m = push_hdr(f, 3, 7, 0, 1, 1);
+	m.token = old;   /* rank 3's copy from before the restart */
+	assert_int_equal(push(f, m, &res, &out), -DROP_BAD_TOKEN);
+	m.flags = WIRE_FLAG_FINAL;
+	assert_int_equal(push(f, m, &res, &out), -DROP_BAD_TOKEN);
+	assert_int_equal(f->e.c.finals, 0);
+	assert_int_equal(push(f, push_hdr(f, 3, 7, 0, 1, 1), &v, &out), ENGINE_SEND_ALL);
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 4.0f);
+}
+
 /* FINAL pushes only where every rank gets the whole result: not a PS,
  * sparse or scatter key's, and with the segment's count. */
 static void final__refused_where_it_cannot_apply(void **state)
@@ -929,6 +956,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recovery__marks_only_when_congested_and_for_notice_ranks, setup, teardown),
 		cmocka_unit_test_setup_teardown(final__completes_open_round_jumps_and_acks, setup, teardown),
 		cmocka_unit_test_setup_teardown(final__refused_where_it_cannot_apply, setup, teardown),
+		cmocka_unit_test_setup_teardown(final__earlier_incarnation_never_mixes, setup, teardown),
 		cmocka_unit_test_setup_teardown(world__1024_ranks_sum_wait_and_progress, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
