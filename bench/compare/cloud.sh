@@ -19,6 +19,8 @@
 # build/compare-cloud. Each set's compare.sh output goes to DIR/NAME/; then
 # DIR/cloud.txt has every set's table (with the model's bounds) and
 # DIR/cloud.png the measured times against the bounds (plot_cloud.py).
+# Every run (one system, N and rep) may take up to COMPARE_RUN_TIMEOUT
+# seconds (default here 900: the box-limited sets are slow by design).
 # Needs root, as compare.sh. Exit status 1 if a set failed (the others
 # still run).
 set -u
@@ -50,7 +52,7 @@ for set in "${SETS[@]}"; do
 	      --systems "$SYSTEMS" --out "$OUT/$name")
 	[ "$box" = - ] || args+=(--box-rate "$box")
 	echo "cloud: $name: compare.sh ${args[*]}"
-	BUILD=$BUILD PYTHON=$PY bash bench/compare/compare.sh "${args[@]}" > "$OUT/$name.log" 2>&1 ||
+	BUILD=$BUILD PYTHON=$PY COMPARE_RUN_TIMEOUT=${COMPARE_RUN_TIMEOUT:-900} bash bench/compare/compare.sh "${args[@]}" > "$OUT/$name.log" 2>&1 ||
 		{ FAILED+=("$name"); echo "cloud: $name failed (see $OUT/$name.log)"; }
 	{
 		echo "## $name: compare.sh ${args[*]}"

@@ -9,6 +9,7 @@
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
 #                            [--timeout S] [--topk D] [--topk-local L]
+#                            [--shape RATE] [--box-rate RATE] [--boxes K]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -18,9 +19,11 @@
 # Topology (--topology):
 #   hosts    (default) every worker rank in its own network namespace with
 #            its own veth (eth0, 198.18.0.10+rank/24) on one bridge, as
-#            separate hosts on one switch; the box's DPDK port and its
-#            management interface (198.18.0.254, control) on the same
-#            bridge. All three systems cross the same veths and bridge.
+#            separate hosts on one switch; the box's DPDK port (data
+#            198.18.0.1) and its management interface (198.18.0.240,
+#            control) on the same bridge; with --boxes K, box k at
+#            198.18.0.(1+k) and 198.18.0.(240+k), each in its own
+#            namespace. All three systems cross the same veths and bridge.
 #   shared   all ranks in the one workers' namespace of
 #            tests/integration/lib.sh (topo_up): pbox crosses its veth, but
 #            the kernel carries OpenMPI's and Gloo's traffic between local
@@ -107,8 +110,8 @@
 #     --udp-offload), so those are wire frames already.
 #   Every frame meets exactly one of these rules: PCT% each way. Spared
 #   (the issue's loss is on the data path, not on set-up or control):
-#   pbox's control connection (to and from the box's management address
-#   198.18.0.254), OpenMPI's PMIx/out-of-band traffic with mpirun
+#   pbox's control connection (to and from the boxes' management addresses
+#   198.18.0.240+k), OpenMPI's PMIx/out-of-band traffic with mpirun
 #   (198.18.0.250, on br0 itself: ranks->mpirun never crosses a rule), and
 #   Gloo's TCPStore rendezvous (TCP port 29600-29999 on rank 0). ARP and
 #   IPv6 pass. Counters on every rule; after each system's block the
@@ -130,6 +133,55 @@
 #     (the oversize counter counts them). TCP's baseline is untouched, but
 #     at the same PCT it sees ~44x fewer loss events per byte than pbox.
 #   The two bracket a real network; run both to show the spread.
+# --shape RATE (hosts topology): every rank's link RATE each way (tc's
+#   units, powers of 1000: 1gbit, 500mbit, 2.5gbit; at least 1mbit), for
+#   all systems and every transport. Both directions are shaped on the
+#   switch's side of the rank's veth (in the bridge's namespace), so what
+#   the rank's own stack does (kernel UDP, TCP, AF_XDP, which skips the
+#   rank's qdiscs) does not matter: toward the rank a tbf on the port's
+#   egress; from the rank the port's ingress (tc qdisc ingress, a u32
+#   filter `match u32 0 0`, action mirred egress redirect) to an ifb
+#   device (ifbwR) with the same tbf. (The kernel here has no netem and no
+#   matchall or flower classifier.) Each tbf: burst max(64 KiB, 1 ms at
+#   RATE) (measured, one TCP stream at MTU 9000 through two shaped links,
+#   1 Gbit/s: burst 16 KiB 0.983, 64 KiB 0.988, 512 KiB 1.002 of RATE; a
+#   64 MiB call takes 0.54 s, against which 64-128 KiB at line rate is
+#   0.1-0.2%), limit max(4 MiB, COMPARE_SHAPE_LIMIT_MS (default 50) ms at
+#   RATE) queued bytes: pbox has no congestion control, its window (64-128
+#   segments of 8.9 KiB) arrives at a port as a burst, and with shallower
+#   queues its calls lost segments at the tbf and took up to 3.8x the
+#   bound (docs/performance.md). A deep-buffered port, as a cloud VM's
+#   rate limiter; TCP is indifferent to it. Once the links are up,
+#   one TCP stream rank 0 -> rank 1 (bench/compare/tcp_rate.py, half a
+#   second's worth) checks the shaping: info.txt gives its goodput against
+#   RATE (a WARNING outside 0.90-1.05). At the end logs/shape-stats.txt has
+#   every shaped link's bytes and drops each way ("PORT down B bytes D
+#   drops up B bytes D drops"), logs/tc-qdiscs.txt the qdiscs; the EXIT
+#   trap deletes the qdiscs and ifbs by name, then the namespaces.
+#   raw.txt gets "# shape_bps R" and the table the link model's bound
+#   beside each ratio (summarize.py; docs/performance.md "Where links are
+#   the limit"): pbox/bound with bound max(S/R, N*S/(K*Rb)), gloo/ring and
+#   mpi/ring with the ring's 2(N-1)/N*S/R, and the model's pbox/Gloo.
+# --box-rate RATE (with --shape): each box's data link shaped the same way
+#   (ifbbK); default unshaped: a balanced box (Rb infinite in the model).
+#   The management links (control) are never shaped.
+# --boxes K (hosts topology, 1-9, default 1): K pboxd, each in its own
+#   namespace with its own DPDK port and management address on the bridge;
+#   the workers get the list 198.18.0.240:7470,198.18.0.241:7470,... as
+#   pbox-perf --control (PBOX_CONTROL's format). libpbox does not take a
+#   list of boxes yet (issue 40 item 2, the fleet): before anything is set
+#   up, compare.sh runs pbox-perf --control 127.0.0.1:1,127.0.0.1:2 (no box
+#   there) and stops at once (status 2) if libpbox says it cannot resolve
+#   that whole list as one control address, which is how a libpbox without
+#   fleets fails. Any other answer (a fleet-aware libpbox names the first
+#   box it cannot reach) lets the run go on, and the warm-up job (one rank
+#   on the K boxes) then decides: if it fails, compare.sh stops naming the
+#   list. So --boxes starts working by itself once libpbox takes lists.
+#   COMPARE_FLEET_PROBE=0 skips the first check (to try the K-box set-up).
+# With --shape the pbox workers get --mtu MTU (the veths'), not the
+#   automatic MTU: on this loaded 2-CPU machine the four ranks of one job
+#   all had their 9000-byte probe unanswered within its 630 ms, fell back to
+#   MTU 1500 and took 29x the bound; a figure of the links, not of a probe.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -308,6 +360,7 @@ boxes_start() {
 	[ "$MTU" = 9000 ] && mtu_opt=(--mtu 9000) || extra=
 	for ((k = 0; k < BOXES; k++)); do
 		lg=$(bx_log $k); vdev="net_af_packet0,iface=$(bx_dp $k)$extra"
+		rm -f "$lg" # not the last rep's "ready": the shell truncates it after the fork
 		ip netns exec "$(bx_ns $k)" "$BUILD/pboxd" -l 0-1 --no-huge -m 512 --no-pci --no-shconf \
 			--file-prefix="$(bx_prefix $k)" --vdev="$vdev" --log-level=lib.eal:error -- \
 			--ip "0:$(bx_ip $k)/24" --control "$(bx_mgmt $k):7470" --rpc-socket "$(bx_sock $k)" \
@@ -639,9 +692,10 @@ run_pbox() {
 	[ "$tp" = udp ] || sys=pbox-$tp
 	[ -z "${4:-}" ] || sys=pbox-$4
 	dnf_skip "$sys" "$n" "$rep" && return 0
-	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
+	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0);
+	# but --shape gives --mtu (see the header)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"})
+		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"} ${SHAPE:+--mtu "$MTU"})
 	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
@@ -752,6 +806,8 @@ for ((rep = 0; rep < REPS; rep++)); do
 		done
 	elif [ $HAVE_PBOX = 1 ]; then
 		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
+		others=$(pgrep -c -x pboxd) || true
+		echo "rep $rep: load $(cut -d' ' -f1 /proc/loadavg), other pboxd processes $others (theirs share our lcores' CPUs)" >> "$OUT/info.txt"
 		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
 			boxes_start --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
 			BOX_LOG=$(bx_log 0)
