@@ -146,8 +146,8 @@
 #   RATE) (measured, one TCP stream at MTU 9000 through two shaped links,
 #   1 Gbit/s: burst 16 KiB 0.983, 64 KiB 0.988, 512 KiB 1.002 of RATE; a
 #   64 MiB call takes 0.54 s, against which 64-128 KiB at line rate is
-#   0.1-0.2%), limit max(4 MiB, COMPARE_SHAPE_LIMIT_MS (default 50) ms at
-#   RATE) queued bytes: pbox has no congestion control, its window (64-128
+#   0.1-0.2%), limit max(4 MiB, 50 ms at RATE) queued bytes
+#   (COMPARE_SHAPE_LIMIT_MS=Q: Q ms at RATE, at least 16 frames): pbox has no congestion control, its window (64-128
 #   segments of 8.9 KiB) arrives at a port as a burst, and with shallower
 #   queues its calls lost segments at the tbf and took up to 3.8x the
 #   bound (docs/performance.md). A deep-buffered port, as a cloud VM's
@@ -471,8 +471,9 @@ loss_delta() { # LOSS_LINE: what the rules did since the last call (not in $(...
 # (why these qdiscs, burst and limit: the header)
 SHAPED=()                      # "port ifb" per shaped link, for shape_down
 shape_burst() { awk -v r="$1" 'BEGIN { b = int(r / 8 / 1000); print (b > 65536 ? b : 65536) }'; }
-shape_limit() { awk -v r="$1" -v q="${COMPARE_SHAPE_LIMIT_MS:-50}" \
-	'BEGIN { b = int(r / 8 * q / 1000); print (b > 4194304 ? b : 4194304) }'; }
+shape_limit() { awk -v r="$1" -v q="${COMPARE_SHAPE_LIMIT_MS:-}" -v m=$((16 * (MTU + 14))) 'BEGIN {
+	if (q != "") { b = int(r / 8 * q / 1000); print (b > m ? b : m) }
+	else { b = int(r / 8 * 50 / 1000); print (b > 4194304 ? b : 4194304) } }'; }
 # shape_link PORT IFB BPS: bridge port PORT (in NS_SW) at BPS each way: a tbf
 # on its egress (toward the host), its ingress redirected to ifb IFB with a tbf
 shape_link() {
@@ -536,7 +537,6 @@ shape_stats() {
 }
 
 if [ "$TOPO" = hosts ]; then
-	BOX_MGMT=$(bx_mgmt 0)
 	CONTROL=$(for ((k = 0; k < BOXES; k++)); do echo "$(bx_mgmt $k):7470"; done | paste -sd, -)
 fi
 [ -x "$BUILD/pboxd" ] && [ -x "$BUILD/pbox-perf" ] || die "$BUILD/pboxd or $BUILD/pbox-perf missing: run make first"
