@@ -362,7 +362,8 @@ clean:
 # libFuzzer targets: make fuzz (FUZZ_SECONDS each), fuzz-quick (10 s), fuzz-brief (5 s, in make check).
 include tests/fuzz/Makefile.inc
 
-# Side-by-side allreduce benchmark: make compare (pbox vs OpenMPI vs Gloo).
+# Side-by-side allreduce benchmark: make compare (pbox vs OpenMPI vs Gloo);
+# make compare-cloud: the same where tc-shaped links are the limit.
 include bench/compare/Makefile.inc
 
 # The same three under packet loss: make loss runs bench/loss.sh (root;

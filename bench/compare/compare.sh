@@ -9,6 +9,7 @@
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
 #                            [--timeout S] [--topk D] [--topk-local L]
+#                            [--shape RATE] [--box-rate RATE] [--boxes K]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -18,9 +19,11 @@
 # Topology (--topology):
 #   hosts    (default) every worker rank in its own network namespace with
 #            its own veth (eth0, 198.18.0.10+rank/24) on one bridge, as
-#            separate hosts on one switch; the box's DPDK port and its
-#            management interface (198.18.0.254, control) on the same
-#            bridge. All three systems cross the same veths and bridge.
+#            separate hosts on one switch; the box's DPDK port (data
+#            198.18.0.1) and its management interface (198.18.0.240,
+#            control) on the same bridge; with --boxes K, box k at
+#            198.18.0.(1+k) and 198.18.0.(240+k), each in its own
+#            namespace. All three systems cross the same veths and bridge.
 #   shared   all ranks in the one workers' namespace of
 #            tests/integration/lib.sh (topo_up): pbox crosses its veth, but
 #            the kernel carries OpenMPI's and Gloo's traffic between local
@@ -107,8 +110,8 @@
 #     --udp-offload), so those are wire frames already.
 #   Every frame meets exactly one of these rules: PCT% each way. Spared
 #   (the issue's loss is on the data path, not on set-up or control):
-#   pbox's control connection (to and from the box's management address
-#   198.18.0.254), OpenMPI's PMIx/out-of-band traffic with mpirun
+#   pbox's control connection (to and from the boxes' management addresses
+#   198.18.0.240+k), OpenMPI's PMIx/out-of-band traffic with mpirun
 #   (198.18.0.250, on br0 itself: ranks->mpirun never crosses a rule), and
 #   Gloo's TCPStore rendezvous (TCP port 29600-29999 on rank 0). ARP and
 #   IPv6 pass. Counters on every rule; after each system's block the
@@ -130,6 +133,55 @@
 #     (the oversize counter counts them). TCP's baseline is untouched, but
 #     at the same PCT it sees ~44x fewer loss events per byte than pbox.
 #   The two bracket a real network; run both to show the spread.
+# --shape RATE (hosts topology): every rank's link RATE each way (tc's
+#   units, powers of 1000: 1gbit, 500mbit, 2.5gbit; at least 1mbit), for
+#   all systems and every transport. Both directions are shaped on the
+#   switch's side of the rank's veth (in the bridge's namespace), so what
+#   the rank's own stack does (kernel UDP, TCP, AF_XDP, which skips the
+#   rank's qdiscs) does not matter: toward the rank a tbf on the port's
+#   egress; from the rank the port's ingress (tc qdisc ingress, a u32
+#   filter `match u32 0 0`, action mirred egress redirect) to an ifb
+#   device (ifbwR) with the same tbf. (The kernel here has no netem and no
+#   matchall or flower classifier.) Each tbf: burst max(64 KiB, 1 ms at
+#   RATE) (measured, one TCP stream at MTU 9000 through two shaped links,
+#   1 Gbit/s: burst 16 KiB 0.983, 64 KiB 0.988, 512 KiB 1.002 of RATE; a
+#   64 MiB call takes 0.54 s, against which 64-128 KiB at line rate is
+#   0.1-0.2%), limit max(4 MiB, 50 ms at RATE) queued bytes
+#   (COMPARE_SHAPE_LIMIT_MS=Q: Q ms at RATE, at least 16 frames): pbox has no congestion control, its window (64-128
+#   segments of 8.9 KiB) arrives at a port as a burst, and with shallower
+#   queues its calls lost segments at the tbf and took up to 3.8x the
+#   bound (docs/performance.md). A deep-buffered port, as a cloud VM's
+#   rate limiter; TCP is indifferent to it. Once the links are up,
+#   one TCP stream rank 0 -> rank 1 (bench/compare/tcp_rate.py, half a
+#   second's worth) checks the shaping: info.txt gives its goodput against
+#   RATE (a WARNING outside 0.90-1.05). At the end logs/shape-stats.txt has
+#   every shaped link's bytes and drops each way ("PORT down B bytes D
+#   drops up B bytes D drops"), logs/tc-qdiscs.txt the qdiscs; the EXIT
+#   trap deletes the qdiscs and ifbs by name, then the namespaces.
+#   raw.txt gets "# shape_bps R" and the table the link model's bound
+#   beside each ratio (summarize.py; docs/performance.md "Where links are
+#   the limit"): pbox/bound with bound max(S/R, N*S/(K*Rb)), gloo/ring and
+#   mpi/ring with the ring's 2(N-1)/N*S/R, and the model's pbox/Gloo.
+# --box-rate RATE (with --shape): each box's data link shaped the same way
+#   (ifbbK); default unshaped: a balanced box (Rb infinite in the model).
+#   The management links (control) are never shaped.
+# --boxes K (hosts topology, 1-9, default 1): K pboxd, each in its own
+#   namespace with its own DPDK port and management address on the bridge;
+#   the workers get the list 198.18.0.240:7470,198.18.0.241:7470,... as
+#   pbox-perf --control (PBOX_CONTROL's format). libpbox does not take a
+#   list of boxes yet (issue 40 item 2, the fleet): before anything is set
+#   up, compare.sh runs pbox-perf --control 127.0.0.1:1,127.0.0.1:2 (no box
+#   there) and stops at once (status 2) if libpbox says it cannot resolve
+#   that whole list as one control address, which is how a libpbox without
+#   fleets fails. Any other answer (a fleet-aware libpbox names the first
+#   box it cannot reach) lets the run go on, and the warm-up job (one rank
+#   on the K boxes) then decides: if it fails, compare.sh stops naming the
+#   list. So --boxes starts working by itself once libpbox takes lists.
+#   COMPARE_FLEET_PROBE=0 skips the first check (to try the K-box set-up).
+# With --shape the pbox workers get --mtu MTU (the veths'), not the
+#   automatic MTU: on this loaded 2-CPU machine the four ranks of one job
+#   all had their 9000-byte probe unanswered within its 630 ms, fell back to
+#   MTU 1500 and took 29x the bound; a figure of the links, not of a probe.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -143,7 +195,7 @@ usage() {
 . bench/sizes.sh
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; SHAPE=; BOX_RATE=; BOXES=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -162,6 +214,9 @@ while [ $# -gt 0 ]; do
 	--timeout) TIMEOUT=${2:?--timeout needs seconds}; shift ;;
 	--topk) TOPK=${2:?--topk needs a density}; shift ;;
 	--topk-local) TOPK_LOCAL=${2:?--topk-local needs ranks per host}; shift ;;
+	--shape) SHAPE=${2:?--shape needs a rate (e.g. 1gbit, 500mbit)}; shift ;;
+	--box-rate) BOX_RATE=${2:?--box-rate needs a rate (e.g. 1gbit)}; shift ;;
+	--boxes) BOXES=${2:?--boxes needs a number}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -209,6 +264,27 @@ if [ -n "$TOPK_LOCAL" ]; then
 			{ echo "compare.sh: --topk-local $TOPK_LOCAL: N = $n is not a multiple of it" >&2; exit 2; }
 	done
 fi
+# rate_bps RATE: tc's rate (bit, kbit, mbit, gbit: powers of 1000) in bit/s
+rate_bps() {
+	[[ $1 =~ ^([0-9]+)(\.([0-9]+))?(bit|kbit|mbit|gbit)$ ]] || return 1
+	local m=1
+	case ${BASH_REMATCH[4]} in kbit) m=1000 ;; mbit) m=1000000 ;; gbit) m=1000000000 ;; esac
+	awk -v v="${BASH_REMATCH[1]}.${BASH_REMATCH[3]:-0}" -v m=$m 'BEGIN { r = v * m; if (r < 1000000) exit 1; printf "%d\n", r }'
+}
+SHAPE_BPS=; BOX_BPS=
+if [ -n "$SHAPE" ]; then
+	SHAPE_BPS=$(rate_bps "$SHAPE") ||
+		{ echo "compare.sh: bad --shape $SHAPE (a rate of at least 1mbit: 1gbit, 500mbit, 2.5gbit)" >&2; exit 2; }
+	[ "$TOPO" = hosts ] || { echo "compare.sh: --shape needs --topology hosts (a link per rank)" >&2; exit 2; }
+fi
+if [ -n "$BOX_RATE" ]; then
+	BOX_BPS=$(rate_bps "$BOX_RATE") ||
+		{ echo "compare.sh: bad --box-rate $BOX_RATE (a rate of at least 1mbit: 1gbit, 500mbit)" >&2; exit 2; }
+	[ -n "$SHAPE" ] || { echo "compare.sh: --box-rate needs --shape (the model compares the box's link with the workers')" >&2; exit 2; }
+fi
+[[ $BOXES =~ ^[0-9]+$ ]] && [ "$BOXES" -ge 1 ] && [ "$BOXES" -le 9 ] ||
+	{ echo "compare.sh: bad --boxes $BOXES (1 to 9)" >&2; exit 2; }
+[ "$BOXES" = 1 ] || [ "$TOPO" = hosts ] || { echo "compare.sh: --boxes $BOXES needs --topology hosts" >&2; exit 2; }
 want() { [[ ,$SYSTEMS, == *",$1,"* ]]; }
 
 # The sizes every tool runs (minbytes * 4^k <= maxbytes, whole float32s).
@@ -222,10 +298,26 @@ need_root "bench/compare/compare.sh" compare
 # ---- --topology hosts: one namespace per rank, all on one bridge ----------------
 NS_SW=pbox-sw-$TAG                     # the "switch": bridge br0, mpirun runs here
 MAXN=0; for n in "${NS[@]}"; do [ "$n" -gt $MAXN ] && MAXN=$n; done
+[ "$MAXN" -le 230 ] || { echo "compare.sh: N = $MAXN: at most 230 ranks (198.18.0.10-239)" >&2; exit 2; }
 wk_ns() { echo "pbox-w$1-$TAG"; }      # rank r's namespace (host)
 wk_ip() { echo "198.18.0.$((10 + $1))"; }
+# Box k (--boxes): its namespace, data port (DPDK's veth) and management
+# veth, data and management addresses, pboxctl socket, log and EAL prefix.
+# Box 0 keeps lib.sh's names (topo_down knows them).
+bx_ns() { [ "$1" = 0 ] && echo "$NS_BOX" || echo "pbox-box$1-$TAG"; }
+bx_dp() { [ "$1" = 0 ] && echo "$IF_BD" || echo "pb$1d$TAG"; }
+bx_mp() { [ "$1" = 0 ] && echo "$IF_BM" || echo "pb$1m$TAG"; }
+bx_ip() { echo "198.18.0.$((1 + $1))"; }
+bx_mgmt() { echo "198.18.0.$((240 + $1))"; }
+bx_sock() { [ "$1" = 0 ] && echo "$PBOX_SOCKET" || echo "$WORKDIR/pboxd$1.sock"; }
+bx_log() { echo "$WORKDIR/pboxd$1.log"; }
+bx_prefix() { [ "$1" = 0 ] && echo "pbox$TAG" || echo "pbox${TAG}b$1"; }
 hosts_down() {
+	local k
 	ip netns del "$NS_SW" 2>/dev/null
+	for ((k = 1; k < BOXES; k++)); do
+		ip netns del "$(bx_ns $k)" 2>/dev/null; rm -rf "/run/dpdk/$(bx_prefix $k)" 2>/dev/null
+	done
 	for ((i = 0; i < MAXN; i++)); do ip netns del "$(wk_ns $i)" 2>/dev/null; done
 }
 # plug IF (in the root namespace) into the bridge from the other end of a new veth
@@ -235,17 +327,23 @@ hosts_plug() { # hosts_plug IF NS: veth IF (moved to NS) <-> x$IF on br0
 	ip -n "$NS_SW" link set "x$1" mtu "$MTU" master br0 up || die "cannot attach x$1 to the bridge"
 }
 hosts_up() {
+	local k ns dp mp
 	trap hosts_topo_down EXIT
 	trap 'exit 130' INT TERM
-	ip netns add "$NS_SW" && ip netns add "$NS_BOX" || die "cannot create network namespaces"
+	ip netns add "$NS_SW" || die "cannot create network namespaces"
 	ip -n "$NS_SW" link add br0 type bridge || die "cannot create the bridge"
-	ip -n "$NS_SW" link set lo up; ip -n "$NS_BOX" link set lo up
-	hosts_plug "$IF_BD" "$NS_BOX"; hosts_plug "$IF_BM" "$NS_BOX"
-	ip -n "$NS_BOX" link set "$IF_BD" mtu "$MTU" up
-	ip netns exec "$NS_BOX" sysctl -qw net.ipv6.conf."$IF_BD".disable_ipv6=1 2>/dev/null
-	ip -n "$NS_BOX" addr add "$BOX_MGMT/24" dev "$IF_BM"; ip -n "$NS_BOX" link set "$IF_BM" mtu "$MTU" up
+	ip -n "$NS_SW" link set lo up
+	for ((k = 0; k < BOXES; k++)); do
+		ns=$(bx_ns $k); dp=$(bx_dp $k); mp=$(bx_mp $k)
+		ip netns add "$ns" || die "cannot create namespace $ns"
+		ip -n "$ns" link set lo up
+		hosts_plug "$dp" "$ns"; hosts_plug "$mp" "$ns"
+		ip -n "$ns" link set "$dp" mtu "$MTU" up
+		ip netns exec "$ns" sysctl -qw net.ipv6.conf."$dp".disable_ipv6=1 2>/dev/null
+		ip -n "$ns" addr add "$(bx_mgmt $k)/24" dev "$mp"; ip -n "$ns" link set "$mp" mtu "$MTU" up
+	done
 	for ((i = 0; i < MAXN; i++)); do
-		local ns; ns=$(wk_ns $i)
+		ns=$(wk_ns $i)
 		ip netns add "$ns" || die "cannot create namespace $ns"
 		hosts_plug "pw${i}_$TAG" "$ns"
 		ip -n "$ns" link set "pw${i}_$TAG" name eth0 && ip -n "$ns" link set lo up &&
@@ -254,15 +352,60 @@ hosts_up() {
 	done
 	ip -n "$NS_SW" addr add 198.18.0.250/24 dev br0; ip -n "$NS_SW" link set br0 mtu "$MTU" up
 }
+# K pboxd (hosts topology), one per box namespace, as lib.sh's box_start
+# starts one (af_packet, 2 lcores, no hugepages); BX_PIDS[k] while it runs.
+BX_PIDS=()
+boxes_start() {
+	local k lg vdev mtu_opt=() extra=",framesz=10240,blocksz=20480,framecnt=1024"
+	[ "$MTU" = 9000 ] && mtu_opt=(--mtu 9000) || extra=
+	for ((k = 0; k < BOXES; k++)); do
+		lg=$(bx_log $k); vdev="net_af_packet0,iface=$(bx_dp $k)$extra"
+		rm -f "$lg" # not the last rep's "ready": the shell truncates it after the fork
+		ip netns exec "$(bx_ns $k)" "$BUILD/pboxd" -l 0-1 --no-huge -m 512 --no-pci --no-shconf \
+			--file-prefix="$(bx_prefix $k)" --vdev="$vdev" --log-level=lib.eal:error -- \
+			--ip "0:$(bx_ip $k)/24" --control "$(bx_mgmt $k):7470" --rpc-socket "$(bx_sock $k)" \
+			--idle-sleep-us "${PBOX_IDLE_SLEEP_US:-20}" "${mtu_opt[@]}" "$@" > "$lg" 2>&1 &
+		BX_PIDS[k]=$!
+	done
+	for ((k = 0; k < BOXES; k++)); do
+		lg=$(bx_log $k)
+		for _ in $(seq 200); do
+			grep -q 'pboxd: ready' "$lg" 2>/dev/null && continue 2
+			kill -0 "${BX_PIDS[k]}" 2>/dev/null || { cat "$lg" >&2; die "pboxd of box $k exited during start-up"; }
+			sleep 0.1
+		done
+		cat "$lg" >&2
+		die "pboxd of box $k not ready within 20 s"
+	done
+}
+# boxes_stop: SIGTERM to every box, SIGKILL after 10 s; status 1 if one
+# exited non-zero or had to be killed
+boxes_stop() {
+	local k p rc=0
+	for p in "${BX_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for ((k = 0; k < ${#BX_PIDS[@]}; k++)); do
+		p=${BX_PIDS[k]}
+		[ -n "$p" ] || continue
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$p" 2>/dev/null && { kill -KILL "$p"; log "compare: pboxd of box $k did not stop within 10 s of SIGTERM"; rc=1; }
+		wait "$p" 2>/dev/null || rc=1
+	done
+	BX_PIDS=()
+	return $rc
+}
 hosts_topo_down() { local rc=$?; hosts_down; (exit $rc); topo_down; }
 
 # ---- --loss: nftables drops on the data path (why these places: the header) -------
 GLOO_PORT0=29600; GLOO_PORTS=29600-29999 # run_gloo's rendezvous ports: one more per run
+box_ports() { local k; for ((k = 0; k < BOXES; k++)); do echo "x$(bx_dp $k)"; done; }
 loss_up() {
-	local big=$((MTU + 14)) i p ns
+	local big=$((MTU + 14)) i p ns k
+	local ports mgmts
+	ports=$(box_ports | sed 's/.*/"&"/' | paste -sd, -)
+	mgmts=$(for ((k = 0; k < BOXES; k++)); do bx_mgmt $k; done | paste -sd, -)
 	# --loss-unit wire: the bridge cuts TSO/GSO super-packets into wire frames on the way out
 	[ "$LOSS_UNIT" = wire ] &&
-		for p in "x$IF_BD" $(for ((i = 0; i < MAXN; i++)); do echo "xpw${i}_$TAG"; done); do
+		for p in $(box_ports) $(for ((i = 0; i < MAXN; i++)); do echo "xpw${i}_$TAG"; done); do
 			ip -n "$NS_SW" link set "$p" gso_max_segs 1 || die "cannot set gso_max_segs 1 on bridge port $p"
 		done
 	# toward the box: on the way out of its data port's bridge port
@@ -270,7 +413,7 @@ loss_up() {
 table bridge pboxloss {
 	chain forw {
 		type filter hook forward priority 0; policy accept;
-		oifname != "x$IF_BD" accept
+		oifname != { $ports } accept
 		ether type != ip accept
 		meta length > $big counter comment "oversize"
 		numgen random mod 10000 < $LOSS_N counter drop comment "loss"
@@ -286,7 +429,7 @@ table netdev pboxloss {
 	chain in {
 		type filter hook ingress device "eth0" priority 0; policy accept;
 		ether type != ip accept
-		ip saddr { $BOX_MGMT, 198.18.0.250 } counter accept comment "spared: control"
+		ip saddr { $mgmts, 198.18.0.250 } counter accept comment "spared: control"
 		ip saddr $(wk_ip 0) tcp sport $GLOO_PORTS counter accept comment "spared: rendezvous"
 		ip daddr $(wk_ip 0) tcp dport $GLOO_PORTS counter accept comment "spared: rendezvous"
 		meta length > $big counter comment "oversize"
@@ -298,7 +441,7 @@ NFT
 	done
 }
 loss_rulesets() { # every loss rule set with its counters
-	echo "## $NS_SW (toward the box's data port)"; ip netns exec "$NS_SW" nft list table bridge pboxloss
+	echo "## $NS_SW (toward the boxes' data ports)"; ip netns exec "$NS_SW" nft list table bridge pboxloss
 	for ((i = 0; i < MAXN; i++)); do
 		echo "## $(wk_ns $i) (toward rank $i)"; ip netns exec "$(wk_ns $i)" nft list table netdev pboxloss
 	done
@@ -324,10 +467,89 @@ loss_delta() { # LOSS_LINE: what the rules did since the last call (not in $(...
 		LOSS_LINE+="; WARNING: $o frames larger than the MTU met a loss rule (one drop loses several wire frames)"
 	fi
 }
+# ---- --shape / --box-rate: each link's rate each way, on the switch's side ------
+# (why these qdiscs, burst and limit: the header)
+SHAPED=()                      # "port ifb" per shaped link, for shape_down
+shape_burst() { awk -v r="$1" 'BEGIN { b = int(r / 8 / 1000); print (b > 65536 ? b : 65536) }'; }
+shape_limit() { awk -v r="$1" -v q="${COMPARE_SHAPE_LIMIT_MS:-}" -v m=$((16 * (MTU + 14))) 'BEGIN {
+	if (q != "") { b = int(r / 8 * q / 1000); print (b > m ? b : m) }
+	else { b = int(r / 8 * 50 / 1000); print (b > 4194304 ? b : 4194304) } }'; }
+# shape_link PORT IFB BPS: bridge port PORT (in NS_SW) at BPS each way: a tbf
+# on its egress (toward the host), its ingress redirected to ifb IFB with a tbf
+shape_link() {
+	local port=$1 ifb=$2 bps=$3 b l
+	b=$(shape_burst "$bps"); l=$(shape_limit "$bps")
+	SHAPED+=("$port $ifb")
+	tc -n "$NS_SW" qdisc add dev "$port" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
+	ip -n "$NS_SW" link add "$ifb" type ifb && ip -n "$NS_SW" link set "$ifb" mtu "$MTU" up &&
+	tc -n "$NS_SW" qdisc add dev "$ifb" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
+	tc -n "$NS_SW" qdisc add dev "$port" handle ffff: ingress &&
+	tc -n "$NS_SW" filter add dev "$port" parent ffff: protocol all prio 1 u32 match u32 0 0 \
+		action mirred egress redirect dev "$ifb" ||
+		die "cannot shape $port to ${bps} bit/s (tc tbf, ingress, u32, mirred, ifb)"
+}
+shape_up() {
+	local i k
+	for ((i = 0; i < MAXN; i++)); do shape_link "xpw${i}_$TAG" "ifbw$i" "$SHAPE_BPS"; done
+	if [ -n "$BOX_BPS" ]; then
+		for ((k = 0; k < BOXES; k++)); do shape_link "x$(bx_dp $k)" "ifbb$k" "$BOX_BPS"; done
+	fi
+}
+# shape_down: every qdisc and ifb of shape_up, by name (the EXIT trap; the
+# switch's namespace goes after it)
+shape_down() {
+	local e port ifb
+	for e in "${SHAPED[@]}"; do
+		read -r port ifb <<< "$e"
+		tc -n "$NS_SW" qdisc del dev "$port" ingress 2>/dev/null
+		tc -n "$NS_SW" qdisc del dev "$port" root 2>/dev/null
+		ip -n "$NS_SW" link del "$ifb" 2>/dev/null
+	done
+	SHAPED=()
+}
+# shape_check: one TCP stream rank 0 -> rank 1 through two shaped links
+# (rank 0's upload, rank 1's download): its goodput against --shape
+shape_check() {
+	local bytes port=5201 out=$OUT/logs/shape-check.txt got
+	bytes=$(awk -v r="$SHAPE_BPS" 'BEGIN { b = int(r / 8 / 2); print (b > 4194304 ? b : 4194304) }')
+	ip netns exec "$(wk_ns 1)" timeout 30 "$PY" bench/compare/tcp_rate.py serve --addr "$(wk_ip 1)" \
+		--port $port --timeout 25 > "$out" 2>&1 &
+	local srv=$!
+	ip netns exec "$(wk_ns 0)" timeout 30 "$PY" bench/compare/tcp_rate.py send --addr "$(wk_ip 1)" \
+		--port $port --bytes "$bytes" --timeout 25 >> "$out" 2>&1
+	wait $srv || { cat "$out" >&2; die "shaping check: the TCP stream rank 0 -> rank 1 failed"; }
+	got=$(awk 'NF == 3 { print $3 }' "$out")
+	SHAPE_LINE=$(awk -v g="$got" -v r="$SHAPE_BPS" -v b="$bytes" 'BEGIN {
+		printf "one TCP stream rank 0 -> rank 1, %d bytes: %.1f Mbit/s, %.3f of the shaped rate", b, g / 1e6, g / r }')
+	awk -v g="$got" -v r="$SHAPE_BPS" 'BEGIN { exit !(g >= 0.9 * r && g <= 1.05 * r) }' ||
+		SHAPE_LINE+=" (WARNING: not within 0.90-1.05 of it)"
+}
+# shape_stats: bytes and drops of every shaped link's tbfs (down: the port's, up: the ifb's)
+shape_stats() {
+	local e port ifb
+	for e in "${SHAPED[@]}"; do
+		read -r port ifb <<< "$e"
+		printf '%s ' "$port"
+		tc -n "$NS_SW" -s qdisc show dev "$port" root | awk '/Sent/ { printf "down %s bytes %s drops ", $2, $7 + 0 }'
+		tc -n "$NS_SW" -s qdisc show dev "$ifb" root | awk '/Sent/ { printf "up %s bytes %s drops", $2, $7 + 0 }'
+		echo
+	done
+}
+
 if [ "$TOPO" = hosts ]; then
-	BOX_MGMT=198.18.0.254; CONTROL=$BOX_MGMT:7470
+	CONTROL=$(for ((k = 0; k < BOXES; k++)); do echo "$(bx_mgmt $k):7470"; done | paste -sd, -)
 fi
 [ -x "$BUILD/pboxd" ] && [ -x "$BUILD/pbox-perf" ] || die "$BUILD/pboxd or $BUILD/pbox-perf missing: run make first"
+# --boxes K > 1: does this libpbox take a list of boxes? (the probe: the header)
+if [ "$BOXES" -gt 1 ] && want pbox && [ "${COMPARE_FLEET_PROBE:-1}" = 1 ]; then
+	probe=$(timeout 10 "$BUILD/pbox-perf" --control 127.0.0.1:1,127.0.0.1:2 --job fleet-probe \
+		--rank 0 --world 1 --minbytes 4 --maxbytes 4 --iters 1 --warmup 0 2>&1)
+	if [[ $probe == *"control address 127.0.0.1:1,127.0.0.1:2"* ]]; then
+		echo "compare.sh: --boxes $BOXES: this libpbox does not take a list of boxes yet (the fleet," \
+			"issue 40 item 2); pbox-perf --control 127.0.0.1:1,127.0.0.1:2 said: $probe" >&2
+		exit 2
+	fi
+fi
 
 mkdir -p "$OUT/logs" || die "cannot create $OUT"
 rm -f "$OUT"/logs/* "$OUT/raw.txt" "$OUT/compare.csv" "$OUT/compare.png" "$OUT/table.txt" "$OUT/cpu.txt"
@@ -336,6 +558,9 @@ echo "# system n rep bytes us_per_call (DNF: the run did not finish within the t
 [ -z "$TIMEOUT" ] || echo "# timeout_s $TIMEOUT" >> "$RAW"
 [ -z "$LOSS" ] || echo "# loss_pct $LOSS" >> "$RAW"
 [ -z "$LOSS" ] || echo "# loss_unit $LOSS_UNIT" >> "$RAW"
+[ -z "$SHAPE" ] || echo "# shape_bps $SHAPE_BPS" >> "$RAW"
+[ -z "$BOX_RATE" ] || echo "# box_bps $BOX_BPS" >> "$RAW"
+[ "$BOXES" = 1 ] || echo "# boxes $BOXES" >> "$RAW"
 
 # Time limits: a run may take its size sweep at COMPARE_MIN_BPS bytes/s per
 # call (default 8 MB/s, several times slower than anything seen here), plus
@@ -356,6 +581,8 @@ cleanup() {
 		for _ in $(seq 30); do kill -0 -- "-$g" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL -- "-$g" 2>/dev/null
 	done
+	[ ${#BX_PIDS[@]} = 0 ] || boxes_stop
+	shape_down
 	(exit $rc)
 	[ "$TOPO" = hosts ] && hosts_down
 	topo_down
@@ -390,6 +617,8 @@ elapsed() { echo "$((SECONDS - START))s"; }
 		echo "wire frame (bridge ports gso_max_segs 1)" || echo "skb (TSO super-packets whole)")" \
 		"(nftables numgen random mod 10000 < $LOSS_N)"
 	[ -z "$TIMEOUT" ] || echo "timeout: $TIMEOUT s per run; a run out of time is recorded as DNF"
+	[ -z "$SHAPE" ] || echo "shape: every rank's link $SHAPE ($SHAPE_BPS bit/s) each way (tbf burst $(shape_burst "$SHAPE_BPS") B, limit $(shape_limit "$SHAPE_BPS") B; upload through an ifb)"
+	echo "boxes: $BOXES, $([ -n "$BOX_RATE" ] && echo "each link $BOX_RATE ($BOX_BPS bit/s) each way (tbf burst $(shape_burst "$BOX_BPS") B, limit $(shape_limit "$BOX_BPS") B)" || echo "links unshaped (a balanced box)"); control $CONTROL"
 	echo "pbox: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
 	command -v mpirun > /dev/null && echo "openmpi: $(mpirun --version 2>/dev/null | head -1)"
 	echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
@@ -400,6 +629,12 @@ others=$(pgrep -c -x pboxd) || true
 
 if [ "$TOPO" = hosts ]; then hosts_up; else topo_up; fi
 trap cleanup EXIT
+if [ -n "$SHAPE" ]; then
+	shape_up
+	shape_check
+	echo "shaping check: $SHAPE_LINE" >> "$OUT/info.txt"
+	echo "compare: shaping in place on ${#SHAPED[@]} links; $SHAPE_LINE"
+fi
 if [ -n "$LOSS" ]; then
 	loss_up
 	echo "compare: loss rules in place: $LOSS% each way, per $LOSS_UNIT (logs/nft-loss.txt at the end)"
@@ -457,9 +692,10 @@ run_pbox() {
 	[ "$tp" = udp ] || sys=pbox-$tp
 	[ -z "${4:-}" ] || sys=pbox-$4
 	dnf_skip "$sys" "$n" "$rep" && return 0
-	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0)
+	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0);
+	# but --shape gives --mtu (see the header)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"})
+		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"} ${SHAPE:+--mtu "$MTU"})
 	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
@@ -570,10 +806,11 @@ for ((rep = 0; rep < REPS; rep++)); do
 		done
 	elif [ $HAVE_PBOX = 1 ]; then
 		# pboxd runs only while pbox is measured: its lcore takes no CPU from the others
+		others=$(pgrep -c -x pboxd) || true
+		echo "rep $rep: load $(cut -d' ' -f1 /proc/loadavg), other pboxd processes $others (theirs share our lcores' CPUs)" >> "$OUT/info.txt"
 		if [ "$TOPO" = hosts ]; then # the veths have their MTU already
-			mtu_args=(); [ "$MTU" = 9000 ] && mtu_args=(--mtu 9000)
-			VDEV_ARGS=$([ "$MTU" = 9000 ] && echo ",framesz=10240,blocksz=20480,framecnt=1024") \
-				box_start af_packet "${mtu_args[@]}" --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
+			boxes_start --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
+			BOX_LOG=$(bx_log 0)
 		else
 			BOX_MTU=$([ "$MTU" = 9000 ] && echo 9000) box_start af_packet --job-bytes "${JOB_MIB}M" --max-job-bytes "${MAX_MIB}M" ${PBOXD_ARGS:-}
 		fi
@@ -587,8 +824,11 @@ for ((rep = 0; rep < REPS; rep++)); do
 		# way) by a job of one rank cycles both rings.
 		ip netns exec "$([ "$TOPO" = hosts ] && wk_ns 0 || echo "$NS_WK")" timeout 60 "$BUILD/pbox-perf" \
 			--control "$CONTROL" --job "warm-r$rep" --rank 0 --world 1 --minbytes 16M --maxbytes 16M \
-			--iters 1 --warmup 0 > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 ||
-			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"
+			--iters 1 --warmup 0 > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 || {
+			# a job over K boxes: libpbox must take the list (see --boxes)
+			[ "$BOXES" = 1 ] || { cat "$OUT/logs/pbox-warmup.r$rep.log" >&2
+				die "--boxes $BOXES: a one-rank job on the boxes $CONTROL failed: this libpbox does not take a list of boxes yet (the fleet, issue 40 item 2)"; }
+			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"; }
 		for tp in "${TP_LIST[@]}"; do
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" "$tp"; done
 		done
@@ -598,9 +838,19 @@ for ((rep = 0; rep < REPS; rep++)); do
 		if [ -n "$TOPK_LOCAL" ]; then
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk-local; done
 		fi
-		ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
-		box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
-		cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
+		if [ "$TOPO" = hosts ]; then
+			for ((k = 0; k < BOXES; k++)); do
+				"$BUILD/pboxctl" --socket "$(bx_sock $k)" stats > "$OUT/logs/pboxctl-stats$([ $k = 0 ] || echo ".box$k").r$rep.txt" 2>&1
+			done
+			boxes_stop || log "compare: a pboxd exited non-zero (see $OUT/logs/pboxd*.r$rep.log)"
+			for ((k = 0; k < BOXES; k++)); do
+				cp "$(bx_log $k)" "$OUT/logs/pboxd$([ $k = 0 ] || echo ".box$k").r$rep.log"
+			done
+		else
+			ctl stats > "$OUT/logs/pboxctl-stats.r$rep.txt" 2>&1
+			box_stop || log "compare: pboxd exited non-zero (see $OUT/logs/pboxd.r$rep.log)"
+			cp "$BOX_LOG" "$OUT/logs/pboxd.r$rep.log"
+		fi
 		done_line pbox
 	fi
 	if [ $HAVE_MPI = 1 ]; then
@@ -613,6 +863,13 @@ for ((rep = 0; rep < REPS; rep++)); do
 	fi
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
+if [ -n "$SHAPE" ]; then
+	shape_stats > "$OUT/logs/shape-stats.txt"
+	tc -n "$NS_SW" -s qdisc show > "$OUT/logs/tc-qdiscs.txt" 2>&1
+	awk '{ d += $3; u += $8; dd += $5; ud += $10 } END {
+		printf "shaping: %d links, %.1f MB down and %.1f MB up through their tbfs, %d and %d dropped\n", NR, d / 1e6, u / 1e6, dd, ud }' \
+		"$OUT/logs/shape-stats.txt" | tee -a "$OUT/info.txt"
+fi
 if [ -n "$LOSS" ]; then
 	loss_rulesets > "$OUT/logs/nft-loss.txt" 2>&1
 	LOSS_LAST=(0 0 0 0); loss_delta

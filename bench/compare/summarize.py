@@ -17,6 +17,17 @@ says DNF, and algbw/busbw are then empty.
 The table on stdout gives, per n and size, each system's median time
 ("DNF (> S s)" for a DNF) and the ratios t_pbox/t_openmpi and t_pbox/t_gloo
 (> 1: pbox slower).
+
+With "# shape_bps R" (compare.sh --shape: every worker's link R bit/s each
+way), "# box_bps Rb" (--box-rate; absent: the box's links unshaped, Rb
+infinite) and "# boxes K" (--boxes; absent: 1), the table adds the link
+model (docs/performance.md, "Where links are the limit"): a pbox call of
+S bytes takes at least max(S/R, N*S/(K*Rb)) (each worker sends S and
+receives S, each way at once; the boxes receive N*S and send N*S over K
+links), any allreduce between the workers alone 2(N-1)/N*S/R (the ring's
+bound). Columns: the pbox bound (ms), pbox/bound (and xdp/bound with
+pbox-xdp), gloo/ring and mpi/ring, and the model's pbox/Gloo, bound/ring,
+to read beside the measured pbox/Gloo.
 Standard library only.
 """
 import csv
@@ -46,7 +57,8 @@ def load(path):
             line = line.strip()
             if line.startswith("#"):
                 w = line[1:].split()
-                if len(w) == 2 and w[0] in ("timeout_s", "loss_pct", "loss_unit"):
+                if len(w) == 2 and w[0] in ("timeout_s", "loss_pct", "loss_unit", "shape_bps",
+                                            "box_bps", "boxes"):
                     META[w[0]] = w[1]
                 continue
             if not line:
@@ -87,6 +99,23 @@ def write_csv(rows, path):
                         us_text(r["min_us"]), us_text(r["max_us"]),
                         "" if dnf else "%.4f" % r["algbw_GBps"],
                         "" if dnf else "%.4f" % r["busbw_GBps"]])
+
+
+def pbox_bound_s(n, nbytes):
+    """The link model's least time of a pbox call (s), or None unshaped."""
+    if "shape_bps" not in META:
+        return None
+    r = float(META["shape_bps"]) / 8
+    rb = float(META["box_bps"]) / 8 if "box_bps" in META else math.inf
+    k = int(META.get("boxes", 1))
+    return max(nbytes / r, n * nbytes / (k * rb))
+
+
+def ring_bound_s(n, nbytes):
+    """Any allreduce among the workers alone: 2(n-1)/n * S / R (s)."""
+    if "shape_bps" not in META:
+        return None
+    return 2 * (n - 1) / n * nbytes / (float(META["shape_bps"]) / 8)
 
 
 def table(rows, out=sys.stdout):
@@ -131,6 +160,14 @@ def table(rows, out=sys.stdout):
         head += ["topk/pbox", "topk/Gloo"]
     if local:
         head += ["local/pbox", "local/topk"]
+    shaped = "shape_bps" in META
+
+    def per_bound(s, n, b, bound):
+        r = by.get((s, n, b))
+        return "%.3f" % (r["median_us"] / 1e6 / bound) if r and ok(r["median_us"]) else "-"
+    if shaped:
+        head += ["bound ms", "pbox/bound"] + (["xdp/bound"] if xdp else []) + \
+            ["gloo/ring", "mpi/ring", "model pbox/Gloo"]
     lines = []
     for n in ns:
         for b in sizes:
@@ -149,12 +186,23 @@ def table(rows, out=sys.stdout):
                           if topk else []) +
                          ([over(n, b, "pbox-topk-local", "pbox"),
                            over(n, b, "pbox-topk-local", "pbox-topk")] if local else []))
+            if shaped:
+                pb_s, ring_s = pbox_bound_s(n, b), ring_bound_s(n, b)
+                lines[-1] += ["%.1f" % (pb_s * 1e3), per_bound("pbox", n, b, pb_s)] + \
+                    ([per_bound("pbox-xdp", n, b, pb_s)] if xdp else []) + \
+                    [per_bound("gloo", n, b, ring_s), per_bound("openmpi", n, b, ring_s),
+                     "%.3f" % (pb_s / ring_s)]
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
               for i, h in enumerate(head)]
     print("median time per call (us); ratios are t_pbox / t_other (> 1: pbox slower)", file=out)
     if "loss_pct" in META:
         print("loss: %s%% each way, per %s (nftables)" % (META["loss_pct"], "wire frame"
               if META.get("loss_unit", "wire") == "wire" else META["loss_unit"]), file=out)
+    if shaped:
+        print("links: workers %s bit/s each way, %s box(es) %s; bound: the link model's least "
+              "time of a pbox call, max(S/R, N*S/(K*Rb)); ring: 2(N-1)/N*S/R" %
+              (META["shape_bps"], META.get("boxes", "1"),
+               "at %s bit/s" % META["box_bps"] if "box_bps" in META else "unshaped"), file=out)
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)), file=out)
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)), file=out)

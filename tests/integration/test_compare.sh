@@ -6,7 +6,14 @@
 # CSV must have the header and one row per size for each of pbox, openmpi
 # and gloo, the PNG must exist, the ratio table must be printed, and
 # compare.sh must leave no namespace behind. Then one size with
-# --topology shared. Takes about 25 s.
+# --topology shared; then --shape: pbox alone, 2 ranks, 2 MiB, every link
+# (the ranks' and the box's) shaped to 500 Mbit/s each way: the TCP check
+# must reach 0.5-1.05 of the rate (0.8-1.0 seen on a loaded machine), pbox's time must respect the link
+# model's bound (0.9 to 6 times it; an unshaped box link would make it about
+# half), every shaped link's tbfs must have carried the traffic, and no
+# namespace may be left; and --boxes 2 must either fail at once naming the
+# missing fleet support or (once libpbox takes a list of boxes) run. Takes
+# about 35 s.
 # Skips (77) without mpirun/mpicc (openmpi-bin, libopenmpi-dev) or without
 # torch for /usr/bin/python3 (python3-torch) or matplotlib.
 set -u
@@ -58,4 +65,46 @@ CMP=$!
 wait $CMP || { cat "$WORKDIR/shared.log"; die "compare.sh --topology shared failed"; }
 ip netns list | grep -q -e "^pbox-[a-z0-9]*-$CMP\b" && die "compare.sh --topology shared left its namespaces"
 [ "$(grep -c '^[a-z]*,2,4096,' "$OUT.shared/compare.csv")" = 3 ] || die "--topology shared: not all three systems measured"
-echo "compare: CSV and PNG complete (topology hosts, and shared)"
+
+# --shape/--box-rate: the links are the limit (tc tbf, ifb)
+BUILD=$BUILD PYTHON=$PY COMPARE_RUN_TIMEOUT=40 bash bench/compare/compare.sh --shape 500mbit \
+	--box-rate 500mbit --systems pbox --sizes 2M:2M --n 2 --reps 1 --iters 2 --warmup 1 \
+	--out "$OUT.shape" > "$WORKDIR/shape.log" 2>&1 &
+CMP=$!
+wait $CMP || { cat "$WORKDIR/shape.log"; die "compare.sh --shape failed"; }
+cat "$WORKDIR/shape.log"
+ip netns list | grep -q -e "^pbox-[a-z0-9]*-$CMP\b" && die "compare.sh --shape left its namespaces"
+"$PY" - "$OUT.shape" <<'PY' || die "--shape: the links were not shaped as asked"
+import re, sys
+d = sys.argv[1]
+info = open(d + "/info.txt").read()
+m = re.search(r"shaping check: .*: ([0-9.]+) Mbit/s, ([0-9.]+) of the shaped rate", info)
+assert m and 0.5 <= float(m.group(2)) <= 1.05, m and m.group(0)  # loaded CI: 0.8-1.0
+links = [l.split() for l in open(d + "/logs/shape-stats.txt")]
+assert len(links) == 3, links  # two ranks and the box
+for l in links:  # PORT down B bytes D drops up B bytes D drops
+    assert int(l[2]) > 1 << 20 and int(l[7]) > 1 << 20, l
+import csv
+row = next(r for r in csv.DictReader(open(d + "/compare.csv")) if r["system"] == "pbox")
+# the model: max(S/R, N*S/(K*Rb)) with N = 2, K = 1, R = Rb = 200 Mbit/s
+bound = max(2 << 20, 2 * (2 << 20)) * 8 / 500e6
+ratio = float(row["median_us"]) / 1e6 / bound
+assert 0.9 <= ratio <= 6, ("pbox/bound", ratio, row)
+assert "pbox/bound" in open(d + "/table.txt").read()
+print("shape: %s; pbox/bound %.2f" % (m.group(0), ratio))
+PY
+
+# --boxes 2: fails at once until libpbox takes a list of boxes, then runs
+start=$SECONDS
+BUILD=$BUILD PYTHON=$PY COMPARE_RUN_TIMEOUT=40 bash bench/compare/compare.sh --boxes 2 \
+	--systems pbox --sizes 4K:4K --n 2 --reps 1 --out "$OUT.boxes" > "$WORKDIR/boxes.log" 2>&1 &
+CMP=$!
+if wait $CMP; then
+	grep -q '^pbox,2,4096,' "$OUT.boxes/compare.csv" || die "--boxes 2: no pbox result"
+else
+	cat "$WORKDIR/boxes.log"
+	grep -q "does not take a list of boxes" "$WORKDIR/boxes.log" && [ $((SECONDS - start)) -le 5 ] ||
+		die "--boxes 2 failed, but not at once naming the missing fleet support"
+fi
+ip netns list | grep -q -e "^pbox-[a-z0-9]*-$CMP\b" && die "compare.sh --boxes 2 left its namespaces"
+echo "compare: CSV and PNG complete (topology hosts, and shared); --shape in place and removed; --boxes 2 as expected"
