@@ -224,6 +224,10 @@ box_start() {
 		mtu_opt="--mtu $BOX_MTU"
 	fi
 	BOX_LOG=$WORKDIR/pboxd.log
+	# a box started again must not be taken as ready on its predecessor's
+	# line (a race compare.sh met: the shell truncates the log after the
+	# wait loop may have read it)
+	rm -f "$BOX_LOG"
 	ip netns exec "$NS_BOX" "$BUILD/pboxd" ${EAL_LCORES:--l 0-1} --no-huge -m 512 --no-pci --no-shconf --file-prefix=pbox$TAG \
 		--vdev="$vdev" ${EXTRA_VDEV:+--vdev=$EXTRA_VDEV} --log-level=lib.eal:error -- \
 		--ip 0:$BOX_IP/24 --control 0.0.0.0:7470 --rpc-socket "$PBOX_SOCKET" \
