@@ -179,6 +179,11 @@ void rtt_sample(struct rtt_est *e, uint32_t r_us)
 	e->rto_us = clamp_u32(rto, e->min_us, e->max_us);
 }
 
+void rtt_backoff(struct rtt_est *e)
+{
+	e->rto_us = clamp_u32(2ull * e->rto_us, e->min_us, e->max_us);
+}
+
 void bdp_init(struct bdp_est *b)
 {
 	memset(b, 0, sizeof(*b));

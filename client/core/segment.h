@@ -131,6 +131,12 @@ struct rtt_est {
 
 void rtt_init(struct rtt_est *e, uint32_t initial_us, uint32_t min_us, uint32_t max_us);
 void rtt_sample(struct rtt_est *e, uint32_t r_us);
+/* A first transmission's timer expired with no round trip measured since
+ * the last such expiry (RFC 6298 5.5: the timeout doubles, up to max,
+ * until a sample sets it again): a queue deeper than the timeout (a
+ * shaped link) otherwise retransmits every segment and, Karn's rule
+ * taking no sample of a retransmitted one, never learns the round trip. */
+void rtt_backoff(struct rtt_est *e);
 
 /*
  * Bandwidth-delay product of the path, for the window: the largest

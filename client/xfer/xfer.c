@@ -826,7 +826,7 @@ static void retransmit(pbox_client *c, uint64_t now)
 	struct xfer *x = c->x;
 	uint64_t next = UINT64_MAX;
 	uint32_t backoff_max = x->rtt.rto_us > XFER_BACKOFF_MAX_US ? x->rtt.rto_us : XFER_BACKOFF_MAX_US;
-	uint32_t timeouts = 0, fast = 0;
+	uint32_t timeouts = 0, fast = 0, first = 0;
 
 	x->next_retx_ns = UINT64_MAX;  /* resend lowers it */
 	for (uint32_t i = 0; i < x->win.cap; i++) {
@@ -843,6 +843,7 @@ static void retransmit(pbox_client *c, uint64_t now)
 		} else if (now >= s->deadline_ns) {
 			if (!s->box_has)
 				timeouts++;
+			first += !s->box_has && !s->retxed;
 			s->nretx++;
 			resend(c, i, now, seg_rto_backoff(x->rtt.rto_us, s->nretx, backoff_max));
 		}
@@ -851,6 +852,15 @@ static void retransmit(pbox_client *c, uint64_t now)
 	}
 	if (next < x->next_retx_ns)
 		x->next_retx_ns = next;
+	/* first transmissions timed out, and no round trip came since the
+	 * last time they did: the timeout is below the path's (rtt_backoff) */
+	if (first) {
+		if (x->rtt.nsamples == x->timeout_samples) {
+			rtt_backoff(&x->rtt);
+			stat_set(&c->stats.rto_us, x->rtt.rto_us);
+		}
+		x->timeout_samples = x->rtt.nsamples;
+	}
 	on_losses(c, &c->stats.fast_retransmits, fast, now);
 	on_losses(c, &c->stats.timeouts, timeouts, now);
 	flush(c);

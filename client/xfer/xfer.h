@@ -85,6 +85,8 @@ struct xfer {
 	uint64_t abort_seen_ns;      /* first ERROR packet, 0 none */
 	uint64_t heartbeat_ns;       /* next heartbeat on the control connection */
 	struct rtt_est rtt;          /* PUSH -> RESULT round trip, sets the RTO */
+	uint64_t timeout_samples;    /* rtt.nsamples at the last retransmit pass
+				        whose first transmissions timed out */
 	struct bdp_est bdp;          /* bandwidth x round trip, sets cwnd */
 	uint32_t cwnd;               /* segments in flight allowed now (<= wmax) */
 	uint32_t wmax;               /* opts.window (win.cap is larger: sparse) */

@@ -222,6 +222,26 @@ static void rtt__smooths_per_rfc6298(void **state)
 	assert_true(e.rttvar_us <= 10);
 }
 
+/* RFC 6298 5.5: each backoff doubles the timeout up to its cap; the next
+ * sample sets it from the round trip again. */
+static void rtt__backoff_doubles_until_a_sample(void **state)
+{
+	struct rtt_est e;
+
+	(void)state;
+	rtt_init(&e, 20000, 100, 100000);
+	rtt_backoff(&e);
+	assert_int_equal(e.rto_us, 40000);
+	rtt_backoff(&e);
+	rtt_backoff(&e);
+	assert_int_equal(e.rto_us, 100000);   /* capped */
+	rtt_sample(&e, 60000);
+	assert_int_equal(e.rto_us, 100000);   /* 60 ms + 4 x 30 ms, capped */
+	for (int i = 0; i < 100; i++)
+		rtt_sample(&e, 30000);
+	assert_int_equal(e.rto_us, 60000);    /* twice the steady round trip */
+}
+
 /* A steady round trip gives rttvar -> 0: the timeout stays at least twice
  * srtt, so the tail of an allreduce's round trips (the wait for the last
  * rank) is not taken for loss. */
@@ -367,6 +387,7 @@ int main(void)
 		cmocka_unit_test(rto__doubles_and_caps),
 		cmocka_unit_test(rtt__first_sample_sets_srtt_and_half_var),
 		cmocka_unit_test(rtt__smooths_per_rfc6298),
+		cmocka_unit_test(rtt__backoff_doubles_until_a_sample),
 		cmocka_unit_test(rtt__at_least_twice_srtt),
 		cmocka_unit_test(rtt__clamped_to_min_and_max),
 		cmocka_unit_test(bdp__window_is_twice_rate_times_min_rtt),
