@@ -1318,3 +1318,4 @@ class BoxOptimizer(torch.optim.Optimizer):
 # Importing pbox.torch registers it: dist.init_process_group("pbox") then
 # runs DDP (no hook needed) and the collectives on the box (pbox/backend.py).
 from .backend import ProcessGroupPBox, set_options as set_backend_options  # noqa: E402
+from .daso import DASO  # noqa: E402,F401

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""daso_check.py - for test_daso.sh, under torchrun with 4 ranks as 2
+"hosts" of 2 (local_size=2): pbox.torch.DASO on a small regression task.
+Checks, printing "daso: N passed, 0 failed" (or the failures):
+  - bad arguments raise at construction;
+  - after every step the ranks of a host hold the same bits;
+  - during the warm-up (blocking global average every step) and at each
+    global average after it, all 4 ranks hold the same bits;
+  - between global averages the hosts drift apart (so the averaging is
+    what joins them);
+  - the period grows once the loss settles, and the loss falls."""
+import hashlib
+import sys
+
+import torch
+import torch.distributed as dist
+
+import pbox.torch
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+ok, bad = 0, []
+
+
+def check(cond, what):
+    global ok
+    if cond:
+        ok += 1
+    else:
+        bad.append(what)
+
+
+def digests(model):
+    h = hashlib.sha256(torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+                       .numpy().tobytes()).hexdigest()[:16]
+    out = [None] * world
+    dist.all_gather_object(out, h)
+    return out
+
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+for kw in ({"max_period": 0}, {"plateau": 2.0}, {"local_size": 3}):
+    try:
+        pbox.torch.DASO(model, opt, name="daso-bad", **kw)
+        check(False, f"DASO({kw}) did not raise")
+    except ValueError:
+        check(True, "")
+daso = pbox.torch.DASO(model, opt, local_size=2, name="daso-check", warmup_steps=10,
+                       max_period=8, window=5, plateau=0.3)
+w = torch.randn(16, 1, generator=torch.Generator().manual_seed(7))
+first = last = None
+drifted = synced_after = 0
+for step in range(1, 61):
+    g = torch.Generator().manual_seed(1000 * step + rank)   # each rank its own batch
+    x = torch.randn(64, 16, generator=g)
+    y = x @ w + 0.01 * torch.randn(64, 1, generator=g)
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    syncs = daso.global_syncs
+    daso.step(loss.item())
+    d = digests(model)
+    host = rank // 2
+    check(d[2 * host] == d[2 * host + 1], f"step {step}: the ranks of host {host} differ")
+    if daso.global_syncs > syncs:
+        check(len(set(d)) == 1, f"step {step}: ranks differ right after a global average")
+        synced_after += step > 10
+    elif len(set(d)) > 1:
+        drifted += 1
+    first = first if first is not None else loss.item()
+    last = loss.item()
+check(daso.global_syncs >= 10, f"only {daso.global_syncs} global averages")
+check(synced_after >= 1, "no global average after the warm-up")
+check(drifted >= 1, "the hosts never drifted apart between global averages")
+check(max(daso.periods or [1]) > 1, f"the period never grew: {daso.periods}")
+check(last < first * 0.5, f"the loss did not fall: {first} -> {last}")
+if rank == 0:
+    print(f"daso: periods {daso.periods}, {daso.global_syncs} global averages in 60 steps, "
+          f"loss {first:.4f} -> {last:.4f}")
+daso.close()
+print(f"daso: {ok} passed, {len(bad)} failed" + ("".join("\n  FAIL " + b for b in bad)))
+dist.destroy_process_group()
+sys.exit(1 if bad else 0)
