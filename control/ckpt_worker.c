@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/errmsg.h"
+#include "control/ckpt_restore.h"
 #include "control/jobs.h"
 #include "control/log.h"
 #include "control/rpc.h"
@@ -53,6 +54,7 @@ struct ckpt_worker {
 	struct { uint32_t id; uint64_t rounds; } last[AUTO_MAX_JOBS];
 	unsigned nlast;
 	struct ckpt_worker_stats stats;
+	struct ckpt_restore *restores; /* key_declares waiting for a read */
 };
 
 static long now_ms(void)
@@ -99,11 +101,16 @@ int ckpt_worker_open(struct ckpt_worker **out)
 
 	if (!w)
 		return -ENOMEM;
+	if (ckpt_restore_open(&w->restores) < 0) {
+		free(w);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	if ((rc = pthread_create(&w->th, NULL, worker_main, w)) != 0) {
 		pthread_mutex_destroy(&w->mu);
 		pthread_cond_destroy(&w->cv);
+		ckpt_restore_close(w->restores);
 		free(w);
 		return -rc;
 	}
@@ -122,6 +129,7 @@ void ckpt_worker_close(struct ckpt_worker *w)
 	pthread_join(w->th, NULL);
 	ps_ckpt_set_free(&w->set);
 	json_decref(w->id);
+	ckpt_restore_close(w->restores);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
 	free(w);
@@ -162,6 +170,13 @@ void ckpt_worker_forget(struct ckpt_worker *w, void *session)
 {
 	if (w && w->session == session)
 		w->session = NULL;
+	if (w)
+		ckpt_restore_forget(w->restores, session);
+}
+
+struct ckpt_restore *ckpt_worker_restores(struct ckpt_worker *w)
+{
+	return w->restores;
 }
 
 struct ckpt_worker_stats ckpt_worker_stats(struct ckpt_worker *w)
@@ -367,6 +382,7 @@ void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 	if (!w)
 		return;
 	now = now_ms();
+	ckpt_restore_poll(w->restores, box, send, send_ctx);
 	poll_write(w, box, send, send_ctx, now);
 	poll_auto(w, box, now);
 }

@@ -57,8 +57,13 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 		      void *send_ctx);
 
-/* The session has ended: its pending answer is dropped. */
+/* The session has ended: its pending answers are dropped (a job_save's,
+ * and its key_declares waiting for a checkpoint read). */
 void ckpt_worker_forget(struct ckpt_worker *w, void *session);
+
+/* The key_declares waiting for their key's checkpoint to be read
+ * (control/ckpt_restore.h); ckpt_worker_poll answers them. */
+struct ckpt_restore *ckpt_worker_restores(struct ckpt_worker *w);
 
 /* Writes that ended since open: finished ok, failed, answered at the
  * timeout (counters for tests and logs). */

@@ -420,61 +420,109 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 	return rc;
 }
 
-int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen)
+void ps_ckpt_load_prepare(const struct job *j, const struct job_key *k, const char *dir,
+			  int same_job, struct ps_ckpt_load_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->want = hdr_of(j, k, 0);
+	if (!same_job) {
+		a->want.job[0] = '\0';
+		a->want.world = 0;
+	}
+	snprintf(a->dir, sizeof(a->dir), "%s", dir);
+	snprintf(a->who, sizeof(a->who), "job %s key %" PRIu32, j->name, k->key);
+	a->key = k->key;
+	a->count = k->geom.count;
+	a->narrays = narrays(k);
+	for (unsigned i = 0; i < a->narrays; i++)
+		a->dst[i] = array_of(k->ek->ps, i);
+}
+
+int ps_ckpt_load_read(const struct ps_ckpt_load_args *a, const struct box_keepalive *ka,
+		      uint8_t **bufp, const uint8_t **datap, struct ckpt_hdr *got, char *err,
+		      size_t errlen)
 {
 	char path[CKPT_PATH], why[512];
-	struct ckpt_hdr got, want = hdr_of(j, k, 0);
-	struct engine_ps *ps = k->ek->ps;
-	size_t len = 0, plane = (size_t)k->geom.count * sizeof(float);
+	size_t len = 0, plane = (size_t)a->count * sizeof(float);
 	uint8_t *buf = NULL;
 	const uint8_t *data;
 	int dfd, rc;
 
-	if (!same_job) {
-		want.job[0] = '\0';
-		want.world = 0;
-	}
-	ckpt_path(path, sizeof(path), dir, k->key);
-	if ((dfd = ckpt_dir_open(dir, why, sizeof(why))) < 0)
-		return errmsg(err, errlen, dfd, "job %s key %" PRIu32 ": %s", j->name, k->key,
-			      why);
+	*bufp = NULL;
+	ckpt_path(path, sizeof(path), a->dir, a->key);
+	if ((dfd = ckpt_dir_open(a->dir, why, sizeof(why))) < 0)
+		return errmsg(err, errlen, dfd, "%s: %s", a->who, why);
 	/* the largest file of this count: any optimizer, any job name */
 	uint64_t max = CKPT_HDR + CKPT_NAME_MAX + (1 + OPTIM_MAX_PLANES) * (uint64_t)plane;
-	rc = ckpt_read(dfd, dir, k->key, max, ka, &buf, &len, why, sizeof(why));
+	rc = ckpt_read(dfd, a->dir, a->key, max, ka, &buf, &len, why, sizeof(why));
 	close(dfd);
 	if (rc == -ENOENT)
-		return errmsg(err, errlen, -ENOENT, "job %s key %" PRIu32 ": the job restores "
-			      "from %s, which has no checkpoint of this key (%s: %s)", j->name,
-			      k->key, dir, path, strerror(ENOENT));
+		return errmsg(err, errlen, -ENOENT, "%s: the job restores from %s, which has no "
+			      "checkpoint of this key (%s: %s)", a->who, a->dir, path,
+			      strerror(ENOENT));
 	if (rc == 0)
-		rc = ckpt_decode(buf, len, &want, path, &got, &data, why, sizeof(why));
+		rc = ckpt_decode(buf, len, &a->want, path, got, &data, why, sizeof(why));
 	if (rc < 0) {
 		free(buf);
-		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s", j->name, k->key, why);
+		return errmsg(err, errlen, rc, "%s: %s", a->who, why);
 	}
 	/* a NaN or Inf never leaves the weights: refused (ps_finite.h) */
 	const void *arrays[1 + OPTIM_MAX_PLANES];
 	char where[CKPT_PATH + 128];
-	for (unsigned a = 0; a < narrays(k); a++)
-		arrays[a] = data + a * plane;
-	snprintf(where, sizeof(where), "job %s key %" PRIu32 ": the checkpoint %s", j->name,
-		 k->key, path);
-	rc = ps_state_finite(arrays, narrays(k), k->geom.count, got.kind, where, err, errlen);
+	for (unsigned i = 0; i < a->narrays; i++)
+		arrays[i] = data + i * plane;
+	snprintf(where, sizeof(where), "%s: the checkpoint %s", a->who, path);
+	rc = ps_state_finite(arrays, a->narrays, a->count, got->kind, where, err, errlen);
 	if (rc < 0) {
 		free(buf);
 		return rc;
 	}
-	/* all of it checked: only now is the key's state touched */
-	for (unsigned a = 0; a < narrays(k); a++) {
-		memcpy(array_of(ps, a), data + a * plane, plane);
+	*bufp = buf;
+	*datap = data;
+	return 0;
+}
+
+void ps_ckpt_load_copy(const struct ps_ckpt_load_args *a, const uint8_t *data,
+		       const struct box_keepalive *ka)
+{
+	size_t plane = (size_t)a->count * sizeof(float);
+
+	for (unsigned i = 0; i < a->narrays; i++) {
+		memcpy(a->dst[i], data + i * plane, plane);
 		box_keepalive(ka);
 	}
-	free(buf);
+}
+
+void ps_ckpt_load_done(const struct job_key *k, const struct ckpt_hdr *got)
+{
+	struct engine_ps *ps = k->ek->ps;
+
 	ps->restored = 1;
-	ps->step0 = got.steps;
-	ps->buf_written = got.buf_written;
-	return 0;
+	ps->step0 = got->steps;
+	ps->buf_written = got->buf_written;
+}
+
+int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
+		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen)
+{
+	struct ps_ckpt_load_args *a = malloc(sizeof(*a));
+	struct ckpt_hdr got;
+	const uint8_t *data;
+	uint8_t *buf;
+	int rc;
+
+	if (!a)
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+			      j->name, k->key);
+	ps_ckpt_load_prepare(j, k, dir, same_job, a);
+	rc = ps_ckpt_load_read(a, ka, &buf, &data, &got, err, errlen);
+	if (rc == 0) { /* all of it checked: only now is the key's state touched */
+		ps_ckpt_load_copy(a, data, ka);
+		ps_ckpt_load_done(k, &got);
+	}
+	free(buf);
+	free(a);
+	return rc;
 }
 
 /* ---- --checkpoint-dir: a directory per job ---- */

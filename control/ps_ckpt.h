@@ -105,6 +105,35 @@ void ps_ckpt_snap_free(struct ps_ckpt_snap *s);
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen);
 
+/*
+ * ps_ckpt_load in parts, so that the file is read and checked off the
+ * control thread (control/ckpt_load.h): ps_ckpt_load_prepare (control
+ * thread) takes what the load needs from the declaration into a: the
+ * header the file must have, the directory and the key's arrays in the
+ * arena; ps_ckpt_load_read (any thread: it touches only a and the file)
+ * reads and checks the file whole (the same checks and messages as
+ * ps_ckpt_load; *buf to free, *data the arrays in it); ps_ckpt_load_copy
+ * copies them into the key's arrays; ps_ckpt_load_done (control thread)
+ * sets restored, step0 and the buffer flag.
+ */
+struct ps_ckpt_load_args {
+	char dir[CKPT_PATH];
+	char who[JOB_NAME_MAX + 32];    /* "job NAME key K": messages start so */
+	struct ckpt_hdr want;
+	uint32_t key;
+	uint64_t count;
+	unsigned narrays;
+	float *dst[1 + OPTIM_MAX_PLANES];
+};
+void ps_ckpt_load_prepare(const struct job *j, const struct job_key *k, const char *dir,
+			  int same_job, struct ps_ckpt_load_args *a);
+int ps_ckpt_load_read(const struct ps_ckpt_load_args *a, const struct box_keepalive *ka,
+		      uint8_t **buf, const uint8_t **data, struct ckpt_hdr *got, char *err,
+		      size_t errlen);
+void ps_ckpt_load_copy(const struct ps_ckpt_load_args *a, const uint8_t *data,
+		       const struct box_keepalive *ka);
+void ps_ckpt_load_done(const struct job_key *k, const struct ckpt_hdr *got);
+
 /* --checkpoint-dir: a job's directory ROOT/<job> into buf. Only a job
  * named with at most PS_CKPT_JOB_DIR_MAX of [A-Za-z0-9._-], not starting
  * with '.', has one (-EINVAL). ROOT must meet the directory rule; create:
