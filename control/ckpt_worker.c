@@ -30,6 +30,10 @@
 
 #define AUTO_RETRY_MS 1000 /* a job stepping at its periodic save: again after */
 #define AUTO_MAX_JOBS 64   /* jobs whose last periodic save is remembered */
+/* Bytes of a snapshot copied per control-loop iteration (about 5-15 ms
+ * here; ps_ckpt_cut_step): a 512 MiB key is copied over some 32 polls,
+ * every RPC answered between them. */
+#define CUT_STEP (32u << 20)
 
 struct ckpt_worker {
 	pthread_t th;
@@ -55,6 +59,10 @@ struct ckpt_worker {
 	unsigned nlast;
 	struct ckpt_worker_stats stats;
 	struct ckpt_restore *restores; /* key_declares waiting for a read */
+	/* the snapshot being copied before its write (control thread) */
+	struct ps_ckpt_cut *cut;
+	int cut_auto;           /* a periodic save's ... */
+	uint64_t cut_rounds;    /* ... of a job that had completed these rounds */
 };
 
 static long now_ms(void)
@@ -128,6 +136,7 @@ void ckpt_worker_close(struct ckpt_worker *w)
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->th, NULL);
 	ps_ckpt_set_free(&w->set);
+	ps_ckpt_cut_free(w->cut);
 	json_decref(w->id);
 	ckpt_restore_close(w->restores);
 	pthread_mutex_destroy(&w->mu);
@@ -139,10 +148,11 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 		       const char *dir, void *session, json_t *id, unsigned timeout_ms,
 		       char *err, size_t errlen)
 {
-	if (w->busy) {
+	if (w->busy || w->cut) {
 		int rc = errmsg(err, errlen, -EBUSY, "a checkpoint of job %s into %s is being "
-				"written (for %ld ms); one is written at a time: try again when "
-				"it ends", w->job, w->dir, now_ms() - w->start_ms);
+				"%s (for %ld ms); one is written at a time: try again when "
+				"it ends", w->job, w->dir, w->cut ? "copied" : "written",
+				now_ms() - w->start_ms);
 		ps_ckpt_set_free(set);
 		return rc;
 	}
@@ -164,6 +174,42 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	return 0;
+}
+
+int ckpt_worker_save(struct ckpt_worker *w, const struct job *j, const char *dir,
+		     void *session, json_t *id, unsigned timeout_ms, bool patient, char *err,
+		     size_t errlen)
+{
+	struct ps_ckpt_cut *cut;
+	int rc;
+
+	if (w->busy || w->cut)
+		return errmsg(err, errlen, -EBUSY, "a checkpoint of job %s into %s is being "
+			      "%s (for %ld ms); one is written at a time: try again when it ends",
+			      w->job, w->dir, w->cut ? "copied" : "written",
+			      now_ms() - w->start_ms);
+	if ((rc = ps_ckpt_cut_begin(j, patient, &cut, err, errlen)) < 0)
+		return rc;
+	w->cut = cut;
+	snprintf(w->job, sizeof(w->job), "%s", j->name);
+	snprintf(w->dir, sizeof(w->dir), "%s", dir);
+	w->start_ms = now_ms();
+	w->deadline_ms = timeout_ms ? w->start_ms + (long)timeout_ms : 0;
+	w->session = session;
+	json_decref(w->id);
+	w->id = id ? json_incref(id) : NULL;
+	w->answered = 0;
+	return 0;
+}
+
+int ckpt_worker_copying(const struct ckpt_worker *w, uint32_t job_id)
+{
+	return w && w->cut && ps_ckpt_cut_job(w->cut) == job_id;
+}
+
+int ckpt_worker_hurry(const struct ckpt_worker *w)
+{
+	return w && w->cut;
 }
 
 void ckpt_worker_forget(struct ckpt_worker *w, void *session)
@@ -269,6 +315,50 @@ static void poll_write(struct ckpt_worker *w, struct box *box, ckpt_send_fn send
 	}
 }
 
+static void auto_ended(struct ckpt_worker *w, struct box *box, const struct job *j, int rc,
+		       const char *err);
+
+/* The snapshot being copied: CUT_STEP more bytes; once whole, to the
+ * writer thread (the same answer, deadline and session); a failure is
+ * answered (job_save) or logged (periodic). */
+static void poll_cut(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
+		     void *send_ctx)
+{
+	char err[RPC_ERR_MAX] = "";
+	const struct job *j;
+	struct ps_ckpt_set set;
+	int rc;
+
+	if (!w->cut)
+		return;
+	j = box->jobs ? jobs_find_id(box->jobs, ps_ckpt_cut_job(w->cut)) : NULL;
+	rc = ps_ckpt_cut_step(j, w->cut, CUT_STEP, err, sizeof(err));
+	if (rc == 1)
+		return;
+	if (rc == 0)
+		ps_ckpt_cut_take(w->cut, &set);
+	if (w->cut_auto)
+		auto_ended(w, box, j, rc, err);
+	ps_ckpt_cut_free(w->cut);
+	w->cut = NULL;
+	if (rc < 0) {
+		if (w->session)
+			answer(w, send, send_ctx, rc, err);
+		json_decref(w->id);
+		w->id = NULL;
+		w->session = NULL;
+		return;
+	}
+	ps_ckpt_set_free(&w->set);
+	w->set = set;
+	pthread_mutex_lock(&w->mu);
+	w->busy = 1;
+	w->finished = 0;
+	w->err[0] = '\0';
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /* ---- periodic saves (--checkpoint-dir) ---- */
 
 /* The rounds j's PS keys completed in all (a job that took no step since
@@ -328,7 +418,7 @@ static void poll_auto(struct ckpt_worker *w, struct box *box, long now)
 	const struct box_config *cfg = &box->cfg;
 	char dir[CKPT_PATH], err[RPC_ERR_MAX];
 
-	if (!cfg->checkpoint_dir[0] || w->busy || !box->jobs)
+	if (!cfg->checkpoint_dir[0] || w->busy || w->cut || !box->jobs)
 		return;
 	if (!w->next_auto_ms)
 		w->next_auto_ms = now + (long)cfg->checkpoint_every_s * 1000;
@@ -351,27 +441,44 @@ static void poll_auto(struct ckpt_worker *w, struct box *box, long now)
 		w->cursor = j->id;
 		return;
 	}
-	struct ps_ckpt_set set;
 	int rc = ps_ckpt_auto_dir(dir, sizeof(dir), cfg->checkpoint_dir, j->name, 1, err,
 				  sizeof(err));
 	if (rc == 0)
-		rc = ps_ckpt_snap_job(j, &set, false, err, sizeof(err));
-	if (rc == -EBUSY) { /* stepping: at a round boundary a moment later */
-		w->retry_ms = now + AUTO_RETRY_MS;
+		rc = ckpt_worker_save(w, j, dir, NULL, NULL, 0, false, err, sizeof(err));
+	if (rc < 0) {
+		w->cursor = j->id;
+		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", j->name, err);
+		return;
+	}
+	/* copied over the next polls (poll_cut), then auto_ended */
+	w->cut_auto = 1;
+	w->cut_rounds = rounds;
+}
+
+/* A periodic save's copy ended: kept (the job is remembered at its
+ * rounds), or a job stepping tried again a second later, or one with a
+ * key without weights yet (nothing to keep) or failing passed over. */
+static void auto_ended(struct ckpt_worker *w, struct box *box, const struct job *j, int rc,
+		       const char *err)
+{
+	uint32_t id = ps_ckpt_cut_job(w->cut);
+
+	w->cut_auto = 0;
+	if (rc == -EBUSY && j) { /* stepping: at a round boundary a moment later */
+		w->retry_ms = now_ms() + AUTO_RETRY_MS;
 		ctl_log(box, CTL_LOG_DEBUG, "periodic checkpoint: %s; again in %d ms", err,
 			AUTO_RETRY_MS);
 		return;
 	}
-	w->cursor = j->id;
-	if (rc == -ENODATA) /* a key without weights yet: nothing to keep */
+	w->cursor = id;
+	if (rc == -ENODATA)
 		return;
 	if (rc < 0) {
-		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", j->name, err);
+		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", w->job, err);
 		return;
 	}
-	remember(w, j, rounds);
+	remember(w, j, w->cut_rounds);
 	w->stats.auto_saved++;
-	ckpt_worker_submit(w, &set, j->name, dir, NULL, NULL, 0, err, sizeof(err));
 }
 
 void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
@@ -383,6 +490,7 @@ void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 		return;
 	now = now_ms();
 	ckpt_restore_poll(w->restores, box, send, send_ctx);
+	poll_cut(w, box, send, send_ctx);
 	poll_write(w, box, send, send_ctx, now);
 	poll_auto(w, box, now);
 }

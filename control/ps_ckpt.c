@@ -375,6 +375,194 @@ int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient,
 	return rc;
 }
 
+/* ---- a job's snapshot a piece at a time (ckpt_worker.c) ---- */
+
+struct ps_ckpt_cut {
+	uint32_t job_id;
+	char job[JOB_NAME_MAX + 1];
+	struct ps_ckpt_set set;        /* s[i].done: the round key i is copied at */
+	const struct engine_key **ek;  /* key i's engine key when begun */
+	uint32_t cur;                  /* the key being copied, */
+	unsigned arr;                  /* its array, */
+	uint64_t off;                  /* the next element of it */
+	int started;                   /* s[cur].done is known */
+	int tries, patient;
+	long wait_ns;                  /* stepping: waited so far */
+	struct timespec wait_from;
+};
+
+/* Fresh pages for a large copy, not populated: the chunks fault them in
+ * a piece at a time. */
+static float *cut_alloc(size_t nbytes)
+{
+	if (nbytes < SNAP_MAP_MIN)
+		return malloc(nbytes ? nbytes : 1);
+	void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void ps_ckpt_cut_free(struct ps_ckpt_cut *c)
+{
+	if (!c)
+		return;
+	ps_ckpt_set_free(&c->set);
+	free(c->ek);
+	free(c);
+}
+
+int ps_ckpt_cut_begin(const struct job *j, bool patient, struct ps_ckpt_cut **out,
+		      char *err, size_t errlen)
+{
+	struct ps_ckpt_cut *c = calloc(1, sizeof(*c));
+	uint32_t n = j->nkeys ? j->nkeys : 1;
+
+	if (!c || !(c->set.s = calloc(n, sizeof(*c->set.s))) ||
+	    !(c->ek = calloc(n, sizeof(*c->ek)))) {
+		ps_ckpt_cut_free(c);
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
+	}
+	c->job_id = j->id;
+	snprintf(c->job, sizeof(c->job), "%s", j->name);
+	c->patient = patient;
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		const struct job_key *k = &j->keys[i];
+		if (!k->is_ps || k->remove_mark)
+			continue;
+		struct ps_ckpt_snap *sn = &c->set.s[c->set.n];
+		sn->key = k->key;
+		sn->index = i;
+		sn->dlen = (size_t)narrays(k) * k->geom.count * sizeof(float);
+		if (!(sn->data = cut_alloc(sn->dlen))) {
+			ps_ckpt_cut_free(c);
+			return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory "
+				      "for the snapshot (%zu bytes)", j->name, k->key, sn->dlen);
+		}
+		c->ek[c->set.n++] = k->ek;
+	}
+	if (c->set.n == 0) {
+		ps_ckpt_cut_free(c);
+		return errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
+			      "optimizer) to save", j->name);
+	}
+	*out = c;
+	return 0;
+}
+
+/* Copy again from the first key (a key completed a round since its copy):
+ * 1, or -EBUSY once the tries are spent. */
+static int cut_restart(struct ps_ckpt_cut *c, uint32_t key, char *err, size_t errlen)
+{
+	if (++c->tries >= (c->patient ? SAVE_TRIES : 1))
+		return errmsg(err, errlen, -EBUSY, "job %s: key %" PRIu32 " stepped while the "
+			      "job's keys were copied (%d tries): the files would mix steps; save "
+			      "between steps (when no rank is pushing)", c->job, key, c->tries);
+	c->cur = 0;
+	c->arr = 0;
+	c->off = 0;
+	c->started = 0;
+	return 1;
+}
+
+/* Key cur is mid-step (a round open): wait for it across polls, 0.1 s at
+ * most (patient), else -EBUSY. 1 to try again. */
+static int cut_wait(struct ps_ckpt_cut *c, uint32_t key, char *err, size_t errlen)
+{
+	struct timespec now;
+
+	if (!c->patient)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key is stepping",
+			      c->job, key);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (c->wait_ns == 0 && c->wait_from.tv_sec == 0)
+		c->wait_from = now;
+	c->wait_ns = (now.tv_sec - c->wait_from.tv_sec) * 1000000000L + now.tv_nsec -
+		     c->wait_from.tv_nsec;
+	if (c->wait_ns > (long)SNAP_TRIES * SNAP_PAUSE_NS)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
+			      "for 0.1 s; save between steps (when no rank is pushing)", c->job, key);
+	return 1;
+}
+
+int ps_ckpt_cut_step(const struct job *j, struct ps_ckpt_cut *c, size_t budget, char *err,
+		     size_t errlen)
+{
+	uint64_t left = budget / sizeof(float);
+
+	if (!j || j->id != c->job_id || strcmp(j->name, c->job) != 0 || j->removing)
+		return errmsg(err, errlen, -ECONNABORTED, "job %s went while it was saved",
+			      c->job);
+	while (c->cur < c->set.n) {
+		struct ps_ckpt_snap *sn = &c->set.s[c->cur];
+		const struct job_key *k = job_key_find(j, sn->key);
+		if (!k || k->ek != c->ek[c->cur] || k->remove_mark)
+			return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " was released "
+				      "while it was saved", c->job, sn->key);
+		uint64_t count = k->geom.count, n = count - c->off;
+		if (left == 0)
+			return 1;
+		n = n < left ? n : left;
+		uint32_t round = 0;
+		int rc = copy_range(k, c->arr, c->arr + 1, c->off, n,
+				    sn->data + (size_t)c->arr * count + c->off, &round, 1);
+		if (rc == 0 && c->started && round != sn->done)
+			return cut_restart(c, sn->key, err, errlen);
+		if (rc < 0) {
+			if (c->started && !ps_ckpt_unchanged(k, sn->done))
+				return cut_restart(c, sn->key, err, errlen);
+			return cut_wait(c, sn->key, err, errlen);
+		}
+		c->wait_ns = 0;
+		c->wait_from = (struct timespec){ 0, 0 };
+		if (!c->started) {
+			if (engine_key_rounds(k->ek, round) == 0)
+				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
+					      "weights yet (the ranks have not run pbox_ps_init)",
+					      j->name, k->key);
+			sn->done = round;
+			c->started = 1;
+		}
+		left -= n;
+		c->off += n;
+		if (c->off < count)
+			continue;
+		c->off = 0;
+		if (++c->arr < narrays(k))
+			continue;
+		/* the key copied whole at round done: its header */
+		struct ckpt_hdr h = hdr_of(j, k, k->ek->ps->step0 +
+					   engine_key_rounds(k->ek, sn->done) - 1);
+		sn->steps = h.steps;
+		sn->hlen = ckpt_head_bytes(&h);
+		ckpt_encode(sn->head, &h);
+		sn->bytes = sn->hlen + sn->dlen;
+		c->arr = 0;
+		c->started = 0;
+		c->cur++;
+	}
+	/* one cut: every key still stands at the round it was copied at, so
+	 * all stood there at once (now) */
+	for (uint32_t i = 0; i < c->set.n; i++) {
+		const struct job_key *k = job_key_find(j, c->set.s[i].key);
+		if (!k || k->ek != c->ek[i] || k->remove_mark)
+			return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " was released "
+				      "while it was saved", c->job, c->set.s[i].key);
+		if (!ps_ckpt_unchanged(k, c->set.s[i].done))
+			return cut_restart(c, c->set.s[i].key, err, errlen);
+	}
+	return 0;
+}
+
+void ps_ckpt_cut_take(struct ps_ckpt_cut *c, struct ps_ckpt_set *set)
+{
+	*set = c->set;
+	memset(&c->set, 0, sizeof(c->set));
+}
+
+uint32_t ps_ckpt_cut_job(const struct ps_ckpt_cut *c)
+{
+	return c->job_id;
+}
+
 int ps_ckpt_write_set(const struct ps_ckpt_set *set, const char *dir,
 		      const struct box_keepalive *ka, char *err, size_t errlen)
 {
