@@ -72,6 +72,8 @@ static void drop(struct ckpt_restore *r, unsigned i)
 	r->w[i] = r->w[--r->n];
 }
 
+static struct waiter take(struct ckpt_restore *r, unsigned i);
+
 void ckpt_restore_forget(struct ckpt_restore *r, void *session)
 {
 	for (unsigned i = 0; r && i < r->n;)
@@ -86,10 +88,19 @@ unsigned ckpt_restore_waiting(const struct ckpt_restore *r)
 	return r ? r->n : 0;
 }
 
-static void answer(struct poll_ctx *p, unsigned i, const struct job *j,
+/* Take waiter i out of the list (its id reference moves to the caller):
+ * an answer may close a connection, whose forget then changes the list. */
+static struct waiter take(struct ckpt_restore *r, unsigned i)
+{
+	struct waiter w = r->w[i];
+
+	r->w[i] = r->w[--r->n];
+	return w;
+}
+
+static void answer(struct poll_ctx *p, struct waiter *w, const struct job *j,
 		   const struct job_key *k, int rc, const char *msg)
 {
-	struct waiter *w = &p->r->w[i];
 	json_t *reply = NULL;
 
 	if (rc == 0) {
@@ -103,6 +114,7 @@ static void answer(struct poll_ctx *p, unsigned i, const struct job *j,
 	if (reply && w->id)   /* a notification gets no answer */
 		p->send(p->send_ctx, w->session, reply);
 	json_decref(reply);
+	json_decref(w->id);
 }
 
 /* A read ended: every declaration waiting for it gets the same answer. */
@@ -116,8 +128,9 @@ static void restored(void *ctx, const struct job *j, uint32_t key, const struct 
 			i++;
 			continue;
 		}
-		answer(p, i, j, k, rc, msg);
-		drop(p->r, i);
+		struct waiter w = take(p->r, i);
+		answer(p, &w, j, k, rc, msg);
+		i = 0;
 	}
 }
 
@@ -132,14 +145,14 @@ void ckpt_restore_poll(struct ckpt_restore *r, struct box *box, ckpt_restore_sen
 	jobs_restores_poll(box->jobs, restored, &p);
 	/* a job that went (removed) took its reads with it */
 	for (unsigned i = 0; i < r->n;) {
-		struct waiter *w = &r->w[i];
-		if (jobs_restore_pending(box->jobs, w->job_id, w->key)) {
+		if (jobs_restore_pending(box->jobs, r->w[i].job_id, r->w[i].key)) {
 			i++;
 			continue;
 		}
+		struct waiter w = take(r, i);
 		snprintf(msg, sizeof(msg), "job id %" PRIu32 " key %" PRIu32 ": the job ended "
-			 "while the key's checkpoint was read", w->job_id, w->key);
-		answer(&p, i, NULL, NULL, -ECONNABORTED, msg);
-		drop(r, i);
+			 "while the key's checkpoint was read", w.job_id, w.key);
+		answer(&p, &w, NULL, NULL, -ECONNABORTED, msg);
+		i = 0;
 	}
 }
