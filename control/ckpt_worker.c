@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/errmsg.h"
+#include "control/ckpt_load.h"
 #include "control/ckpt_restore.h"
 #include "control/jobs.h"
 #include "control/log.h"
@@ -30,10 +31,11 @@
 
 #define AUTO_RETRY_MS 1000 /* a job stepping at its periodic save: again after */
 #define AUTO_MAX_JOBS 64   /* jobs whose last periodic save is remembered */
-/* Bytes of a snapshot copied per control-loop iteration (about 5-15 ms
- * here; ps_ckpt_cut_step): a 512 MiB key is copied over some 32 polls,
+/* Bytes of a snapshot copied per control-loop iteration
+ * (ps_ckpt_cut_step; 1-2 ms on a quiet box, figures in
+ * docs/reliability.md): a 512 MiB key is copied over some 128 polls,
  * every RPC answered between them. */
-#define CUT_STEP (32u << 20)
+#define CUT_STEP (4u << 20)
 
 struct ckpt_worker {
 	pthread_t th;
@@ -61,6 +63,8 @@ struct ckpt_worker {
 	struct ckpt_restore *restores; /* key_declares waiting for a read */
 	/* the snapshot being copied before its write (control thread) */
 	struct ps_ckpt_cut *cut;
+	unsigned cut_pieces;    /* steps it took so far, */
+	long cut_max_us;        /* the longest (logged: the control thread's hold) */
 	int cut_auto;           /* a periodic save's ... */
 	uint64_t cut_rounds;    /* ... of a job that had completed these rounds */
 };
@@ -76,6 +80,7 @@ static void *worker_main(void *arg)
 {
 	struct ckpt_worker *w = arg;
 
+	ckpt_thread_nice();   /* the control thread and the lcores come first */
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->stop && !(w->busy && !w->finished))
@@ -191,6 +196,8 @@ int ckpt_worker_save(struct ckpt_worker *w, const struct job *j, const char *dir
 	if ((rc = ps_ckpt_cut_begin(j, patient, &cut, err, errlen)) < 0)
 		return rc;
 	w->cut = cut;
+	w->cut_pieces = 0;
+	w->cut_max_us = 0;
 	snprintf(w->job, sizeof(w->job), "%s", j->name);
 	snprintf(w->dir, sizeof(w->dir), "%s", dir);
 	w->start_ms = now_ms();
@@ -331,12 +338,22 @@ static void poll_cut(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 
 	if (!w->cut)
 		return;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	j = box->jobs ? jobs_find_id(box->jobs, ps_ckpt_cut_job(w->cut)) : NULL;
 	rc = ps_ckpt_cut_step(j, w->cut, CUT_STEP, err, sizeof(err));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
+	w->cut_pieces++;
+	w->cut_max_us = us > w->cut_max_us ? us : w->cut_max_us;
 	if (rc == 1)
 		return;
-	if (rc == 0)
+	if (rc == 0) {
 		ps_ckpt_cut_take(w->cut, &set);
+		ctl_log(box, CTL_LOG_INFO, "checkpoint of job %s: copied in %u pieces over %ld ms, "
+			"the longest %ld.%ld ms", w->job, w->cut_pieces, now_ms() - w->start_ms,
+			w->cut_max_us / 1000, w->cut_max_us / 100 % 10);
+	}
 	if (w->cut_auto)
 		auto_ended(w, box, j, rc, err);
 	ps_ckpt_cut_free(w->cut);

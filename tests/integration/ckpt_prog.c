@@ -7,8 +7,8 @@
  *       "TRAINED", holds the job until FLAGFILE exists (60 s at most)
  *   ckpt_prog CONTROL JOB resume            the key restored: weights -0.5
  *       and 3 steps before any step (rank 0's weights 9 ignored), then a
- *       4th step gives -1; prints "RESUMED 3" and how long key_declare
- *       took (the restore's read)
+ *       4th step gives -1; prints "DECLARED in MS" once key_declare (the
+ *       restore's read) is answered, then "RESUMED 3"
  *   ckpt_prog CONTROL JOB refused TEXT      the declaration is refused with
  *       an error containing TEXT, within 5 s; prints it
  * CKPT_N in the environment sets the weights' count (default 1000; the
@@ -75,6 +75,10 @@ int main(int argc, char **argv)
 	int rc = pbox_declare_optimizer(c, 1, N, PBOX_F32, &o);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long declare_ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (strcmp(phase, "resume") == 0) {   /* ckpt_latency.sh: the restore ended */
+		printf("DECLARED in %ld ms\n", declare_ms);
+		fflush(stdout);
+	}
 	if (strcmp(phase, "refused") == 0) {
 		if (rc == 0 || !strstr(pbox_last_error(c), arg))
 			return fail(c, "declaration not refused as expected");
