@@ -15,9 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "common/errmsg.h"
 #include "control/rpc.h"
@@ -39,13 +36,6 @@ unsigned ckpt_load_inflight(void)
 	return __atomic_load_n(&live, __ATOMIC_ACQUIRE);
 }
 
-void ckpt_thread_nice(void)
-{
-	/* Linux: a thread's nice value is its own (by its tid) */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CKPT_NICE) != 0)
-		return;   /* not allowed: it runs at the control thread's priority */
-}
-
 static void unref(struct ckpt_load *l)
 {
 	pthread_mutex_lock(&l->mu);
@@ -65,7 +55,6 @@ static void *load_main(void *arg)
 	const uint8_t *data = NULL;
 	uint8_t *buf = NULL;
 
-	ckpt_thread_nice();
 	memset(&got, 0, sizeof(got));
 	int rc = ps_ckpt_load_read(&l->a, NULL, &buf, &data, &got, err, sizeof(err));
 	pthread_mutex_lock(&l->mu);

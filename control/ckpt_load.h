@@ -37,12 +37,6 @@ int ckpt_load_poll(struct ckpt_load *l, struct ckpt_hdr *got, char *err, size_t 
  * never writes the arena. */
 void ckpt_load_drop(struct ckpt_load *l);
 
-/* A checkpoint I/O thread (reader or writer) lowers its own priority
- * (nice CKPT_NICE): on a busy box the control thread and the lcores get
- * the CPU first. */
-#define CKPT_NICE 10
-void ckpt_thread_nice(void);
-
 /* Reads in flight (their threads alive), box-wide. */
 unsigned ckpt_load_inflight(void);
 

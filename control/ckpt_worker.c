@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "common/errmsg.h"
-#include "control/ckpt_load.h"
 #include "control/ckpt_restore.h"
 #include "control/jobs.h"
 #include "control/log.h"
@@ -80,7 +79,6 @@ static void *worker_main(void *arg)
 {
 	struct ckpt_worker *w = arg;
 
-	ckpt_thread_nice();   /* the control thread and the lcores come first */
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->stop && !(w->busy && !w->finished))
