@@ -7,8 +7,8 @@
  *       "TRAINED", holds the job until FLAGFILE exists (60 s at most)
  *   ckpt_prog CONTROL JOB resume            the key restored: weights -0.5
  *       and 3 steps before any step (rank 0's weights 9 ignored), then a
- *       4th step gives -1; prints "DECLARED in MS" once key_declare (the
- *       restore's read) is answered, then "RESUMED 3"
+ *       4th step gives -1; prints "JOINED" once joined, "DECLARED in MS"
+ *       once key_declare (the restore's read) is answered, then "RESUMED 3"
  *   ckpt_prog CONTROL JOB refused TEXT      the declaration is refused with
  *       an error containing TEXT, within 5 s; prints it
  * CKPT_N in the environment sets the weights' count (default 1000; the
@@ -64,6 +64,10 @@ int main(int argc, char **argv)
 		opts.job_bytes = (256ull << 20) + 3 * 4 * (uint64_t)N;
 	if (pbox_connect(argv[1], argv[2], 0, 1, &opts, &c) != 0)
 		return fail(NULL, "connect");
+	if (strcmp(phase, "resume") == 0) {   /* ckpt_latency.sh: the declaration starts */
+		printf("JOINED\n");
+		fflush(stdout);
+	}
 	pbox_optim_init(&o, PBOX_OPTIM_SGD);
 	o.lr = 0.5;
 	for (size_t i = 0; i < N; i++) {
