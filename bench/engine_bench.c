@@ -8,7 +8,9 @@
  * packets/s, payload GB/s in and cycles per packet, for 1 KiB and 8 KiB
  * payloads and N = 4, 8, 16, beside the bound of the sum kernel alone on
  * the same data (the sum must read N payloads and write one).
- * Usage: engine_bench [--quick] [--csv] [--lcores T]
+ * Usage: engine_bench [--quick] [--csv] [--lcores T] [--worlds N,N,...]
+ * --worlds: the first table's worlds (default 4,8,16; up to 1,024 ranks,
+ * with the slots pboxd gives such a job: control/jobs.h jobs_slots).
  *
  * A second table: PS mode (docs/protocol.md "PS keys"), the same rounds
  * on a key declared with SGD (momentum 0.9, Nesterov, weight decay) or
@@ -68,7 +70,10 @@ static void release_nothing(void *ctx, void *ref)
 
 static void setup_init(struct setup *s, uint16_t world, uint32_t seg_bytes)
 {
-	uint32_t key_cap = 16, nslots = 256;
+	uint32_t key_cap = 16;
+	/* as pboxd's jobs_slots: at most 128 MiB of copied contributions */
+	uint64_t fit = (128ull << 20) / ((uint64_t)world * seg_bytes);
+	uint32_t nslots = fit < 16 ? 16 : fit > 256 ? 256 : (uint32_t)fit;
 	size_t jb = engine_job_mem_bytes(world, seg_bytes, key_cap, nslots);
 	uint32_t count = NSEGS * (seg_bytes / 4);
 	size_t kb = engine_key_mem_bytes(count, WIRE_F32, seg_bytes, 1);
@@ -420,7 +425,8 @@ static int scaling(unsigned lcores, int reps)
 int main(int argc, char **argv)
 {
 	int quick = 0, csv = 0;
-	unsigned lcores = 0;
+	unsigned lcores = 0, nworlds = 3;
+	uint16_t worlds[8] = { 4, 8, 16 };
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			quick = 1;
@@ -428,15 +434,26 @@ int main(int argc, char **argv)
 			csv = 1;
 		else if (!strcmp(argv[i], "--lcores") && i + 1 < argc)
 			lcores = (unsigned)atoi(argv[++i]);
-		else {
-			fprintf(stderr, "usage: engine_bench [--quick] [--csv] [--lcores T]\n");
+		else if (!strcmp(argv[i], "--worlds") && i + 1 < argc) {
+			char *t = argv[++i], *end;
+			for (nworlds = 0; nworlds < 8 && *t; t = *end ? end + 1 : end) {
+				long w = strtol(t, &end, 10);
+				if (w < 1 || w > ENGINE_MAX_WORLD || (*end && *end != ',')) {
+					fprintf(stderr, "engine_bench: --worlds takes 1..%d, "
+						"comma-separated\n", ENGINE_MAX_WORLD);
+					return 2;
+				}
+				worlds[nworlds++] = (uint16_t)w;
+			}
+		} else {
+			fprintf(stderr, "usage: engine_bench [--quick] [--csv] [--lcores T] "
+				"[--worlds N,N,...]\n");
 			return 2;
 		}
 	}
 	if (lcores)
 		return scaling(lcores, quick ? 2 : REPS);
 	static const uint32_t sizes[] = { 1024, 8896 };
-	static const uint16_t worlds[] = { 4, 8, 16 };
 	int reps = quick ? 2 : REPS;
 
 	printf(csv ? "payload,world,mpps,gbps_in,cycles_per_pkt,kernel_gbps_in,ratio,"
@@ -447,7 +464,7 @@ int main(int argc, char **argv)
 		     " | held Mpkt/s  GB/s in  cycles/pkt  engine/kernel\n",
 	       sum_best()->name, NSEGS, reps);
 	for (unsigned si = 0; si < 2; si++) {
-		for (unsigned wi = 0; wi < 3; wi++) {
+		for (unsigned wi = 0; wi < nworlds; wi++) {
 			uint32_t sb = sizes[si];
 			uint16_t w = worlds[wi];
 			struct setup s;

@@ -119,24 +119,25 @@ void wire_notice_encode(void *buf, const struct wire_notice *n)
 {
 	uint8_t *p = buf;
 	uint64_t missing = be64(n->missing);
-	uint32_t open_us = htonl(n->open_us), zero = 0;
+	uint32_t open_us = htonl(n->open_us), base = htonl(n->base);
 
 	memcpy(p, &missing, 8);
 	memcpy(p + 8, &open_us, 4);
-	memcpy(p + 12, &zero, 4);
+	memcpy(p + 12, &base, 4);
 }
 
 int wire_notice_decode(const void *buf, struct wire_notice *n)
 {
 	const uint8_t *p = buf;
 	uint64_t missing;
-	uint32_t open_us, reserved;
+	uint32_t open_us, base;
 
 	memcpy(&missing, p, 8);
 	memcpy(&open_us, p + 8, 4);
-	memcpy(&reserved, p + 12, 4);
+	memcpy(&base, p + 12, 4);
 	n->missing = be64(missing);
 	n->open_us = ntohl(open_us);
-	n->reserved = ntohl(reserved);
-	return n->reserved ? -DROP_BAD_FLAGS : 0;
+	n->base = ntohl(base);
+	/* the window of 64 ranks starts at a multiple of 64 below 65536 */
+	return n->base % 64 || n->base >= 65536 ? -DROP_BAD_FLAGS : 0;
 }

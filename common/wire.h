@@ -47,8 +47,12 @@ enum wire_dtype { /* values equal pbox_dtype in include/pbox.h */
 #define WIRE_FLAG_SPARSE 0x10u /* PUSH, RESULT: the payload is records of a
 				  sparse key, count = how many (common/sparse.h,
 				  docs/protocol.md "Sparse keys") */
+#define WIRE_FLAG_FINAL  0x20u /* PUSH: the payload is the round's result,
+				  known to the sender from a box that restarted
+				  since (docs/protocol.md "Resuming after a box
+				  restart") */
 #define WIRE_FLAGS_KNOWN (WIRE_FLAG_RETX | WIRE_FLAG_NOTICE | WIRE_FLAG_CE | \
-			  WIRE_FLAG_INIT | WIRE_FLAG_SPARSE)
+			  WIRE_FLAG_INIT | WIRE_FLAG_SPARSE | WIRE_FLAG_FINAL)
 /* A sparse key's segments are this much shorter than seg_bytes, so a
  * record header and a dense body always fit one packet. */
 #define WIRE_SPARSE_SLACK 64
@@ -66,6 +70,9 @@ enum wire_status {
 				  and the job's policy is abort: the job is
 				  stopped (its reason follows on the control
 				  connection) */
+	WIRE_ST_STALE = 5, /* ERROR answering a FINAL push: the segment is
+			      past that round (or the key starts after it):
+			      nobody needs it, stop sending it */
 };
 
 /* Bytes on the wire; multi-byte fields big-endian. */
@@ -105,9 +112,11 @@ _Static_assert(offsetof(struct wire_hdr, reserved) == 38, "reserved offset");
  * big-endian on the wire. */
 #define WIRE_NOTICE_LEN 16
 struct wire_notice {
-	uint64_t missing;   /* bit r: rank r's contribution is not in yet */
+	uint64_t missing;   /* bit r: rank base + r's contribution is not in yet */
 	uint32_t open_us;   /* how long the round has been open at the box */
-	uint32_t reserved;  /* 0 */
+	uint32_t base;      /* a multiple of 64: the first rank missing names
+			       (0 in worlds of up to 64 ranks; boxes before
+			       0.13 sent 0 here as reserved) */
 };
 
 /* Encode n into the 16 bytes at buf; decode them (0, or -DROP_BAD_FLAGS

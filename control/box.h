@@ -17,6 +17,8 @@
 #include "control/peers.h"
 #include "dataplane/dp.h"
 
+#define BOX_ID_MAX 63                /* --box-id's length */
+
 /*
  * Settings: command line (`pboxd [EAL] -- [options]`) or INI file. Each
  * field is one row of the option table, control/options.c, which holds
@@ -31,6 +33,8 @@ struct box_config {
 	} ip[BOX_MAX_PORTS];
 	char control[64];            /* --control ADDR:PORT, "" = none */
 	char metrics[64];            /* --metrics ADDR:PORT (Prometheus), "" = none */
+	char box_id[BOX_ID_MAX + 1]; /* --box-id: the metrics' box label, "" = from
+					--control (control/metrics.c) */
 	char rpc_socket[108];        /* --rpc-socket PATH, "" = none */
 	uint32_t rpc_socket_mode;    /* --rpc-socket-mode */
 	char rpc_socket_group[64];   /* --rpc-socket-group, "" = pboxd's */

@@ -184,11 +184,12 @@ static json_t *lcore_stats(const struct box *b, unsigned i, uint64_t *total)
 			      "csum_unfilled", (json_int_t)l->csum_unfilled,
 			      "probes", (json_int_t)l->probes,
 			      "msgs", (json_int_t)e->msgs, "drops", drops_obj(l->drops)));
-	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			      "waits", (json_int_t)e->waits, "nacks", (json_int_t)e->nacks,
 			      "nacks_limited", (json_int_t)e->nacks_limited,
 			      "marks", (json_int_t)e->marks, "updates", (json_int_t)e->updates,
-			      "no_weights", (json_int_t)e->no_weights));
+			      "no_weights", (json_int_t)e->no_weights,
+			      "finals", (json_int_t)e->finals));
 	return o;
 }
 

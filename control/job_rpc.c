@@ -25,7 +25,7 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 	struct job_traffic t;
 
 	jobs_traffic(js, j, &t);
-	return json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+	json_t *e = json_pack("{s:s, s:I, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
 			 "job", j->name, "job_id", (json_int_t)j->id,
 			 "world", (int)j->world, "joined", (int)j->njoined,
 			 "state", job_state_name(j->state), "keys", (json_int_t)j->nkeys,
@@ -33,6 +33,13 @@ static json_t *job_entry(const struct jobs *js, const struct job *j)
 			 "bytes_free_block", (json_int_t)arena_largest(&j->mem),
 			 "weight", (int)j->weight, "rounds", (json_int_t)t.rounds,
 			 "bytes_reduced", (json_int_t)t.bytes, "nacks", (json_int_t)t.nacks);
+	char hash[17];
+
+	if (e && j->placement_rank >= 0) {   /* job_join's, for a fleet's view */
+		snprintf(hash, sizeof(hash), "%016" PRIx64, j->placement);
+		json_object_set_new(e, "placement", json_string(hash));
+	}
+	return e;
 }
 
 /* The ranks j's open rounds wait for and for how long (jobs_watch). */
@@ -41,13 +48,14 @@ static void add_waiting(json_t *e, const struct job *j)
 	json_t *who = json_array();
 
 	for (unsigned r = 0; r < j->world; r++)
-		if (j->waiting_for >> r & 1)
+		if (rankset_has(&j->waiting_for, r))
 			json_array_append_new(who, json_integer(r));
 	json_object_set_new(e, "timeout_ms", json_integer(j->timeout_ms));
 	json_object_set_new(e, "replace_wait_ms", json_integer(j->replace_wait_ms));
 	json_object_set_new(e, "replaced", json_integer(j->resets));
 	json_object_set_new(e, "waiting_for", who);
-	json_object_set_new(e, "waiting_s", json_real(j->waiting_for && j->watch_since ?
+	json_object_set_new(e, "waiting_s", json_real(!rankset_empty(&j->waiting_for, j->world) &&
+						       j->watch_since ?
 						       clock_s() - j->watch_since : 0.0));
 }
 
@@ -112,7 +120,7 @@ RPC_HANDLER(rpc_job_join)
 	static const char *const known[] = { "job", "rank", "world", "data_ip", "data_port",
 					     "mtu", "join_secret", "max_bytes", "key_bytes",
 					     "timeout_ms", "heartbeat_ms", "replace_wait_ms", "nonfinite",
-					     NULL };
+					     "placement", NULL };
 	struct jobs_join_args a = { .mtu = 1500, .session = ctx->session };
 	const char *nonfinite = "abort";
 	uint32_t port = 0;
@@ -137,7 +145,8 @@ RPC_HANDLER(rpc_job_join)
 				errlen)) ||
 	    (rc = rpc_param_u32(params, "replace_wait_ms", 0, 0, 86400000, &a.replace_wait_ms,
 				err, errlen)) ||
-	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)))
+	    (rc = rpc_param_str(params, "nonfinite", 0, 16, &nonfinite, err, errlen)) ||
+	    (rc = rpc_param_str(params, "placement", 0, 16, &a.placement, err, errlen)))
 		return rc;
 	if ((rc = jobs_nonfinite_parse(nonfinite, err, errlen)) < 0)
 		return rc;
@@ -154,7 +163,7 @@ RPC_HANDLER(rpc_job_join)
 			    "chunk_bytes", (json_int_t)ctx->box->cfg.chunk_bytes,
 			    "max_bytes", (json_int_t)j->max_bytes,
 			    "key_bytes", (json_int_t)(j->mem.size - j->mem.reserved),
-			    "slots", (json_int_t)ctx->box->cfg.slots_per_lcore,
+			    "slots", (json_int_t)jobs_slots(&ctx->box->cfg, j->world, j->seg_bytes),
 			    "timeout_ms", (json_int_t)j->timeout_ms,
 			    "heartbeat_timeout_ms", (json_int_t)ctx->box->cfg.heartbeat_timeout_ms);
 	json_object_set_new(*result, "nonfinite", json_string(jobs_nonfinite_name(j->nonfinite)));
@@ -252,10 +261,10 @@ static json_t *keys_of(const struct job *j)
 			"key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
 			"dtype", wire_dtype_name(k->dtype), "nsegs", (json_int_t)k->geom.nsegs,
 			"nchunks", (json_int_t)k->geom.nchunks,
-			"declared", __builtin_popcountll(k->declared), "optimizer",
+			"declared", (int)rankset_count(&k->declared, j->world), "optimizer",
 			k->is_ps ? json_string(optim_name(k->ps.opt.kind)) : json_null(),
 			"sparse", k->sparse, "collective", jobs_coll_name(k->coll),
-			"state", job_key_state(k), "released", __builtin_popcountll(k->released)));
+			"state", job_key_state(k), "released", (int)k->nreleased));
 	}
 	return a;
 }

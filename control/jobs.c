@@ -288,6 +288,15 @@ static int check_admission(struct jobs *js, const char *name, uint32_t world,
 	return 0;
 }
 
+uint32_t jobs_slots(const struct box_config *cfg, uint32_t world, uint32_t seg_bytes)
+{
+	uint64_t fit = JOB_SLOT_DATA_BYTES / ((uint64_t)world * seg_bytes);
+
+	if (fit < JOB_SLOTS_MIN)
+		fit = JOB_SLOTS_MIN;
+	return fit < cfg->slots_per_lcore ? (uint32_t)fit : cfg->slots_per_lcore;
+}
+
 /* Lay out each lcore's engine memory at the start of the arena and install. */
 static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t key_cap,
 		   char *err, size_t errlen)
@@ -298,7 +307,8 @@ static int install(struct jobs *js, struct job *j, uint64_t per_lcore, uint32_t 
 		.type = ENGINE_MSG_JOB_INSTALL, .job = j->id,
 		.u.desc = { .id = j->id, .token = j->token, .world = j->world,
 			    .seg_bytes = j->seg_bytes, .key_cap = key_cap,
-			    .nslots = cfg->slots_per_lcore, .weight = j->weight },
+			    .nslots = jobs_slots(cfg, j->world, j->seg_bytes),
+			    .weight = j->weight },
 	};
 
 	for (unsigned l = 0; l < js->box->layout.nlcores; l++) {
@@ -319,8 +329,9 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 {
 	const struct box_config *cfg = &js->box->cfg;
 	uint32_t key_cap = jobs_key_cap(cfg->max_keys);
+	uint32_t nslots = jobs_slots(cfg, world, seg_bytes);
 	uint64_t per_lcore = ALIGN64(engine_job_mem_bytes((uint16_t)world, seg_bytes, key_cap,
-							  cfg->slots_per_lcore));
+							  nslots));
 	uint64_t engine = per_lcore * js->box->layout.nlcores;
 
 	if (engine > max_bytes)
@@ -329,7 +340,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 				 "(%" PRIu32 " slots each), more than its max_bytes %" PRIu64
 				 "; raise max_bytes (--job-bytes, --max-job-bytes) or lower --slots",
 				 name, world, seg_bytes, engine, js->box->layout.nlcores,
-				 cfg->slots_per_lcore, max_bytes);
+				 nslots, max_bytes);
 	int idx = free_index(js);
 	if (idx < 0)
 		return errmsg(err, errlen, -ENOSPC, "job %s: all %d job table entries are held "
@@ -340,6 +351,7 @@ static int new_job(struct jobs *js, const char *name, uint32_t world, uint64_t m
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->world = (uint16_t)world;
 	j->weight = weight ? weight : 1;
+	j->placement_rank = -1;
 	j->created = clock_s();
 	j->log_peer = js->box->log_peer;
 	j->seg_bytes = seg_bytes;
@@ -394,7 +406,7 @@ static uint64_t engine_bytes(const struct jobs *js, uint32_t world, uint32_t mtu
 	if (seg == 0 || world == 0 || world > ENGINE_MAX_WORLD)
 		return 0; /* jobs_create names the error */
 	return ALIGN64(engine_job_mem_bytes((uint16_t)world, seg, jobs_key_cap(cfg->max_keys),
-					    cfg->slots_per_lcore)) * js->box->layout.nlcores;
+					    jobs_slots(cfg, world, seg))) * js->box->layout.nlcores;
 }
 
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
@@ -736,9 +748,34 @@ static int remake_operator_job(struct jobs *js, const struct job *old, struct jo
 	return 0;
 }
 
+/* The joiner's key placement hash against the one the job keeps (the
+ * first given): every rank of a fleet job must compute the same
+ * placement (docs/protocol.md "Fleet placement"). NULL: an older client,
+ * not checked. *h is the parsed hash. */
+static int placement_check(const struct job *j, const struct jobs_join_args *a, uint64_t *h,
+			   char *err, size_t errlen)
+{
+	char *end;
+
+	if (!a->placement)
+		return 0;
+	if (strlen(a->placement) != 16 || strspn(a->placement, "0123456789abcdefABCDEF") != 16)
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s placement \"%.32s\" "
+				 "is not 16 hex digits", j->name, a->rank, a->placement);
+	*h = strtoull(a->placement, &end, 16);
+	if (j->placement_rank >= 0 && *h != j->placement)
+		return errmsg(err, errlen, -EINVAL, "job %s: rank %" PRIu32 "'s key placement "
+				 "(hash %016" PRIx64 ") differs from rank %" PRId32 "'s (%016"
+				 PRIx64 "): every rank must list the same boxes in the same order "
+				 "and declare the same keys", j->name, a->rank, *h,
+				 j->placement_rank, j->placement);
+	return 0;
+}
+
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	      const struct job **out, char *err, size_t errlen)
 {
+	uint64_t placement = 0;
 	struct job *j = (struct job *)jobs_find(js, a->name ? a->name : "");
 	int created = 0, rc;
 
@@ -780,9 +817,15 @@ int jobs_join(struct jobs *js, const struct jobs_join_args *a,
 	}
 	if (rc == 0)
 		rc = check_rank(js, j, a, err, errlen);
+	if (rc == 0)
+		rc = placement_check(j, a, &placement, err, errlen);
 	bool replacing = rc == 0 && j->ranks[a->rank].lost_at != 0;
 	if (rc == 0)
 		rc = add_rank(js, j, a, err, errlen);
+	if (rc == 0 && a->placement && j->placement_rank < 0) {
+		j->placement = placement;
+		j->placement_rank = (int32_t)a->rank;
+	}
 	if (rc == 0 && replacing)
 		reset_for(js, j, a->rank);
 	if (rc < 0 && created)

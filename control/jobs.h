@@ -77,7 +77,7 @@ struct job_key {
 	uint16_t root;             /* a broadcast key's root */
 	struct job_ps ps;
 	uint16_t first_rank;       /* rank that declared it first */
-	uint64_t declared;         /* bit r: rank r declared it */
+	struct rankset declared;   /* the ranks that declared it */
 	struct assign_geom geom;
 	uint16_t *chunk_ep;        /* geom.nchunks endpoint indexes (box->eps) */
 	struct engine_key *ek;     /* in the job arena */
@@ -87,7 +87,8 @@ struct job_key {
 				      weights (engine_ps staged), 0 until the
 				      first write of them (jobs_ps_stage) */
 	uint64_t stage_off;        /* ... at this offset of the arena */
-	uint64_t released;         /* bit r: rank r released it (key_release) */
+	struct rankset released;   /* the ranks that released it (key_release) */
+	uint32_t nreleased;        /* ... how many */
 	uint64_t *remove_mark;     /* every rank released: per lcore, the posted
 				      count incl. its KEY_REMOVE (0 = not
 				      posted there yet); NULL while live */
@@ -135,6 +136,10 @@ struct job {
 	char restore[JOB_RESTORE_MAX + 1]; /* PS keys load their checkpoints from
 				      this directory ("" = start fresh) */
 	uint32_t join_secret_len;
+	uint64_t placement;        /* the key placement's hash the first rank
+				      that gave one joined with (job_join's
+				      "placement"); valid if placement_rank >= 0 */
+	int32_t placement_rank;    /* that rank, -1: none given yet */
 	double created;            /* CLOCK_MONOTONIC s: the join wait counts from here */
 	uint8_t kept;              /* made by job_create: outlives its ranks,
 				      until job_abort or empty for --join-wait-ms */
@@ -161,7 +166,7 @@ struct job {
 				      --stall-timeout-ms); 0 = forever */
 	uint64_t watch_completes;  /* stall watch: completes when last seen */
 	double watch_since;        /* ... and since when (CLOCK_MONOTONIC s) */
-	uint64_t waiting_for;      /* ranks its open rounds wait for (joined
+	struct rankset waiting_for; /* ranks its open rounds wait for (joined
 				      ranks only; 0 = none) since watch_since */
 	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
 	struct job_restoring **restoring; /* PS keys whose checkpoint is being
@@ -206,6 +211,14 @@ void jobs_set_notify(struct jobs *js, jobs_notify_fn fn, void *ctx);
  * the engine memory), -ENOMEM (the box has no memory for it), -EAGAIN (an
  * lcore's message ring stayed full).
  */
+/* A job's contribution slots per lcore (open segment rounds): --slots, but
+ * no more than JOB_SLOT_DATA_BYTES of copied contributions hold
+ * (world x seg_bytes each), and at least JOB_SLOTS_MIN: a job of 1,024
+ * ranks does not take 2 GiB per lcore. */
+#define JOB_SLOT_DATA_BYTES (128ull << 20)
+#define JOB_SLOTS_MIN       16
+uint32_t jobs_slots(const struct box_config *cfg, uint32_t world, uint32_t seg_bytes);
+
 int jobs_create(struct jobs *js, const char *name, uint32_t world,
 		uint64_t max_bytes, uint32_t mtu, uint32_t weight,
 		const struct job **out, char *err, size_t errlen);
@@ -248,6 +261,8 @@ struct jobs_join_args {
 				  often (0: none promised) */
 	uint32_t replace_wait_ms; /* the job's replacement window if this join
 				     creates it (0: none) */
+	const char *placement; /* hash of the rank's key placement over a fleet
+				  (16 hex digits), NULL: not checked */
 };
 
 /*
@@ -257,7 +272,9 @@ struct jobs_join_args {
  * Returns 0 and *out, or -EACCES (join secret missing or wrong), -EINVAL
  * (world differs from the job's,
  * rank outside [0, world), MTU too small for the job's segments, data
- * address 0 or used by another rank), -EEXIST (rank already joined),
+ * address 0 or used by another rank, placement not 16 hex digits or not
+ * the one the job's first rank that gave one joined with), -EEXIST (rank
+ * already joined),
  * -ENOSPC, -ENOMEM, -EAGAIN (as jobs_create), -ECONNABORTED (job aborted).
  */
 int jobs_join(struct jobs *js, const struct jobs_join_args *a,
@@ -309,6 +326,10 @@ struct jobs_declare_args {
 			       allgather and reduce_scatter: count a
 			       multiple of the world) */
 	uint16_t root;      /* broadcast's root, < world */
+	uint32_t resume_round; /* 0, or (a rank resuming after a box restart)
+				  the lowest round it holds a result of: a
+				  key this declaration makes starts after
+				  resume_round - 1 (not with ps or sparse) */
 	bool defer_restore; /* a PS key that restores from a checkpoint:
 			       read it off the control thread (JOBS_PENDING);
 			       false: read it here, at once */

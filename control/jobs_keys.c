@@ -106,12 +106,7 @@ int jobs_set_restore(struct jobs *js, const struct job *cj, const char *dir,
 
 const char *job_key_state(const struct job_key *k)
 {
-	return k->remove_mark ? "removing" : k->released ? "releasing" : "live";
-}
-
-static uint64_t world_bits(uint16_t world)
-{
-	return world >= 64 ? ~0ull : (1ull << world) - 1;
+	return k->remove_mark ? "removing" : k->nreleased ? "releasing" : "live";
 }
 
 /* EBUSY for a declaration of a key its rank released: it names the ranks
@@ -121,20 +116,21 @@ static int busy_released(const struct job *j, const struct job_key *k, uint32_t 
 {
 	char ranks[128] = "";
 	size_t len = 0;
-	uint64_t hold = ~k->released & world_bits(j->world);
+	struct rankset hold;
 
+	rankset_missing(&hold, &k->released, j->world);
 	if (k->remove_mark)
 		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being removed "
 			      "(every rank released it); declare it again in a moment",
 			      j->name, key);
 	for (unsigned r = 0; r < j->world && len + 8 < sizeof(ranks); r++)
-		if (hold >> r & 1)
+		if (rankset_has(&hold, r))
 			len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%s%u",
 						len ? ", " : "", r);
 	return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " is being released: "
 		      "rank%s %s still hold%s it", j->name, key,
-		      __builtin_popcountll(hold) > 1 ? "s" : "", ranks,
-		      __builtin_popcountll(hold) > 1 ? "" : "s");
+		      rankset_count(&hold, j->world) > 1 ? "s" : "", ranks,
+		      rankset_count(&hold, j->world) > 1 ? "" : "s");
 }
 
 /* Post KEY_REMOVE where it is not posted yet; 1 once every lcore owning a
@@ -326,7 +322,7 @@ static uint64_t **alloc_marks(const struct jobs *js, const struct job *j, uint32
 
 	for (uint32_t i = 0; marks && i < n; i++) {
 		const struct job_key *k = job_key_find(j, keys[i]);
-		if ((k->released | 1ull << rank) != world_bits(j->world))
+		if (k->nreleased + !rankset_has(&k->released, rank) != j->world)
 			continue;
 		marks[i] = calloc(js->box->layout.nlcores, sizeof(*marks[i]));
 		if (!marks[i]) {
@@ -364,7 +360,7 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 		if (!k)
 			return errmsg(err, errlen, -ENOENT, "job %s has no key %" PRIu32,
 				      j->name, keys[i]);
-		if (k->released >> rank & 1)
+		if (rankset_has(&k->released, rank))
 			return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": rank %"
 				      PRIu32 " released it already", j->name, keys[i], rank);
 		for (uint32_t o = 0; o < i; o++)
@@ -379,9 +375,10 @@ int jobs_release(struct jobs *js, uint32_t job_id, uint32_t rank, const void *se
 			      " key%s (none was released)", j->name, n, n == 1 ? "" : "s");
 	for (uint32_t i = 0; i < n; i++) {
 		struct job_key *k = (struct job_key *)job_key_find(j, keys[i]);
-		if (!k->released)
+		if (!k->nreleased)
 			j->keys_releasing++;
-		k->released |= 1ull << rank;
+		rankset_add(&k->released, rank);
+		k->nreleased++;
 		if (!marks[i])
 			continue;
 		start_key_remove(js, j, k, marks[i]);
@@ -404,9 +401,10 @@ void jobs_keys_release_all(struct jobs *js, struct job *j)
 				     ": out of memory releasing it; it stays declared", j->name, k->key);
 			continue;
 		}
-		if (k->released)
+		if (k->nreleased)
 			j->keys_releasing--;
-		k->released = world_bits(j->world);
+		rankset_fill(&k->released, j->world);
+		k->nreleased = j->world;
 		start_key_remove(js, j, k, mark);
 	}
 }
@@ -679,7 +677,10 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	else
 		k->ek = engine_key_init(mem, a->key, a->count, k->geom.dtype, j->seg_bytes,
 					k->geom.segs_per_chunk, owner);
-	engine_key_set_round0(k->ek, j->round_hwm);
+	/* a resuming rank's key goes on below its results (FINAL pushes
+	 * bring them: docs/protocol.md "Resuming after a box restart") */
+	engine_key_set_round0(k->ek, a->resume_round > j->round_hwm + 1 ? a->resume_round - 1
+									  : j->round_hwm);
 	if (a->ps) {
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
@@ -901,7 +902,7 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 	rc = build_key(js, j, &k, a, &owner, err, errlen);
 	if (rc < 0)
 		return rc;
-	k.declared = 1ull << a->rank;
+	rankset_add(&k.declared, a->rank);
 	if (a->ps) {
 		rc = restore_key(js, j, &k, owner, a->defer_restore, err, errlen);
 		if (rc != 0)
@@ -937,10 +938,10 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	if (r) { /* its checkpoint is being read: this rank waits for it too */
 		if ((rc = check_same(j, &r->k, a, err, errlen)) < 0)
 			return rc;
-		r->k.declared |= 1ull << a->rank;
+		rankset_add(&r->k.declared, a->rank);
 		return JOBS_PENDING;
 	}
-	if (k && (k->remove_mark || (k->released >> a->rank & 1))) {
+	if (k && (k->remove_mark || rankset_has(&k->released, a->rank))) {
 		return busy_released(j, k, a->key, err, errlen);
 	} else if (k) {
 		rc = check_same(j, k, a, err, errlen);
@@ -949,7 +950,7 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	}
 	if (rc != 0)
 		return rc;
-	k->declared |= 1ull << a->rank;
+	rankset_add(&k->declared, a->rank);
 	*out = k;
 	return 0;
 }

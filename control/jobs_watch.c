@@ -42,14 +42,14 @@ static void job_progress(const struct jobs *js, const struct job *j,
 			continue;
 		sum->completes += p.completes;
 		sum->rx_bytes += p.rx_bytes;
-		sum->missing |= p.missing;
+		rankset_or(&sum->missing, &sum->missing, &p.missing, j->world);
 		if (p.open && !sum->open) {
 			sum->key = p.key;
 			sum->seg = p.seg;
 			sum->round = p.round;
 			sum->missing_all = p.missing_all;
 		} else if (p.open) {
-			sum->missing_all &= p.missing_all;
+			rankset_and(&sum->missing_all, &sum->missing_all, &p.missing_all, j->world);
 		}
 		sum->open += p.open;
 	}
@@ -77,24 +77,24 @@ void jobs_traffic(const struct jobs *js, const struct job *j, struct job_traffic
  * "rank 2 " followed by what when what is given. The ranks that do not fit
  * in len are counted ("ranks 1, 2, ..., 20 and 43 more stalled"): the
  * cause always ends the text. */
-static void describe(const struct job *j, uint64_t missing, const char *what,
+static void describe(const struct job *j, const struct rankset *missing, const char *what,
 		     char *buf, size_t len)
 {
 	unsigned count = 0, unjoined = 0, listed = 0;
 	char tail[64], more[32];
 
 	for (unsigned r = 0; r < j->world; r++)
-		if (missing >> r & 1) {
+		if (rankset_has(missing, r)) {
 			count++;
 			unjoined += !j->ranks[r].joined && !j->ranks[r].ip;
 		}
 	snprintf(tail, sizeof(tail), " %s", what ? what :
 		 unjoined == count ? "never joined" : "stalled");
 	/* room kept for the longest " and N more" and the cause */
-	size_t keep = strlen(" and 64 more") + strlen(tail) + 1;
+	size_t keep = strlen(" and 1024 more") + strlen(tail) + 1;
 	size_t n = (size_t)snprintf(buf, len, "%s", count == 1 ? "rank" : "ranks");
 	for (unsigned r = 0; r < j->world && n < len; r++) {
-		if (!(missing >> r & 1))
+		if (!rankset_has(missing, r))
 			continue;
 		char one[16];
 		int w = snprintf(one, sizeof(one), "%s%u", listed ? ", " : " ", r);
@@ -111,22 +111,21 @@ static void describe(const struct job *j, uint64_t missing, const char *what,
 }
 
 /* Ranks that have never joined. */
-static uint64_t unjoined_ranks(const struct job *j)
+static void unjoined_ranks(const struct job *j, struct rankset *m)
 {
-	uint64_t m = 0;
-
+	rankset_clear(m, j->world);
 	for (unsigned r = 0; r < j->world; r++)
 		if (!j->ranks[r].joined && !j->ranks[r].ip)
-			m |= 1ull << r;
-	return m;
+			rankset_add(m, r);
 }
 
 /* The join wait: 1 if it ended j (aborted or removed). */
 static int join_watch(struct jobs *js, struct job *j, double now)
 {
 	uint32_t wait_ms = js->box->cfg.join_wait_ms;
-	uint64_t missing = unjoined_ranks(j);
+	struct rankset missing;
 
+	unjoined_ranks(j, &missing);
 	if (j->empty_since && wait_ms && (now - j->empty_since) * 1000.0 >= wait_ms) {
 		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_INFO, "job %s (id %" PRIu32 "): every rank "
 			     "left and none joined again within %" PRIu32 " ms; removed", j->name,
@@ -134,17 +133,17 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 		jobs_start_remove(js, j, "empty for the join wait");
 		return 1;
 	}
-	if (!missing || !wait_ms || (now - j->created) * 1000.0 < wait_ms)
+	if (rankset_empty(&missing, j->world) || !wait_ms || (now - j->created) * 1000.0 < wait_ms)
 		return 0;
 	char reason[sizeof(j->reason)];
-	if (j->njoined == 0 && missing == (j->world >= 64 ? ~0ull : (1ull << j->world) - 1)) {
+	if (j->njoined == 0 && rankset_count(&missing, j->world) == j->world) {
 		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): no rank joined within %"
 			PRIu32 " ms; removed", j->name, j->id, wait_ms);
 		jobs_abort_job(js, j, "no rank joined within the join wait");
 		return 1;
 	}
 	char who[128];
-	describe(j, missing, "never joined", who, sizeof(who));
+	describe(j, &missing, "never joined", who, sizeof(who));
 	snprintf(reason, sizeof(reason), "%s within %" PRIu32 " ms (--join-wait-ms)", who, wait_ms);
 	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "job %s (id %" PRIu32 "): %s", j->name, j->id, reason);
 	jobs_abort_job(js, j, reason);
@@ -152,14 +151,12 @@ static int join_watch(struct jobs *js, struct job *j, double now)
 }
 
 /* Ranks that joined and then left (not those lost and waited for). */
-static uint64_t left_ranks(const struct job *j)
+static void left_ranks(const struct job *j, struct rankset *m)
 {
-	uint64_t m = 0;
-
+	rankset_clear(m, j->world);
 	for (unsigned r = 0; r < j->world; r++)
 		if (!j->ranks[r].joined && j->ranks[r].ip && !j->ranks[r].lost_at)
-			m |= 1ull << r;
-	return m;
+			rankset_add(m, r);
 }
 
 /* A lost rank nobody replaced within the job's window: 1 if it ended j. */
@@ -207,10 +204,12 @@ void jobs_watch(struct jobs *js)
 		if (join_watch(js, j, now) || replace_watch(js, j, now) || !js->box->dp.job_progress)
 			continue;
 		job_progress(js, j, &p);
-		uint64_t gone = p.open ? p.missing & left_ranks(j) : 0;
-		if (gone) {
+		struct rankset gone, unjoined, late;
+		left_ranks(j, &gone);
+		rankset_and(&gone, &gone, &p.missing, j->world);
+		if (p.open && !rankset_empty(&gone, j->world)) {
 			char who[128], reason[sizeof(j->reason)];
-			describe(j, gone, "left the job", who, sizeof(who));
+			describe(j, &gone, "left the job", who, sizeof(who));
 			snprintf(reason, sizeof(reason), "%s with rounds open"
 				 " (key %" PRIu32 " segment %" PRIu32 " round %" PRIu32 ")",
 				 who, p.key, p.seg, p.round);
@@ -221,15 +220,21 @@ void jobs_watch(struct jobs *js)
 		}
 		/* the stall watch is for ranks that joined: the others have
 		 * the join wait */
-		p.missing &= ~unjoined_ranks(j);
+		unjoined_ranks(j, &unjoined);
+		rankset_andnot(&p.missing, &p.missing, &unjoined, j->world);
 		/* the late ranks: missing from every open round, else (each
 		 * holds up some) every rank missing from one */
-		uint64_t late = p.missing_all & p.missing ? p.missing_all & p.missing : p.missing;
-		if (p.open == 0 || !p.missing || p.completes != j->watch_completes ||
-		    j->watch_since == 0) {
+		rankset_and(&late, &p.missing_all, &p.missing, j->world);
+		if (rankset_empty(&late, j->world))
+			late = p.missing;
+		if (p.open == 0 || rankset_empty(&p.missing, j->world) ||
+		    p.completes != j->watch_completes || j->watch_since == 0) {
 			j->watch_completes = p.completes;
 			j->watch_since = now;
-			j->waiting_for = p.open ? late : 0;
+			if (p.open)
+				j->waiting_for = late;
+			else
+				rankset_clear(&j->waiting_for, j->world);
 			continue;
 		}
 		j->waiting_for = late;
@@ -237,7 +242,7 @@ void jobs_watch(struct jobs *js)
 		if (!limit_ms || (now - j->watch_since) * 1000.0 < limit_ms)
 			continue;
 		char who[128], reason[sizeof(j->reason)];
-		describe(j, late, NULL, who, sizeof(who));
+		describe(j, &late, NULL, who, sizeof(who));
 		uint32_t waited_ds = (uint32_t)((now - j->watch_since) * 10.0);
 		snprintf(reason, sizeof(reason),
 			 "%.80s: no contribution for %" PRIu32 ".%" PRIu32 " s, the job's timeout (%"

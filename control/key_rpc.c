@@ -119,7 +119,8 @@ static json_t *ps_reply(const struct job_key *k)
 RPC_HANDLER(rpc_key_declare)
 {
 	static const char *const known[] = { "job_id", "rank", "key", "count", "dtype",
-					     "optimizer", "sparse", "collective", "root", NULL };
+					     "optimizer", "sparse", "collective", "root", "resume_round",
+					     NULL };
 	struct jobs_declare_args a = { .session = ctx->session };
 	struct job_ps ps;
 	const char *dtype = NULL, *coll = NULL;
@@ -134,7 +135,9 @@ RPC_HANDLER(rpc_key_declare)
 	    (rc = rpc_param_u64(params, "count", 1, 0, INT64_MAX, &a.count, err, errlen)) ||
 	    (rc = rpc_param_str(params, "dtype", 1, 16, &dtype, err, errlen)) ||
 	    (rc = rpc_param_str(params, "collective", 0, 16, &coll, err, errlen)) ||
-	    (rc = rpc_param_u32(params, "root", 0, 0, 65535, &root, err, errlen)))
+	    (rc = rpc_param_u32(params, "root", 0, 0, 65535, &root, err, errlen)) ||
+	    (rc = rpc_param_u32(params, "resume_round", 0, 0, UINT32_MAX - 1, &a.resume_round,
+				err, errlen)))
 		return rc;
 	if (coll && jobs_coll_parse(coll, &a.coll) < 0) {
 		snprintf(err, errlen, "key %u: unknown collective '%s' (allreduce, broadcast, "
@@ -168,6 +171,11 @@ RPC_HANDLER(rpc_key_declare)
 			return rc;
 		}
 		a.ps = &ps;
+	}
+	if (a.resume_round && (a.ps || a.sparse || a.coll == JOB_REDUCE_SCATTER)) {
+		snprintf(err, errlen, "key %u: 'resume_round' goes with dense keys whose ranks all "
+			 "get the whole result (not PS, sparse or reduce_scatter)", a.key);
+		return -EINVAL;
 	}
 	/* a restored key's checkpoint is read off the control thread; this
 	 * declaration (and the other ranks' meanwhile) is answered when it is

@@ -215,9 +215,66 @@ static void nonfinite(FILE *f, const struct box *b)
 				PRIu64 "\n", j->name, (unsigned)r, jobs_rank_nonfinite(b->jobs, j, r));
 }
 
+/* The box's id in the `box` label: --box-id, else --control's ADDR:PORT,
+ * with the host name for a wildcard address (0.0.0.0), else the host
+ * name: one box of a fleet told from another in one Prometheus. */
+static void box_id_of(const struct box *b, char *buf, size_t len)
+{
+	const char *ctl = b->cfg.control, *colon = strrchr(ctl, ':');
+	char host[256];
+
+	if (b->cfg.box_id[0]) {
+		snprintf(buf, len, "%s", b->cfg.box_id);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "pboxd");
+	host[sizeof(host) - 1] = 0;
+	if (!ctl[0] || !colon)
+		snprintf(buf, len, "%s", host);
+	else if (strncmp(ctl, "0.0.0.0:", 8) == 0 || strncmp(ctl, "[::]:", 5) == 0)
+		snprintf(buf, len, "%s%s", host, colon);
+	else
+		snprintf(buf, len, "%s", ctl);
+}
+
+/* text with box="id" added to every sample's labels, into *out. */
+static int add_box_label(const char *text, size_t len, const char *id, char **out,
+			 size_t *outlen)
+{
+	char esc[2 * BOX_ID_MAX + 1], *d = esc;
+	FILE *f = open_memstream(out, outlen);
+
+	if (!f)
+		return -ENOMEM;
+	for (const char *s = id; *s && d < esc + sizeof(esc) - 2; s++) {
+		if (*s == '\\' || *s == '"')
+			*d++ = '\\';
+		*d++ = *s == '\n' ? 'n' : *s;
+	}
+	*d = 0;
+	for (size_t i = 0; i < len;) {
+		const char *line = text + i, *nl = memchr(line, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - line) + 1 : len - i;
+		size_t name = strcspn(line, "{ \n");
+		if (line[0] == '#' || line[0] == '\n' || name >= n)
+			fwrite(line, 1, n, f);
+		else if (line[name] == '{')
+			fprintf(f, "%.*sbox=\"%s\",%.*s", (int)name + 1, line, esc,
+				(int)(n - name - 1), line + name + 1);
+		else
+			fprintf(f, "%.*s{box=\"%s\"}%.*s", (int)name, line, esc, (int)(n - name),
+				line + name);
+		i += n;
+	}
+	return fclose(f) == 0 ? 0 : -ENOMEM;
+}
+
 int metrics_render(const struct box *b, char **text, size_t *len)
 {
-	FILE *f = open_memstream(text, len);
+	char *raw = NULL, id[BOX_ID_MAX + 256];
+	size_t rawlen = 0;
+	FILE *f = open_memstream(&raw, &rawlen);
 
 	if (!f)
 		return -ENOMEM;
@@ -230,7 +287,14 @@ int metrics_render(const struct box *b, char **text, size_t *len)
 	drops(f, b);
 	jobs(f, b);
 	nonfinite(f, b);
-	return fclose(f) == 0 ? 0 : -ENOMEM;
+	if (fclose(f) != 0) {
+		free(raw);
+		return -ENOMEM;
+	}
+	box_id_of(b, id, sizeof(id));
+	int rc = add_box_label(raw, rawlen, id, text, len);
+	free(raw);
+	return rc;
 }
 
 /* ---- the server ---- */

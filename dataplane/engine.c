@@ -29,6 +29,8 @@ size_t engine_job_mem_bytes(uint16_t world, uint32_t seg_bytes,
 	return ALIGN64((size_t)key_cap * sizeof(struct engine_key *)) +
 	       ALIGN64((size_t)nslots * sizeof(struct engine_slot)) +
 	       ALIGN64((size_t)nslots * sizeof(uint16_t)) +
+	       ALIGN64((size_t)world * sizeof(struct engine_worker)) +
+	       ALIGN64((size_t)world * sizeof(struct engine_rank)) +
 	       ALIGN64((size_t)nslots * world * 2 * sizeof(void *)) +
 	       (size_t)nslots * world * seg_bytes;
 }
@@ -160,6 +162,12 @@ static int job_install(struct engine *e, const struct engine_job_desc *d)
 	p += ALIGN64((size_t)d->nslots * sizeof(struct engine_slot));
 	j->free_slots = (uint16_t *)p;
 	p += ALIGN64((size_t)d->nslots * sizeof(uint16_t));
+	j->workers = (struct engine_worker *)p;
+	memset(p, 0, (size_t)d->world * sizeof(struct engine_worker));
+	p += ALIGN64((size_t)d->world * sizeof(struct engine_worker));
+	j->ranks = (struct engine_rank *)p;
+	memset(p, 0, (size_t)d->world * sizeof(struct engine_rank));
+	p += ALIGN64((size_t)d->world * sizeof(struct engine_rank));
 	const void **srcs = (const void **)p;
 	void **refs = (void **)p + (size_t)d->nslots * d->world;
 	p += ALIGN64((size_t)d->nslots * d->world * 2 * sizeof(void *));
@@ -369,6 +377,56 @@ int send_error(const struct engine_job *j, const struct wire_msg *m, uint16_t st
 }
 
 /*
+ * A FINAL push (docs/protocol.md "Resuming after a box restart"): a rank
+ * hands the box a round's result it got from the box's earlier life. It
+ * completes the segment's round with those bytes (an open round of it:
+ * its contributions are dropped and every rank gets the result) or moves
+ * a segment that has no round open up to it; the round just done is
+ * acknowledged with its result, an older one with ERROR STALE. Dense keys
+ * whose every rank gets the whole result only (not PS, sparse or scatter
+ * keys).
+ */
+static int final_push(struct engine *e, struct engine_job *j, struct engine_key *k,
+		      const struct wire_msg *m, const void *payload, uint16_t count,
+		      struct engine_out *out)
+{
+	struct engine_seg *sg = &k->segs[m->seg];
+
+	if (k->ps || k->coll == ENGINE_COLL_SCATTER || m->arg ||
+	    (m->flags & WIRE_FLAG_INIT))
+		return -DROP_BAD_FLAGS;
+	if (m->count != count)
+		return -DROP_BAD_COUNT;
+	e->c.finals++;
+	if (m->round <= sg->done || m->round <= j->floor) {
+		if (m->round == sg->done && sg->done != k->round0) {
+			fill_out(out, j, k, m, count);
+			return ENGINE_SEND_ONE;
+		}
+		e->c.errors_sent++;
+		return send_error(j, m, WIRE_ST_STALE, out);
+	}
+	int v = ENGINE_SEND_ONE;
+	if (sg->slot != ENGINE_NO_SLOT) {
+		struct engine_slot *sl = &j->slots[sg->slot];
+		if (sl->round != m->round)
+			return -DROP_FUTURE_ROUND;   /* an earlier round must end first */
+		slot_release(e, sl, j->world);
+		sl->key = NULL;
+		j->free_slots[j->nfree++] = sg->slot;
+		sg->slot = ENGINE_NO_SLOT;
+		v = ENGINE_SEND_ALL;
+	}
+	memcpy(k->result + (size_t)m->seg * j->seg_bytes, payload,
+	       (size_t)count * wire_dtype_size(k->dtype));
+	sg->done = m->round;
+	j->completes++;
+	e->c.completes++;
+	fill_out(out, j, k, m, count);
+	return v;
+}
+
+/*
  * The hot path: per packet, the checks and slot bookkeeping, and per
  * completed round the N-way sum. Its cycles per packet (bench/engine_bench)
  * are in docs/performance.md "Engine at packet rate".
@@ -414,7 +472,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 		__atomic_store_n(&sg->slot, j->free_slots[--j->nfree], __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		sl = &j->slots[sg->slot];
-		sl->have = 0;
+		rankset_clear(&sl->have, j->world);
 		sl->nhave = 0;
 		sl->key = k;
 		sl->seg = seg;
@@ -431,8 +489,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 	rk->notice = (m->flags & WIRE_FLAG_NOTICE) != 0;
 	if (m->flags & WIRE_FLAG_RETX)
 		sl->retx = 1;
-	uint64_t bit = 1ull << m->rank;
-	if (sl->have & bit) {
+	if (rankset_has(&sl->have, m->rank)) {
 		e->c.dup_open++;
 		if (!rk->notice)
 			return ENGINE_ABSORBED;
@@ -458,7 +515,7 @@ int seg_push(struct engine *e, struct engine_job *j, struct engine_key *k,
 	rk->late_n++;
 	if (late > rk->late_max_ns[0])
 		rk->late_max_ns[0] = late;
-	sl->have |= bit;
+	rankset_add(&sl->have, m->rank);
 	sl->nhave++;
 	j->rx_bytes += nbytes;
 	e->c.pushes++;
@@ -501,12 +558,15 @@ int engine_push_ref(struct engine *e, const struct wire_msg *m, const void *payl
 	if (k->sparse != ((m->flags & WIRE_FLAG_SPARSE) != 0))
 		return -DROP_SPARSE_MISMATCH;
 	if (k->sparse)
-		return sparse_push(e, j, k, m, payload, out);
+		return m->flags & WIRE_FLAG_FINAL ? -DROP_BAD_FLAGS
+						  : sparse_push(e, j, k, m, payload, out);
 	if (m->seg >= k->nsegs)
 		return -DROP_BAD_SEGMENT;
 	if (k->chunk_lcore[m->seg / k->segs_per_chunk] != e->lcore)
 		return -DROP_WRONG_LCORE;
 	uint16_t count = (uint16_t)key_seg_len(k, m->seg);
+	if (m->flags & WIRE_FLAG_FINAL)
+		return final_push(e, j, k, m, payload, count, out);
 	float lr = 0;
 	int rc = k->ps ? ps_check(e, j, k, m, count, &lr, out) : dense_check(k, m, count);
 	if (rc != 0)

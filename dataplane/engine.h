@@ -76,7 +76,7 @@
 
 /* A contribution slot: holds one open round of one segment. */
 struct engine_slot {
-	uint64_t have;            /* bit r: rank r's contribution is in */
+	struct rankset have;      /* the ranks whose contribution is in */
 	struct engine_key *key;
 	uint32_t seg;
 	uint32_t round;
@@ -126,7 +126,7 @@ struct engine_job {
 	uint16_t world;
 	uint32_t seg_bytes;
 	uint64_t token;
-	struct engine_worker workers[ENGINE_MAX_WORLD];
+	struct engine_worker *workers; /* world, in the job's memory */
 	struct engine_key **keys; /* open-addressing table, key_cap entries */
 	uint32_t key_cap;         /* power of two */
 	uint32_t nkeys;
@@ -155,7 +155,7 @@ struct engine_job {
 	uint8_t  nf_abort;        /* ENGINE_NF_ABORT stopped the job here, at: */
 	uint16_t nf_rank;         /* engine_progress's nf_* */
 	uint32_t nf_key, nf_seg, nf_round;
-	struct engine_rank ranks[ENGINE_MAX_WORLD];
+	struct engine_rank *ranks;  /* world, in the job's memory */
 };
 
 /* Records one sparse PUSH can hold (8 bytes at least each). */

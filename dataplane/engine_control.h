@@ -17,13 +17,14 @@
 #ifndef PBOX_ENGINE_CONTROL_H
 #define PBOX_ENGINE_CONTROL_H
 
+#include "common/rankset.h"
 #include <stddef.h>
 #include <stdint.h>
 
 #include "dataplane/optim.h"
 
 #define ENGINE_MAX_JOBS   64  /* job table of one lcore; power of two */
-#define ENGINE_MAX_WORLD  64  /* ranks per job: one bit each in a uint64_t */
+#define ENGINE_MAX_WORLD  RANKSET_MAX /* ranks per job (common/rankset.h) */
 #define ENGINE_MAX_LCORES 128 /* chunk owners are uint8_t lcore indexes */
 #define ENGINE_NO_SLOT    0xFFFFu
 #define ENGINE_WEIGHT_MAX 1000 /* a job's byte-rate weight against other jobs */
@@ -288,6 +289,8 @@ struct engine_counters {
 	uint64_t no_weights;  /* PS: gradients before the weights, answered ERROR */
 	uint64_t nonfinite;   /* PS: segment rounds whose gradient sum was not finite */
 	uint64_t skipped;     /* PS: ... of them whose step was skipped */
+	uint64_t finals;      /* FINAL pushes (results from before a box
+				 restart) taken or answered */
 };
 
 /* A job's progress on one lcore, for the control plane's stall watch. */
@@ -295,8 +298,8 @@ struct engine_progress {
 	uint64_t completes;  /* segment rounds completed so far */
 	uint64_t rx_bytes;   /* contribution bytes accepted so far */
 	uint32_t open;       /* rounds waiting for contributions */
-	uint64_t missing;    /* bit r: rank r is missing from an open round */
-	uint64_t missing_all; /* bit r: rank r is missing from every open round
+	struct rankset missing;    /* ranks missing from an open round */
+	struct rankset missing_all; /* ranks missing from every open round
 				 (the late ones; the others may only be
 				 behind in their window) */
 	uint32_t key, seg, round; /* one open round (for messages), if open */

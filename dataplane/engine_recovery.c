@@ -19,12 +19,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* Bit r set for every rank r of a job of world ranks. */
-static inline uint64_t world_mask(uint16_t world)
-{
-	return world >= 64 ? ~0ull : (1ull << world) - 1;
-}
-
 /* ---- notices ---- */
 
 /* A WAIT or NACK of slot sl's round for rank r. */
@@ -39,9 +33,16 @@ void fill_notice(struct engine_out *out, const struct engine *e,
 		.type = type, .dtype = sl->key->dtype, .job = j->id, .token = j->token,
 		.key = sl->key->key, .seg = sl->seg, .round = sl->round, .rank = rank,
 	};
+	/* the 64 ranks from the first missing one's word on (worlds up to
+	 * 64: all of them, base 0) */
+	struct rankset miss;
+	rankset_missing(&miss, &sl->have, j->world);
+	int first = rankset_next(&miss, 0, j->world);
+	unsigned word = first < 0 ? 0 : (unsigned)first / 64;
 	out->notice = (struct wire_notice){
-		.missing = ~sl->have & world_mask(j->world),
+		.missing = miss.w[word],
 		.open_us = open_us > UINT32_MAX ? UINT32_MAX : (uint32_t)open_us,
+		.base = word * 64,
 	};
 	out->payload = NULL;
 	out->plen = 0;
@@ -109,12 +110,14 @@ static inline bool passed(const struct engine_rank *rk, const struct engine_slot
 static unsigned nack_slot(struct engine *e, struct engine_job *j, struct engine_slot *sl,
 			  struct engine_out *outs)
 {
-	uint64_t miss = ~sl->have & world_mask(j->world);
+	struct rankset miss;
 	bool blind = e->now - sl->t_open >= ENGINE_NACK_BLIND * j->nack_delay_ns;
 	unsigned n = 0;
 
-	for (; miss; miss &= miss - 1) {
-		uint16_t r = (uint16_t)__builtin_ctzll(miss);
+	rankset_missing(&miss, &sl->have, j->world);
+	for (int next = rankset_next(&miss, 0, j->world); next >= 0;
+	     next = rankset_next(&miss, (unsigned)next + 1, j->world)) {
+		uint16_t r = (uint16_t)next;
 		struct engine_rank *rk = &j->ranks[r];
 		if (!rk->notice || (!blind && !passed(rk, sl)))
 			continue;
@@ -167,12 +170,10 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 			struct engine_progress *p)
 {
 	const struct engine_job *j = &e->jobs[engine_job_index(job_id)];
-	uint64_t all = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (j->state == ENGINE_JOB_FREE || j->id != job_id)
 		return -ENOENT;
-	all = world_mask(j->world);
 	p->completes = j->completes;
 	p->rx_bytes = j->rx_bytes;
 	p->nonfinite = j->nf_rounds;
@@ -193,10 +194,12 @@ int engine_job_progress(const struct engine *e, uint32_t job_id,
 			p->key = k->key;
 			p->seg = sl->seg;
 			p->round = sl->round;
-			p->missing_all = all;
+			rankset_fill(&p->missing_all, j->world);
 		}
-		p->missing |= ~sl->have & all;
-		p->missing_all &= ~sl->have;
+		struct rankset miss;
+		rankset_missing(&miss, &sl->have, j->world);
+		rankset_or(&p->missing, &p->missing, &miss, j->world);
+		rankset_and(&p->missing_all, &p->missing_all, &miss, j->world);
 	}
 	return 0;
 }

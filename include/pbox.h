@@ -731,6 +731,12 @@ typedef struct pbox_stats {
 	 * another address or port than the box endpoint their segment
 	 * belongs to: forged or misrouted, dropped unread. */
 	uint64_t foreign_packets;
+	/* (Added in 0.13.0.) Times this client rejoined its job after the
+	 * control connection was lost (a box restart: PBOX_RESUME), and the
+	 * FINAL pushes it sent then: results of its dense keys that other
+	 * ranks may have lacked (docs/reliability.md "A box restart"). */
+	uint64_t rejoins;
+	uint64_t finals_sent;
 } pbox_stats;
 
 /*

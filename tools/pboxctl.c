@@ -4,14 +4,15 @@
  * JSON-RPC control protocol (docs/rpc.md) that prints aligned tables, or
  * the raw result with --json.
  *
- *   pboxctl [--socket PATH | --control ADDR:PORT] [--json | -o FMT] CMD
+ *   pboxctl [--socket PATH | --control ADDR:PORT | --box A,B,...] [--json | -o FMT] CMD
  *   (options anywhere on the line; exit 0 ok, 1 failed, 2 usage, 3 unreachable)
  *     status | jobs | job show NAME | job abort NAME [--reason TEXT] |
  *     job create NAME --world N [...] | job save NAME DIR
  *     | stats [--all] | top [...]
  *
- * The top of pboxctl: `top` is in pboxctl_top.c, and the RPC call and the
- * table printer, which both use, in pboxctl_common.c.
+ * The top of pboxctl: `top` is in pboxctl_top.c, the fleet view (--box)
+ * in pboxctl_fleet.c, and the RPC call and the table printer, which all
+ * use, in pboxctl_common.c.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,6 +30,7 @@
 
 #include "common/rpc_client.h"
 #include "tools/pboxctl_common.h"
+#include "tools/pboxctl_fleet.h"
 #include "tools/pboxctl_top.h"
 
 #define DEFAULT_SOCKET "/run/pbox/pboxd.sock"
@@ -70,7 +72,8 @@ static int bad_usage(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pboxctl [--socket PATH | --control ADDR:PORT] [--json | -o FORMAT]\n"
+		"usage: pboxctl [--socket PATH | --control ADDR:PORT | --box A,B,...]\n"
+		"               [--json | -o FORMAT]\n"
 		"               [--timeout MS] [--secret-file FILE] CMD [ARGS]\n"
 		"(options may come anywhere on the line, before or after CMD)\n"
 		"\n"
@@ -101,6 +104,10 @@ static void usage(FILE *f)
 		"options:\n"
 		"  --socket PATH       pboxd's Unix socket (default $PBOX_SOCKET or %s)\n"
 		"  --control ADDR:PORT pboxd's TCP control address instead of the socket\n"
+		"  --box A,B,...       a fleet of boxes (ADDR:PORT or socket paths): jobs and\n"
+		"                      job show NAME give one view, a row per box and a\n"
+		"                      total per job, rates over --interval MS (default\n"
+		"                      1000); an unreachable box is named (exit 3)\n"
 		"  --json, -o json     print the raw JSON result\n"
 		"  -o table|wide       tables (default); wide: every row (stats: all drop\n"
 		"                      reasons, as --all)\n"
@@ -116,24 +123,6 @@ static void usage(FILE *f)
 }
 
 /* ---- output ---- */
-
-/* "1.5 MiB" into buf. */
-static const char *human_bytes(unsigned long long b, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	unsigned u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu B", b);
-	else
-		snprintf(buf, len, "%.1f %s", v, unit[u]);
-	return buf;
-}
 
 static int print_json(const json_t *r)
 {
@@ -619,9 +608,26 @@ static int run_job(struct ctl *c, int argc, char **argv)
 	}
 }
 
+/* A fleet (--box): jobs and job show NAME only. */
+static int run_fleet(struct ctl *c, int argc, char **argv)
+{
+	unsigned ms = c->interval_ms ? (unsigned)c->interval_ms : 1000;
+
+	if (argc == 1 && strcmp(argv[0], "jobs") == 0)
+		return options_fit(c, "jobs", OPT_INTERVAL) ? cmd_fleet_jobs(c, NULL, ms) : EXIT_USAGE;
+	if (argc == 3 && strcmp(argv[0], "job") == 0 && strcmp(argv[1], "show") == 0)
+		return options_fit(c, "job show", OPT_INTERVAL) ? cmd_fleet_jobs(c, argv[2], ms) :
+		       EXIT_USAGE;
+	return bad_usage("--box (a fleet) takes 'jobs' or 'job show NAME'; other commands "
+			 "go to one box (--control or --socket)");
+}
+
 static int run(struct ctl *c, int argc, char **argv)
 {
 	const char *cmd = argv[0];
+
+	if (c->boxes)
+		return run_fleet(c, argc, argv);
 
 	if (strcmp(cmd, "job") == 0)
 		return run_job(c, argc - 1, argv + 1);
@@ -661,6 +667,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "control", required_argument, NULL, 'c' },
+		{ "box", required_argument, NULL, 'B' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -703,6 +710,9 @@ int main(int argc, char **argv)
 		case 'c':
 			c.target = optarg;
 			by_path = false;
+			break;
+		case 'B':
+			c.boxes = optarg;
 			break;
 		case 'j':
 			c.json = 1;
@@ -788,6 +798,10 @@ int main(int argc, char **argv)
 	if (optind >= argc) {
 		usage(stderr);
 		return EXIT_USAGE;
+	}
+	if (c.boxes) {   /* each box checked as --control / --socket would be */
+		rc = fleet_check(&c);
+		return rc ? rc : run(&c, argc - optind, argv + optind);
 	}
 	if (strncmp(c.target, "unix:", 5) != 0 && (by_path || strchr(c.target, '/'))) {
 		if ((size_t)snprintf(unix_target, sizeof(unix_target), "unix:%s", c.target) >=

@@ -36,6 +36,24 @@ const char *jstr(const json_t *o, const char *k)
 	return json_is_string(v) ? json_string_value(v) : "-";
 }
 
+/* "1.5 MiB" into buf. */
+const char *human_bytes(unsigned long long b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", b);
+	else
+		snprintf(buf, len, "%.1f %s", v, unit[u]);
+	return buf;
+}
+
 /* ---- aligned tables ---- */
 
 void table_cell(struct table *t, const char *fmt, ...)
@@ -115,7 +133,8 @@ void table_print(struct table *t)
 
 /* Over TCP every operator method carries the secret of --secret-file
  * (docs/reliability.md "Who may call what"). */
-int call(struct ctl *c, const char *method, json_t *params, json_t **result)
+int call_quiet(struct ctl *c, const char *method, json_t *params, json_t **result,
+	       char *msg, size_t msglen)
 {
 	struct rpc_error e;
 	int rc;
@@ -124,7 +143,8 @@ int call(struct ctl *c, const char *method, json_t *params, json_t **result)
 		char secret[SECRET_MAX_LEN + 1], err[256];
 		if (secret_load(c->secret_file, secret, err, sizeof(err)) < 0) {
 			json_decref(params);
-			return fail(EXIT_FAILED, err);
+			snprintf(msg, msglen, "%s", err);
+			return EXIT_FAILED;
 		}
 		if (!params)
 			params = json_object();
@@ -133,12 +153,23 @@ int call(struct ctl *c, const char *method, json_t *params, json_t **result)
 	}
 	if (!c->rpc && rpc_client_connect(c->target, c->timeout_ms, &c->rpc, &e) < 0) {
 		json_decref(params);
-		return fail(EXIT_UNREACHABLE, e.message);
+		snprintf(msg, msglen, "%s", e.message);
+		return EXIT_UNREACHABLE;
 	}
 	rc = rpc_client_call(c->rpc, method, params,
 			     c->reply_timeout_ms ? c->reply_timeout_ms : c->timeout_ms, result, &e);
 	json_decref(params);
-	if (rc < 0)
-		return fail(EXIT_FAILED, e.message);
+	if (rc < 0) {
+		snprintf(msg, msglen, "%s", e.message);
+		return EXIT_FAILED;
+	}
 	return 0;
+}
+
+int call(struct ctl *c, const char *method, json_t *params, json_t **result)
+{
+	char msg[512];
+	int rc = call_quiet(c, method, params, result, msg, sizeof(msg));
+
+	return rc ? fail(rc, msg) : 0;
 }

@@ -3,8 +3,9 @@
  * pboxctl_common.h - what pboxctl_common.c offers pboxctl's commands
  * (pboxctl.c) and its live view (pboxctl_top.c): the command line's state,
  * the exit codes, the RPC call, JSON field access and the table printer.
- * Calls go one way: pboxctl.c -> pboxctl_top.c -> pboxctl_common.c, and
- * pboxctl.c -> pboxctl_common.c.
+ * Calls go one way: pboxctl.c -> pboxctl_top.c -> pboxctl_common.c,
+ * pboxctl.c -> pboxctl_fleet.c -> pboxctl_common.c, and pboxctl.c ->
+ * pboxctl_common.c.
  */
 #ifndef PBOX_PBOXCTL_COMMON_H
 #define PBOX_PBOXCTL_COMMON_H
@@ -20,6 +21,7 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
 
 struct ctl {
 	const char *target;
+	const char *boxes;           /* --box: a fleet, comma-separated (pboxctl_fleet.c) */
 	int json;
 	int timeout_ms;
 	const char *secret_file;     /* --secret-file: sent with every call */
@@ -41,10 +43,16 @@ struct ctl {
 /* Call method on the box (params consumed); 0 and *result, or an exit
  * code with the message printed. */
 int call(struct ctl *c, const char *method, json_t *params, json_t **result);
+/* call, the message in msg instead of printed. */
+int call_quiet(struct ctl *c, const char *method, json_t *params, json_t **result,
+	       char *msg, size_t msglen);
 
 /* Fields of a JSON object, 0 / "-" when missing. */
 long long jint(const json_t *o, const char *k);
 const char *jstr(const json_t *o, const char *k);
+
+/* "1.5 MiB" into buf. */
+const char *human_bytes(unsigned long long b, char *buf, size_t len);
 
 /* An aligned text table: cells filled row by row. */
 struct table {

@@ -208,6 +208,25 @@ void client_stats(const pbox_client *c, pbox_stats *out)
 	const uint64_t *in = (const uint64_t *)&c->stats;
 	uint64_t *o = (uint64_t *)out;
 
+	if (c->nsubs) {   /* a fleet: its boxes' counters summed, the first's gauges */
+		pbox_stats s;
+		memset(out, 0, sizeof(*out));
+		for (unsigned b = 0; b < c->nsubs; b++) {
+			client_stats(c->subs[b], &s);
+			for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+				o[i] += ((const uint64_t *)&s)[i];
+			if (b == 0) {
+				out->srtt_us = s.srtt_us;
+				out->rttvar_us = s.rttvar_us;
+				out->rto_us = s.rto_us;
+				out->window = s.window;
+				out->mtu = s.mtu;
+				out->seg_bytes = s.seg_bytes;
+				out->transport = s.transport;
+			}
+		}
+		return;
+	}
 	_Static_assert(sizeof(pbox_stats) % sizeof(uint64_t) == 0, "pbox_stats holds only u64");
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);

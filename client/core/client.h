@@ -50,6 +50,7 @@
 
 #include "client/core/ctrl.h"
 #include "common/clock.h"
+#include "common/secret.h"
 #include "client/core/keys.h"
 #include "client/transport/transport.h"
 #include "include/pbox.h"
@@ -58,6 +59,9 @@
 #define CLIENT_CONNECT_MAX_MS 5000 /* TCP connect bound (or timeout_ms if less) */
 #define CLIENT_LEAVE_MAX_MS 2000   /* job_leave bound at pbox_close */
 #define CLIENT_EXT_MAX      4      /* rooms above core that attach state */
+/* The progress thread's heartbeat on the control connection (the box
+ * finds a rank lost when it misses them: job_join's heartbeat_ms). */
+#define CLIENT_HEARTBEAT_MS 1000
 
 struct xfer;
 struct pbox_req;
@@ -87,7 +91,7 @@ struct client_ext {
 
 struct pbox_client {
 	/* set by pbox_connect, read-only afterwards */
-	char control[128];
+	char control[1024];          /* "host:port", or a fleet's list of them */
 	char job[64];
 	int rank, world;
 	pbox_opts opts;
@@ -104,6 +108,10 @@ struct pbox_client {
 	struct transport tp;
 	int evfd;                    /* wakes the progress thread */
 	bool joined;
+	bool resume;                 /* PBOX_RESUME: rejoin after a lost
+					connection (xfer/resume.c) */
+	char secret[SECRET_MAX_LEN + 1]; /* the join secret, "" none: a
+					rejoin sends it again */
 	/* progress thread */
 	pthread_t thread;
 	bool thread_started;
@@ -131,6 +139,12 @@ struct pbox_client {
 	const struct client_ext *ext[CLIENT_EXT_MAX]; /* (under lock) */
 	/* written by the progress thread (relaxed atomics) */
 	pbox_stats stats;
+	/* a fleet of boxes (ops/fleet.c): c has no box of its own, its calls
+	 * go to the clients of its boxes, one each */
+	struct fleet *fleet;
+	pbox_client **subs;          /* nsubs clients, one per box, in list order */
+	unsigned nsubs;
+	char placement[17];          /* job_join's "placement" hash, "" none */
 };
 
 static inline void stat_add(uint64_t *ctr, uint64_t n)
@@ -167,6 +181,16 @@ int client_struct_tail(pbox_client *c, const char *what, const void *in, size_t 
 		       size_t known);
 /* c's counters now (this library's whole pbox_stats). */
 void client_stats(const pbox_client *c, pbox_stats *out);
+
+/* ---- join.c: job_join's request and answer (pbox_connect and a
+ * rejoin after a lost connection) ---------------------------------------- */
+
+/* job_join's params for c (its job, rank, world, the transport's address,
+ * the job's settings if this join creates it); NULL if out of memory. */
+json_t *client_join_params(pbox_client *c);
+/* Take job_join's answer: job_id, token, seg_bytes, chunk_bytes, slots.
+ * 0, or PBOX_EPROTO / PBOX_EREJECTED with c's message. */
+int client_join_answer(pbox_client *c, const json_t *res);
 
 /* ---- ext.c: the rooms above ------------------------------------------- */
 

@@ -21,6 +21,8 @@ static void key_free(struct key_state *ks)
 	free(ks->lay.chunk_ep);
 	free(ks->slot_of);
 	free(ks->got);
+	key_drop_shadow(ks);
+	json_decref(ks->decl);
 	free(ks);
 }
 
@@ -31,6 +33,8 @@ void key_reset(struct key_state *ks)
 	free(ks->lay.chunk_ep);
 	free(ks->slot_of);
 	free(ks->got);
+	key_drop_shadow(ks);
+	json_decref(ks->decl);
 	memset(ks, 0, sizeof(*ks));
 	ks->key = key;
 	ks->unsure = unsure;
@@ -123,6 +127,33 @@ int key_set_layout(struct key_state *ks, struct seg_layout *lay)
 	ks->got = got;
 	ks->phase = KEY_READY;
 	return 0;
+}
+
+int key_keep_shadow(struct key_state *ks)
+{
+	const struct seg_layout *l = &ks->lay;
+	size_t bytes = (size_t)l->count * l->elem;
+
+	key_drop_shadow(ks);
+	ks->shadow = malloc(bytes ? bytes : 1);
+	ks->shadow_round = calloc(l->nsegs ? l->nsegs : 1, sizeof(*ks->shadow_round));
+	ks->final_due = calloc(seg_bitmap_words(l->nsegs) + 1, sizeof(*ks->final_due));
+	if (!ks->shadow || !ks->shadow_round || !ks->final_due) {
+		key_drop_shadow(ks);
+		return PBOX_ENOMEM;
+	}
+	return 0;
+}
+
+void key_drop_shadow(struct key_state *ks)
+{
+	free(ks->shadow);
+	free(ks->shadow_round);
+	free(ks->final_due);
+	ks->shadow = NULL;
+	ks->shadow_round = NULL;
+	ks->final_due = NULL;
+	ks->nfinal = 0;
 }
 
 static const char *const coll_names[] = {

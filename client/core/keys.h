@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "client/core/segment.h"
 #include "include/pbox.h"
 
@@ -45,6 +47,17 @@ struct key_state {
 				        timed out, their answers still to come:
 				        what the box did is unknown, so calls
 				        on the key get PBOX_EBUSY meanwhile */
+	/* resuming after a lost box (xfer/resume.c, docs/protocol.md
+	 * "Resuming after a box restart"): a dense key's latest result of
+	 * each segment, which another rank may still lack */
+	uint8_t *shadow;             /* lay.count elements (NULL: none kept) */
+	uint32_t *shadow_round;      /* nsegs: the round shadow holds, 0 none */
+	uint64_t *final_due;         /* nsegs bits: FINAL pushes not yet answered */
+	uint32_t nfinal;             /* bits set in final_due */
+	uint64_t final_ns;           /* next sending of those */
+	bool resuming;               /* its resume key_declare awaits its answer */
+	json_t *decl;                /* key_declare's params as last sent, for
+				        declaring it again (job_id replaced) */
 };
 
 struct keytab {
@@ -64,6 +77,11 @@ int key_set_layout(struct key_state *ks, struct seg_layout *lay);
 /* Back to KEY_NEW, as never used (pbox_release_keys): its next call
  * declares it afresh. Its unsure count stays. */
 void key_reset(struct key_state *ks);
+/* Keep ks's latest results (ks->shadow, its rounds, the FINAL bitmap) for
+ * its layout, dropping any earlier: 0 or PBOX_ENOMEM (none kept). */
+int key_keep_shadow(struct key_state *ks);
+/* Free ks's shadow (none kept). */
+void key_drop_shadow(struct key_state *ks);
 
 /* What a key's rounds do (docs/protocol.md "Collective keys"); the
  * numbering is key_declare's order. */

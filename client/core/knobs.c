@@ -19,7 +19,8 @@
 
 const struct knob knobs[KNOB_COUNT] = {
 	[KNOB_CONTROL] = { .name = "PBOX_CONTROL", .parse = NULL,
-	  .takes = "the box's control address, host:port",
+	  .takes = "the box's control address, host:port, or a fleet's list of them "
+		   "(a:7470,b:7470)",
 	  .field = NULL, .when = KNOB_READ, .dflt = "", .dval = 0,
 	  .doc = "the box's control address when pbox_connect's control is NULL or "
 		    "empty" },
@@ -94,6 +95,13 @@ const struct knob knobs[KNOB_COUNT] = {
 	  .dval = PBOX_NONFINITE_DEFAULT,
 	  .doc = "what the box does with a PS round whose gradient sum holds a NaN or "
 		    "Inf, if this worker creates the job, when pbox_opts.nonfinite is 0" },
+	[KNOB_RESUME] = { .name = "PBOX_RESUME", .parse = knob_parse_onoff,
+	  .takes = "on or off (or 1, 0)",
+	  .field = NULL, .when = KNOB_AT_CONNECT, .dflt = "on", .dval = 1,
+	  .doc = "when the control connection is lost, reconnect, rejoin and resume "
+		    "the calls in flight within the timeout (docs/reliability.md); "
+		    "off: every call fails PBOX_ECLOSED at once, and dense keys keep no "
+		    "copy of their last results" },
 };
 
 const char *knob_text(enum knob_id k)
@@ -223,6 +231,19 @@ int knob_parse_gpudirect(const char *text, uint64_t *v)
 	if (i < 0)
 		return PBOX_EINVAL;
 	*v = i == 0 ? PBOX_GPUDIRECT_OFF : i == 1 ? PBOX_GPUDIRECT_AUTO : PBOX_GPUDIRECT_ON;
+	return 0;
+}
+
+int knob_parse_onoff(const char *text, uint64_t *v)
+{
+	static const char *const words[] = { "off", "on" };
+	int i = word_index(text, words, 2);
+
+	if (!strcmp(text, "0") || !strcmp(text, "1"))
+		i = text[0] - '0';
+	if (i < 0)
+		return PBOX_EINVAL;
+	*v = (uint64_t)i;
 	return 0;
 }
 

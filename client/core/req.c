@@ -123,10 +123,46 @@ int req_submit(pbox_client *c, struct pbox_req *r)
 	return 0;
 }
 
+struct pbox_req *req_group(pbox_client *c, struct pbox_req **kids, uint32_t n)
+{
+	struct pbox_req *g = calloc(1, sizeof(*g));
+
+	if (!g) {
+		for (uint32_t i = 0; i < n; i++)
+			pbox_wait(kids[i]);
+		free(kids);
+		client_error(c, PBOX_ENOMEM, "out of memory for a call over %u boxes", n);
+		return NULL;
+	}
+	g->c = c;
+	g->kids = kids;
+	g->nkids = n;
+	return g;
+}
+
+/* Wait for every call of a fleet's: the first failure is the group's (its
+ * message c's last error, naming the box). */
+static int group_wait(struct pbox_req *g)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < g->nkids; i++) {
+		pbox_client *kc = g->kids[i]->c;
+		int k = pbox_wait(g->kids[i]);
+		if (k < 0 && rc == 0)
+			rc = client_error(g->c, k, "box %s: %s", kc->control, pbox_last_error(kc));
+	}
+	free(g->kids);
+	free(g);
+	return rc;
+}
+
 int pbox_wait(pbox_req *r)
 {
 	if (!r)
 		return PBOX_EINVAL;
+	if (r->nkids)
+		return group_wait(r);
 	pbox_client *c = r->c;
 	pthread_mutex_lock(&c->lock);
 	while (!r->finished)
@@ -167,6 +203,12 @@ int pbox_test(pbox_req *r)
 {
 	if (!r)
 		return 1;
+	if (r->nkids) {   /* a fleet's call: done when each of its calls is */
+		int done = 1;
+		for (uint32_t i = 0; i < r->nkids; i++)
+			done &= pbox_test(r->kids[i]);
+		return done;
+	}
 	pthread_mutex_lock(&r->c->lock);
 	int done = r->finished;
 	pthread_mutex_unlock(&r->c->lock);

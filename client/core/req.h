@@ -85,6 +85,11 @@ enum req_state {
 
 struct pbox_req {
 	pbox_client *c;
+	struct pbox_req **kids;               /* a fleet's call (ops/fleet.c): the
+						 calls on its boxes' clients, each
+						 waited for by pbox_wait; nkids 0:
+						 an ordinary call */
+	uint32_t nkids;
 	uint32_t key;
 	const struct req_op *op;              /* its kind */
 	uint8_t dtype;                        /* of src (PS init: f32) */
@@ -139,6 +144,7 @@ struct pbox_req {
 	uint64_t progress_ns;                 /* last new result (or start) */
 	uint64_t wait_missing;                /* the last WAIT's ranks (the box has
 						 ours and waits for them), 0 none */
+	uint32_t wait_base;                   /* ... rank of its bit 0 (wire_notice base) */
 	bool late_noted;                      /* PBOX_DEBUG=INFO said it waits */
 	uint64_t redeclare_ns;                /* declare again then: the box said
 						 the key is still being released
@@ -167,6 +173,10 @@ struct rpc_pending {
  * dtype, or f32 for PS keys). 0 or PBOX_EINVAL with c's message. */
 int req_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 	      pbox_dtype dtype, unsigned layout);
+/* A fleet's call on c made of the calls kids[0..n) on its boxes' clients
+ * (taken: freed with it); NULL with PBOX_ENOMEM's message (the kids are
+ * waited for and freed). */
+struct pbox_req *req_group(pbox_client *c, struct pbox_req **kids, uint32_t n);
 /* A zeroed request of op for key, or NULL with PBOX_ENOMEM's message set
  * on c. */
 struct pbox_req *req_new(pbox_client *c, uint32_t key, const struct req_op *op);

@@ -213,6 +213,11 @@ static inline void seg_bit_set(uint64_t *bm, uint32_t s)
 	bm[s / 64] |= (uint64_t)1 << (s % 64);
 }
 
+static inline void seg_bit_clear(uint64_t *bm, uint32_t s)
+{
+	bm[s / 64] &= ~(1ull << (s % 64));
+}
+
 /* Index of the first clear bit below nsegs, or nsegs if all are set. */
 uint32_t seg_bitmap_first_clear(const uint64_t *bm, uint32_t nsegs);
 

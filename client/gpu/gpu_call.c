@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "client/gpu/gpu.h"
+#include "client/ops/fleet.h"
 #include "common/sparse.h"
 #include "include/pbox_cuda.h"
 
@@ -145,6 +146,14 @@ int pbox_gpu_init(pbox_client *c)
 {
 	struct client_gpu *g;
 
+	if (c && c->fleet) {   /* every box's client */
+		for (unsigned b = 0; b < c->nsubs; b++) {
+			int rc = pbox_gpu_init(c->subs[b]);
+			if (rc < 0)
+				return fleet_wrap(c, c->subs[b], rc, NULL);
+		}
+		return 0;
+	}
 	return c ? gpu_get(c, &g) : PBOX_EINVAL;
 }
 
@@ -285,6 +294,17 @@ void gpu_key_give(struct client_gpu *g, struct gpu_key *k)
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* A fleet's device allreduce: each partition's on its box (ops/fleet.c). */
+struct fleet_dev { uint8_t *dev; size_t esz; pbox_dtype dtype; void *stream;
+		   const pbox_dev_opts *opts; };
+
+static int fleet_dev_part(pbox_client *sub, const struct fpart *pt, void *arg, pbox_req **req)
+{
+	const struct fleet_dev *a = arg;
+	return pbox_iallreduce_dev(sub, pt->subkey, a->dev + pt->first * a->esz, pt->count,
+				   a->dtype, a->stream, a->opts, req);
+}
+
 int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 			pbox_dtype dtype, void *stream, const pbox_dev_opts *opts,
 			pbox_req **req)
@@ -295,6 +315,12 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet && req && dev && count) {
+		struct fleet_dev a = { .dev = dev, .esz = wire_dtype_size(dtype), .dtype = dtype,
+				       .stream = stream, .opts = opts };
+		*req = NULL;
+		return fleet_dense_call(c, key, count, dtype, fleet_dev_part, &a, req);
+	}
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_dev key %u: req is NULL", key);
 	*req = NULL;

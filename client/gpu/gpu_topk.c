@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "client/gpu/gpu.h"
+#include "client/ops/fleet.h"
 #include "common/topk.h"
 #include "include/pbox_cuda.h"
 
@@ -151,6 +152,9 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_SPARSE, req,
+			    pbox_iallreduce_topk_dev(sub, skey, dev, count, stream, topk, opts, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk_dev key %u: req is NULL",
 				    key);

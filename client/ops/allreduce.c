@@ -4,7 +4,7 @@
  * buf in place over the job's ranks. Its kind (op_allreduce) declares its
  * key on first use and streams one round per call (xfer/).
  */
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 
 const struct req_op op_allreduce = {
 	.declares = true,
@@ -15,6 +15,8 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		return fleet_iallreduce(c, key, buf, count, dtype, req);
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
 	*req = NULL;

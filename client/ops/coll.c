@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 
 /* broadcast, allgather, reduce_scatter: a key per collective (r->coll,
  * and broadcast's root, in its declaration), one round per call. */
@@ -90,6 +90,9 @@ int pbox_ibroadcast(pbox_client *c, uint32_t key, void *buf, size_t count,
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_COLL, req,
+			    pbox_ibroadcast(sub, skey, buf, count, dtype, root, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_ibroadcast key %u: req is NULL", key);
 	*req = NULL;
@@ -118,6 +121,9 @@ int pbox_iallgather(pbox_client *c, uint32_t key, const void *in, void *out,
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_COLL, req,
+			    pbox_iallgather(sub, skey, in, out, count, dtype, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallgather key %u: req is NULL", key);
 	*req = NULL;
@@ -145,6 +151,9 @@ int pbox_ireduce_scatter(pbox_client *c, uint32_t key, const void *in, void *out
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_COLL, req,
+			    pbox_ireduce_scatter(sub, skey, in, out, count, dtype, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_ireduce_scatter key %u: req is NULL",
 				    key);

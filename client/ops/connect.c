@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "client/core/knobs.h"
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 #include "client/transport/net.h"
 #include "common/secret.h"
 
@@ -75,6 +75,8 @@ static int check_secret(pbox_client *c)
 	if (!c->opts.join_secret)
 		return 0;
 	size_t n = strlen(secret);
+	if (n <= SECRET_MAX_LEN)   /* (a rejoin sends it again: resume.c) */
+		memcpy(c->secret, secret, n + 1);
 	if (n > SECRET_MAX_LEN)
 		return client_error(c, PBOX_EINVAL, "%s is %zu bytes long: at most %d", what, n,
 				    SECRET_MAX_LEN);
@@ -145,6 +147,10 @@ static int check_args(pbox_client *c, const char *control, const char *job, int 
 	if (c->opts.window > MAX_WINDOW)
 		return client_error(c, PBOX_EINVAL, "window %u exceeds %d", c->opts.window,
 				    MAX_WINDOW);
+	uint64_t resume;
+	if ((rc = knob_value(c, KNOB_RESUME, &resume)) < 0)
+		return rc;
+	c->resume = resume != 0;
 	rc = job_bytes_from_env(c);
 	if (rc == 0 && c->opts.nonfinite == PBOX_NONFINITE_DEFAULT) {
 		uint64_t nf;
@@ -196,36 +202,6 @@ static int get_endpoints(pbox_client *c)
 	return rc;
 }
 
-static int parse_join(pbox_client *c, const json_t *res)
-{
-	const char *tok = json_string_value(json_object_get(res, "token"));
-	json_t *jid = json_object_get(res, "job_id");
-	json_int_t id = json_integer_value(jid);
-	json_int_t seg = json_integer_value(json_object_get(res, "seg_bytes"));
-	json_t *w = json_object_get(res, "world");
-
-	/* exactly 16 hex digits (docs/rpc.md): strtoull alone also takes
-	 * blanks, a sign and "0x" */
-	if (!tok || strlen(tok) != 16 || strspn(tok, "0123456789abcdefABCDEF") != 16)
-		return client_error(c, PBOX_EPROTO, "job_join: box %s sent token '%s', not 16 "
-				    "hex digits", c->control, tok ? tok : "(none)");
-	c->token = strtoull(tok, NULL, 16);
-	/* a missing or non-integer job_id is not job 0 */
-	if (!json_is_integer(jid) || id < 0 || id > UINT32_MAX || seg <= 0 ||
-	    seg > WIRE_MAX_PAYLOAD || seg % WIRE_PAYLOAD_ALIGN)
-		return client_error(c, PBOX_EPROTO, "job_join: box %s sent job_id %lld, "
-				    "seg_bytes %lld", c->control, (long long)id, (long long)seg);
-	if (w && json_integer_value(w) != c->world)
-		return client_error(c, PBOX_EREJECTED, "job_join: job '%s' has world %lld, "
-				    "not %d", c->job, (long long)json_integer_value(w), c->world);
-	c->job_id = (uint32_t)id;
-	c->seg_bytes = (uint32_t)seg;
-	c->chunk_bytes = (uint32_t)json_integer_value(json_object_get(res, "chunk_bytes"));
-	json_int_t slots = json_integer_value(json_object_get(res, "slots"));
-	c->box_slots = slots > 0 && slots < 65536 ? (uint32_t)slots : 256; /* older boxes: 256 */
-	return 0;
-}
-
 /*
  * pbox_opts.mtu 0: the smaller of the box's and the route's MTU, confirmed
  * by a full-size probe (pmtu.c); one that does not come back falls back to
@@ -257,7 +233,7 @@ static int choose_mtu(pbox_client *c)
 
 static int open_data_and_join(pbox_client *c)
 {
-	char err[CLIENT_MSG_LEN], ip[INET_ADDRSTRLEN];
+	char err[CLIENT_MSG_LEN];
 	json_t *res;
 	int rc = c->mtu_auto ? choose_mtu(c) : 0;
 	uint64_t skb;
@@ -278,43 +254,14 @@ static int open_data_and_join(pbox_client *c)
 		return client_error(c, rc, "transport %s: %s",
 				    transport_name((pbox_transport)c->opts.transport), err);
 	stat_set(&c->stats.transport, c->tp.kind);
-	inet_ntop(AF_INET, &c->tp.src, ip, sizeof(ip));
-	uint64_t replace_ms = 0;
-	knob_value(NULL, KNOB_REPLACE_WAIT, &replace_ms);   /* (checked at connect) */
-	/* the job's timeout if this join creates it; heartbeats from the
-	 * progress thread (progress.c) tell the box this rank lives */
-	json_t *params = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I, s:I, s:i}", "job", c->job,
-				   "rank", c->rank, "world", c->world, "data_ip", ip,
-				   "data_port", (int)c->tp.port, "mtu", (json_int_t)c->opts.mtu,
-				   "timeout_ms", (json_int_t)c->opts.timeout_ms,
-				   "heartbeat_ms", XFER_HEARTBEAT_MS);
-	if (params && replace_ms)
-		json_object_set_new(params, "replace_wait_ms", json_integer((json_int_t)replace_ms));
-	if (params && c->opts.join_secret)   /* check_secret's */
-		json_object_set_new(params, "join_secret", json_string(c->opts.join_secret));
-	/* The box caps both (--max-job-bytes) but takes no more than its
-	 * bounds (docs/rpc.md: INT64_MAX, key_bytes half that): a larger
-	 * request is the bound, not a negative json_int_t (-32602,
-	 * PBOX_EPROTO). */
-	if (params && c->opts.job_bytes)
-		json_object_set_new(params, "max_bytes", json_integer(
-			c->opts.job_bytes < INT64_MAX ? (json_int_t)c->opts.job_bytes : INT64_MAX));
-	else if (params && c->opts.key_bytes)
-		json_object_set_new(params, "key_bytes", json_integer(
-			c->opts.key_bytes < INT64_MAX / 2 ? (json_int_t)c->opts.key_bytes
-							  : INT64_MAX / 2));
-	/* the job's nonfinite policy if this join creates it (0: the box's
-	 * default, abort) */
-	static const char *const nonfinite[] = { NULL, "abort", "skip", "pass" };
-	if (params && c->opts.nonfinite)
-		json_object_set_new(params, "nonfinite", json_string(nonfinite[c->opts.nonfinite]));
+	json_t *params = client_join_params(c);
 	c->opts.join_secret = NULL;   /* the caller's memory: not kept */
 	rc = ctrl_call(&c->ctrl, "job_join", params, (int)c->opts.timeout_ms, &res, err,
 		       sizeof(err));
 	if (rc < 0)
 		return client_error(c, rc, "%s", err);
 	c->joined = true;
-	rc = parse_join(c, res);
+	rc = client_join_answer(c, res);
 	stat_set(&c->stats.mtu, c->opts.mtu);
 	stat_set(&c->stats.seg_bytes, c->seg_bytes);
 	stat_set(&c->stats.key_bytes, (uint64_t)json_integer_value(json_object_get(res,
@@ -340,8 +287,8 @@ static int start_thread(pbox_client *c)
 	return 0;
 }
 
-int pbox_connect(const char *control, const char *job, int rank, int world,
-		 const pbox_opts *opts, pbox_client **out)
+int client_connect_box(const char *control, const char *job, int rank, int world,
+		       const pbox_opts *opts, const char *placement, pbox_client **out)
 {
 	pbox_client *c;
 	char err[CLIENT_MSG_LEN];
@@ -352,6 +299,8 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 	*out = c = client_alloc();
 	if (!c)
 		return PBOX_ENOMEM;
+	if (placement)
+		snprintf(c->placement, sizeof(c->placement), "%s", placement);
 	rc = check_args(c, control, job, rank, world, opts);
 	if (rc == 0) {
 		uint32_t t = c->opts.timeout_ms < CLIENT_CONNECT_MAX_MS ? c->opts.timeout_ms
@@ -368,6 +317,24 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 		rc = start_thread(c);
 	client_debug_joined(c, rc);
 	return rc;
+}
+
+int pbox_connect(const char *control, const char *job, int rank, int world,
+		 const pbox_opts *opts, pbox_client **out)
+{
+	const char *list = control && *control ? control : knob_text(KNOB_CONTROL);
+	pbox_client *c;
+
+	if (!out)
+		return PBOX_EINVAL;
+	if (!fleet_listed(list))
+		return client_connect_box(control, job, rank, world, opts, NULL, out);
+	/* a fleet: a client per box (fleet.c), each given the caller's opts */
+	*out = c = client_alloc();
+	if (!c)
+		return PBOX_ENOMEM;
+	int rc = check_args(c, control, job, rank, world, opts);
+	return rc < 0 ? rc : fleet_connect(c, opts);
 }
 
 static void stop_thread(pbox_client *c)
@@ -401,6 +368,14 @@ void pbox_close(pbox_client *c)
 {
 	if (!c)
 		return;
+	if (c->fleet || c->nsubs) {   /* a fleet: no box of its own */
+		fleet_close(c);
+		free(c->lrs);
+		pthread_cond_destroy(&c->done_cond);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return;
+	}
 	stop_thread(c);
 	client_debug_closing(c);
 	leave_job(c);
@@ -424,5 +399,7 @@ void pbox_close(pbox_client *c)
 
 const char *pbox_transport_info(const pbox_client *c)
 {
+	if (c && c->nsubs)   /* a fleet: its first box's */
+		return pbox_transport_info(c->subs[0]);
 	return c && c->tp.ops ? c->tp.info : "";
 }

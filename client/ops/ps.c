@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 
 #define OPTIM_FIRST_LAYOUT offsetof(pbox_optim, weights_dtype) + sizeof(uint32_t)
 
@@ -90,6 +90,8 @@ int pbox_set_lr(pbox_client *c, uint32_t key, double lr)
 	if (!c)
 		return PBOX_EINVAL;
 	int rc = lr_check(c, key, lr);
+	if (rc == 0 && c->fleet)
+		return fleet_set_lr(c, key, lr);
 	if (rc == 0 && (rc = lr_store(c, key, (float)lr)) < 0)
 		client_error(c, rc, "job '%s' rank %d key %u: out of memory", c->job, c->rank, key);
 	return rc;
@@ -309,6 +311,8 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: weights_dtype must "
 				    "be PBOX_F32 or the gradients' dtype", c->job, c->rank, key);
 	int rc = client_struct_tail(c, "pbox_optim", o, o->size, sizeof(*o));
+	if (rc == 0 && c->fleet)
+		return fleet_declare_optimizer(c, key, count, grad_dtype, o);
 	if (rc < 0 || (rc = req_check(c, key, o, count, grad_dtype, WIRE_F32)) < 0 ||
 	    (rc = lr_check(c, key, o->lr)) < 0)
 		return rc;
@@ -368,6 +372,8 @@ int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weigh
 	if (!weights && c->rank == 0)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank 0 key %u: rank 0 must upload "
 				    "the initial weights", c->job, key);
+	if (c->fleet)
+		return fleet_ps_init(c, key, weights, weights_out);
 	/* the count is the key's: the progress thread fills it in */
 	int rc = ps_req(c, key, &op_ps_init, weights, weights_out, 1, PBOX_F32, &r);
 	return rc < 0 ? rc : pbox_wait(r);
@@ -378,6 +384,8 @@ int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weight
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		return fleet_ipush_pull(c, key, grad, weights_out, count, dtype, req);
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_ipush_pull key %u: req is NULL", key);
 	return ps_req(c, key, &op_push_pull, grad, weights_out, count, dtype, req);
@@ -428,6 +436,8 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		return fleet_ps_rw(c, key, part, out, NULL, count, steps);
 	int rc = state_req(c, key, &op_ps_read, part, NULL, out, count, &r);
 	if (rc < 0)
 		return rc;
@@ -442,6 +452,8 @@ int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		return fleet_ps_rw(c, key, part, NULL, in, count, NULL);
 	int rc = state_req(c, key, &op_ps_write, part, in, NULL, count, &r);
 	return rc < 0 ? rc : run(c, r);
 }
@@ -458,6 +470,8 @@ int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: steps %llu is above "
 				    "%lld", c->job, c->rank, key, (unsigned long long)steps,
 				    (long long)INT64_MAX);
+	if (c->fleet)
+		return fleet_ps_set_steps(c, key, steps);
 	int rc = state_req(c, key, &op_ps_write, PBOX_PS_WEIGHTS, &dummy, NULL, 1, &r);
 	if (rc < 0)
 		return rc;

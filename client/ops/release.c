@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 
 #define RELEASE_MAX  1024 /* keys per call (the box's KEY_RELEASE_MAX) */
 
@@ -20,6 +20,8 @@ int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		return fleet_release(c, keys, n);
 	if (!keys || n == 0 || n > RELEASE_MAX)
 		return client_error(c, PBOX_EINVAL, "pbox_release_keys: %s", !keys ? "keys is NULL"
 				    : "give 1 to 1024 keys per call");

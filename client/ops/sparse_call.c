@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 #include "common/sparse.h"
 
 
@@ -112,6 +112,9 @@ int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_SPARSE, req,
+			    pbox_iallreduce_sparse(sub, skey, count, dtype, idx, val, nnz, out, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_sparse key %u: req is NULL",
 				    key);

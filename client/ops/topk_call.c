@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/ops/ops.h"
+#include "client/ops/fleet.h"
 #include "common/sum.h"
 #include "common/topk.h"
 
@@ -351,6 +351,9 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_SPARSE, req,
+			    pbox_iallreduce_topk(sub, skey, buf, count, dtype, opts, req));
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: req is NULL", key);
 	*req = NULL;
@@ -426,6 +429,8 @@ int pbox_topk_reset(pbox_client *c, uint32_t key)
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->fleet)
+		FLEET_ROUTE(c, key, FLEET_SPARSE, NULL, pbox_topk_reset(sub, skey));
 	pthread_mutex_lock(&c->lock);
 	for (t = c->topk; t && t->key != key; t = t->next)
 		;

@@ -92,6 +92,15 @@ int progress_rpc_send(pbox_client *c, struct pbox_req *r, const char *method,
 		      json_t *params, struct rpc_pending *p)
 {
 	char err[CLIENT_MSG_LEN];
+
+	if (c->x->rc_state) {   /* rejoining the box (resume.c) */
+		json_decref(params);
+		free(p);
+		progress_finish(c, r, PBOX_EAGAIN, "job '%s' rank %d key %u: %s: the box is being "
+				"rejoined (%s): call again", c->job, c->rank, r->key, method,
+				c->x->rc_why);
+		return PBOX_EAGAIN;
+	}
 	int rc = ctrl_send(&c->ctrl, method, params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 
 	if (rc < 0) {
@@ -148,9 +157,12 @@ static void orphan_answer(pbox_client *c, struct rpc_pending *p, const json_t *m
 void progress_declare(pbox_client *c, struct pbox_req *r)
 {
 	struct key_state *ks = r->ks;
-	struct rpc_pending *p = calloc(1, sizeof(*p));
+	struct rpc_pending *p;
 	char err[CLIENT_MSG_LEN];
 
+	if (c->x->rc_state)   /* rejoining the box: declared once rejoined (resume.c) */
+		return;
+	p = calloc(1, sizeof(*p));
 	if (!p) {
 		progress_finish(c, r, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory",
 			   c->job, c->rank, r->key);
@@ -168,12 +180,16 @@ void progress_declare(pbox_client *c, struct pbox_req *r)
 		if (r->coll == COLL_BROADCAST)
 			json_object_set_new(params, "root", json_integer(r->root));
 	}
+	json_t *decl = params ? json_deep_copy(params) : NULL;   /* (resume.c) */
 	int rc = ctrl_send(&c->ctrl, "key_declare", params, CTRL_SEND_MS, &p->id, err, sizeof(err));
 	if (rc < 0) {
 		free(p);
+		json_decref(decl);
 		progress_finish(c, r, rc, "job '%s' rank %d key %u: %s", c->job, c->rank, r->key, err);
 		return;
 	}
+	json_decref(ks->decl);
+	ks->decl = decl;
 	p->ks = ks;
 	p->next = c->rpcs;
 	c->rpcs = p;
@@ -315,11 +331,27 @@ static void on_declare_result(pbox_client *c, struct key_state *ks, const json_t
 	char err[CLIENT_MSG_LEN];
 	struct pbox_req *r = ks->req;
 
+	/* a resumed key keeps its rounds (resume.c) */
+	uint32_t round = ks->round, first = ks->first_round;
+	bool resumed = ks->resuming && ks->shadow;
 	int rc = parse_layout(res, ks, c->seg_bytes, c->neps, c->world, &l, err, sizeof(err));
 
-	if (rc == 0 && (rc = key_set_layout(ks, &l)) < 0)
+	if (resumed) {
+		ks->round = round;
+		ks->first_round = first;
+	}
+	if (rc == 0 && ks->resuming) {
+		rc = resume_declared(c, ks, &l, now);
 		snprintf(err, sizeof(err), "out of memory for the state of its %u segments",
 			 l.nsegs);
+	} else if (rc == 0 && (rc = key_set_layout(ks, &l)) < 0) {
+		snprintf(err, sizeof(err), "out of memory for the state of its %u segments",
+			 l.nsegs);
+	} else if (rc == 0 && c->resume && resume_key_ok(ks)) {
+		key_keep_shadow(ks);   /* (out of memory: none kept) */
+	}
+	ks->resuming = false;
+	r = ks->req;   /* (resume_declared may have ended it) */
 	if (rc < 0) {
 		free(l.chunk_ep);
 		ks->phase = KEY_NEW;
@@ -363,6 +395,7 @@ static void on_answer(pbox_client *c, const json_t *msg, uint64_t id, uint64_t n
 		char err[CLIENT_MSG_LEN];
 		int rc = ctrl_error(e, "key_declare", err, sizeof(err));
 		ks->phase = KEY_NEW;
+		ks->resuming = false;
 		/* released by this rank, not yet by all: declare again shortly
 		 * (docs/rpc.md "key_release"), within the request's timeout */
 		if (ks->req && json_integer_value(json_object_get(e, "code")) == -EBUSY) {
@@ -446,6 +479,8 @@ static void read_ctrl(pbox_client *c, bool buffered)
 	int rc = buffered ? ctrl_read_buffered(&c->ctrl, on_ctrl_msg, c, err, sizeof(err))
 			  : ctrl_read(&c->ctrl, on_ctrl_msg, c, err, sizeof(err));
 
+	if (rc == PBOX_ECLOSED && resume_begin(c, err, clock_ns()))
+		return;   /* (resume.c reconnects) */
 	if (rc < 0) {
 		c->ctrl_open = false;
 		xfer_fatal(c, rc, err);
@@ -510,6 +545,9 @@ void *progress_main(void *arg)
 		/* busy_poll: spin while calls are active instead of sleeping */
 		uint64_t t = clock_ns();
 		int wait_ms = c->opts.busy_poll && c->x->act_head ? 0 : xfer_poll_ms(c, t);
+		int rs_ms = resume_poll_ms(c, t);
+		if (rs_ms >= 0 && rs_ms < wait_ms)
+			wait_ms = rs_ms;
 		if (c->x->heartbeat_ns <= t)
 			wait_ms = 0;
 		else if (wait_ms > (int)((c->x->heartbeat_ns - t) / 1000000 + 1))
@@ -541,8 +579,13 @@ void *progress_main(void *arg)
 		xfer_apply_pending(c);
 		if (c->x->staging)
 			client_ext_staging_poll(c, now);
+		if (c->x->rc_state) {   /* the box is gone: nothing is sent */
+			resume_poll(c, clock_ns());
+			continue;
+		}
 		xfer_fill(c, now);
 		xfer_timers(c, clock_ns());
+		resume_finals(c, clock_ns());
 		xfer_apply_pending(c);
 		heartbeat(c, now);
 	}

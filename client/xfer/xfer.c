@@ -260,6 +260,8 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 	struct key_state *ks = r->ks;
 	uint64_t deadline = now + x->rtt.rto_us * NS_PER_US;
 
+	if (ks->resuming)   /* declared again at a rejoined box: its answer first */
+		return true;
 	while (r->next_seg < r->ready_seg) {
 		uint32_t s = r->next_seg, i;
 		if (seg_bit(ks->got, s)) { /* result already in: nothing to send */
@@ -502,6 +504,11 @@ static void on_result(pbox_client *c, struct key_state *ks, const struct wire_ms
 	if (m->count) /* (a scatter key's acknowledgement carries nothing) */
 		memcpy((uint8_t *)r->buf + (seg_first(l, m->seg) - r->buf_first) * esz, payload,
 		       (size_t)m->count * esz);
+	if (ks->shadow && m->count) {   /* another rank may need it after a restart */
+		memcpy(ks->shadow + (size_t)seg_first(l, m->seg) * esz, payload,
+		       (size_t)m->count * esz);
+		ks->shadow_round[m->seg] = m->round;
+	}
 	xfer_seg_done(c, r, m->seg, (uint32_t)(seg_len(l, m->seg) * esz), m->flags, now);
 }
 
@@ -556,14 +563,15 @@ static struct xslot *notice_slot(pbox_client *c, const struct wire_msg *m, uint3
 	return &c->x->slots[*idx];
 }
 
-/* "rank 0" / "ranks 0, 3" of missing into buf. */
-static void ranks_text(uint64_t missing, char *buf, size_t len)
+/* "rank 0" / "ranks 0, 3" of missing (bit r: rank base + r) into buf. */
+static void ranks_text(uint64_t missing, uint32_t base, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rank%s", missing & (missing - 1) ? "s" : "");
 
 	for (unsigned r = 0, first = 1; r < 64 && n < len; r++)
 		if (missing >> r & 1) {
-			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? " " : ", ", r);
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? " " : ", ",
+					      base + r);
 			first = 0;
 		}
 }
@@ -578,12 +586,13 @@ static void note_late(pbox_client *c, const struct wire_msg *m, const struct wir
 
 	/* the late ranks: missing from every segment the box holds of ours
 	 * (a rank missing from some is only behind in its window) */
-	uint64_t late = r->wait_missing & n->missing;
+	uint64_t late = r->wait_base == n->base ? r->wait_missing & n->missing : 0;
 	r->wait_missing = late ? late : n->missing;
+	r->wait_base = n->base;
 	if (r->late_noted || n->open_us < XFER_LATE_NOTE_US || !r->wait_missing)
 		return;
 	r->late_noted = true;
-	ranks_text(r->wait_missing, who, sizeof(who));
+	ranks_text(r->wait_missing, r->wait_base, who, sizeof(who));
 	note(KNOB_DEBUG_INFO, "job '%s' rank %d key %u round %u: waiting for %s (late %.1f s); "
 	     "the call waits up to its timeout, %u ms", c->job, c->rank, r->key, r->round, who,
 	     n->open_us / 1e6, c->opts.timeout_ms);
@@ -758,6 +767,9 @@ static void on_datagram(pbox_client *c, const struct tp_dgram *d, uint64_t now)
 		stat_add(&c->stats.foreign_packets, 1);
 		return;
 	}
+	if (c->x->finals && (m.type == WIRE_RESULT || m.type == WIRE_ERROR) &&
+	    resume_answered(c, ks, &m))
+		return;
 	if (m.type == WIRE_ERROR)
 		on_error_packet(c, &m, now);
 	else if (m.type == WIRE_RESULT)
@@ -788,6 +800,24 @@ void xfer_recv(pbox_client *c, uint64_t now)
 		if (n == 0)
 			return;
 	}
+}
+
+void xfer_resend_all(pbox_client *c, struct pbox_req *r, uint64_t now)
+{
+	struct xfer *x = c->x;
+
+	for (uint32_t i = 0; i < x->win.cap; i++) {
+		struct xslot *s = &x->slots[i];
+		if (s->req != r)
+			continue;
+		s->deadline_ns = now;
+		s->nretx = 0;
+		s->rack_timed = false;
+		s->box_has = false;
+	}
+	r->wait_missing = 0;
+	r->progress_ns = now;
+	x->next_retx_ns = now;
 }
 
 /* Retransmit overdue slots and recompute the earliest deadline. */
@@ -840,7 +870,7 @@ static void fail_timed_out(pbox_client *c, struct pbox_req *r)
 		if (r->wait_missing) {
 			char who[128];
 			size_t n = strlen(msg);
-			ranks_text(r->wait_missing, who, sizeof(who));
+			ranks_text(r->wait_missing, r->wait_base, who, sizeof(who));
 			snprintf(msg + n, sizeof(msg) - n, "; the box has this rank's contribution "
 				 "and waits for %s", who);
 		}

@@ -49,9 +49,7 @@
  * past its timeout_ms to abort the job naming the late ranks before it
  * fails PBOX_ETIMEDOUT on its own. */
 #define XFER_WAIT_GRACE_MS  3000
-/* The progress thread's heartbeat on the control connection (the box
- * finds a rank lost when it misses them: job_join's heartbeat_ms). */
-#define XFER_HEARTBEAT_MS   1000
+#define XFER_HEARTBEAT_MS   CLIENT_HEARTBEAT_MS
 /* The progress loop's sleep while device chunks are being copied to the
  * host (their events have no fd: struct client_ext staging_poll). */
 #define XFER_STAGING_POLL_NS 20000
@@ -111,6 +109,14 @@ struct xfer {
 	char err[CLIENT_MSG_LEN];    /* scratch for socket errors */
 	int pend_rc;                 /* socket error to apply (xfer_apply_pending) */
 	char pend_msg[CLIENT_MSG_LEN];
+	/* resume.c: rejoining after the control connection was lost */
+	uint8_t rc_state;            /* 1 while reconnecting */
+	uint32_t rc_tries;
+	uint32_t rc_backoff_ms;
+	uint64_t rc_since_ns;        /* the loss */
+	uint64_t rc_next_ns;         /* the next try */
+	char rc_why[CLIENT_MSG_LEN]; /* what ended the connection */
+	uint32_t finals;             /* keys with FINAL pushes unanswered */
 };
 
 /* c->x made for a window of opts.window segments (timeouts from
@@ -176,6 +182,33 @@ void sparse_send(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t flags);
  * record checked, then each new one scattered into r's buffer. */
 void sparse_result(pbox_client *c, struct pbox_req *r, const struct wire_msg *m,
 		   const uint8_t *payload, uint64_t now);
+
+/* Send every segment of r in flight again now (its key resumed at a
+ * rejoined box: resume.c), with a fresh back-off. */
+void xfer_resend_all(pbox_client *c, struct pbox_req *r, uint64_t now);
+
+/* ---- resume.c: after the control connection was lost ------------------- */
+
+/* Whether ks's calls can resume at a rejoined box (a dense key every rank
+ * gets the whole result of); such keys keep a shadow when PBOX_RESUME. */
+bool resume_key_ok(const struct key_state *ks);
+/* The control connection ended (why): start reconnecting, true; false if
+ * PBOX_RESUME is off (the caller fails the calls). */
+bool resume_begin(pbox_client *c, const char *why, uint64_t now);
+/* While reconnecting: the next try if due (rejoins, or fails every call
+ * once the timeout passed). */
+void resume_poll(pbox_client *c, uint64_t now);
+/* The answer to a key_declare sent by a rejoin (ks->resuming), parsed into
+ * *l: ks takes it (a resumed key: if it is the layout it had, and its
+ * results go out as FINAL pushes). 0, or PBOX_ENOMEM. */
+int resume_declared(pbox_client *c, struct key_state *ks, struct seg_layout *l, uint64_t now);
+/* Send the FINAL pushes that are due. */
+void resume_finals(pbox_client *c, uint64_t now);
+/* A RESULT or ERROR m for ks (may be NULL): clears the FINAL push it
+ * answers; true if m was only that (ERROR STALE), nothing more to do. */
+bool resume_answered(pbox_client *c, struct key_state *ks, const struct wire_msg *m);
+/* ms until resume's next timer, or -1 for none. */
+int resume_poll_ms(const pbox_client *c, uint64_t now);
 
 /* ---- progress.c -------------------------------------------------------- */
 

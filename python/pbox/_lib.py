@@ -124,6 +124,8 @@ class Stats(ctypes.Structure):
         ("gpu_staged_calls", ctypes.c_uint64),
         ("ps_skipped", ctypes.c_uint64),        # 0.12.0
         ("foreign_packets", ctypes.c_uint64),
+        ("rejoins", ctypes.c_uint64),           # 0.13.0
+        ("finals_sent", ctypes.c_uint64),
     ]
 
 

@@ -48,6 +48,7 @@ PS mode, without DDP (every rank builds the same model):
     loss.backward()
     opt.step()          # gradients to the box, updated weights back
 """
+import collections
 import hashlib
 import math
 import queue
@@ -715,10 +716,19 @@ class BoxOptimizer(torch.optim.Optimizer):
     0 writes, every rank then takes the weights back); it ends with a
     barrier on the box. The box can also checkpoint a job itself: `pboxctl
     job save` (docs/operations.md).
+
+    A box restart (docs/reliability.md "A box restart"): the box comes back
+    with its last checkpoint (pboxd --checkpoint-dir). With replay_steps=K
+    every rank keeps its last K steps' gradients (K times the model's size)
+    and pushes again those the checkpoint lacks: training goes on as if the
+    box had not stopped (replays counts it); keep K above the steps between
+    the box's saves (--checkpoint-every). Without it, or when the
+    checkpoint is older, the parameters become the checkpoint's,
+    restored_step says its step and a warning names the steps to replay.
     """
 
     def __init__(self, params, optimizer="sgd", client=None, *, name="ps", bucket_mb=4,
-                 overlap=False, **hyper):
+                 overlap=False, replay_steps=0, **hyper):
         if not isinstance(optimizer, str) or optimizer.lower() not in _HYPER:
             raise ValueError(f"BoxOptimizer: unknown optimizer {optimizer!r}: the box runs "
                              "'sgd', 'adam' and 'adamw'")
@@ -736,6 +746,13 @@ class BoxOptimizer(torch.optim.Optimizer):
         defaults.update(hyper)
         if not (isinstance(bucket_mb, (int, float)) and 0 < bucket_mb <= 1024):
             raise ValueError(f"BoxOptimizer: bucket_mb={bucket_mb!r} must be in (0, 1024]")
+        if not (isinstance(replay_steps, int) and not isinstance(replay_steps, bool)
+                and 0 <= replay_steps <= 100000):
+            raise ValueError(f"BoxOptimizer: replay_steps={replay_steps!r} must be a whole "
+                             "number of steps, 0 .. 100000")
+        self.replay_steps = replay_steps
+        self._history = {}      # replay_steps: key -> deque of (box step, grad, lr)
+        self._box_steps = {}    # replay_steps: key -> the box's steps of the key
         self.kind = kind
         self.name = str(name)
         self.overlap = bool(overlap)
@@ -746,6 +763,10 @@ class BoxOptimizer(torch.optim.Optimizer):
         self._grad_accs = []    # overlap: AccumulateGrad nodes (kept alive)
         self._grad_hooks = []   # overlap: their hooks' handles (removed by close())
         self._fixed = set()     # ids of params kept on the worker (requires_grad=False)
+        self._taken = 0         # steps completed (restored_step after a box restart)
+        self._rejoins = 0       # the client's rejoins seen (a box restart: PBOX_RESUME)
+        self.restored_step = None  # the box's step after it restarted from a checkpoint
+        self.replays = 0        # box restarts replayed (replay_steps)
         self._ready = False
         self._own_client = client is None
         self.client = client
@@ -850,6 +871,11 @@ class BoxOptimizer(torch.optim.Optimizer):
         self.client.ps_init(b.key, up, b.weights)
         for p, src in b.slices(b.weights):
             p.copy_(src)
+        if self.replay_steps and b.key not in self._box_steps:
+            # the box's steps of the key (a job restored at its start has some)
+            self._box_steps[b.key] = self.client.ps_read(
+                b.key, torch.empty(b.numel, dtype=torch.float32))
+            self._history[b.key] = collections.deque(maxlen=self.replay_steps)
 
     def _hook(self, b):
         with torch.enable_grad():
@@ -954,14 +980,23 @@ class BoxOptimizer(torch.optim.Optimizer):
         for b in done:
             for p, src in b.slices(b.weights):
                 p.copy_(src)
+            if self.replay_steps:   # what a restarted box may need again
+                self._box_steps[b.key] += 1
+                self._history[b.key].append((self._box_steps[b.key], b.grad.clone(),
+                                             float(self.param_groups[b.group]["lr"])))
         if isinstance(first, Error) and first.code == EAGAIN:
             # a lost rank was replaced (docs/reliability.md "Replacing a
             # lost rank"): the box kept its weights and every key's next
             # round hands them back; this step stays applied where it
-            # completed on the box and is not repeated
+            # completed on the box and is not repeated. Or the box
+            # restarted ("A box restart"): the weights are its checkpoint's
             for b in self._buckets:
                 self._init(b)
+            if self._after_restart([b for b in self._buckets if b not in done]):
+                self._taken += 1   # (replayed: this step is applied)
             first = None
+        elif first is None:
+            self._taken += 1
         if first is not None:
             raise first
         if stale:
@@ -972,6 +1007,74 @@ class BoxOptimizer(torch.optim.Optimizer):
                 "backward, zero_grad before step()); the box applied the pushed ones. Use "
                 "overlap=False to change gradients between backward and step()")
         return loss
+
+    def _replay(self, failed):
+        """After a box restart: push again, key by key, the gradients of
+        the steps the box's checkpoint lacks (kept by replay_steps), then
+        this step's of the keys whose push failed; every rank does the
+        same, so the box's state becomes what it was, bit for bit. True
+        if every key could be replayed."""
+        scratch = {}
+        plan = []
+        for b in self._buckets:
+            buf = scratch.setdefault(b.numel, torch.empty(b.numel, dtype=torch.float32))
+            steps = self.client.ps_read(b.key, buf)
+            hist = [h for h in self._history.get(b.key, ()) if h[0] > steps]
+            if steps < self._box_steps.get(b.key, 0) and (
+                    not hist or hist[0][0] != steps + 1):
+                return False
+            plan.append((b, steps, hist))
+        for b, steps, hist in plan:
+            for step, grad, lr in hist:
+                self.client.set_lr(b.key, lr)
+                self.client.push_pull(b.key, grad, b.weights)
+            self._box_steps[b.key] = hist[-1][0] if hist else steps
+            if b in failed:
+                self.client.set_lr(b.key, float(self.param_groups[b.group]["lr"]))
+                self.client.push_pull(b.key, b.grad, b.weights)
+                self._box_steps[b.key] += 1
+                self._history[b.key].append((self._box_steps[b.key], b.grad.clone(),
+                                             float(self.param_groups[b.group]["lr"])))
+            for p, src in b.slices(b.weights):
+                p.copy_(src)
+        return True
+
+    def _after_restart(self, failed):
+        """After a step failed EAGAIN: if the client rejoined a restarted
+        box, its weights (now the parameters) are those of the checkpoint
+        it restored. With replay_steps, the steps since are pushed again
+        (_replay) and training goes on as if the box had not stopped;
+        else say which step, for the training loop to replay from
+        (restored_step); a box that restored none started from this
+        rank 0's parameters and lost the optimizer state."""
+        rejoins = self.client.stats()["rejoins"]
+        if rejoins == self._rejoins:
+            return False
+        self._rejoins = rejoins
+        import warnings
+        if self.replay_steps and self._replay(failed):
+            self.replays += 1
+            return True
+        b = self._buckets[0]
+        steps = self.client.ps_read(b.key, torch.empty(b.numel, dtype=torch.float32))
+        if self.replay_steps:
+            warnings.warn(f"BoxOptimizer '{self.name}': the box restarted from a checkpoint "
+                          f"older than the last {self.replay_steps} steps kept "
+                          "(replay_steps): they cannot be replayed", RuntimeWarning)
+        if steps == 0:
+            warnings.warn(f"BoxOptimizer '{self.name}': the box restarted without a checkpoint "
+                          f"of this job (pboxd --checkpoint-dir): training goes on from rank "
+                          f"0's parameters after step {self._taken}, the optimizer state "
+                          "(momentum, Adam's moments) starts afresh", RuntimeWarning)
+            return False
+        warnings.warn(f"BoxOptimizer '{self.name}': the box restarted and restored its "
+                      f"checkpoint of step {steps}; this optimizer had taken {self._taken} "
+                      f"steps: the parameters are step {steps}'s again, replay the data of "
+                      f"steps {steps + 1}..{self._taken} (restored_step) to train as if it "
+                      "had not stopped", RuntimeWarning)
+        self.restored_step = steps
+        self._taken = steps
+        return False
 
     def _drain(self, first=None):
         """Wait for every push in flight. Returns (the buckets whose step

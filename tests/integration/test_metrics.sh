@@ -5,13 +5,14 @@
 # the ports' and lcores' packets, every drop reason, in Prometheus' text
 # format; other paths get 404, other methods 405; a scraper that never
 # sends its request does not stop the next one; an lcore's busy seconds
-# rise by at most the wall time. `pboxctl top` shows the job's rates
+# rise by at most the wall time. Every sample carries the box label
+# (--box-id). `pboxctl top` shows the job's rates
 # meanwhile, BUSY% within 0..100, and outlives the box's idle timeout.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 topo_up
-box_start af_packet --metrics 0.0.0.0:9470 --idle-timeout-ms 1000
+box_start af_packet --metrics 0.0.0.0:9470 --idle-timeout-ms 1000 --box-id metricsbox
 URL=http://$BOX_MGMT:9470
 
 scrape() { # scrape PATH [METHOD] -> body on stdout, "HTTP <code>" on stderr
@@ -47,6 +48,12 @@ t1=$(date +%s.%N)
 ctl top --interval 500 --count 2 > "$WORKDIR/top.txt" || die "pboxctl top failed"
 wait_workers 120 || { tail -3 "$WORKDIR"/w.*.log; die "workers failed"; }
 cat "$WORKDIR/h1.txt"
+# every sample names the box first; the checks below read them without it
+for m in m1 m2; do
+	grep -v '^#' "$WORKDIR/$m.txt" | grep -Ev '^[a-z_]+\{box="metricsbox"[,}]' &&
+		die "samples without box=\"metricsbox\" above"
+	sed -Ei 's/\{box="metricsbox"\}//; s/box="metricsbox",//' "$WORKDIR/$m.txt"
+done
 grep -q "HTTP 200 text/plain; version=0.0.4" "$WORKDIR/h1.txt" || die "no 200 text/plain 0.0.4"
 grep -q '^# TYPE pbox_job_rounds_total counter' "$WORKDIR/m1.txt" || die "no TYPE line"
 r1=$(value "$WORKDIR/m1.txt" 'pbox_job_rounds_total{pbox_job="metricsjob",state="active"}')

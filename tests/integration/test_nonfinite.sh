@@ -65,6 +65,7 @@ ctl --json job show "$SKIP" > "$WORKDIR/show_skip.json" || die "pboxctl --json j
 in_wk python3 -c "import sys, urllib.request
 sys.stdout.write(urllib.request.urlopen('$URL/metrics', timeout=5).read().decode())" \
 	> "$WORKDIR/metrics.txt" || die "cannot scrape /metrics"
+sed -Ei 's/\{box="[^"]*"\}//; s/box="[^"]*",//' "$WORKDIR/metrics.txt"   # the box label
 touch "$WORKDIR/$SKIP/go"
 finish "$SKIP"
 cat "$WORKDIR/show_skip.txt"

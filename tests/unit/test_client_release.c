@@ -51,7 +51,7 @@ static void view_fn(struct box_inproc *b, void *arg)
 	v->removing = j->keys_removing;
 	const struct job_key *k = job_key_find(j, 9);
 	v->state_of_9 = k ? job_key_state(k) : NULL;
-	v->released_of_9 = k ? (uint32_t)__builtin_popcountll(k->released) : 0;
+	v->released_of_9 = k ? k->nreleased : 0;
 }
 
 static struct job_view view(struct box_inproc *b, const char *name)

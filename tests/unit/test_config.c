@@ -77,7 +77,7 @@ static void defaults__documented_values(void **state)
 	assert_int_equal(t->c.udp_base, 47000);
 	assert_int_equal(t->c.chunk_bytes, 32768);
 	assert_int_equal(t->c.max_jobs, 16);
-	assert_int_equal(t->c.max_world, 64);
+	assert_int_equal(t->c.max_world, 1024);
 	assert_int_equal(t->c.max_keys, 4096);
 	assert_int_equal(t->c.max_job_bytes, 1ull << 30);
 	assert_int_equal(t->c.default_job_bytes, 256ull << 20);
@@ -142,9 +142,9 @@ static void parse__errors_name_the_option(void **state)
 {
 	struct t *t = *state;
 
-	assert_int_equal(parse(t, "--max-world", "100", NULL), -EINVAL);
+	assert_int_equal(parse(t, "--max-world", "2000", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "--max-world"));
-	assert_non_null(strstr(t->err, "[1, 64]"));
+	assert_non_null(strstr(t->err, "[1, 1024]"));
 	assert_int_equal(parse(t, "--max-jobs", "abc", NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "--max-jobs"));
 	assert_int_equal(parse(t, "--max-jobs", "-1", NULL), -EINVAL);

@@ -141,6 +141,132 @@ static void push__earlier_lifes_rounds_are_stale(void **state)
 	assert_int_equal(push(f, push_hdr(f, 1, 7, 0, 5, 1), &v, &out), -DROP_STALE_ROUND);
 }
 
+/* A key made again after a box restart (docs/protocol.md "Resuming after a
+ * box restart"), round0 4: a FINAL push completes an open round with its
+ * bytes (the contributions there are dropped, every rank is answered),
+ * moves a segment with no round open up to its round, is acknowledged
+ * with the result when repeated and with ERROR STALE when older; the next
+ * round sums as usual. */
+static void final__completes_open_round_jumps_and_acks(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v = 1.0f, res = 42.0f, got;
+	struct engine_key *k = install_key(f, 0, 7, 1, WIRE_F32, -1);
+	engine_key_set_round0(k, 4);
+
+	/* round 5: ranks 1, 2 contribute, rank 0 holds its result */
+	assert_int_equal(push(f, push_hdr(f, 1, 7, 0, 5, 1), &v, &out), ENGINE_ABSORBED);
+	assert_int_equal(push(f, push_hdr(f, 2, 7, 0, 5, 1), &v, &out), ENGINE_ABSORBED);
+	struct wire_msg m = push_hdr(f, 0, 7, 0, 6, 1);
+	m.flags = WIRE_FLAG_FINAL;
+	assert_int_equal(push(f, m, &res, &out), -DROP_FUTURE_ROUND);   /* 5 first */
+	m.round = 5;
+	assert_int_equal(push(f, m, &res, &out), ENGINE_SEND_ALL);
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 42.0f);
+	assert_int_equal(out.hdr.round, 5);
+	assert_int_equal(k->segs[0].done, 5);
+	assert_int_equal(f->e.c.finals, 2);
+	/* rank 3's contribution to 5 is answered with the result */
+	assert_int_equal(push(f, push_hdr(f, 3, 7, 0, 5, 1), &v, &out), ENGINE_SEND_ONE);
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 42.0f);
+	/* no round open: a FINAL of 6 moves the segment there */
+	res = 7.0f;
+	m.round = 6;
+	assert_int_equal(push(f, m, &res, &out), ENGINE_SEND_ONE);
+	assert_int_equal(k->segs[0].done, 6);
+	assert_int_equal(push(f, m, &res, &out), ENGINE_SEND_ONE);       /* repeated: ack */
+	m.round = 5;
+	assert_int_equal(push(f, m, &res, &out), ENGINE_SEND_ERROR);     /* older: stale */
+	assert_int_equal(out.hdr.status, WIRE_ST_STALE);
+	/* round 7 sums as usual */
+	for (uint16_t r = 0; r < 4; r++)
+		push(f, push_hdr(f, r, 7, 0, 7, 1), &v, &out);
+	memcpy(&got, out.payload, 4);
+	assert_true(got == 4.0f);
+	assert_int_equal(k->segs[0].done, 7);
+}
+
+/* FINAL pushes only where every rank gets the whole result: not a PS,
+ * sparse or scatter key's, and with the segment's count. */
+static void final__refused_where_it_cannot_apply(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	float v[2] = { 1.0f, 1.0f };
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	struct wire_msg m = push_hdr(f, 0, 7, 0, 1, 2);
+	m.flags = WIRE_FLAG_FINAL;
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_COUNT);
+	m = push_hdr(f, 0, 7, 0, 1, 1);
+	m.flags = WIRE_FLAG_FINAL | WIRE_FLAG_INIT;
+	assert_int_equal(push(f, m, v, &out), -DROP_BAD_FLAGS);
+	/* round 0 (the key's start) is nobody's result */
+	m.flags = WIRE_FLAG_FINAL;
+	m.round = 0;
+	assert_int_equal(push(f, m, v, &out), ENGINE_SEND_ERROR);
+	assert_int_equal(out.hdr.status, WIRE_ST_STALE);
+}
+
+/* A job of 1,024 ranks (beyond one 64-bit word of bookkeeping): the sum
+ * is exact and in rank order, a duplicate is ignored, a WAIT names the
+ * missing ranks from the first missing one's word of 64 on (its base),
+ * and the progress report and NACKs find ranks past 64. */
+static void world__1024_ranks_sum_wait_and_progress(void **state)
+{
+	struct fx *f = *state;
+	struct engine_out out;
+	static struct engine_out outs[ENGINE_MAX_WORLD + 8];
+	struct engine_progress p;
+	float v;
+
+	free(f->jobmem);
+	f->e.jobs[engine_job_index(f->job)].state = ENGINE_JOB_FREE;
+	install_job(f, 1024, 4);
+	install_key(f, 0, 7, 1, WIRE_F32, -1);
+	for (uint16_t r = 0; r < 1024; r++) {
+		if (r == 700 || r == 1023)
+			continue;   /* the late ones */
+		v = (float)r;
+		struct wire_msg m = push_hdr(f, r, 7, 0, 1, 1);
+		m.flags = WIRE_FLAG_NOTICE;
+		assert_int_equal(push(f, m, &v, &out), ENGINE_ABSORBED);
+	}
+	/* rank 5 again: a WAIT naming 700 and 1023 (from 640: bit 60; 1023 is
+	 * in another word) */
+	struct wire_msg m = push_hdr(f, 5, 7, 0, 1, 1);
+	m.flags = WIRE_FLAG_NOTICE;
+	v = 1000.0f;
+	assert_int_equal(push(f, m, &v, &out), ENGINE_SEND_NOTICE);
+	assert_int_equal(out.notice.base, 640);
+	assert_int_equal(out.notice.missing, 1ull << 60);
+	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
+	assert_int_equal(p.open, 1);
+	assert_true(rankset_has(&p.missing, 700) && rankset_has(&p.missing, 1023));
+	assert_int_equal(rankset_count(&p.missing, 1024), 2);
+	assert_int_equal(rankset_count(&p.missing_all, 1024), 2);
+	/* NACKs reach both once the round is old enough */
+	f->e.now += 10 * ENGINE_NACK_BLIND * 1000000000ull;
+	unsigned n = engine_tick(&f->e, outs, ENGINE_MAX_WORLD + 8), nacked = 0;
+	for (unsigned i = 0; i < n; i++)
+		nacked += outs[i].hdr.type == WIRE_NACK &&
+			  (outs[i].rank == 700 || outs[i].rank == 1023);
+	assert_int_equal(nacked, 0);   /* (they never said they understand NACKs) */
+	v = 700.0f;
+	assert_int_equal(push(f, push_hdr(f, 700, 7, 0, 1, 1), &v, &out), ENGINE_ABSORBED);
+	v = 1023.0f;
+	assert_int_equal(push(f, push_hdr(f, 1023, 7, 0, 1, 1), &v, &out), ENGINE_SEND_ALL);
+	float got;
+	memcpy(&got, out.payload, 4);
+	float ordered = 0;   /* the rank-ordered float sum */
+	for (uint16_t r = 0; r < 1024; r++)
+		ordered += (float)r;
+	assert_true(got == ordered);
+	assert_int_equal(f->e.c.dup_open, 1);
+}
+
 static void push__validation_drops_each_reason(void **state)
 {
 	struct fx *f = *state;
@@ -311,7 +437,7 @@ static void progress__names_missing_ranks_of_open_rounds(void **state)
 	push(f, push_hdr(f, 2, 7, 0, 1, 1), &v, &out);
 	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
 	assert_int_equal(p.open, 1);
-	assert_int_equal(p.missing, 0xA); /* ranks 1 and 3 */
+	assert_int_equal(p.missing.w[0], 0xA); /* ranks 1 and 3 */
 	assert_int_equal(p.key, 7);
 	assert_int_equal(p.round, 1);
 	assert_int_equal(p.completes, 0);
@@ -319,7 +445,7 @@ static void progress__names_missing_ranks_of_open_rounds(void **state)
 	push(f, push_hdr(f, 3, 7, 0, 1, 1), &v, &out);
 	assert_int_equal(engine_job_progress(&f->e, f->job, &p), 0);
 	assert_int_equal(p.open, 0);
-	assert_int_equal(p.missing, 0);
+	assert_int_equal(p.missing.w[0], 0);
 	assert_int_equal(p.completes, 1);
 	assert_int_equal(engine_job_progress(&f->e, f->job + 1, &p), -ENOENT);
 }
@@ -801,6 +927,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recovery__nacks_limited_per_rank, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__lateness_per_rank, setup, teardown),
 		cmocka_unit_test_setup_teardown(recovery__marks_only_when_congested_and_for_notice_ranks, setup, teardown),
+		cmocka_unit_test_setup_teardown(final__completes_open_round_jumps_and_acks, setup, teardown),
+		cmocka_unit_test_setup_teardown(final__refused_where_it_cannot_apply, setup, teardown),
+		cmocka_unit_test_setup_teardown(world__1024_ranks_sum_wait_and_progress, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

@@ -185,8 +185,8 @@ static void join__out_of_range(void **state)
 
 	assert_int_equal(join(t, "x", 4, 4, NULL, NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "rank 4"));
-	assert_int_equal(join(t, "x", 0, 65, NULL, NULL), -EINVAL);
-	assert_non_null(strstr(t->err, "world 65"));
+	assert_int_equal(join(t, "x", 0, 1025, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(t->err, "world 1025"));
 	assert_int_equal(join(t, "x", 0, 0, NULL, NULL), -EINVAL);
 	assert_int_equal(join(t, "bad name!", 0, 1, NULL, NULL), -EINVAL);
 	assert_non_null(strstr(t->err, "A-Za-z0-9"));
@@ -400,7 +400,7 @@ static void declare__creates_key_on_owners(void **state)
 	assert_int_equal(join(t, "k", 1, 2, NULL, NULL), 0);
 	assert_int_equal(declare(t, j->id, 1, 7, 1000000, WIRE_F32, &k2), 0);
 	assert_ptr_equal(k, k2);
-	assert_int_equal(k->declared, 3);
+	assert_int_equal(k->declared.w[0], 3);
 	assert_int_equal(j->nkeys, 1);
 }
 
@@ -549,7 +549,7 @@ static void release__out_of_memory_releases_nothing(void **state)
 	assert_int_equal(nremoved, 0);
 	for (uint32_t k = 0; k < 3; k++) {
 		assert_string_equal(job_key_state(job_key_find(j, keys[k])), "live");
-		assert_int_equal(job_key_find(j, keys[k])->released, 0);
+		assert_int_equal(job_key_find(j, keys[k])->nreleased, 0);
 	}
 	assert_int_equal(j->keys_releasing, 0);
 	assert_int_equal(j->keys_removing, 0);
@@ -691,6 +691,43 @@ static void join__secret(void **state)
 	const struct job *j = jobs_find(t->js, "sec");
 	assert_int_equal(jobs_set_join_secret(t->js, j, "late", t->err, sizeof(t->err)), -EEXIST);
 	for (uintptr_t s = 1; s <= 2; s++)
+		jobs_session_closed(t->js, (void *)s);
+	jobs_tick(t->js);
+}
+
+static int join_placement(struct t *t, const char *name, uint32_t rank, const char *placement)
+{
+	struct jobs_join_args a = { .name = name, .rank = rank, .world = 4,
+				    .ip = 0x0A000001u + rank, .port = (uint16_t)(40000 + rank),
+				    .mtu = 1500, .session = (void *)(uintptr_t)(rank + 1),
+				    .placement = placement };
+	const struct job *dummy;
+	return jobs_join(t->js, &a, &dummy, t->err, sizeof(t->err));
+}
+
+/* The first key placement hash given binds the job: a rank with another
+ * is refused naming both ranks and hashes; a rank with none (an older
+ * client) is not checked; a malformed one is refused. */
+static void join__placement_hash(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(join_placement(t, "fleet", 1, NULL), 0);   /* not checked */
+	assert_int_equal(join_placement(t, "fleet", 0, "00c0ffee00c0ffee"), 0);
+	assert_int_equal(join_placement(t, "fleet", 2, "00c0ffee00c0ffef"), -EINVAL);
+	assert_string_equal(t->err, "job fleet: rank 2's key placement (hash 00c0ffee00c0ffef) "
+			    "differs from rank 0's (00c0ffee00c0ffee): every rank must list the "
+			    "same boxes in the same order and declare the same keys");
+	assert_int_equal(join_placement(t, "fleet", 2, "c0ffee"), -EINVAL);
+	assert_non_null(strstr(t->err, "rank 2's placement \"c0ffee\" is not 16 hex digits"));
+	assert_int_equal(join_placement(t, "fleet", 2, "00c0ffee00c0ffeg"), -EINVAL);
+	assert_non_null(strstr(t->err, "is not 16 hex digits"));
+	assert_int_equal(join_placement(t, "fleet", 2, "00C0FFEE00C0FFEE"), 0);   /* any case */
+	assert_int_equal(join_placement(t, "fleet", 3, NULL), 0);
+	const struct job *j = jobs_find(t->js, "fleet");
+	assert_int_equal(j->njoined, 4);
+	assert_int_equal(j->placement_rank, 0);
+	for (uintptr_t s = 1; s <= 4; s++)
 		jobs_session_closed(t->js, (void *)s);
 	jobs_tick(t->js);
 }
@@ -1091,6 +1128,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(declare__many_keys_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(declare__other_session_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(join__placement_hash, setup, teardown),
 		cmocka_unit_test_setup_teardown(watch__join_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(watch__join_wait_wide_job_keeps_the_cause, setup,
 						teardown),

@@ -167,8 +167,8 @@ static void hostile__params(void **state)
 	snprintf(line, sizeof(line), JOIN "{\"job\":\"%s\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}", name);
 	expect_code(t, line, RPC_INVALID_PARAMS, "params.job");
 	/* in range for the decoder, but not for the box: errno codes */
-	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":65,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
-		    -EINVAL, "world 65");
+	expect_code(t, JOIN "{\"job\":\"a\",\"rank\":0,\"world\":1025,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
+		    -EINVAL, "world 1025");
 	expect_code(t, JOIN "{\"job\":\"a b\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
 		    -EINVAL, "A-Za-z0-9");
 	expect_code(t, JOIN "{\"job\":\"\\u00e9t\\u00e9\",\"rank\":0,\"world\":1,\"data_ip\":\"1.2.3.4\",\"data_port\":1}}",
@@ -395,7 +395,7 @@ static void box__status_stats_endpoints(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "ports"), 0), "ip")),
 			    "198.18.0.1/24");
 	assert_int_equal(json_array_size(json_object_get(r, "lcores")), 2);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "max_world")), 64);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "max_world")), 1024);
 	/* config: one row per setting of the option table, in its order */
 	json_t *cfg = json_object_get(r, "config"), *row;
 	size_t i, n = 0;

@@ -83,7 +83,7 @@ static void decode__rejects_each_bad_field(void **state)
 	assert_int_equal(wire_decode(c, WIRE_HDR_LEN, &d), 0);
 	memcpy(c, b, sizeof(b)); c[6] = 3;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_DTYPE);
-	memcpy(c, b, sizeof(b)); c[7] = 0x20;
+	memcpy(c, b, sizeof(b)); c[7] = 0x40;
 	assert_int_equal(wire_decode(c, sizeof(c), &d), -DROP_BAD_FLAGS);
 	/* SPARSE: count records of at least 8 bytes, a multiple of 4 in all,
 	 * on PUSH and RESULT only */
@@ -148,6 +148,19 @@ static void notice__layout_and_checks(void **state)
 	assert_int_equal(wire_notice_decode(b + WIRE_HDR_LEN, &o), 0);
 	assert_true(o.missing == n.missing);
 	assert_int_equal(o.open_us, 1234);
+	assert_int_equal(o.base, 0);
+	/* a base: a multiple of 64 below 65536 (ranks base .. base + 63) */
+	n.base = 640;
+	wire_notice_encode(b + WIRE_HDR_LEN, &n);
+	assert_int_equal(b[WIRE_HDR_LEN + 14], 0x02);
+	assert_int_equal(b[WIRE_HDR_LEN + 15], 0x80);
+	assert_int_equal(wire_notice_decode(b + WIRE_HDR_LEN, &o), 0);
+	assert_int_equal(o.base, 640);
+	n.base = 65;
+	wire_notice_encode(b + WIRE_HDR_LEN, &n);
+	assert_int_equal(wire_notice_decode(b + WIRE_HDR_LEN, &o), -DROP_BAD_FLAGS);
+	n.base = 0;
+	wire_notice_encode(b + WIRE_HDR_LEN, &n);
 	assert_int_equal(wire_decode(b, WIRE_HDR_LEN + WIRE_NOTICE_LEN - 1, &d), -DROP_BAD_LEN);
 	assert_int_equal(wire_decode(b, sizeof(b), &d), -DROP_BAD_LEN);
 	b[15] = 1; /* a count */
