@@ -191,6 +191,12 @@ $(BUILD)/tests/test_ckpt_worker: tests/unit/test_ckpt_worker.c $(BUILD)/libboxco
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
 		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=ps_ckpt_write_set
 
+# test_ckpt_restore makes checkpoint reads slow: ckpt_read is wrapped.
+$(BUILD)/tests/test_ckpt_restore: tests/unit/test_ckpt_restore.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal.a \
+		$(shell pkg-config --libs cmocka hwloc) $(LIBS_CLIENT) -Wl,--wrap=ckpt_read
+
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libboxcore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libboxcore.a $(LIBS_CLIENT)

@@ -4,8 +4,8 @@
  * (docs/rpc.md): job_save writes a checkpoint of every PS key of a job into
  * a directory on the box (control/ps_ckpt.h), for a job created later with
  * `restore` (an operator method: the box writes files where it is told):
- * the snapshot at once, the files on the checkpoint thread, which answers
- * (control/ckpt_worker.h);
+ * the snapshot a piece per poll, the files on the checkpoint thread, which
+ * answers (control/ckpt_worker.h);
  * key_read and key_write let a job's own ranks read the weights and state
  * and rank 0 overwrite them between steps, in base64 pieces of at most
  * PS_RPC_MAX_ELEMS floats (a JSON line holds 64 KiB).
@@ -30,7 +30,6 @@ RPC_HANDLER(rpc_job_save)
 {
 	static const char *const known[] = { "job", "dir", NULL };
 	const char *name = NULL, *dir = NULL;
-	struct ps_ckpt_set set;
 	char why[RPC_ERR_MAX];
 	int rc;
 
@@ -48,12 +47,10 @@ RPC_HANDLER(rpc_job_save)
 	close(dfd);
 	if (!ctx->box->ckpt)
 		return errmsg(err, errlen, -ENOTSUP, "job %s: no checkpoint thread", j->name);
-	/* the snapshot here, at one cut; the files on the checkpoint thread,
-	 * which answers (RPC_DEFERRED) */
-	if ((rc = ps_ckpt_snap_job(j, &set, true, err, errlen)) < 0)
-		return rc;
-	rc = ckpt_worker_submit(ctx->box->ckpt, &set, j->name, dir, ctx->session, ctx->id,
-				ctx->box->cfg.checkpoint_timeout_ms, err, errlen);
+	/* the snapshot a piece per poll, at one cut; the files on the
+	 * checkpoint thread, which answers (RPC_DEFERRED) */
+	rc = ckpt_worker_save(ctx->box->ckpt, j, dir, ctx->session, ctx->id,
+			      ctx->box->cfg.checkpoint_timeout_ms, true, err, errlen);
 	return rc < 0 ? rc : RPC_DEFERRED;
 }
 
@@ -146,6 +143,9 @@ RPC_HANDLER(rpc_key_write)
 				&data, err, errlen)) ||
 	    (rc = rpc_param_u64(params, "steps", 0, 0, INT64_MAX, &steps, err, errlen)))
 		return rc;
+	if (ckpt_worker_copying(ctx->box->ckpt, j->id)) /* between two pieces of a save */
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": a checkpoint of the "
+			      "job is being copied; write again in a moment", j->name, k->key);
 	if (data) { /* decoded whole before anything is written */
 		size_t len = strlen(data);
 		float *buf = malloc(len / 4 * 3 + 4);

@@ -23,12 +23,18 @@
 #include <unistd.h>
 
 #include "common/errmsg.h"
+#include "control/ckpt_restore.h"
 #include "control/jobs.h"
 #include "control/log.h"
 #include "control/rpc.h"
 
 #define AUTO_RETRY_MS 1000 /* a job stepping at its periodic save: again after */
 #define AUTO_MAX_JOBS 64   /* jobs whose last periodic save is remembered */
+/* Bytes of a snapshot copied per control-loop iteration
+ * (ps_ckpt_cut_step; 1-2 ms on a quiet box, figures in
+ * docs/reliability.md): a 512 MiB key is copied over some 128 polls,
+ * every RPC answered between them. */
+#define CUT_STEP (4u << 20)
 
 struct ckpt_worker {
 	pthread_t th;
@@ -53,6 +59,13 @@ struct ckpt_worker {
 	struct { uint32_t id; uint64_t rounds; } last[AUTO_MAX_JOBS];
 	unsigned nlast;
 	struct ckpt_worker_stats stats;
+	struct ckpt_restore *restores; /* key_declares waiting for a read */
+	/* the snapshot being copied before its write (control thread) */
+	struct ps_ckpt_cut *cut;
+	unsigned cut_pieces;    /* steps it took so far, */
+	long cut_max_us;        /* the longest (logged: the control thread's hold) */
+	int cut_auto;           /* a periodic save's ... */
+	uint64_t cut_rounds;    /* ... of a job that had completed these rounds */
 };
 
 static long now_ms(void)
@@ -99,11 +112,16 @@ int ckpt_worker_open(struct ckpt_worker **out)
 
 	if (!w)
 		return -ENOMEM;
+	if (ckpt_restore_open(&w->restores) < 0) {
+		free(w);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	if ((rc = pthread_create(&w->th, NULL, worker_main, w)) != 0) {
 		pthread_mutex_destroy(&w->mu);
 		pthread_cond_destroy(&w->cv);
+		ckpt_restore_close(w->restores);
 		free(w);
 		return -rc;
 	}
@@ -121,7 +139,9 @@ void ckpt_worker_close(struct ckpt_worker *w)
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->th, NULL);
 	ps_ckpt_set_free(&w->set);
+	ps_ckpt_cut_free(w->cut);
 	json_decref(w->id);
+	ckpt_restore_close(w->restores);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
 	free(w);
@@ -131,10 +151,11 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 		       const char *dir, void *session, json_t *id, unsigned timeout_ms,
 		       char *err, size_t errlen)
 {
-	if (w->busy) {
+	if (w->busy || w->cut) {
 		int rc = errmsg(err, errlen, -EBUSY, "a checkpoint of job %s into %s is being "
-				"written (for %ld ms); one is written at a time: try again when "
-				"it ends", w->job, w->dir, now_ms() - w->start_ms);
+				"%s (for %ld ms); one is written at a time: try again when "
+				"it ends", w->job, w->dir, w->cut ? "copied" : "written",
+				now_ms() - w->start_ms);
 		ps_ckpt_set_free(set);
 		return rc;
 	}
@@ -158,10 +179,55 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 	return 0;
 }
 
+int ckpt_worker_save(struct ckpt_worker *w, const struct job *j, const char *dir,
+		     void *session, json_t *id, unsigned timeout_ms, bool patient, char *err,
+		     size_t errlen)
+{
+	struct ps_ckpt_cut *cut;
+	int rc;
+
+	if (w->busy || w->cut)
+		return errmsg(err, errlen, -EBUSY, "a checkpoint of job %s into %s is being "
+			      "%s (for %ld ms); one is written at a time: try again when it ends",
+			      w->job, w->dir, w->cut ? "copied" : "written",
+			      now_ms() - w->start_ms);
+	if ((rc = ps_ckpt_cut_begin(j, patient, &cut, err, errlen)) < 0)
+		return rc;
+	w->cut = cut;
+	w->cut_pieces = 0;
+	w->cut_max_us = 0;
+	snprintf(w->job, sizeof(w->job), "%s", j->name);
+	snprintf(w->dir, sizeof(w->dir), "%s", dir);
+	w->start_ms = now_ms();
+	w->deadline_ms = timeout_ms ? w->start_ms + (long)timeout_ms : 0;
+	w->session = session;
+	json_decref(w->id);
+	w->id = id ? json_incref(id) : NULL;
+	w->answered = 0;
+	return 0;
+}
+
+int ckpt_worker_copying(const struct ckpt_worker *w, uint32_t job_id)
+{
+	return w && w->cut && ps_ckpt_cut_job(w->cut) == job_id;
+}
+
+int ckpt_worker_hurry(const struct ckpt_worker *w)
+{
+	return w && w->cut;
+}
+
 void ckpt_worker_forget(struct ckpt_worker *w, void *session)
 {
 	if (w && w->session == session)
 		w->session = NULL;
+	if (w)
+		ckpt_restore_forget(w->restores, session);
+}
+
+struct ckpt_restore *ckpt_worker_restores(struct ckpt_worker *w)
+{
+	return w->restores;
 }
 
 struct ckpt_worker_stats ckpt_worker_stats(struct ckpt_worker *w)
@@ -254,6 +320,60 @@ static void poll_write(struct ckpt_worker *w, struct box *box, ckpt_send_fn send
 	}
 }
 
+static void auto_ended(struct ckpt_worker *w, struct box *box, const struct job *j, int rc,
+		       const char *err);
+
+/* The snapshot being copied: CUT_STEP more bytes; once whole, to the
+ * writer thread (the same answer, deadline and session); a failure is
+ * answered (job_save) or logged (periodic). */
+static void poll_cut(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
+		     void *send_ctx)
+{
+	char err[RPC_ERR_MAX] = "";
+	const struct job *j;
+	struct ps_ckpt_set set;
+	int rc;
+
+	if (!w->cut)
+		return;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	j = box->jobs ? jobs_find_id(box->jobs, ps_ckpt_cut_job(w->cut)) : NULL;
+	rc = ps_ckpt_cut_step(j, w->cut, CUT_STEP, err, sizeof(err));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
+	w->cut_pieces++;
+	w->cut_max_us = us > w->cut_max_us ? us : w->cut_max_us;
+	if (rc == 1)
+		return;
+	if (rc == 0) {
+		ps_ckpt_cut_take(w->cut, &set);
+		ctl_log(box, CTL_LOG_INFO, "checkpoint of job %s: copied in %u pieces over %ld ms, "
+			"the longest %ld.%ld ms", w->job, w->cut_pieces, now_ms() - w->start_ms,
+			w->cut_max_us / 1000, w->cut_max_us / 100 % 10);
+	}
+	if (w->cut_auto)
+		auto_ended(w, box, j, rc, err);
+	ps_ckpt_cut_free(w->cut);
+	w->cut = NULL;
+	if (rc < 0) {
+		if (w->session)
+			answer(w, send, send_ctx, rc, err);
+		json_decref(w->id);
+		w->id = NULL;
+		w->session = NULL;
+		return;
+	}
+	ps_ckpt_set_free(&w->set);
+	w->set = set;
+	pthread_mutex_lock(&w->mu);
+	w->busy = 1;
+	w->finished = 0;
+	w->err[0] = '\0';
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /* ---- periodic saves (--checkpoint-dir) ---- */
 
 /* The rounds j's PS keys completed in all (a job that took no step since
@@ -313,7 +433,7 @@ static void poll_auto(struct ckpt_worker *w, struct box *box, long now)
 	const struct box_config *cfg = &box->cfg;
 	char dir[CKPT_PATH], err[RPC_ERR_MAX];
 
-	if (!cfg->checkpoint_dir[0] || w->busy || !box->jobs)
+	if (!cfg->checkpoint_dir[0] || w->busy || w->cut || !box->jobs)
 		return;
 	if (!w->next_auto_ms)
 		w->next_auto_ms = now + (long)cfg->checkpoint_every_s * 1000;
@@ -336,27 +456,44 @@ static void poll_auto(struct ckpt_worker *w, struct box *box, long now)
 		w->cursor = j->id;
 		return;
 	}
-	struct ps_ckpt_set set;
 	int rc = ps_ckpt_auto_dir(dir, sizeof(dir), cfg->checkpoint_dir, j->name, 1, err,
 				  sizeof(err));
 	if (rc == 0)
-		rc = ps_ckpt_snap_job(j, &set, false, err, sizeof(err));
-	if (rc == -EBUSY) { /* stepping: at a round boundary a moment later */
-		w->retry_ms = now + AUTO_RETRY_MS;
+		rc = ckpt_worker_save(w, j, dir, NULL, NULL, 0, false, err, sizeof(err));
+	if (rc < 0) {
+		w->cursor = j->id;
+		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", j->name, err);
+		return;
+	}
+	/* copied over the next polls (poll_cut), then auto_ended */
+	w->cut_auto = 1;
+	w->cut_rounds = rounds;
+}
+
+/* A periodic save's copy ended: kept (the job is remembered at its
+ * rounds), or a job stepping tried again a second later, or one with a
+ * key without weights yet (nothing to keep) or failing passed over. */
+static void auto_ended(struct ckpt_worker *w, struct box *box, const struct job *j, int rc,
+		       const char *err)
+{
+	uint32_t id = ps_ckpt_cut_job(w->cut);
+
+	w->cut_auto = 0;
+	if (rc == -EBUSY && j) { /* stepping: at a round boundary a moment later */
+		w->retry_ms = now_ms() + AUTO_RETRY_MS;
 		ctl_log(box, CTL_LOG_DEBUG, "periodic checkpoint: %s; again in %d ms", err,
 			AUTO_RETRY_MS);
 		return;
 	}
-	w->cursor = j->id;
-	if (rc == -ENODATA) /* a key without weights yet: nothing to keep */
+	w->cursor = id;
+	if (rc == -ENODATA)
 		return;
 	if (rc < 0) {
-		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", j->name, err);
+		ctl_log(box, CTL_LOG_WARN, "periodic checkpoint of job %s: %s", w->job, err);
 		return;
 	}
-	remember(w, j, rounds);
+	remember(w, j, w->cut_rounds);
 	w->stats.auto_saved++;
-	ckpt_worker_submit(w, &set, j->name, dir, NULL, NULL, 0, err, sizeof(err));
 }
 
 void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
@@ -367,6 +504,8 @@ void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 	if (!w)
 		return;
 	now = now_ms();
+	ckpt_restore_poll(w->restores, box, send, send_ctx);
+	poll_cut(w, box, send, send_ctx);
 	poll_write(w, box, send, send_ctx, now);
 	poll_auto(w, box, now);
 }

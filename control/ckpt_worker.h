@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ckpt_worker.h - checkpoint files written off the control thread
- * (docs/operations.md "Checkpoints"): the control thread takes a job's
- * snapshot in memory (ps_ckpt_snap_job, at one cut), hands it to the
- * worker thread, and goes on serving RPCs; the worker writes, fsyncs and
+ * (docs/operations.md "Checkpoints"): the control thread copies a job's
+ * snapshot into memory a piece per poll (ckpt_worker_save, at one cut),
+ * hands it to the worker thread, and goes on serving RPCs; the worker writes, fsyncs and
  * renames the files (ps_ckpt_write_set). One checkpoint is written at a
  * time, box-wide.
  *
@@ -23,7 +23,9 @@
 #ifndef PBOX_CKPT_WORKER_H
 #define PBOX_CKPT_WORKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -52,13 +54,36 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 		       const char *dir, void *session, json_t *id, unsigned timeout_ms,
 		       char *err, size_t errlen);
 
+/*
+ * job_save (and the periodic saves): the snapshot of j is copied a piece
+ * per poll on the control thread (ps_ckpt_cut_step: CUT_STEP bytes, so a
+ * large key never holds it long; one cut, as ps_ckpt_snap_job), then
+ * written as ckpt_worker_submit's set; session and id get the answer (a
+ * failed copy's error, or the write's). 0, or -EBUSY (a checkpoint is
+ * being copied or written), -EINVAL (no PS key), -ENOMEM.
+ * ckpt_worker_copying: a copy of job_id's keys is under way (key_write
+ * is refused meanwhile: it would change a key between two pieces);
+ * ckpt_worker_hurry: a copy is under way (the server polls without
+ * waiting, so that it ends soon).
+ */
+int ckpt_worker_save(struct ckpt_worker *w, const struct job *j, const char *dir,
+		     void *session, json_t *id, unsigned timeout_ms, bool patient, char *err,
+		     size_t errlen);
+int ckpt_worker_copying(const struct ckpt_worker *w, uint32_t job_id);
+int ckpt_worker_hurry(const struct ckpt_worker *w);
+
 /* Control thread, every poll: deliver a finished write's answer, answer
  * one past its timeout, and start the periodic saves that are due. */
 void ckpt_worker_poll(struct ckpt_worker *w, struct box *box, ckpt_send_fn send,
 		      void *send_ctx);
 
-/* The session has ended: its pending answer is dropped. */
+/* The session has ended: its pending answers are dropped (a job_save's,
+ * and its key_declares waiting for a checkpoint read). */
 void ckpt_worker_forget(struct ckpt_worker *w, void *session);
+
+/* The key_declares waiting for their key's checkpoint to be read
+ * (control/ckpt_restore.h); ckpt_worker_poll answers them. */
+struct ckpt_restore *ckpt_worker_restores(struct ckpt_worker *w);
 
 /* Writes that ended since open: finished ok, failed, answered at the
  * timeout (counters for tests and logs). */

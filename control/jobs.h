@@ -169,6 +169,10 @@ struct job {
 	struct rankset waiting_for; /* ranks its open rounds wait for (joined
 				      ranks only; 0 = none) since watch_since */
 	uint64_t remove_mark[BOX_MAX_LCORES]; /* posted count incl. REMOVE, 0 = not posted */
+	struct job_restoring **restoring; /* PS keys whose checkpoint is being
+				      read (jobs_keys.c): built in the arena,
+				      not yet in keys[] nor on the lcores */
+	uint32_t nrestoring, restoring_cap;
 };
 
 struct jobs;
@@ -326,6 +330,9 @@ struct jobs_declare_args {
 				  the lowest round it holds a result of: a
 				  key this declaration makes starts after
 				  resume_round - 1 (not with ps or sparse) */
+	bool defer_restore; /* a PS key that restores from a checkpoint:
+			       read it off the control thread (JOBS_PENDING);
+			       false: read it here, at once */
 };
 
 /* What a key's rounds do (docs/protocol.md "Collective keys"). */
@@ -353,6 +360,26 @@ const char *jobs_coll_name(unsigned coll);
  */
 int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 		 const struct job_key **out, char *err, size_t errlen);
+
+/*
+ * A PS key restored from a checkpoint (the job's restore directory, or
+ * --checkpoint-dir) with a->defer_restore: jobs_declare answers
+ * JOBS_PENDING and its file is read and checked on a reader thread
+ * (control/ckpt_load.h); the ranks that declare the key meanwhile (the
+ * same declaration) get JOBS_PENDING too and wait for that one read.
+ * jobs_restores_poll (control thread, every poll) ends the reads: a key
+ * read whole is installed and fn gets it (k, rc 0: each waiting
+ * declaration is answered as if it had been answered at once); a read
+ * that failed, ran past --checkpoint-timeout-ms (-ETIMEDOUT naming the
+ * file), or whose job was aborted fails with its message (k NULL, rc <
+ * 0, the same message for every waiting declaration) and leaves no key.
+ * jobs_restore_pending: 1 while job_id's key is being read.
+ */
+#define JOBS_PENDING 1
+typedef void (*jobs_restored_fn)(void *ctx, const struct job *j, uint32_t key,
+				 const struct job_key *k, int rc, const char *msg);
+void jobs_restores_poll(struct jobs *js, jobs_restored_fn fn, void *ctx);
+int jobs_restore_pending(const struct jobs *js, uint32_t job_id, uint32_t key);
 
 /*
  * key_release: rank gives back keys[0..n) (docs/rpc.md). A key every rank

@@ -175,6 +175,17 @@ void jobs_key_table_free(struct jobs *js, struct job *j)
 		free(j->keys[i].chunk_ep);
 		free(j->keys[i].remove_mark);
 	}
+	for (uint32_t i = 0; i < j->nrestoring; i++) {
+		struct job_restoring *r = j->restoring[i];
+		ckpt_load_drop(r->load);   /* its thread lets go of the arena */
+		assign_release(&r->k.geom, js->load, js->box->layout.neps, r->k.chunk_ep);
+		free(r->k.chunk_ep);
+		free(r->owner);
+		free(r);
+	}
+	free(j->restoring);
+	j->restoring = NULL;
+	j->nrestoring = j->restoring_cap = 0;
 	j->keys_removing = j->keys_releasing = 0;
 	free(j->zeroing);   /* the arena goes with the job: nothing to zero */
 	j->zeroing = NULL;

@@ -17,6 +17,7 @@
 
 #include "common/errmsg.h"
 #include "control/jobs.h"
+#include "control/ckpt_load.h"
 
 struct jobs {
 	struct box *box;
@@ -56,8 +57,22 @@ uint32_t jobs_key_cap(uint32_t max_keys);
 /* Allocate a new job's key table (its index sized by jobs_key_cap).
  * 0 or -ENOMEM. */
 int jobs_key_table_init(struct jobs *js, struct job *j);
-/* Free a job's key table and give its chunks' loads back. */
+/* Free a job's key table and give its chunks' loads back (its keys
+ * being restored too: their reads dropped). */
 void jobs_key_table_free(struct jobs *js, struct job *j);
+
+/* A PS key whose checkpoint is being read (jobs.h JOBS_PENDING): the key
+ * built in the arena (k: its chunks placed, its engine key made; owner:
+ * the lcore of each chunk), and the read (load NULL: waiting for a reader
+ * thread, ckpt_load.h). */
+struct job_restoring {
+	struct job_key k;
+	uint8_t *owner;
+	struct ckpt_load *load;
+	struct ps_ckpt_load_args args;
+	int missing_ok;            /* --checkpoint-dir: no file, a fresh key */
+	double since;              /* CLOCK_MONOTONIC s of the first declaration */
+};
 
 /* 1 once every lcore has applied the message mark[l] counts up to (a
  * REMOVE posted there: jobs_post and jobs_post_removes count js->posted);

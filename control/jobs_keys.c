@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/wire.h"
 #include "control/jobs_core.h"
 #include "control/log.h"
@@ -489,14 +490,14 @@ static int check_same(const struct job *j, const struct job_key *k,
 static int check_new(const struct jobs *js, const struct job *j,
 		     const struct jobs_declare_args *a, char *err, size_t errlen)
 {
-	uint32_t max_keys = js->box->cfg.max_keys;
+	uint32_t max_keys = js->box->cfg.max_keys, nkeys = j->nkeys + j->nrestoring;
 
-	if (j->nkeys >= max_keys && (j->keys_releasing || j->keys_removing))
+	if (nkeys >= max_keys && (j->keys_releasing || j->keys_removing))
 		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the job has %"
 				 PRIu32 " keys, the limit (--max-keys), %" PRIu32 " of them being "
 				 "released: retry once they are gone", j->name, a->key, max_keys,
 				 j->keys_releasing + j->keys_removing);
-	if (j->nkeys >= max_keys)
+	if (nkeys >= max_keys)
 		return errmsg(err, errlen, -ENOSPC, "job %s key %" PRIu32 ": the job already "
 				 "has %" PRIu32 " keys, the limit (--max-keys)", j->name, a->key,
 				 max_keys);
@@ -575,28 +576,50 @@ static size_t key_bytes(const struct job *j, const struct job_key *k,
 	return need;
 }
 
-/* --checkpoint-dir: a PS key of a job whose name has a checkpoint of it
- * there (pboxd restarted, the job created again) starts from it, if the
- * file is of this job's name and world and of the key's declaration
- * (else the declaration is refused, naming the file); no checkpoint of
- * the key (or no periodic ones for such a name): from rank 0's weights. */
-static int auto_restore(const struct box *b, const struct job *j, const struct job_key *k,
-			char *err, size_t errlen)
+/* Where a new PS key's checkpoint comes from: 1 with dir and same_job
+ * (the job's restore directory: every file must be there; --checkpoint-dir:
+ * a job whose name has periodic checkpoints there, pboxd restarted and the
+ * job created again, must match the job's name and world, and a key with
+ * no file starts from rank 0's weights: *missing_ok); 0: none, the key
+ * starts from rank 0's weights; or a negative errno with the message. */
+static int restore_source(const struct box *b, const struct job *j, uint32_t key, char *dir,
+			  size_t size, int *same_job, int *missing_ok, char *err, size_t errlen)
 {
-	char dir[PS_CKPT_PATH], why[512];
+	char why[512];
 	int rc;
 
+	*same_job = *missing_ok = 0;
+	if (j->restore[0]) {
+		snprintf(dir, size, "%s", j->restore);
+		return 1;
+	}
 	if (!b->cfg.checkpoint_dir[0])
 		return 0;
-	rc = ps_ckpt_auto_dir(dir, sizeof(dir), b->cfg.checkpoint_dir, j->name, 0, why,
-			      sizeof(why));
+	rc = ps_ckpt_auto_dir(dir, size, b->cfg.checkpoint_dir, j->name, 0, why, sizeof(why));
 	if (rc == -ENOENT || rc == -EINVAL)
 		return 0;
 	if (rc < 0)
 		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": --checkpoint-dir: %s",
-			      j->name, k->key, why);
-	rc = ps_ckpt_load(j, k, dir, 1, &b->keepalive, err, errlen);
-	return rc == -ENOENT ? 0 : rc;
+			      j->name, key, why);
+	*same_job = *missing_ok = 1;
+	return 1;
+}
+
+/* Undo build_key: the chunks' load back, the block zeroed a piece per
+ * tick (jobs_keys_tick: a large key never stalls the control thread)
+ * and given back to the job. */
+static void unbuild_key(struct jobs *js, struct job *j, struct job_key *k, uint8_t *owner)
+{
+	assign_release(&k->geom, js->load, js->box->layout.neps, k->chunk_ep);
+	if (queue_zero(j, k->off, k->bytes, 1) == 0) {
+		j->keys_removing++;
+	} else {
+		zero(js, j, k->off, k->bytes);
+		give_back(js, j, k->off, k->bytes);
+	}
+	free(k->chunk_ep);
+	k->chunk_ep = NULL;
+	free(owner);
 }
 
 /* Place the chunks and build the engine key in the arena. */
@@ -662,23 +685,183 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
 							  k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
-		rc = j->restore[0] ? ps_ckpt_load(j, k, j->restore, 0, &b->keepalive, err,
-							  errlen) : auto_restore(b, j, k, err,
-										 errlen);
-		if (rc < 0) { /* give back the chunks and leave the arena zeroed */
-			assign_release(&k->geom, js->load, b->layout.neps, k->chunk_ep);
-			memset(mem, 0, need);
-			arena_free(&j->mem, off, need);
-			free(k->chunk_ep);
-			free(owner);
-			k->chunk_ep = NULL;
-			return rc;
-		}
 	}
 	k->bytes = need;
 	k->off = off;
 	*owner_out = owner;
 	return 0;
+}
+
+/* A key built (build_key, its state restored if it is) goes into keys[]
+ * and onto the lcores; owner is taken. */
+static int add_key(struct jobs *js, struct job *j, struct job_key *kp, uint8_t *owner,
+		   struct job_key **out, char *err, size_t errlen)
+{
+	struct job_key k = *kp;
+	unsigned failed = 0;
+	int rc;
+
+	if (reserve_key(j, js->box->cfg.max_keys) < 0) {
+		unbuild_key(js, j, kp, owner);
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+			      j->name, k.key);
+	}
+	j->keys[j->nkeys] = k;
+	index_add(j, j->nkeys);
+	j->nkeys++;
+	rc = install_key(js, j, k.ek, owner, &failed);
+	free(owner);
+	if (rc < 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "key %" PRIu32 " could not be installed on lcore %u "
+			 "(message ring full)", k.key, failed);
+		jobs_abort_job(js, j, why);
+		return errmsg(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
+	}
+	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64
+		" %s, %" PRIu32 " segments in %" PRIu32 " chunks, %zu bytes%s", j->name, k.key,
+		k.geom.count, wire_dtype_name(k.dtype), k.geom.nsegs, k.geom.nchunks, k.bytes,
+		k.is_ps && k.ek->ps->restored ? ", restored" : "");
+	*out = &j->keys[j->nkeys - 1];
+	return 0;
+}
+
+static struct job_restoring *restoring_find(const struct job *j, uint32_t key)
+{
+	for (uint32_t i = 0; i < j->nrestoring; i++)
+		if (j->restoring[i]->k.key == key)
+			return j->restoring[i];
+	return NULL;
+}
+
+/*
+ * A new PS key's state from its checkpoint, if it has one
+ * (restore_source): read here at once (!defer), or handed to a reader
+ * thread: the key (k, owner taken) waits in j->restoring and JOBS_PENDING
+ * is returned. 0: nothing to restore, or restored here; < 0: the key is
+ * undone, with the message.
+ */
+static int restore_key(struct jobs *js, struct job *j, struct job_key *k, uint8_t *owner,
+		       bool defer, char *err, size_t errlen)
+{
+	char dir[PS_CKPT_PATH];
+	int same_job, missing_ok;
+	int rc = restore_source(js->box, j, k->key, dir, sizeof(dir), &same_job, &missing_ok,
+				err, errlen);
+
+	if (rc > 0 && !defer) {
+		rc = ps_ckpt_load(j, k, dir, same_job, &js->box->keepalive, err, errlen);
+		if (rc == -ENOENT && missing_ok)
+			rc = 0;
+	}
+	if (rc <= 0) {
+		if (rc < 0)
+			unbuild_key(js, j, k, owner);
+		return rc;
+	}
+	struct job_restoring *r = calloc(1, sizeof(*r));
+	if (r && j->nrestoring == j->restoring_cap) {
+		uint32_t cap = j->restoring_cap ? 2 * j->restoring_cap : 4;
+		struct job_restoring **a = realloc(j->restoring, cap * sizeof(*a));
+		if (a) {
+			j->restoring = a;
+			j->restoring_cap = cap;
+		}
+	}
+	if (!r || j->nrestoring == j->restoring_cap) {
+		free(r);
+		unbuild_key(js, j, k, owner);
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+			      j->name, k->key);
+	}
+	r->k = *k;
+	r->owner = owner;
+	r->missing_ok = missing_ok;
+	r->since = clock_s();
+	ps_ckpt_load_prepare(j, k, dir, same_job, &r->args);
+	j->restoring[j->nrestoring++] = r;
+	rc = ckpt_load_start(&r->args, &r->load);   /* -EAGAIN: the next poll */
+	if (rc < 0 && rc != -EAGAIN)
+		ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "%s: no reader thread for its "
+			     "checkpoint (%s); tried again", r->args.who, strerror(-rc));
+	return JOBS_PENDING;
+}
+
+/* One key being restored: 1 still reading; 0 read (its state set); or a
+ * negative errno with the message (the read dropped). */
+static int restoring_step(struct jobs *js, struct job *j, struct job_restoring *r,
+			  char *err, size_t errlen)
+{
+	unsigned bound = js->box->cfg.checkpoint_timeout_ms;
+	struct ckpt_hdr got;
+	char path[PS_CKPT_PATH];
+	int rc = 1;
+
+	if (j->state == JOB_ABORTED) {
+		ckpt_load_drop(r->load);
+		r->load = NULL;
+		return errmsg(err, errlen, -ECONNABORTED, "job %s is aborted (%s)", j->name,
+			      j->reason);
+	}
+	if (!r->load && ckpt_load_start(&r->args, &r->load) < 0)
+		r->load = NULL;
+	if (r->load)
+		rc = ckpt_load_poll(r->load, &got, err, errlen);
+	if (rc <= 0) {
+		ckpt_load_drop(r->load);
+		r->load = NULL;
+		if (rc == -ENOENT && r->missing_ok)
+			return 0;
+		if (rc == 0)
+			ps_ckpt_load_done(&r->k, &got);
+		return rc;
+	}
+	if (bound && (clock_s() - r->since) * 1000.0 >= bound) {
+		ckpt_load_drop(r->load);   /* its thread may go on; it never touches the key */
+		r->load = NULL;
+		ps_ckpt_path(path, sizeof(path), r->args.dir, r->k.key);
+		return errmsg(err, errlen, -ETIMEDOUT, "%s: reading its checkpoint %s did not "
+			      "finish within %u ms (--checkpoint-timeout-ms: a slow or hung disk)%s",
+			      r->args.who, path, bound, ckpt_load_inflight() >= CKPT_LOAD_MAX ?
+			      "; every reader thread is busy" : "");
+	}
+	return 1;
+}
+
+void jobs_restores_poll(struct jobs *js, jobs_restored_fn fn, void *ctx)
+{
+	char err[512];   /* RPC_ERR_MAX */
+
+	for (const struct job *cj = jobs_next(js, NULL); cj; cj = jobs_next(js, cj)) {
+		struct job *j = (struct job *)cj;
+		for (uint32_t i = 0; i < j->nrestoring;) {
+			struct job_restoring *r = j->restoring[i];
+			struct job_key *k = NULL;
+			uint32_t key = r->k.key;
+			err[0] = '\0';
+			int rc = restoring_step(js, j, r, err, sizeof(err));
+			if (rc == 1) {
+				i++;
+				continue;
+			}
+			j->restoring[i] = j->restoring[--j->nrestoring];
+			if (rc == 0)
+				rc = add_key(js, j, &r->k, r->owner, &k, err, sizeof(err));
+			else
+				unbuild_key(js, j, &r->k, r->owner);
+			free(r);
+			if (rc < 0)
+				ctl_log_peer(js->box, &j->log_peer, CTL_LOG_WARN, "%s", err);
+			fn(ctx, j, key, rc == 0 ? k : NULL, rc, err);
+		}
+	}
+}
+
+int jobs_restore_pending(const struct jobs *js, uint32_t job_id, uint32_t key)
+{
+	const struct job *j = jobs_find_id(js, job_id);
+
+	return j && restoring_find(j, key) != NULL;
 }
 
 static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_args *a,
@@ -692,7 +875,6 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 	/* sparse keys: segments 64 bytes shorter, so a record always fits */
 	uint32_t lay_bytes = a->sparse ? j->seg_bytes - WIRE_SPARSE_SLACK : j->seg_bytes;
 	uint8_t *owner = NULL;
-	unsigned failed = 0;
 	int rc = check_new(js, j, a, err, errlen);
 
 	if (rc < 0)
@@ -720,23 +902,13 @@ static int new_key(struct jobs *js, struct job *j, const struct jobs_declare_arg
 	rc = build_key(js, j, &k, a, &owner, err, errlen);
 	if (rc < 0)
 		return rc;
-	j->keys[j->nkeys] = k;
-	index_add(j, j->nkeys);
-	j->nkeys++;
-	rc = install_key(js, j, k.ek, owner, &failed);
-	free(owner);
-	if (rc < 0) {
-		char why[128];
-		snprintf(why, sizeof(why), "key %" PRIu32 " could not be installed on lcore %u "
-			 "(message ring full)", a->key, failed);
-		jobs_abort_job(js, j, why);
-		return errmsg(err, errlen, -ECONNABORTED, "job %s: %s", j->name, why);
+	rankset_add(&k.declared, a->rank);
+	if (a->ps) {
+		rc = restore_key(js, j, &k, owner, a->defer_restore, err, errlen);
+		if (rc != 0)
+			return rc;
 	}
-	ctl_log_peer(js->box, &j->log_peer, CTL_LOG_DEBUG, "job %s key %" PRIu32 ": %" PRIu64 " %s, %" PRIu32
-		" segments in %" PRIu32 " chunks, %zu bytes", j->name, a->key, a->count,
-		wire_dtype_name(a->dtype), k.geom.nsegs, k.geom.nchunks, k.bytes);
-	*out = &j->keys[j->nkeys - 1];
-	return 0;
+	return add_key(js, j, &k, owner, out, err, errlen);
 }
 
 int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
@@ -762,6 +934,13 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 		return errmsg(err, errlen, -EINVAL, "job %s key %" PRIu32 ": unknown dtype %u",
 				 j->name, a->key, a->dtype);
 	k = (struct job_key *)job_key_find(j, a->key);
+	struct job_restoring *r = k ? NULL : restoring_find(j, a->key);
+	if (r) { /* its checkpoint is being read: this rank waits for it too */
+		if ((rc = check_same(j, &r->k, a, err, errlen)) < 0)
+			return rc;
+		rankset_add(&r->k.declared, a->rank);
+		return JOBS_PENDING;
+	}
 	if (k && (k->remove_mark || rankset_has(&k->released, a->rank))) {
 		return busy_released(j, k, a->key, err, errlen);
 	} else if (k) {
@@ -769,7 +948,7 @@ int jobs_declare(struct jobs *js, const struct jobs_declare_args *a,
 	} else {
 		rc = new_key(js, j, a, &k, err, errlen);
 	}
-	if (rc < 0)
+	if (rc != 0)
 		return rc;
 	rankset_add(&k->declared, a->rank);
 	*out = k;

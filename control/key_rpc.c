@@ -11,6 +11,8 @@
 
 #include "common/errmsg.h"
 #include "common/wire.h"
+#include "control/ckpt_restore.h"
+#include "control/ckpt_worker.h"
 #include "control/jobs.h"
 #include "control/rpc_methods.h"
 
@@ -175,25 +177,41 @@ RPC_HANDLER(rpc_key_declare)
 			 "get the whole result (not PS, sparse or reduce_scatter)", a.key);
 		return -EINVAL;
 	}
+	/* a restored key's checkpoint is read off the control thread; this
+	 * declaration (and the other ranks' meanwhile) is answered when it is
+	 * (control/ckpt_restore.h) */
+	a.defer_restore = ctx->box->ckpt != NULL;
 	rc = jobs_declare(ctx->box->jobs, &a, &k, err, errlen);
+	if (rc == JOBS_PENDING) {
+		rc = ckpt_restore_wait(ckpt_worker_restores(ctx->box->ckpt), a.job_id, a.key,
+				       ctx->session, ctx->id, err, errlen);
+		return rc < 0 ? rc : RPC_DEFERRED;
+	}
 	if (rc < 0)
 		return rc;
-	json_t *chunks = chunk_list(k);
-	if (!chunks) {
+	*result = rpc_key_declared(ctx->box, jobs_find_id(ctx->box->jobs, a.job_id), k);
+	if (!*result) {
 		snprintf(err, errlen, "key %u: out of memory for the reply", a.key);
 		return -ENOMEM;
 	}
-	*result = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b, s:s, s:i, s:I}",
-			    "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
-			    "dtype", wire_dtype_name(k->dtype),
-			    "seg_elems", (json_int_t)k->geom.seg_elems,
-			    "nsegs", (json_int_t)k->geom.nsegs,
-			    "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
-			    "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse,
-			    "collective", jobs_coll_name(k->coll), "root", (int)k->root,
-			    "first_round",
-			    (json_int_t)jobs_first_round(jobs_find_id(ctx->box->jobs, a.job_id), k));
 	return 0;
+}
+
+json_t *rpc_key_declared(struct box *box, const struct job *j, const struct job_key *k)
+{
+	(void)box;
+	json_t *chunks = chunk_list(k);
+	if (!chunks)
+		return NULL;
+	return json_pack("{s:I, s:I, s:s, s:I, s:I, s:I, s:o, s:o, s:b, s:s, s:i, s:I}",
+			 "key", (json_int_t)k->key, "count", (json_int_t)k->geom.count,
+			 "dtype", wire_dtype_name(k->dtype),
+			 "seg_elems", (json_int_t)k->geom.seg_elems,
+			 "nsegs", (json_int_t)k->geom.nsegs,
+			 "segs_per_chunk", (json_int_t)k->geom.segs_per_chunk,
+			 "chunks", chunks, "ps", ps_reply(k), "sparse", k->sparse,
+			 "collective", jobs_coll_name(k->coll), "root", (int)k->root,
+			 "first_round", (json_int_t)jobs_first_round(j, k));
 }
 
 /* key_release (docs/rpc.md): {"job_id", "rank", "keys": [...]} ->

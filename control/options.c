@@ -194,7 +194,8 @@ const struct box_opt box_opts[] = {
 	{ .name = "checkpoint-timeout-ms", .type = BOX_OPT_UINT, .arg = "MS", .def = "600000",
 	  .min = 1000, .max = 86400000, .zero_ok = true, FIELD(checkpoint_timeout_ms),
 	  .help = "a job_save not written within MS is answered ETIMEDOUT (the write goes on "
-		  "in the background); 0 = never" },
+		  "in the background), as is a restore's key_declare whose file is not read "
+		  "within MS; 0 = never" },
 	{ .name = "config", .type = BOX_OPT_CONFIG, .arg = "FILE", .def = NULL,
 	  .help = "read options from the [pboxd] section of an INI file" },
 	{ .name = "help", .type = BOX_OPT_FLAG, .arg = NULL, .def = NULL,

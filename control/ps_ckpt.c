@@ -375,6 +375,194 @@ int ps_ckpt_snap_job(const struct job *j, struct ps_ckpt_set *set, bool patient,
 	return rc;
 }
 
+/* ---- a job's snapshot a piece at a time (ckpt_worker.c) ---- */
+
+struct ps_ckpt_cut {
+	uint32_t job_id;
+	char job[JOB_NAME_MAX + 1];
+	struct ps_ckpt_set set;        /* s[i].done: the round key i is copied at */
+	const struct engine_key **ek;  /* key i's engine key when begun */
+	uint32_t cur;                  /* the key being copied, */
+	unsigned arr;                  /* its array, */
+	uint64_t off;                  /* the next element of it */
+	int started;                   /* s[cur].done is known */
+	int tries, patient;
+	long wait_ns;                  /* stepping: waited so far */
+	struct timespec wait_from;
+};
+
+/* Fresh pages for a large copy, not populated: the chunks fault them in
+ * a piece at a time. */
+static float *cut_alloc(size_t nbytes)
+{
+	if (nbytes < SNAP_MAP_MIN)
+		return malloc(nbytes ? nbytes : 1);
+	void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void ps_ckpt_cut_free(struct ps_ckpt_cut *c)
+{
+	if (!c)
+		return;
+	ps_ckpt_set_free(&c->set);
+	free(c->ek);
+	free(c);
+}
+
+int ps_ckpt_cut_begin(const struct job *j, bool patient, struct ps_ckpt_cut **out,
+		      char *err, size_t errlen)
+{
+	struct ps_ckpt_cut *c = calloc(1, sizeof(*c));
+	uint32_t n = j->nkeys ? j->nkeys : 1;
+
+	if (!c || !(c->set.s = calloc(n, sizeof(*c->set.s))) ||
+	    !(c->ek = calloc(n, sizeof(*c->ek)))) {
+		ps_ckpt_cut_free(c);
+		return errmsg(err, errlen, -ENOMEM, "job %s: out of memory", j->name);
+	}
+	c->job_id = j->id;
+	snprintf(c->job, sizeof(c->job), "%s", j->name);
+	c->patient = patient;
+	for (uint32_t i = 0; i < j->nkeys; i++) {
+		const struct job_key *k = &j->keys[i];
+		if (!k->is_ps || k->remove_mark)
+			continue;
+		struct ps_ckpt_snap *sn = &c->set.s[c->set.n];
+		sn->key = k->key;
+		sn->index = i;
+		sn->dlen = (size_t)narrays(k) * k->geom.count * sizeof(float);
+		if (!(sn->data = cut_alloc(sn->dlen))) {
+			ps_ckpt_cut_free(c);
+			return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory "
+				      "for the snapshot (%zu bytes)", j->name, k->key, sn->dlen);
+		}
+		c->ek[c->set.n++] = k->ek;
+	}
+	if (c->set.n == 0) {
+		ps_ckpt_cut_free(c);
+		return errmsg(err, errlen, -EINVAL, "job %s has no PS key (declared with an "
+			      "optimizer) to save", j->name);
+	}
+	*out = c;
+	return 0;
+}
+
+/* Copy again from the first key (a key completed a round since its copy):
+ * 1, or -EBUSY once the tries are spent. */
+static int cut_restart(struct ps_ckpt_cut *c, uint32_t key, char *err, size_t errlen)
+{
+	if (++c->tries >= (c->patient ? SAVE_TRIES : 1))
+		return errmsg(err, errlen, -EBUSY, "job %s: key %" PRIu32 " stepped while the "
+			      "job's keys were copied (%d tries): the files would mix steps; save "
+			      "between steps (when no rank is pushing)", c->job, key, c->tries);
+	c->cur = 0;
+	c->arr = 0;
+	c->off = 0;
+	c->started = 0;
+	return 1;
+}
+
+/* Key cur is mid-step (a round open): wait for it across polls, 0.1 s at
+ * most (patient), else -EBUSY. 1 to try again. */
+static int cut_wait(struct ps_ckpt_cut *c, uint32_t key, char *err, size_t errlen)
+{
+	struct timespec now;
+
+	if (!c->patient)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key is stepping",
+			      c->job, key);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (c->wait_ns == 0 && c->wait_from.tv_sec == 0)
+		c->wait_from = now;
+	c->wait_ns = (now.tv_sec - c->wait_from.tv_sec) * 1000000000L + now.tv_nsec -
+		     c->wait_from.tv_nsec;
+	if (c->wait_ns > (long)SNAP_TRIES * SNAP_PAUSE_NS)
+		return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 ": the key kept stepping "
+			      "for 0.1 s; save between steps (when no rank is pushing)", c->job, key);
+	return 1;
+}
+
+int ps_ckpt_cut_step(const struct job *j, struct ps_ckpt_cut *c, size_t budget, char *err,
+		     size_t errlen)
+{
+	uint64_t left = budget / sizeof(float);
+
+	if (!j || j->id != c->job_id || strcmp(j->name, c->job) != 0 || j->removing)
+		return errmsg(err, errlen, -ECONNABORTED, "job %s went while it was saved",
+			      c->job);
+	while (c->cur < c->set.n) {
+		struct ps_ckpt_snap *sn = &c->set.s[c->cur];
+		const struct job_key *k = job_key_find(j, sn->key);
+		if (!k || k->ek != c->ek[c->cur] || k->remove_mark)
+			return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " was released "
+				      "while it was saved", c->job, sn->key);
+		uint64_t count = k->geom.count, n = count - c->off;
+		if (left == 0)
+			return 1;
+		n = n < left ? n : left;
+		uint32_t round = 0;
+		int rc = copy_range(k, c->arr, c->arr + 1, c->off, n,
+				    sn->data + (size_t)c->arr * count + c->off, &round, 1);
+		if (rc == 0 && c->started && round != sn->done)
+			return cut_restart(c, sn->key, err, errlen);
+		if (rc < 0) {
+			if (c->started && !ps_ckpt_unchanged(k, sn->done))
+				return cut_restart(c, sn->key, err, errlen);
+			return cut_wait(c, sn->key, err, errlen);
+		}
+		c->wait_ns = 0;
+		c->wait_from = (struct timespec){ 0, 0 };
+		if (!c->started) {
+			if (engine_key_rounds(k->ek, round) == 0)
+				return errmsg(err, errlen, -ENODATA, "job %s key %" PRIu32 ": no "
+					      "weights yet (the ranks have not run pbox_ps_init)",
+					      j->name, k->key);
+			sn->done = round;
+			c->started = 1;
+		}
+		left -= n;
+		c->off += n;
+		if (c->off < count)
+			continue;
+		c->off = 0;
+		if (++c->arr < narrays(k))
+			continue;
+		/* the key copied whole at round done: its header */
+		struct ckpt_hdr h = hdr_of(j, k, k->ek->ps->step0 +
+					   engine_key_rounds(k->ek, sn->done) - 1);
+		sn->steps = h.steps;
+		sn->hlen = ckpt_head_bytes(&h);
+		ckpt_encode(sn->head, &h);
+		sn->bytes = sn->hlen + sn->dlen;
+		c->arr = 0;
+		c->started = 0;
+		c->cur++;
+	}
+	/* one cut: every key still stands at the round it was copied at, so
+	 * all stood there at once (now) */
+	for (uint32_t i = 0; i < c->set.n; i++) {
+		const struct job_key *k = job_key_find(j, c->set.s[i].key);
+		if (!k || k->ek != c->ek[i] || k->remove_mark)
+			return errmsg(err, errlen, -EBUSY, "job %s key %" PRIu32 " was released "
+				      "while it was saved", c->job, c->set.s[i].key);
+		if (!ps_ckpt_unchanged(k, c->set.s[i].done))
+			return cut_restart(c, c->set.s[i].key, err, errlen);
+	}
+	return 0;
+}
+
+void ps_ckpt_cut_take(struct ps_ckpt_cut *c, struct ps_ckpt_set *set)
+{
+	*set = c->set;
+	memset(&c->set, 0, sizeof(c->set));
+}
+
+uint32_t ps_ckpt_cut_job(const struct ps_ckpt_cut *c)
+{
+	return c->job_id;
+}
+
 int ps_ckpt_write_set(const struct ps_ckpt_set *set, const char *dir,
 		      const struct box_keepalive *ka, char *err, size_t errlen)
 {
@@ -420,61 +608,109 @@ int ps_ckpt_save_job(const struct job *j, const char *dir, const struct box_keep
 	return rc;
 }
 
-int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
-		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen)
+void ps_ckpt_load_prepare(const struct job *j, const struct job_key *k, const char *dir,
+			  int same_job, struct ps_ckpt_load_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->want = hdr_of(j, k, 0);
+	if (!same_job) {
+		a->want.job[0] = '\0';
+		a->want.world = 0;
+	}
+	snprintf(a->dir, sizeof(a->dir), "%s", dir);
+	snprintf(a->who, sizeof(a->who), "job %s key %" PRIu32, j->name, k->key);
+	a->key = k->key;
+	a->count = k->geom.count;
+	a->narrays = narrays(k);
+	for (unsigned i = 0; i < a->narrays; i++)
+		a->dst[i] = array_of(k->ek->ps, i);
+}
+
+int ps_ckpt_load_read(const struct ps_ckpt_load_args *a, const struct box_keepalive *ka,
+		      uint8_t **bufp, const uint8_t **datap, struct ckpt_hdr *got, char *err,
+		      size_t errlen)
 {
 	char path[CKPT_PATH], why[512];
-	struct ckpt_hdr got, want = hdr_of(j, k, 0);
-	struct engine_ps *ps = k->ek->ps;
-	size_t len = 0, plane = (size_t)k->geom.count * sizeof(float);
+	size_t len = 0, plane = (size_t)a->count * sizeof(float);
 	uint8_t *buf = NULL;
 	const uint8_t *data;
 	int dfd, rc;
 
-	if (!same_job) {
-		want.job[0] = '\0';
-		want.world = 0;
-	}
-	ckpt_path(path, sizeof(path), dir, k->key);
-	if ((dfd = ckpt_dir_open(dir, why, sizeof(why))) < 0)
-		return errmsg(err, errlen, dfd, "job %s key %" PRIu32 ": %s", j->name, k->key,
-			      why);
+	*bufp = NULL;
+	ckpt_path(path, sizeof(path), a->dir, a->key);
+	if ((dfd = ckpt_dir_open(a->dir, why, sizeof(why))) < 0)
+		return errmsg(err, errlen, dfd, "%s: %s", a->who, why);
 	/* the largest file of this count: any optimizer, any job name */
 	uint64_t max = CKPT_HDR + CKPT_NAME_MAX + (1 + OPTIM_MAX_PLANES) * (uint64_t)plane;
-	rc = ckpt_read(dfd, dir, k->key, max, ka, &buf, &len, why, sizeof(why));
+	rc = ckpt_read(dfd, a->dir, a->key, max, ka, &buf, &len, why, sizeof(why));
 	close(dfd);
 	if (rc == -ENOENT)
-		return errmsg(err, errlen, -ENOENT, "job %s key %" PRIu32 ": the job restores "
-			      "from %s, which has no checkpoint of this key (%s: %s)", j->name,
-			      k->key, dir, path, strerror(ENOENT));
+		return errmsg(err, errlen, -ENOENT, "%s: the job restores from %s, which has no "
+			      "checkpoint of this key (%s: %s)", a->who, a->dir, path,
+			      strerror(ENOENT));
 	if (rc == 0)
-		rc = ckpt_decode(buf, len, &want, path, &got, &data, why, sizeof(why));
+		rc = ckpt_decode(buf, len, &a->want, path, got, &data, why, sizeof(why));
 	if (rc < 0) {
 		free(buf);
-		return errmsg(err, errlen, rc, "job %s key %" PRIu32 ": %s", j->name, k->key, why);
+		return errmsg(err, errlen, rc, "%s: %s", a->who, why);
 	}
 	/* a NaN or Inf never leaves the weights: refused (ps_finite.h) */
 	const void *arrays[1 + OPTIM_MAX_PLANES];
 	char where[CKPT_PATH + 128];
-	for (unsigned a = 0; a < narrays(k); a++)
-		arrays[a] = data + a * plane;
-	snprintf(where, sizeof(where), "job %s key %" PRIu32 ": the checkpoint %s", j->name,
-		 k->key, path);
-	rc = ps_state_finite(arrays, narrays(k), k->geom.count, got.kind, where, err, errlen);
+	for (unsigned i = 0; i < a->narrays; i++)
+		arrays[i] = data + i * plane;
+	snprintf(where, sizeof(where), "%s: the checkpoint %s", a->who, path);
+	rc = ps_state_finite(arrays, a->narrays, a->count, got->kind, where, err, errlen);
 	if (rc < 0) {
 		free(buf);
 		return rc;
 	}
-	/* all of it checked: only now is the key's state touched */
-	for (unsigned a = 0; a < narrays(k); a++) {
-		memcpy(array_of(ps, a), data + a * plane, plane);
+	*bufp = buf;
+	*datap = data;
+	return 0;
+}
+
+void ps_ckpt_load_copy(const struct ps_ckpt_load_args *a, const uint8_t *data,
+		       const struct box_keepalive *ka)
+{
+	size_t plane = (size_t)a->count * sizeof(float);
+
+	for (unsigned i = 0; i < a->narrays; i++) {
+		memcpy(a->dst[i], data + i * plane, plane);
 		box_keepalive(ka);
 	}
-	free(buf);
+}
+
+void ps_ckpt_load_done(const struct job_key *k, const struct ckpt_hdr *got)
+{
+	struct engine_ps *ps = k->ek->ps;
+
 	ps->restored = 1;
-	ps->step0 = got.steps;
-	ps->buf_written = got.buf_written;
-	return 0;
+	ps->step0 = got->steps;
+	ps->buf_written = got->buf_written;
+}
+
+int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
+		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen)
+{
+	struct ps_ckpt_load_args *a = malloc(sizeof(*a));
+	struct ckpt_hdr got;
+	const uint8_t *data;
+	uint8_t *buf;
+	int rc;
+
+	if (!a)
+		return errmsg(err, errlen, -ENOMEM, "job %s key %" PRIu32 ": out of memory",
+			      j->name, k->key);
+	ps_ckpt_load_prepare(j, k, dir, same_job, a);
+	rc = ps_ckpt_load_read(a, ka, &buf, &data, &got, err, errlen);
+	if (rc == 0) { /* all of it checked: only now is the key's state touched */
+		ps_ckpt_load_copy(a, data, ka);
+		ps_ckpt_load_done(k, &got);
+	}
+	free(buf);
+	free(a);
+	return rc;
 }
 
 /* ---- --checkpoint-dir: a directory per job ---- */

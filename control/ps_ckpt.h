@@ -94,6 +94,33 @@ int ps_ckpt_snap_key(const struct job *j, const struct job_key *k, struct ps_ckp
 bool ps_ckpt_unchanged(const struct job_key *k, uint32_t done);
 void ps_ckpt_snap_free(struct ps_ckpt_snap *s);
 
+/*
+ * The same snapshot a piece at a time, so that the control thread is
+ * never held for long (issue 44.4: a 512 MiB key held it 0.33-0.73 s):
+ * ps_ckpt_cut_begin takes j's PS keys and their buffers (-EINVAL no PS
+ * key, -ENOMEM); each ps_ckpt_cut_step (control thread, one per poll)
+ * copies at most budget bytes more, each segment strictly at one
+ * completed round with none open (copy_range) and every piece of a key
+ * at the key's round; once all are copied it checks that no key
+ * completed a round since its copy, so all stood at their copied rounds
+ * at once: one cut, as ps_ckpt_snap_job. A key that stepped meanwhile
+ * starts the copy over (3 tries if patient, else 1: then -EBUSY naming
+ * it); one mid-step is waited for across steps (0.1 s if patient, else
+ * -EBUSY). The job must not write its keys between steps (key_write is
+ * refused while a cut of its job runs: ckpt_worker_copying). j: the job
+ * looked up again by id for every step (NULL or another: -ECONNABORTED);
+ * a key released meanwhile: -EBUSY. 1: more to copy; 0: done
+ * (ps_ckpt_cut_take gives the set); < 0 with the message.
+ */
+struct ps_ckpt_cut;
+int ps_ckpt_cut_begin(const struct job *j, bool patient, struct ps_ckpt_cut **out,
+		      char *err, size_t errlen);
+int ps_ckpt_cut_step(const struct job *j, struct ps_ckpt_cut *c, size_t budget, char *err,
+		     size_t errlen);
+void ps_ckpt_cut_take(struct ps_ckpt_cut *c, struct ps_ckpt_set *set);
+uint32_t ps_ckpt_cut_job(const struct ps_ckpt_cut *c);
+void ps_ckpt_cut_free(struct ps_ckpt_cut *c);
+
 /* Load key k's checkpoint from dir into its PS state (before the key is
  * installed on the lcores): the directory must meet the rule and the file
  * be a regular file (ckpt_file.h) holding the same count, dtypes,
@@ -104,6 +131,35 @@ void ps_ckpt_snap_free(struct ps_ckpt_snap *s);
  * Sets restored and step0. Tells ka (the watchdog) as it reads. */
 int ps_ckpt_load(const struct job *j, const struct job_key *k, const char *dir,
 		 int same_job, const struct box_keepalive *ka, char *err, size_t errlen);
+
+/*
+ * ps_ckpt_load in parts, so that the file is read and checked off the
+ * control thread (control/ckpt_load.h): ps_ckpt_load_prepare (control
+ * thread) takes what the load needs from the declaration into a: the
+ * header the file must have, the directory and the key's arrays in the
+ * arena; ps_ckpt_load_read (any thread: it touches only a and the file)
+ * reads and checks the file whole (the same checks and messages as
+ * ps_ckpt_load; *buf to free, *data the arrays in it); ps_ckpt_load_copy
+ * copies them into the key's arrays; ps_ckpt_load_done (control thread)
+ * sets restored, step0 and the buffer flag.
+ */
+struct ps_ckpt_load_args {
+	char dir[CKPT_PATH];
+	char who[JOB_NAME_MAX + 32];    /* "job NAME key K": messages start so */
+	struct ckpt_hdr want;
+	uint32_t key;
+	uint64_t count;
+	unsigned narrays;
+	float *dst[1 + OPTIM_MAX_PLANES];
+};
+void ps_ckpt_load_prepare(const struct job *j, const struct job_key *k, const char *dir,
+			  int same_job, struct ps_ckpt_load_args *a);
+int ps_ckpt_load_read(const struct ps_ckpt_load_args *a, const struct box_keepalive *ka,
+		      uint8_t **buf, const uint8_t **data, struct ckpt_hdr *got, char *err,
+		      size_t errlen);
+void ps_ckpt_load_copy(const struct ps_ckpt_load_args *a, const uint8_t *data,
+		       const struct box_keepalive *ka);
+void ps_ckpt_load_done(const struct job_key *k, const struct ckpt_hdr *got);
 
 /* --checkpoint-dir: a job's directory ROOT/<job> into buf. Only a job
  * named with at most PS_CKPT_JOB_DIR_MAX of [A-Za-z0-9._-], not starting

@@ -23,6 +23,12 @@ RPC_HANDLER(rpc_job_abort);
 RPC_HANDLER(rpc_heartbeat);
 RPC_HANDLER(rpc_key_declare);
 RPC_HANDLER(rpc_key_release);
+/* key_declare's result for k of j (a new reference, NULL: out of memory):
+ * also the answer of a declaration that waited for the key's checkpoint
+ * (control/ckpt_restore.h). */
+struct job;
+struct job_key;
+json_t *rpc_key_declared(struct box *box, const struct job *j, const struct job_key *k);
 /* ckpt_rpc.c */
 RPC_HANDLER(rpc_job_save);
 RPC_HANDLER(rpc_key_read);

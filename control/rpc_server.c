@@ -686,7 +686,8 @@ static void sweep(struct rpc_server *s)
 int rpc_server_poll(struct rpc_server *s, int timeout_ms)
 {
 	struct epoll_event ev[MAX_EVENTS];
-	int n = epoll_wait(s->ep, ev, MAX_EVENTS, timeout_ms);
+	/* a checkpoint being copied a piece per poll: no wait between pieces */
+	int n = epoll_wait(s->ep, ev, MAX_EVENTS, ckpt_worker_hurry(s->box->ckpt) ? 0 : timeout_ms);
 
 	if (n < 0) {
 		if (errno != EINTR)

@@ -6,7 +6,11 @@
 # (ckpt_prog.c) holds a job with an SGD PS key of N weights (N * 4 bytes
 # of checkpoint); the script saves it twice and meanwhile runs
 # `pboxctl status` every 50 ms, printing for each save its time and the
-# worst status latency (idle: the worst of 5 before it).
+# worst status latency (idle: the worst of 5 before it). Then a job
+# created with --restore from that checkpoint declares the key (the file
+# read and checked: the restore) while status runs every 50 ms: the
+# worst status latency from the worker's join until its declaration is
+# answered, and the declaration's time.
 #   N=134217728 BUILD=build bash tests/integration/ckpt_latency.sh
 # BUILD may be another tree's build directory (its pboxd, pboxctl and
 # libpbox): that is how the figures of main before the checkpoint thread
@@ -43,9 +47,36 @@ for round in 1 2; do
 		sleep 0.05
 	done
 	wait $SP; rc=$?
+	echo "save $round: $(grep 'copied in' "$BOX_LOG" | tail -1 | sed 's/.*pboxd[^:]*: //')"
 	echo "save $round: N=$N rc=$rc in $(($(ms) - s0)) ms; pboxctl status: idle worst $idle ms," \
 		"during the save $n calls, worst $worst ms; $(cat "$WORKDIR/save.txt")"
 done
 touch "$WORKDIR/go"
 wait $TRAIN
+# the restore: a job created with --restore from the last save
+ctl job create big2 --world 1 --max-bytes $(((256 << 20) + 3 * 4 * N)) \
+	--restore "$WORKDIR/save" > /dev/null || die "job create --restore failed"
+for round in 1 2; do
+	[ $round = 2 ] && { ctl job abort big2 > /dev/null 2>&1; sleep 1
+		ctl job create big2 --world 1 --max-bytes $(((256 << 20) + 3 * 4 * N)) \
+			--restore "$WORKDIR/save" > /dev/null || die "job create --restore failed"; }
+	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null   # a cold read, as after a restart
+	s0=$(ms)
+	in_wk env CKPT_N=$N timeout 300 "$WORKDIR/ckpt_prog" "$CONTROL" big2 resume \
+		> "$WORKDIR/resume.log" 2>&1 &
+	RP=$!
+	# from the join (a job's arena is made or remade then) to the answer
+	while kill -0 $RP 2>/dev/null && ! grep -q JOINED "$WORKDIR/resume.log"; do
+		sleep 0.01
+	done
+	worst=0; n=0
+	while kill -0 $RP 2>/dev/null && ! grep -q DECLARED "$WORKDIR/resume.log"; do
+		s=$(ms); ctl --timeout 60000 status > /dev/null; d=$(($(ms) - s))
+		n=$((n + 1)); [ $d -gt $worst ] && worst=$d
+		sleep 0.05
+	done
+	wait $RP; rc=$?
+	echo "restore $round: N=$N rc=$rc; pboxctl status from the join until key_declare answered:" \
+		"$n calls, worst $worst ms; $(tr '\n' ' ' < "$WORKDIR/resume.log")"
+done
 box_stop

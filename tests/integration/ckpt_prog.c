@@ -7,7 +7,8 @@
  *       "TRAINED", holds the job until FLAGFILE exists (60 s at most)
  *   ckpt_prog CONTROL JOB resume            the key restored: weights -0.5
  *       and 3 steps before any step (rank 0's weights 9 ignored), then a
- *       4th step gives -1; prints "RESUMED 3"
+ *       4th step gives -1; prints "JOINED" once joined, "DECLARED in MS"
+ *       once key_declare (the restore's read) is answered, then "RESUMED 3"
  *   ckpt_prog CONTROL JOB refused TEXT      the declaration is refused with
  *       an error containing TEXT, within 5 s; prints it
  * CKPT_N in the environment sets the weights' count (default 1000; the
@@ -63,13 +64,25 @@ int main(int argc, char **argv)
 		opts.job_bytes = (256ull << 20) + 3 * 4 * (uint64_t)N;
 	if (pbox_connect(argv[1], argv[2], 0, 1, &opts, &c) != 0)
 		return fail(NULL, "connect");
+	if (strcmp(phase, "resume") == 0) {   /* ckpt_latency.sh: the declaration starts */
+		printf("JOINED\n");
+		fflush(stdout);
+	}
 	pbox_optim_init(&o, PBOX_OPTIM_SGD);
 	o.lr = 0.5;
 	for (size_t i = 0; i < N; i++) {
 		w[i] = strcmp(phase, "train") == 0 ? 1.0f : 9.0f;
 		g[i] = 1.0f;
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = pbox_declare_optimizer(c, 1, N, PBOX_F32, &o);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long declare_ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (strcmp(phase, "resume") == 0) {   /* ckpt_latency.sh: the restore ended */
+		printf("DECLARED in %ld ms\n", declare_ms);
+		fflush(stdout);
+	}
 	if (strcmp(phase, "refused") == 0) {
 		if (rc == 0 || !strstr(pbox_last_error(c), arg))
 			return fail(c, "declaration not refused as expected");
@@ -98,7 +111,8 @@ int main(int argc, char **argv)
 		return fail(c, "restored steps are not 3");
 	if (pbox_push_pull(c, 1, g, out, N, PBOX_F32) != 0 || !all(out, -1.0f))
 		return fail(c, "the 4th step does not give -1");
-	printf("RESUMED %llu\n", (unsigned long long)steps);
+	printf("RESUMED %llu (key_declare with the restore: %ld ms)\n", (unsigned long long)steps,
+	       declare_ms);
 	pbox_close(c);
 	return 0;
 }

@@ -268,11 +268,114 @@ static void periodic__saved_into_dir_job__restored_by_name_and_world(void **stat
 	alarm(0);
 }
 
+/* ---- the snapshot copied a piece per poll (ps_ckpt_cut) ---- */
+
+struct cut_arg {
+	const char *job;
+	bool patient;
+	size_t budget;
+	struct ps_ckpt_cut *cut;
+	struct ps_ckpt_set set;
+	int rc;
+	char err[512];
+};
+
+static void cut_begin_fn(struct box_inproc *b, void *arg)
+{
+	struct cut_arg *a = arg;
+
+	a->rc = ps_ckpt_cut_begin(jobs_find(b->f->box.jobs, a->job), a->patient, &a->cut,
+				  a->err, sizeof(a->err));
+}
+
+static void cut_step_fn(struct box_inproc *b, void *arg)
+{
+	struct cut_arg *a = arg;
+
+	a->rc = ps_ckpt_cut_step(jobs_find(b->f->box.jobs, a->job), a->cut, a->budget, a->err,
+				 sizeof(a->err));
+	if (a->rc == 0)
+		ps_ckpt_cut_take(a->cut, &a->set);
+}
+
+/* Step the cut with budget until it ends (a round open: again 10 ms
+ * later, 50 times at most): its last return. */
+static int cut_finish(struct box_inproc *b, struct cut_arg *a, size_t budget)
+{
+	a->budget = budget;
+	for (int t = 0; t < 50; t++) {
+		box_inproc_call(b, cut_step_fn, a);
+		if (a->rc != 1)
+			return a->rc;
+		usleep(10 * 1000);
+	}
+	return a->rc;
+}
+
+/* A save copied in pieces across polls: a round that completes between
+ * two pieces (a step taken after the first quarter of the weights was
+ * copied) must not leave a checkpoint of two rounds (a quarter at step
+ * 1, the rest at step 2): a patient copy starts over and holds step 2
+ * whole; an impatient one (periodic saves) is -EBUSY naming the key. */
+static void save__copied_in_pieces__one_round_or_busy(void **state)
+{
+	enum { NW = 4096 };
+	static float g[NW], got[NW];
+	struct box_inproc *b = box_inproc_new(1);
+	struct cut_arg a = { .job = "pieces", .patient = true };
+	pbox_client *c;
+	pbox_opts o;
+
+	(void)state;
+	alarm(60);
+	box_inproc_start(b);
+	pbox_opts_init(&o);
+	assert_int_equal(pbox_connect(b->addr, "pieces", 0, 1, &o, &c), 0);
+	sgd_key(c, 1, NW, 1.0f);
+	for (int i = 0; i < NW; i++)
+		g[i] = 1.0f;
+	assert_int_equal(pbox_push_pull(c, 1, g, got, NW, PBOX_F32), 0);   /* 0.5 */
+
+	box_inproc_call(b, cut_begin_fn, &a);
+	assert_int_equal(a.rc, 0);
+	a.budget = NW / 4 * sizeof(float);
+	box_inproc_call(b, cut_step_fn, &a);
+	assert_int_equal(a.rc, 1);   /* a quarter copied */
+	assert_int_equal(pbox_push_pull(c, 1, g, got, NW, PBOX_F32), 0);   /* 0 */
+	assert_int_equal(cut_finish(b, &a, 1u << 20), 0);
+	assert_int_equal(a.set.n, 1);
+	assert_int_equal(a.set.s[0].steps, 2);
+	for (int i = 0; i < NW; i++)
+		if (a.set.s[0].data[i] != 0.0f)
+			fail_msg("weight %d is %g: the copy mixes two steps", i,
+				 (double)a.set.s[0].data[i]);
+	ps_ckpt_set_free(&a.set);
+	ps_ckpt_cut_free(a.cut);
+
+	a = (struct cut_arg){ .job = "pieces", .patient = false };
+	box_inproc_call(b, cut_begin_fn, &a);
+	assert_int_equal(a.rc, 0);
+	a.budget = NW / 4 * sizeof(float);
+	box_inproc_call(b, cut_step_fn, &a);
+	assert_int_equal(a.rc, 1);
+	assert_int_equal(pbox_push_pull(c, 1, g, got, NW, PBOX_F32), 0);   /* -0.5 */
+	assert_int_equal(cut_finish(b, &a, 1u << 20), -EBUSY);
+	assert_non_null(strstr(a.err, "job pieces: key 1 stepped while the job's keys were "
+			       "copied"));
+	ps_ckpt_cut_free(a.cut);
+
+	pbox_close(c);
+	assert_true(box_inproc_idle(b, 2000));
+	box_inproc_free(b);
+	alarm(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(save__off_the_control_thread__bounded__one_at_a_time),
 		cmocka_unit_test(periodic__saved_into_dir_job__restored_by_name_and_world),
+		cmocka_unit_test(save__copied_in_pieces__one_round_or_busy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
