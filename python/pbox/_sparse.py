@@ -1,0 +1,312 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""pbox._sparse - what makes top-k gradients train like dense ones, on the
+worker, for TopkState's CPU float32 buckets (pbox/torch.py): momentum
+correction and momentum factor masking (Lin et al., Deep Gradient
+Compression), Nesterov, local gradient clipping, the density schedule
+(warm-up), layer-aware selection (small tensors dense, every layer its
+share) and the residuals' state_dict. The selection is libpbox's pbox_topk
+(MSTopK); the chosen entries go out with pbox_iallreduce_sparse, so the
+box sees the same sparse records as pbox_allreduce_topk's.
+
+The rule per bucket and step (u: momentum, v: residual, both per entry):
+    g = clip(g) + weight_decay * p
+    momentum m > 0:  u = m u + g;  v += u  (Nesterov: v += g + m u)
+    else:            v += g
+    send the top density(step) of v per layer (all of a small tensor's),
+    zero v where sent and, with masking, u there too (sparse layers only).
+Without error feedback v is dropped after each step."""
+import ctypes
+import math
+import warnings
+
+import numpy as np
+import torch
+
+from . import _lib
+
+# Defaults, chosen on bench/sparse_quality (docs/performance.md "Sparse
+# gradients: training quality"); see TopkState.
+DENSE_BELOW = 1024          # tensors under this many elements go dense
+WARMUP_STEPS = 0            # steps of the warm-up (0: none)
+WARMUP_START = 0.25         # density at step 0 of the warm-up
+
+
+def topk_select(x, k):
+    """(indices int64, values float32) of about k of the entries of the
+    contiguous float32 CPU tensor x with the largest magnitudes
+    (pbox_topk: between k - k/8 and k + k/8, indices increasing)."""
+    n = x.numel()
+    k = max(1, min(int(k), n))
+    if k >= n:
+        return torch.arange(n, dtype=torch.int64), x.clone()
+    cap = k + k // 8 + 1
+    idx = np.empty(cap, dtype=np.uint32)
+    val = np.empty(cap, dtype=np.float32)
+    m = ctypes.c_size_t()
+    rc = _lib.load().pbox_topk(x.data_ptr(), n, k, idx.ctypes.data, val.ctypes.data,
+                               ctypes.byref(m))
+    if rc < 0:
+        raise RuntimeError(f"pbox_topk failed ({rc})")
+    m = m.value
+    return torch.from_numpy(idx[:m].astype(np.int64)), torch.from_numpy(val[:m])
+
+
+class Schedule:
+    """Density per step: points [(step, density), ...] with increasing
+    steps, exponential (geometric) between them, the last density from
+    the last step on. The last density must be the target."""
+
+    def __init__(self, target, points):
+        pts = [(int(s), float(d)) for s, d in points]
+        if not pts:
+            pts = [(0, target)]
+        for i, (s, d) in enumerate(pts):
+            if not 0 < d <= 1:
+                raise ValueError(f"schedule: density {d} at step {s} is outside (0, 1]")
+            if s < 0 or (i and s <= pts[i - 1][0]):
+                raise ValueError("schedule: steps must be >= 0 and increasing, got "
+                                 f"{[p[0] for p in pts]}")
+        if pts[-1][1] != target:
+            raise ValueError(f"schedule ends at density {pts[-1][1]}, not at the target "
+                             f"density {target}")
+        self.points = pts
+
+    def __call__(self, step):
+        pts = self.points
+        if step <= pts[0][0]:
+            return pts[0][1]
+        for (s0, d0), (s1, d1) in zip(pts, pts[1:]):
+            if step < s1:
+                return d0 * (d1 / d0) ** ((step - s0) / (s1 - s0))
+        return pts[-1][1]
+
+
+def warmup_schedule(target, steps, start=WARMUP_START):
+    """DGC's warm-up: density falls exponentially from `start` at step 0
+    to `target` at step `steps` (0 steps: the target from the start)."""
+    steps = int(steps)
+    if steps <= 0 or start <= target:
+        return Schedule(target, [(0, target)])
+    return Schedule(target, [(0, start), (steps, target)])
+
+
+class _Record:
+    """One bucket: its parameters, their offsets, the flat residual v and
+    momentum u (views of which are each parameter's state)."""
+
+    __slots__ = ("params", "offsets", "numel", "v", "u", "idle")
+
+    def __init__(self, params, numel, momentum):
+        self.params = list(params)
+        self.offsets = []
+        n = 0
+        for p in self.params:
+            self.offsets.append(n)
+            n += p.numel()
+        if n != numel:
+            raise RuntimeError(f"DDP bucket of {numel} elements holds parameters of {n}")
+        self.numel = n
+        self.v = torch.zeros(n)
+        self.u = torch.zeros(n) if momentum else None
+        self.idle = [0] * len(self.params)   # steps since a parameter last sent an entry
+
+    def views(self, i):
+        off, p = self.offsets[i], self.params[i]
+        sl = slice(off, off + p.numel())
+        return self.v[sl], (self.u[sl] if self.u is not None else None)
+
+
+class Engine:
+    """The per-State worker side of sparse training (module docstring)."""
+
+    def __init__(self, density, error_feedback, momentum, nesterov, masking, clip, schedule,
+                 dense_below, select, max_idle):
+        self.density = density
+        self.error_feedback = error_feedback
+        self.momentum = momentum
+        self.nesterov = nesterov
+        self.masking = masking
+        self.clip = clip
+        self.schedule = schedule
+        self.dense_below = dense_below
+        self.select = select
+        self.max_idle = max_idle
+        self.step = 0               # completed steps (a bucket said is_last)
+        self.weight_decay = {}      # id(param) -> weight decay (TopkSGD)
+        self.params = None          # the optimizer's parameters, in order (state_dict)
+        self._recs = {}             # key -> _Record
+        self._pviews = {}           # id(param) -> (v view, u view): its state now
+        self._pending = {}          # id(param) -> (residual, momentum) loaded, not yet placed
+        # measurements
+        self.sent = 0               # entries sent
+        self.starved = 0            # (sparse parameter, step) pairs that sent nothing
+        self.longest_idle = 0
+        self.forced = 0             # parameters given entries by the starvation guard
+        self.seconds = 0.0          # time in prepare()
+
+    def density_at(self, step=None):
+        return self.schedule(self.step if step is None else step)
+
+    def forget(self, key):
+        self._recs.pop(key, None)
+
+    def _record(self, key, bucket):
+        rec = self._recs.get(key)
+        if rec is not None:
+            return rec
+        rec = _Record(bucket.parameters(), bucket.buffer().numel(), self.momentum)
+        for i, p in enumerate(rec.params):
+            v, u = rec.views(i)
+            old = self._pviews.get(id(p)) or self._pending.pop(id(p), None)
+            if old is not None:   # a rebuilt bucket, or a loaded state_dict
+                v.copy_(old[0].reshape(-1))
+                if u is not None and old[1] is not None:
+                    u.copy_(old[1].reshape(-1))
+            self._pviews[id(p)] = (v, u)
+        self._recs[key] = rec
+        return rec
+
+    @torch.no_grad()
+    def prepare(self, key, bucket, g, world):
+        """Fold the bucket's gradient g (its flat buffer) into the state
+        and take this step's entries out: (indices int64 increasing,
+        values float32)."""
+        rec = self._record(key, bucket)
+        if self.clip is not None:
+            lim = self.clip / math.sqrt(world)
+            nrm = float(g.norm())
+            if nrm > lim:
+                g.mul_(lim / nrm)
+        if self.weight_decay:
+            for p, off in zip(rec.params, rec.offsets):
+                wd = self.weight_decay.get(id(p), 0.0)
+                if wd:
+                    g[off:off + p.numel()].add_(p.detach().reshape(-1), alpha=wd)
+        v, u, m = rec.v, rec.u, self.momentum
+        if u is not None:
+            u.mul_(m).add_(g)
+            if self.nesterov:
+                v.add_(g).add_(u, alpha=m)
+            else:
+                v.add_(u)
+        else:
+            v.add_(g)
+        d = self.density_at()
+        parts, masked = [], []
+        if d >= 1:
+            parts.append(torch.arange(rec.numel, dtype=torch.int64))
+        elif self.select == "layer":
+            for i, p in enumerate(rec.params):
+                off, n = rec.offsets[i], p.numel()
+                if n < self.dense_below:
+                    parts.append(torch.arange(off, off + n, dtype=torch.int64))
+                    continue
+                idx, _ = topk_select(v[off:off + n], math.ceil(d * n))
+                parts.append(idx + off)
+                masked.append(parts[-1])
+        else:
+            parts, masked = self._select_bucket(rec, v, d)
+        idx = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if self.select != "layer" and d < 1:
+            idx, _ = torch.sort(idx)
+        val = v[idx]
+        if self.error_feedback:
+            v[idx] = 0
+        else:
+            v.zero_()
+        if u is not None and self.masking and masked:
+            u[torch.cat(masked)] = 0
+        self.sent += idx.numel()
+        return idx, val
+
+    def _select_bucket(self, rec, v, d):
+        """One selection over the bucket's sparse layers (small ones dense);
+        a layer that sent nothing for max_idle steps gets its own share."""
+        dense, sparse = [], []
+        for i, p in enumerate(rec.params):
+            (dense if p.numel() < self.dense_below else sparse).append(i)
+        parts = [torch.arange(rec.offsets[i], rec.offsets[i] + rec.params[i].numel(),
+                              dtype=torch.int64) for i in dense]
+        if not sparse:
+            return parts, []
+        # the sparse layers are contiguous runs; select over a gathered copy
+        segs = [(rec.offsets[i], rec.params[i].numel()) for i in sparse]
+        flat = torch.cat([v[o:o + n] for o, n in segs]) if len(segs) > 1 else v[
+            segs[0][0]:segs[0][0] + segs[0][1]].contiguous()
+        k = math.ceil(d * flat.numel())
+        sel, _ = topk_select(flat, k)
+        # map positions in flat back to the bucket
+        starts = torch.tensor([0] + [n for _, n in segs]).cumsum(0)
+        which = torch.bucketize(sel, starts[1:], right=True)
+        offs = torch.tensor([o for o, _ in segs])
+        picked = sel - starts[which] + offs[which]
+        counts = torch.bincount(which, minlength=len(segs)).tolist()
+        extra = []
+        for j, i in enumerate(sparse):
+            if counts[j]:
+                rec.idle[i] = 0
+                continue
+            rec.idle[i] += 1
+            self.starved += 1
+            self.longest_idle = max(self.longest_idle, rec.idle[i])
+            if self.max_idle is not None and rec.idle[i] >= self.max_idle:
+                o, n = segs[j]
+                e, _ = topk_select(v[o:o + n], math.ceil(d * n))
+                extra.append(e + o)
+                rec.idle[i] = 0
+                self.forced += 1
+        out = [picked] + extra
+        return parts + out, out
+
+    # -- state ------------------------------------------------------------------
+    def state_dict(self):
+        if self.params is None:
+            raise RuntimeError("TopkState.state_dict() needs the parameters' order: give "
+                               "TopkState(model=...) or use pbox.torch.TopkSGD")
+        state = {}
+        for i, p in enumerate(self.params):
+            pv = self._pviews.get(id(p)) or self._pending.get(id(p))
+            if pv is None:
+                continue
+            v, u = pv
+            state[i] = {"residual": v.detach().clone().view(p.shape),
+                        "momentum": None if u is None else u.detach().clone().view(p.shape)}
+        return {"step": self.step, "density": self.density, "momentum": self.momentum,
+                "state": state}
+
+    def load_state_dict(self, sd):
+        if self.params is None:
+            raise RuntimeError("TopkState.load_state_dict() needs the parameters' order: give "
+                               "TopkState(model=...) or use pbox.torch.TopkSGD")
+        self.step = int(sd.get("step", 0))
+        state = sd.get("state", {})
+        bad = [i for i in state if not (0 <= int(i) < len(self.params)) or
+               tuple(state[i]["residual"].shape) != tuple(self.params[int(i)].shape)]
+        if bad:
+            i = bad[0]
+            have = tuple(self.params[int(i)].shape) if 0 <= int(i) < len(self.params) else None
+            warnings.warn(f"pbox.torch.TopkState.load_state_dict: the model's shapes changed "
+                          f"(parameter {i}: saved {tuple(state[i]['residual'].shape)}, now "
+                          f"{have}); the residuals and momentum are dropped", RuntimeWarning,
+                          stacklevel=3)
+            state = {}
+        self._pending = {}
+        for p in self.params:   # what is not in the state_dict starts from zero
+            pv = self._pviews.get(id(p))
+            if pv is not None:
+                pv[0].zero_()
+                if pv[1] is not None:
+                    pv[1].zero_()
+        for i, st in state.items():
+            p = self.params[int(i)]
+            r, mo = st["residual"], st.get("momentum")
+            if mo is not None and not self.momentum:
+                mo = None
+            pv = self._pviews.get(id(p))
+            if pv is None:
+                self._pending[id(p)] = (r.detach().clone(), None if mo is None else
+                                        mo.detach().clone())
+                continue
+            pv[0].copy_(r.reshape(-1))
+            if pv[1] is not None and mo is not None:
+                pv[1].copy_(mo.reshape(-1))
