@@ -7,7 +7,9 @@ environment, PBOX_CONTROL and PBOX_JOB) and write one JSON per run.
     python3 run.py --task mlp --steps 300 --runs dense,topk:0.01,psgd:1 --out DIR
 
 Runs: dense (DDP's own allreduce), topk:DENSITY[:key=value,...] (topk_hook
-with pbox.torch.TopkSGD, or the task's Adam with error feedback alone),
+with pbox.torch.TopkSGD, or TopkAdam for the Adam task; plain=true: the
+task's torch.optim.Adam on the averaged sparse gradient, error feedback
+alone),
 psgd:RANK (torch's powerSGD_hook, start_powerSGD_iter 2) and
 topkeq:RANK (top-k at the density that sends PowerSGD rank RANK's bytes
 per step, which must have run before in the same call).
@@ -66,13 +68,16 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
             small = sum(p.numel() for p in model.parameters() if p.numel() < pt.DENSE_BELOW)
             density = min(1.0, max(1e-5, (b / 8 - small) / max(1, nparams - small)))
         kw = _opts(spec[1:])
+        plain = kw.pop("plain", False)
         client = pbox_client() if box else GlooClient()
         state = pt.TopkState(client, density=density, model=model, **kw)
         if task.opt == "sgd":
             opt = pt.TopkSGD(ddp.parameters(), state, lr=task.lr, momentum=0.9)
-        else:
+        elif plain:   # torch.optim.Adam on the averaged sparse gradient
             opt = task.optimizer(ddp.parameters())
             state.attach(opt)
+        else:
+            opt = pt.TopkAdam(ddp.parameters(), state, lr=task.lr)
         ddp.register_comm_hook(state, pt.topk_hook)
     elif kind == "psgd":
         ps = P.PowerSGDState(process_group=None, matrix_approximation_rank=int(spec[0]),
@@ -143,7 +148,10 @@ def worker(rank, args):
             print(f"{args.task:12s} {run:28s} final {res['final']:.4f} "
                   f"bytes/step {res['bytes_per_step']:10.0f} "
                   f"ms/step {1e3 * res['time_per_step']:6.2f} "
-                  f"({res['seconds']:.0f} s)", flush=True)
+                  f"({res['seconds']:.0f} s)"
+                  + (f" starved {res['starved']} longest {res['longest_idle']} forced "
+                     f"{res['forced']} topk ms/step {1e3 * res['topk_seconds_per_step']:.2f}"
+                     if "starved" in res else ""), flush=True)
             if args.out:
                 os.makedirs(args.out, exist_ok=True)
                 name = f"{args.task}-{run.replace(':', '_').replace('=', '-')}.json"

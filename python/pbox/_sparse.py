@@ -11,6 +11,8 @@ box sees the same sparse records as pbox_allreduce_topk's.
 The rule per bucket and step (u: momentum, v: residual, both per entry):
     g = clip(g) + weight_decay * p
     momentum m > 0:  u = m u + g;  v += u  (Nesterov: v += g + m u)
+    TopkAdam:        Adam's moments of g on the worker, v += their step
+                     direction (bias-corrected m / (sqrt(s) + eps))
     else:            v += g
     send the top density(step) of v per layer (all of a small tensor's),
     zero v where sent and, with masking, u there too (sparse layers only).
@@ -94,9 +96,9 @@ class _Record:
     """One bucket: its parameters, their offsets, the flat residual v and
     momentum u (views of which are each parameter's state)."""
 
-    __slots__ = ("params", "offsets", "numel", "v", "u", "idle")
+    __slots__ = ("params", "offsets", "numel", "v", "u", "w", "idle")
 
-    def __init__(self, params, numel, momentum):
+    def __init__(self, params, numel, momentum, adam=False):
         self.params = list(params)
         self.offsets = []
         n = 0
@@ -107,13 +109,14 @@ class _Record:
             raise RuntimeError(f"DDP bucket of {numel} elements holds parameters of {n}")
         self.numel = n
         self.v = torch.zeros(n)
-        self.u = torch.zeros(n) if momentum else None
+        self.u = torch.zeros(n) if momentum or adam else None
+        self.w = torch.zeros(n) if adam else None   # Adam's exp_avg_sq
         self.idle = [0] * len(self.params)   # steps since a parameter last sent an entry
 
     def views(self, i):
         off, p = self.offsets[i], self.params[i]
         sl = slice(off, off + p.numel())
-        return self.v[sl], (self.u[sl] if self.u is not None else None)
+        return tuple(None if t is None else t[sl] for t in (self.v, self.u, self.w))
 
 
 class Engine:
@@ -131,6 +134,7 @@ class Engine:
         self.dense_below = dense_below
         self.select = select
         self.max_idle = max_idle
+        self.adam = None            # (beta1, beta2, eps): TopkAdam's moments on the worker
         self.step = 0               # completed steps (a bucket said is_last)
         self.weight_decay = {}      # id(param) -> weight decay (TopkSGD)
         self.params = None          # the optimizer's parameters, in order (state_dict)
@@ -152,17 +156,21 @@ class Engine:
 
     def _record(self, key, bucket):
         rec = self._recs.get(key)
-        if rec is not None:
+        params = bucket.parameters()
+        if rec is not None and len(rec.params) == len(params) and \
+                all(a is b for a, b in zip(rec.params, params)):
             return rec
-        rec = _Record(bucket.parameters(), bucket.buffer().numel(), self.momentum)
+        # a new bucket, or a rebuilt one under the same key (same index and
+        # size, other parameters or order): its parameters' state moves in
+        rec = _Record(params, bucket.buffer().numel(), self.momentum, self.adam is not None)
         for i, p in enumerate(rec.params):
-            v, u = rec.views(i)
+            new = rec.views(i)
             old = self._pviews.get(id(p)) or self._pending.pop(id(p), None)
             if old is not None:   # a rebuilt bucket, or a loaded state_dict
-                v.copy_(old[0].reshape(-1))
-                if u is not None and old[1] is not None:
-                    u.copy_(old[1].reshape(-1))
-            self._pviews[id(p)] = (v, u)
+                for dst, src in zip(new, old):
+                    if dst is not None and src is not None:
+                        dst.copy_(src.reshape(-1))
+            self._pviews[id(p)] = new
         self._recs[key] = rec
         return rec
 
@@ -183,7 +191,16 @@ class Engine:
                 if wd:
                     g[off:off + p.numel()].add_(p.detach().reshape(-1), alpha=wd)
         v, u, m = rec.v, rec.u, self.momentum
-        if u is not None:
+        if self.adam is not None:
+            # Adam on the worker's own gradient; its step direction is what
+            # is accumulated and selected (TopkAdam)
+            b1, b2, eps = self.adam
+            t = self.step + 1
+            u.mul_(b1).add_(g, alpha=1 - b1)
+            rec.w.mul_(b2).addcmul_(g, g, value=1 - b2)
+            den = (rec.w / (1 - b2 ** t)).sqrt_().add_(eps)
+            v.addcdiv_(u, den, value=1 / (1 - b1 ** t))
+        elif u is not None:
             u.mul_(m).add_(g)
             if self.nesterov:
                 v.add_(g).add_(u, alpha=m)
@@ -214,7 +231,7 @@ class Engine:
             v[idx] = 0
         else:
             v.zero_()
-        if u is not None and self.masking and masked:
+        if u is not None and self.masking and masked and self.adam is None:
             u[torch.cat(masked)] = 0
         self.sent += idx.numel()
         return idx, val
@@ -268,9 +285,8 @@ class Engine:
             pv = self._pviews.get(id(p)) or self._pending.get(id(p))
             if pv is None:
                 continue
-            v, u = pv
-            state[i] = {"residual": v.detach().clone().view(p.shape),
-                        "momentum": None if u is None else u.detach().clone().view(p.shape)}
+            state[i] = {name: None if t is None else t.detach().clone().view(p.shape)
+                        for name, t in zip(("residual", "momentum", "exp_avg_sq"), pv)}
         return {"step": self.step, "density": self.density, "momentum": self.momentum,
                 "state": state}
 
@@ -292,21 +308,17 @@ class Engine:
             state = {}
         self._pending = {}
         for p in self.params:   # what is not in the state_dict starts from zero
-            pv = self._pviews.get(id(p))
-            if pv is not None:
-                pv[0].zero_()
-                if pv[1] is not None:
-                    pv[1].zero_()
+            for t in self._pviews.get(id(p), ()):
+                if t is not None:
+                    t.zero_()
         for i, st in state.items():
             p = self.params[int(i)]
-            r, mo = st["residual"], st.get("momentum")
-            if mo is not None and not self.momentum:
-                mo = None
+            got = tuple(None if st.get(n) is None else st[n].detach().clone()
+                        for n in ("residual", "momentum", "exp_avg_sq"))
             pv = self._pviews.get(id(p))
             if pv is None:
-                self._pending[id(p)] = (r.detach().clone(), None if mo is None else
-                                        mo.detach().clone())
+                self._pending[id(p)] = got
                 continue
-            pv[0].copy_(r.reshape(-1))
-            if pv[1] is not None and mo is not None:
-                pv[1].copy_(mo.reshape(-1))
+            for dst, src in zip(pv, got):
+                if dst is not None and src is not None:
+                    dst.copy_(src.reshape(-1))

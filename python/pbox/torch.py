@@ -64,7 +64,7 @@ from . import Client, Error, EAGAIN, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _en
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
-           "BoxOptimizer", "ps_key_for", "TopkState", "TopkSGD", "topk_hook", "topk_allreduce",
+           "BoxOptimizer", "ps_key_for", "TopkState", "TopkSGD", "TopkAdam", "topk_hook", "topk_allreduce",
            "sparse_allreduce", "ProcessGroupPBox", "set_backend_options"]
 
 _KEY_MASK = 0x7FFFFFFF
@@ -518,7 +518,10 @@ class TopkState(State):
         would be applied twice; Adam's moments are no momentum the
         correction can carry), or torch.optim.SGD with momentum beside it."""
         kind = type(optimizer).__name__
-        if self.momentum > 0 and not isinstance(optimizer, TopkSGD):
+        if self.momentum > 0 and isinstance(optimizer, TopkAdam):
+            raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
+                             "with momentum=0")
+        if self.momentum > 0 and not isinstance(optimizer, (TopkSGD, TopkAdam)):
             if isinstance(optimizer, torch.optim.SGD):
                 if any(g.get("momentum", 0) for g in optimizer.param_groups):
                     raise ValueError("TopkState(momentum=...) does the momentum (momentum "
@@ -615,6 +618,69 @@ def topk_hook(state, bucket):
         return buf.div_(world)
 
     return state.submit(buf, key, finish, start)
+
+
+class TopkAdam(torch.optim.Optimizer):
+    """Adam for DDP with topk_hook: each rank runs Adam's moments on its
+    own gradient in the hook and the top-k (with error feedback) of Adam's
+    step direction is what goes to the box; this optimizer's step applies
+    the average: p -= lr * (grad + weight_decay * p) (decoupled weight
+    decay, AdamW's). Plain error feedback under torch.optim.Adam delays
+    each entry's gradient by about 1/density steps and Adam then takes one
+    normalised step for what should have been many (docs/pytorch.md).
+
+    TopkAdam(params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+             weight_decay=0)
+    One betas and eps for all param groups (the hook's); lr and
+    weight_decay per group. state_dict() carries the moments and residuals
+    under "pbox_topk"."""
+
+    def __init__(self, params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        if not isinstance(state, TopkState):
+            raise TypeError(f"TopkAdam needs a pbox.torch.TopkState, not {type(state).__name__}")
+        if state.momentum:
+            raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
+                             "with momentum=0")
+        if state.local is not None:
+            raise ValueError("TopkAdam: hierarchical top-k (TopkState(local=...)) selects in "
+                             "libpbox; not supported")
+        b1, b2 = (_real_arg("betas", b) for b in betas)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"TopkAdam: betas {betas} must be in [0, 1)")
+        if not _real_arg("eps", eps) > 0:
+            raise ValueError(f"TopkAdam: eps {eps} must be > 0")
+        if _real_arg("lr", lr) < 0 or _real_arg("weight_decay", weight_decay) < 0:
+            raise ValueError("TopkAdam: lr and weight_decay must be >= 0")
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+        state.engine.adam = (b1, b2, float(eps))
+        self.topk_state = state
+        state.attach(self)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if g["weight_decay"]:
+                        p.mul_(1 - g["lr"] * g["weight_decay"])
+                    p.add_(p.grad, alpha=-g["lr"])
+        return loss
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["pbox_topk"] = self.topk_state.state_dict()
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        topk = state_dict.pop("pbox_topk", None)
+        super().load_state_dict(state_dict)
+        if topk is not None:
+            self.topk_state.load_state_dict(topk)
 
 
 class TopkSGD(torch.optim.SGD):
