@@ -114,7 +114,8 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
         bps = counted[0] / steps
     else:
         bps = client.stats()["bytes_sent"] / steps
-    res = {"final": final, "bytes_per_step": bps, "params": nparams,
+    held = task.heldout(model) if hasattr(task, "heldout") else None
+    res = {"final": final, "heldout": held, "bytes_per_step": bps, "params": nparams,
            "time_per_step": sum(times[10:]) / max(1, len(times) - 10),
            "curve": losses[::max(1, steps // 50)]}
     if state is not None:
@@ -146,6 +147,7 @@ def worker(rank, args):
         done[run] = res
         if rank == 0:
             print(f"{args.task:12s} {run:28s} final {res['final']:.4f} "
+                  + (f"held-out {res['heldout']:.4f} " if res["heldout"] is not None else "") +
                   f"bytes/step {res['bytes_per_step']:10.0f} "
                   f"ms/step {1e3 * res['time_per_step']:6.2f} "
                   f"({res['seconds']:.0f} s)"

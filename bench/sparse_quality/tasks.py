@@ -108,9 +108,14 @@ class MLP(Task):
     def make_model(self):
         return _teacher_mlp()
 
-    def loss(self, model, step, rank):
-        x = torch.randn((self.batch, 64), generator=self.gen(step, rank))
+    def loss(self, model, step, rank, n=None):
+        x = torch.randn((n or self.batch, 64), generator=self.gen(step, rank))
         return F.cross_entropy(model(x), self.teacher(x).argmax(1))
+
+    @torch.no_grad()
+    def heldout(self, model, n=4096):
+        """The model's loss on n samples no run trains on."""
+        return float(self.loss(model, -1, 999, n))
 
 
 class CNN(Task):

@@ -31,6 +31,8 @@ from . import _lib
 DENSE_BELOW = 1024          # tensors under this many elements go dense
 WARMUP_STEPS = 0            # steps of the warm-up (0: none)
 WARMUP_START = 0.25         # density at step 0 of the warm-up
+SELECT = "bucket"           # one selection per bucket ...
+MAX_IDLE = 20               # ... but a tensor idle this many steps gets its share
 
 
 def topk_select(x, k):
@@ -96,7 +98,7 @@ class _Record:
     """One bucket: its parameters, their offsets, the flat residual v and
     momentum u (views of which are each parameter's state)."""
 
-    __slots__ = ("params", "offsets", "numel", "v", "u", "w", "idle")
+    __slots__ = ("params", "offsets", "numel", "v", "u", "w", "perm")
 
     def __init__(self, params, numel, momentum, adam=False):
         self.params = list(params)
@@ -111,7 +113,7 @@ class _Record:
         self.v = torch.zeros(n)
         self.u = torch.zeros(n) if momentum or adam else None
         self.w = torch.zeros(n) if adam else None   # Adam's exp_avg_sq
-        self.idle = [0] * len(self.params)   # steps since a parameter last sent an entry
+        self.perm = None       # bucket positions in canonical order (Engine._canon)
 
     def views(self, i):
         off, p = self.offsets[i], self.params[i]
@@ -136,6 +138,7 @@ class Engine:
         self.max_idle = max_idle
         self.adam = None            # (beta1, beta2, eps): TopkAdam's moments on the worker
         self.step = 0               # completed steps (a bucket said is_last)
+        self.idle = {}              # id(param) -> steps since it last sent an entry
         self.weight_decay = {}      # id(param) -> weight decay (TopkSGD)
         self.params = None          # the optimizer's parameters, in order (state_dict)
         self._recs = {}             # key -> _Record
@@ -171,8 +174,25 @@ class Engine:
                     if dst is not None and src is not None:
                         dst.copy_(src.reshape(-1))
             self._pviews[id(p)] = new
+        self._canon(rec)
         self._recs[key] = rec
         return rec
+
+    def _canon(self, rec):
+        """The selection over a bucket must not depend on the order DDP put
+        its parameters in (the first iteration's layout differs from the
+        rebuilt one, and a resumed run starts with the first): with the
+        parameters' order known (self.params), rec.perm lists the bucket's
+        positions parameter by parameter in that order."""
+        if self.params is None or len(rec.params) < 2:
+            return
+        pos = {id(p): i for i, p in enumerate(self.params)}
+        order = sorted(range(len(rec.params)), key=lambda i: pos.get(id(rec.params[i]), -1))
+        if order == list(range(len(rec.params))):
+            return
+        rec.perm = torch.cat([torch.arange(rec.offsets[i], rec.offsets[i] +
+                                           rec.params[i].numel(), dtype=torch.int64)
+                              for i in order])
 
     @torch.no_grad()
     def prepare(self, key, bucket, g, world):
@@ -237,42 +257,47 @@ class Engine:
         return idx, val
 
     def _select_bucket(self, rec, v, d):
-        """One selection over the bucket's sparse layers (small ones dense);
-        a layer that sent nothing for max_idle steps gets its own share."""
-        dense, sparse = [], []
+        """One selection over the whole bucket (small tensors are sent whole
+        besides); a tensor that sent nothing for max_idle steps gets its
+        own share. Returns (index parts, the parts to mask)."""
+        parts, sparse = [], []
         for i, p in enumerate(rec.params):
-            (dense if p.numel() < self.dense_below else sparse).append(i)
-        parts = [torch.arange(rec.offsets[i], rec.offsets[i] + rec.params[i].numel(),
-                              dtype=torch.int64) for i in dense]
+            if p.numel() < self.dense_below:
+                parts.append(torch.arange(rec.offsets[i], rec.offsets[i] + p.numel(),
+                                          dtype=torch.int64))
+            else:
+                sparse.append(i)
         if not sparse:
             return parts, []
-        # the sparse layers are contiguous runs; select over a gathered copy
-        segs = [(rec.offsets[i], rec.params[i].numel()) for i in sparse]
-        flat = torch.cat([v[o:o + n] for o, n in segs]) if len(segs) > 1 else v[
-            segs[0][0]:segs[0][0] + segs[0][1]].contiguous()
-        k = math.ceil(d * flat.numel())
-        sel, _ = topk_select(flat, k)
-        # map positions in flat back to the bucket
-        starts = torch.tensor([0] + [n for _, n in segs]).cumsum(0)
-        which = torch.bucketize(sel, starts[1:], right=True)
-        offs = torch.tensor([o for o, _ in segs])
-        picked = sel - starts[which] + offs[which]
-        counts = torch.bincount(which, minlength=len(segs)).tolist()
+        nsparse = sum(rec.params[i].numel() for i in sparse)
+        k = math.ceil(d * nsparse)
+        if rec.perm is None:
+            sel, _ = topk_select(v, k)
+        else:   # select in the parameters' canonical order, map back
+            sel, _ = topk_select(v[rec.perm], k)
+            sel, _ = torch.sort(rec.perm[sel])
+        bounds = torch.tensor(rec.offsets[1:], dtype=torch.int64)
+        which = torch.bucketize(sel, bounds, right=True)
+        is_sparse = torch.zeros(len(rec.params), dtype=torch.bool)
+        is_sparse[sparse] = True
+        sel = sel[is_sparse[which]]        # the small tensors' entries are in parts
+        counts = torch.bincount(which, minlength=len(rec.params)).tolist()
         extra = []
-        for j, i in enumerate(sparse):
-            if counts[j]:
-                rec.idle[i] = 0
+        for i in sparse:
+            if counts[i]:
+                self.idle[id(rec.params[i])] = 0
                 continue
-            rec.idle[i] += 1
+            pid = id(rec.params[i])
+            self.idle[pid] = self.idle.get(pid, 0) + 1
             self.starved += 1
-            self.longest_idle = max(self.longest_idle, rec.idle[i])
-            if self.max_idle is not None and rec.idle[i] >= self.max_idle:
-                o, n = segs[j]
+            self.longest_idle = max(self.longest_idle, self.idle[pid])
+            if self.max_idle is not None and self.idle[pid] >= self.max_idle:
+                o, n = rec.offsets[i], rec.params[i].numel()
                 e, _ = topk_select(v[o:o + n], math.ceil(d * n))
                 extra.append(e + o)
-                rec.idle[i] = 0
+                self.idle[pid] = 0
                 self.forced += 1
-        out = [picked] + extra
+        out = [sel] + extra
         return parts + out, out
 
     # -- state ------------------------------------------------------------------
@@ -287,14 +312,17 @@ class Engine:
                 continue
             state[i] = {name: None if t is None else t.detach().clone().view(p.shape)
                         for name, t in zip(("residual", "momentum", "exp_avg_sq"), pv)}
+        idle = {i: self.idle[id(p)] for i, p in enumerate(self.params) if self.idle.get(id(p))}
         return {"step": self.step, "density": self.density, "momentum": self.momentum,
-                "state": state}
+                "state": state, "idle": idle}
 
     def load_state_dict(self, sd):
         if self.params is None:
             raise RuntimeError("TopkState.load_state_dict() needs the parameters' order: give "
                                "TopkState(model=...) or use pbox.torch.TopkSGD")
         self.step = int(sd.get("step", 0))
+        self.idle = {id(self.params[int(i)]): int(n) for i, n in sd.get("idle", {}).items()
+                     if 0 <= int(i) < len(self.params)}
         state = sd.get("state", {})
         bad = [i for i in state if not (0 <= int(i) < len(self.params)) or
                tuple(state[i]["residual"].shape) != tuple(self.params[int(i)].shape)]

@@ -59,7 +59,7 @@ import torch
 from torch.optim.optimizer import required as _torch_required
 
 from . import _sparse
-from ._sparse import DENSE_BELOW, WARMUP_STEPS, WARMUP_START  # noqa: F401 (docs)
+from ._sparse import DENSE_BELOW, WARMUP_STEPS, WARMUP_START, MAX_IDLE  # noqa: F401 (docs)
 from . import Client, Error, EAGAIN, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
@@ -392,7 +392,7 @@ class TopkState(State):
               error_feedback=True, momentum=0.0, local=None, *,
               nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
               warmup_start=WARMUP_START, schedule=None,
-              dense_below=DENSE_BELOW, select="layer", max_idle=None,
+              dense_below=DENSE_BELOW, select="bucket", max_idle=MAX_IDLE,
               model=None)
       density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
@@ -415,10 +415,10 @@ class TopkState(State):
                       the points; the last density must be `density`.
       dense_below:    tensors (parameters) of fewer elements are sent whole
                       (biases, norms).
-      select:         "layer": each tensor sends its own top density
-                      (never starves a layer); "bucket": one selection over
-                      the bucket's tensors; max_idle then gives a tensor
-                      that sent nothing for that many steps its own share.
+      select:         "bucket": one selection over the bucket's tensors, and
+                      a tensor that sent nothing for max_idle steps gets its
+                      own share then (None: no guard); "layer": each tensor
+                      sends its own top density (never starves one).
       model:          the module (or the parameters, in order) whose
                       residuals state_dict() names; TopkSGD gives its own.
       local:          hierarchical top-k (CPU buckets): (local_rank, local_size)
@@ -440,7 +440,7 @@ class TopkState(State):
     def __init__(self, client=None, name="topk", world=None, density=0.01,
                  error_feedback=True, momentum=0.0, local=None, *, nesterov=False,
                  masking=True, clip=None, warmup=None, warmup_start=None, schedule=None,
-                 dense_below=None, select="layer", max_idle=None, model=None):
+                 dense_below=None, select=None, max_idle=-1, model=None):
         density = _real_arg("density", density)
         momentum = _real_arg("momentum", momentum)
         if not 0 < density <= 1:
@@ -451,6 +451,8 @@ class TopkState(State):
             raise ValueError("nesterov=True needs a momentum > 0")
         if clip is not None and not _real_arg("clip", clip) > 0:
             raise ValueError(f"clip {clip} must be > 0 (None: no clipping)")
+        select = _sparse.SELECT if select is None else select
+        max_idle = _sparse.MAX_IDLE if max_idle == -1 else max_idle
         if select not in ("layer", "bucket"):
             raise ValueError(f"select must be 'layer' or 'bucket', not {select!r}")
         if max_idle is not None and int(max_idle) < 1:

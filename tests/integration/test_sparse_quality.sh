@@ -5,7 +5,7 @@
 # tasks against PowerSGD is make sparse-quality, bench/sparse_quality):
 # sparse_quality_check.py on 4 ranks over the box: bad TopkState/TopkSGD
 # arguments refused at construction, the MLP task's top-k 1% run (TopkSGD,
-# the defaults) within 10% of the dense run's final loss after STEPS
+# the defaults) within 10% of the dense run's held-out loss after STEPS
 # steps, and a checkpointed sparse run resumed from its state_dict (with
 # the residuals and momentum) giving the same losses bit for bit as the
 # run that did not stop; other shapes drop the state with a warning.
