@@ -309,6 +309,13 @@ LONG_TESTS = topk_train soak
 integration: all
 	@BUILD=$(BUILD) SKIP="$(LONG_TESTS)" bash tests/integration/run.sh
 
+# The training-quality suite of sparse gradients (bench/sparse_quality:
+# four tasks, dense / top-k / PowerSGD on 4 Gloo ranks, about 10-25
+# minutes on two cores): table and plot in build/sparse_quality.
+.PHONY: sparse-quality
+sparse-quality: all
+	@OUT=$(CURDIR)/$(BUILD)/sparse_quality bash bench/sparse_quality/suite.sh
+
 .PHONY: integration-long
 integration-long: all
 	@for t in $(LONG_TESTS); do BUILD=$(BUILD) ONLY=test_$$t TRANSPORTS=udp \

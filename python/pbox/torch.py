@@ -53,16 +53,19 @@ import hashlib
 import math
 import queue
 import threading
+import time
 import weakref
 
 import torch
 from torch.optim.optimizer import required as _torch_required
 
+from . import _sparse
+from ._sparse import DENSE_BELOW, WARMUP_STEPS, WARMUP_START, MAX_IDLE  # noqa: F401 (docs)
 from . import Client, Error, EAGAIN, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
            "key_bytes_for",
-           "BoxOptimizer", "ps_key_for", "TopkState", "topk_hook", "topk_allreduce",
+           "BoxOptimizer", "ps_key_for", "TopkState", "TopkSGD", "TopkAdam", "topk_hook", "topk_allreduce",
            "sparse_allreduce", "ProcessGroupPBox", "set_backend_options"]
 
 _KEY_MASK = 0x7FFFFFFF
@@ -220,9 +223,10 @@ class State:
         """Start the sum of buf under key (a dense allreduce)."""
         return self.client.iallreduce(buf, key)
 
-    def submit(self, buf, key, finish):
-        """Start the sum of buf under key; return a Future completed with
-        finish() (run on the waiter thread) once the sum is in buf."""
+    def submit(self, buf, key, finish, start=None):
+        """Start the sum of buf under key (start(buf, key) if given, else a
+        dense allreduce); return a Future completed with finish() (run on
+        the waiter thread) once the sum is in buf."""
         fut = torch.futures.Future()
         # Python's set_exception stores the exception as the value; DDP (C++)
         # would then fail with "Unable to cast ... to Tensor". Chaining
@@ -232,7 +236,7 @@ class State:
         # one torch.profiler span per bucket, from its start until its sum is in
         with torch.autograd.profiler.record_function("pbox::bucket") as rf:
             try:
-                req = self._request(buf, key)
+                req = (start or self._request)(buf, key)
             except Exception as e:
                 fut.set_exception(e)
                 return out
@@ -386,34 +390,90 @@ class TopkState(State):
     """State of topk_hook: State(client, name, world) plus the sparsity.
 
     TopkState(client=None, name="topk", world=None, density=0.01,
-              error_feedback=True, momentum=0.0, local=None)
-      density:        fraction of each bucket's entries sent, (0, 1].
+              error_feedback=True, momentum=0.0, local=None, *,
+              nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
+              warmup_start=WARMUP_START, schedule=None,
+              dense_below=DENSE_BELOW, select="bucket", max_idle=MAX_IDLE,
+              model=None)
+      density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
                       rest is dropped.
       momentum:       momentum correction (Lin et al., Deep Gradient
                       Compression): momentum accumulated before selection,
-                      cleared where sent; then the optimizer runs without
-                      momentum. 0 = off.
+                      then the optimizer runs without momentum. 0 = off.
+                      pbox.torch.TopkSGD sets it (and nesterov, weight
+                      decay) from its own arguments.
+      nesterov:       Nesterov momentum in the correction (v += g + m u).
+      masking:        momentum factor masking: clear the momentum where an
+                      entry of a sparse layer was sent.
+      clip:           local gradient clipping: each bucket's gradient is
+                      scaled to an L2 norm of at most clip / sqrt(world)
+                      before it is accumulated. None = off.
+      warmup, warmup_start: density falls exponentially from warmup_start
+                      at step 0 to density at step `warmup` (0: no warm-up).
+      schedule:       instead, [(step, density), ...]: exponential between
+                      the points; the last density must be `density`.
+      dense_below:    tensors (parameters) of fewer elements are sent whole
+                      (biases, norms).
+      select:         "bucket": one selection over the bucket's tensors, and
+                      a tensor that sent nothing for max_idle steps gets its
+                      own share then (None: no guard); "layer": each tensor
+                      sends its own top density (never starves one).
+      model:          the module (or the parameters, in order) whose
+                      residuals state_dict() names; TopkSGD gives its own.
       local:          hierarchical top-k (CPU buckets): (local_rank, local_size)
                       of this rank on its host, or "env" for torchrun's
                       LOCAL_RANK and LOCAL_WORLD_SIZE. The host's ranks
                       (consecutive, local rank 0 first) sum each bucket through
                       shared memory; local rank 0 alone keeps the residual,
                       selects and sends. None (default): every rank on its own.
-    A bucket's residual is kept under its key: when DDP rebuilds its
-    buckets after the first iteration, the first layout's keys are released
-    and their residuals dropped (they belong to buckets that no longer
-    exist).
+    CPU float32 buckets without `local` run all of the above on the worker
+    (pbox/_sparse.py); the others (CUDA, 16-bit, hierarchical) use
+    libpbox's own top-k with the schedule's density and, on the host,
+    libpbox's momentum correction (nesterov, masking, clip, layer-aware
+    selection and state_dict() do not apply to them).
+    When DDP rebuilds its buckets after the first iteration, the first
+    layout's keys are released; the worker-side residuals move to the new
+    buckets parameter by parameter (libpbox's are dropped).
     """
 
     def __init__(self, client=None, name="topk", world=None, density=0.01,
-                 error_feedback=True, momentum=0.0, local=None):
-        density, momentum = float(density), float(momentum)
+                 error_feedback=True, momentum=0.0, local=None, *, nesterov=False,
+                 masking=True, clip=None, warmup=None, warmup_start=None, schedule=None,
+                 dense_below=None, select=None, max_idle=-1, model=None):
+        density = _real_arg("density", density)
+        momentum = _real_arg("momentum", momentum)
         if not 0 < density <= 1:
             raise ValueError(f"density {density} is outside (0, 1]")
         if not 0 <= momentum < 1:
             raise ValueError(f"momentum {momentum} is outside [0, 1)")
+        if nesterov and momentum <= 0:
+            raise ValueError("nesterov=True needs a momentum > 0")
+        if clip is not None and not _real_arg("clip", clip) > 0:
+            raise ValueError(f"clip {clip} must be > 0 (None: no clipping)")
+        select = _sparse.SELECT if select is None else select
+        max_idle = _sparse.MAX_IDLE if max_idle == -1 else max_idle
+        if select not in ("layer", "bucket"):
+            raise ValueError(f"select must be 'layer' or 'bucket', not {select!r}")
+        if max_idle is not None and int(max_idle) < 1:
+            raise ValueError(f"max_idle {max_idle} must be >= 1 (None: no guard)")
+        dense_below = _sparse.DENSE_BELOW if dense_below is None else int(dense_below)
+        if dense_below < 0:
+            raise ValueError(f"dense_below {dense_below} must be >= 0")
+        if schedule is not None:
+            if warmup is not None or warmup_start is not None:
+                raise ValueError("give either schedule or warmup/warmup_start, not both")
+            sched = _sparse.Schedule(density, schedule)
+        else:
+            ws = _sparse.WARMUP_STEPS if warmup is None else int(warmup)
+            start = _sparse.WARMUP_START if warmup_start is None else \
+                _real_arg("warmup_start", warmup_start)
+            if ws < 0:
+                raise ValueError(f"warmup {ws} must be >= 0 steps")
+            if not 0 < start <= 1:
+                raise ValueError(f"warmup_start {start} is outside (0, 1]")
+            sched = _sparse.warmup_schedule(density, ws, start)
         super().__init__(client, "topk|" + str(name), world)
         self.density, self.error_feedback, self.momentum = density, bool(error_feedback), momentum
         if local == "env":
@@ -430,12 +490,79 @@ class TopkState(State):
                 raise ValueError(f"local=({lr}, {ls}): need 0 <= local_rank < local_size")
             local = None if ls == 1 else (lr, ls)
         self.local = local
+        self.engine = _sparse.Engine(density, self.error_feedback, momentum, bool(nesterov),
+                                     bool(masking), clip, sched, dense_below, select,
+                                     None if max_idle is None else int(max_idle))
+        if model is not None:
+            self.engine.params = list(model.parameters() if isinstance(model, torch.nn.Module)
+                                      else model)
+        self._libkeys = set()   # keys on libpbox's top-k path (a residual there)
+        self.optimizer = None
+
+    @property
+    def nesterov(self):
+        return self.engine.nesterov
+
+    @property
+    def step(self):
+        """Steps completed (iterations whose last bucket went out)."""
+        return self.engine.step
+
+    def density_now(self):
+        """The density this step's buckets are sent at (the schedule's)."""
+        return self.engine.density_at()
+
+    def attach(self, optimizer):
+        """Check that `optimizer` suits this state's momentum correction
+        and take its parameters' order for state_dict(). TopkSGD calls it;
+        with another optimizer call it yourself. ValueError: momentum
+        correction (momentum > 0) with an optimizer other than
+        pbox.torch.TopkSGD or torch.optim.SGD without momentum (momentum
+        would be applied twice; Adam's moments are no momentum the
+        correction can carry), or torch.optim.SGD with momentum beside it."""
+        kind = type(optimizer).__name__
+        if self.momentum > 0 and isinstance(optimizer, TopkAdam):
+            raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
+                             "with momentum=0")
+        if self.momentum > 0 and not isinstance(optimizer, (TopkSGD, TopkAdam)):
+            if isinstance(optimizer, torch.optim.SGD):
+                if any(g.get("momentum", 0) for g in optimizer.param_groups):
+                    raise ValueError("TopkState(momentum=...) does the momentum (momentum "
+                                     "correction): the torch.optim.SGD beside it must have "
+                                     "momentum=0 (or use pbox.torch.TopkSGD)")
+            else:
+                raise ValueError(f"momentum correction (TopkState(momentum="
+                                 f"{self.momentum:g})) works with SGD only, not {kind}: use "
+                                 "pbox.torch.TopkSGD, or momentum=0 (error feedback alone) "
+                                 "for Adam and others (docs/pytorch.md)")
+        if self.engine.params is None:
+            self.engine.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.optimizer = optimizer
+
+    def state_dict(self):
+        """The worker-side residuals and momentum, per parameter (by its
+        position in the model or optimizer), and the schedule's step."""
+        return self.engine.state_dict()
+
+    def load_state_dict(self, sd):
+        """Load state_dict()'s output; a parameter of another shape drops
+        all of it with a RuntimeWarning (the model changed)."""
+        self.engine.load_state_dict(sd)
+
+    # for hook tests and the bench: what went out
+    @property
+    def entries_sent(self):
+        return self.engine.sent
 
     def _forget(self, key):
-        self.client.topk_reset(key)
+        self.engine.forget(key)
+        if key in self._libkeys:
+            self._libkeys.discard(key)
+            self.client.topk_reset(key)
 
     def _request(self, buf, key):
-        return self.client.iallreduce_topk(buf, key, self.density,
+        self._libkeys.add(key)
+        return self.client.iallreduce_topk(buf, key, self.density_now(),
                                            error_feedback=self.error_feedback,
                                            momentum=self.momentum, local=self.local)
 
@@ -444,19 +571,195 @@ class TopkState(State):
         if self.local is not None:
             raise Error(EINVAL, "TopkState(local=...): hierarchical top-k takes CPU buckets "
                                 "(the host group sums in host memory)")
-        return self.client.iallreduce_topk_cuda(buf, key, self.density,
+        self._libkeys.add(key)
+        return self.client.iallreduce_topk_cuda(buf, key, self.density_now(),
                                                 error_feedback=self.error_feedback,
                                                 momentum=self.momentum, scale=scale,
                                                 stream=stream)
 
 
+def _real_arg(name, v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={v!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name}={v!r} is not finite")
+    return v
+
+
 def topk_hook(state, bucket):
     """Average the bucket over all ranks through the box, sending only the
     top `state.density` of its entries by magnitude (with error feedback:
-    gradient + residual). state is a TopkState."""
+    gradient + residual; TopkState for the rest). state is a TopkState."""
     if not isinstance(state, TopkState):
         return _failed(Error(EINVAL, "topk_hook needs a pbox.torch.TopkState"))
-    return allreduce_hook(state, bucket)
+    try:
+        buf = _bucket_buffer(bucket)
+        last = _is_last(bucket)
+        if buf.device.type != "cpu" or buf.dtype != torch.float32 or state.local is not None:
+            fut = allreduce_hook(state, bucket)
+            if last:
+                state.engine.step += 1
+            return fut
+        if buf.numel() == 0:
+            return _empty_bucket(state, bucket, buf)
+        key = state.key(bucket.index(), buf.numel(), buf.dtype, last)
+        t0 = time.perf_counter()
+        idx, val = state.engine.prepare(key, bucket, buf, state.world)
+        state.engine.seconds += time.perf_counter() - t0
+        if last:
+            state.engine.step += 1
+    except Exception as e:
+        return _failed(e)
+    world = state.world
+
+    def start(out, k):
+        return state.client.iallreduce_sparse(idx.numpy(), val.numpy(), out, k)
+
+    def finish():
+        return buf.div_(world)
+
+    return state.submit(buf, key, finish, start)
+
+
+class TopkAdam(torch.optim.Optimizer):
+    """Adam for DDP with topk_hook: each rank runs Adam's moments on its
+    own gradient in the hook and the top-k (with error feedback) of Adam's
+    step direction is what goes to the box; this optimizer's step applies
+    the average: p -= lr * (grad + weight_decay * p) (decoupled weight
+    decay, AdamW's). Plain error feedback under torch.optim.Adam delays
+    each entry's gradient by about 1/density steps and Adam then takes one
+    normalised step for what should have been many (docs/pytorch.md).
+
+    TopkAdam(params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+             weight_decay=0)
+    One betas and eps for all param groups (the hook's); lr and
+    weight_decay per group. state_dict() carries the moments and residuals
+    under "pbox_topk"."""
+
+    def __init__(self, params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        if not isinstance(state, TopkState):
+            raise TypeError(f"TopkAdam needs a pbox.torch.TopkState, not {type(state).__name__}")
+        if state.momentum:
+            raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
+                             "with momentum=0")
+        if state.local is not None:
+            raise ValueError("TopkAdam: hierarchical top-k (TopkState(local=...)) selects in "
+                             "libpbox; not supported")
+        b1, b2 = (_real_arg("betas", b) for b in betas)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"TopkAdam: betas {betas} must be in [0, 1)")
+        if not _real_arg("eps", eps) > 0:
+            raise ValueError(f"TopkAdam: eps {eps} must be > 0")
+        if _real_arg("lr", lr) < 0 or _real_arg("weight_decay", weight_decay) < 0:
+            raise ValueError("TopkAdam: lr and weight_decay must be >= 0")
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+        state.engine.adam = (b1, b2, float(eps))
+        self.topk_state = state
+        state.attach(self)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if g["weight_decay"]:
+                        p.mul_(1 - g["lr"] * g["weight_decay"])
+                    p.add_(p.grad, alpha=-g["lr"])
+        return loss
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["pbox_topk"] = self.topk_state.state_dict()
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        topk = state_dict.pop("pbox_topk", None)
+        super().load_state_dict(state_dict)
+        if topk is not None:
+            self.topk_state.load_state_dict(topk)
+
+
+class TopkSGD(torch.optim.SGD):
+    """torch.optim.SGD for DDP with topk_hook: the momentum (and Nesterov,
+    and weight decay) run in the hook before the selection (momentum
+    correction, TopkState), so this optimizer's own step is plain SGD on
+    the averaged sparse sum.
+
+    TopkSGD(params, state, lr, momentum=0, dampening=0, weight_decay=0,
+            nesterov=False)
+      state: the TopkState registered with topk_hook; its momentum and
+             nesterov are set from these arguments. One momentum for all
+             param groups; weight_decay may differ per group (it is added
+             to each parameter's gradient in the hook).
+    state_dict() carries the state's residuals and momentum under
+    "pbox_topk"; load_state_dict() gives them back."""
+
+    def __init__(self, params, state, lr=_torch_required, momentum=0.0, dampening=0.0,
+                 weight_decay=0.0, nesterov=False):
+        if not isinstance(state, TopkState):
+            raise TypeError(f"TopkSGD needs a pbox.torch.TopkState, not {type(state).__name__}")
+        if dampening:
+            raise ValueError("TopkSGD: dampening is not supported (momentum correction "
+                             "accumulates u = m u + g)")
+        momentum = _real_arg("momentum", momentum)
+        if not 0 <= momentum < 1:
+            raise ValueError(f"TopkSGD: momentum {momentum} is outside [0, 1)")
+        if nesterov and momentum <= 0:
+            raise ValueError("TopkSGD: Nesterov momentum requires a momentum > 0")
+        if state.local is not None:
+            raise ValueError("TopkSGD: hierarchical top-k (TopkState(local=...)) keeps its "
+                             "momentum in libpbox; use torch.optim.SGD with "
+                             "TopkState(momentum=...) there")
+        if state.momentum and state.momentum != momentum:
+            raise ValueError(f"TopkSGD: momentum {momentum:g} but the TopkState was made with "
+                             f"momentum {state.momentum:g}")
+        super().__init__(params, lr=lr, weight_decay=_real_arg("weight_decay", weight_decay))
+        for g in self.param_groups:
+            if g["weight_decay"] < 0:
+                raise ValueError(f"TopkSGD: weight_decay {g['weight_decay']} < 0")
+        state.momentum = state.engine.momentum = momentum
+        state.engine.nesterov = bool(nesterov)
+        self.topk_state = state
+        self._sync_decay()
+        state.attach(self)
+
+    def _sync_decay(self):
+        self.topk_state.engine.weight_decay = {
+            id(p): float(g["weight_decay"]) for g in self.param_groups for p in g["params"]
+            if g["weight_decay"]}
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """p -= lr * grad (the hook did momentum and weight decay)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._sync_decay()
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-g["lr"])
+        return loss
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["pbox_topk"] = self.topk_state.state_dict()
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        topk = state_dict.pop("pbox_topk", None)
+        super().load_state_dict(state_dict)
+        if topk is not None:
+            self.topk_state.load_state_dict(topk)
 
 
 def _client_of(client):

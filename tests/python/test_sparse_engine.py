@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""test_sparse_engine.py - the worker side of sparse training (pbox/_sparse.py,
+TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
+
+- bad input fails at construction: densities outside (0, 1], a schedule
+  not ending at the target or not increasing, nesterov without momentum,
+  momentum correction beside Adam or beside SGD's own momentum;
+- the schedule: exponential from warmup_start to the target, then flat;
+- momentum correction at density 1 is momentum SGD exactly (the sent
+  sums equal torch's momentum buffer), Nesterov likewise; at density
+  0.01 a weight sends its 1% share, a bias (under 1024) whole, and
+  masking clears the momentum where sent;
+- layer-aware selection sends every tensor's share each step and small
+  tensors whole; "bucket" selection starves a tensor of small gradients
+  (counted) and max_idle gives it entries;
+- state_dict() / load_state_dict() round-trip, pending until the bucket
+  appears; other shapes drop the state with a RuntimeWarning."""
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from checks import check, check_eq, check_raises, check_le  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    print("sparse engine: skipped: needs torch (/usr/bin/python3 has it)")
+    sys.exit(0)
+
+import pbox.torch as pt  # noqa: E402
+from pbox import _sparse  # noqa: E402
+
+
+class Stub:
+    world, rank = 1, 0
+
+    def release(self, keys):
+        pass
+
+    def close(self):
+        pass
+
+
+class Bucket:
+    def __init__(self, params):
+        self._p = params
+        self._buf = torch.cat([p.grad.reshape(-1) for p in params])
+
+    def parameters(self):
+        return self._p
+
+    def buffer(self):
+        return self._buf
+
+
+def engine(**kw):
+    args = dict(density=0.01, error_feedback=True, momentum=0.0, nesterov=False, masking=True,
+                clip=None, schedule=None, dense_below=1024, select="layer", max_idle=None)
+    args.update(kw)
+    if args["schedule"] is None:
+        args["schedule"] = _sparse.Schedule(args["density"], [])
+    return _sparse.Engine(**args)
+
+
+def bad_input():
+    c = Stub()
+    for d in (0, -1, 1.01, float("inf"), "x"):
+        check_raises(ValueError, pt.TopkState, c, density=d, what=f"density {d!r}")
+    check_raises(ValueError, pt.TopkState, c, density=0.01, schedule=[(0, 1), (50, 0.1)],
+                 words=("not at the target",))
+    check_raises(ValueError, pt.TopkState, c, density=0.01, schedule=[(10, 1), (5, 0.01)],
+                 words=("increasing",))
+    check_raises(ValueError, pt.TopkState, c, nesterov=True, words=("momentum",))
+    check_raises(ValueError, pt.TopkState, c, warmup=10, schedule=[(0, 0.01)])
+    check_raises(ValueError, pt.TopkState, c, select="rows")
+    m = torch.nn.Linear(3, 3)
+    st = pt.TopkState(c, momentum=0.9)
+    check_raises(ValueError, st.attach, torch.optim.Adam(m.parameters()), words=("SGD only",))
+    check_raises(ValueError, st.attach, torch.optim.SGD(m.parameters(), lr=1, momentum=0.5))
+    check_raises(ValueError, pt.TopkAdam, m.parameters(), st)
+    check_raises(ValueError, pt.TopkSGD, m.parameters(), st, lr=1, momentum=0.8)
+    st.attach(torch.optim.SGD(m.parameters(), lr=1))   # momentum 0 beside it: fine
+    pt.TopkSGD(m.parameters(), pt.TopkState(c), lr=1, momentum=0.9)
+
+
+def schedule():
+    s = _sparse.warmup_schedule(0.001, 100, 0.25)
+    check_eq(s(0), 0.25, "density at step 0")
+    check(abs(s(50) - (0.25 * 0.001) ** 0.5) < 1e-12, f"geometric mean at the middle: {s(50)}")
+    check_eq(s(100), 0.001, "density at the end")
+    check_eq(s(10 ** 6), 0.001, "density after")
+
+
+def params(*shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in shapes]
+
+
+def momentum_exact(nesterov):
+    ps = params((40, 50), (50,))
+    opt = torch.optim.SGD(ps, lr=1.0, momentum=0.9, nesterov=nesterov)
+    e = engine(density=1.0, momentum=0.9, nesterov=nesterov)
+    g = torch.Generator().manual_seed(1)
+    for step in range(5):
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=g)
+        b = Bucket(ps)
+        before = [p.detach().clone() for p in ps]
+        opt.step()
+        want = torch.cat([(b0 - p.detach()).reshape(-1) for b0, p in zip(before, ps)])
+        idx, val = e.prepare(1, b, b.buffer().clone(), 1)
+        e.step += 1
+        check_eq(idx.numel(), want.numel(), "density 1 sends every entry")
+        check(torch.allclose(val, want, atol=1e-5),
+              lambda: f"step {step}: momentum correction at density 1 differs from SGD by "
+                      f"{(val - want).abs().max()}")
+
+
+def shares_and_masking():
+    ps = params((100, 100), (100,))
+    e = engine(density=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(2)
+    u = torch.zeros(10100)
+    total = torch.zeros(10100)
+    sent = torch.zeros(10100)
+    for _ in range(20):
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=g)
+        b = Bucket(ps)
+        gr = b.buffer().clone()
+        u_ref = u * 0.9 + gr
+        idx, val = e.prepare(1, b, gr, 1)
+        sent[idx] += val
+        rec = e._recs[1]
+        total += u_ref
+        # masking: where the weight sent, the momentum is cleared
+        w_idx = idx[idx < 10000]
+        check_eq(int((rec.u[w_idx] != 0).sum()), 0, "momentum left where sent")
+        check_eq(int(((idx >= 10000).sum())), 100, "the bias (100 < 1024) goes whole")
+        check_le(abs(int((idx < 10000).sum()) - 100), 13, "the weight's share (1% of 10000)")
+        u = rec.u.clone()
+        e.step += 1
+
+
+def starvation():
+    # a bucket of a large-gradient tensor and a small-gradient one
+    big, small = params((100, 100), (60, 60))
+    sel = {}
+    for mode in ("layer", "bucket"):
+        e = engine(density=0.01, select=mode)
+        for _ in range(30):
+            big.grad = torch.randn(big.shape) * 100
+            small.grad = torch.randn(small.shape) * 0.01
+            b = Bucket([big, small])
+            idx, _ = e.prepare(7, b, b.buffer().clone(), 1)
+            e.step += 1
+        sel[mode] = e.starved
+    check_eq(sel["layer"], 0, "layer-aware selection starves no tensor")
+    check(sel["bucket"] >= 20, f"bucket selection starved the small tensor {sel['bucket']} "
+                               "times of 30")
+    e = engine(density=0.01, select="bucket", max_idle=5)
+    for _ in range(30):
+        big.grad = torch.randn(big.shape) * 100
+        small.grad = torch.randn(small.shape) * 0.01
+        b = Bucket([big, small])
+        e.prepare(7, b, b.buffer().clone(), 1)
+        e.step += 1
+    check_le(e.longest_idle, 5, "max_idle bounds the starvation")
+    check(e.forced >= 4, f"the guard gave entries {e.forced} times")
+
+
+def state_roundtrip():
+    ps = params((40, 50), (50,))
+    e = engine(density=0.01, momentum=0.9)
+    e.params = ps
+    for p in ps:
+        p.grad = torch.randn(p.shape)
+    b = Bucket(ps)
+    e.prepare(3, b, b.buffer().clone(), 1)
+    e.step = 7
+    sd = e.state_dict()
+    f = engine(density=0.01, momentum=0.9)
+    f.params = ps
+    f.load_state_dict(sd)
+    check_eq(f.step, 7, "step")
+    b2 = Bucket(ps)
+    f._record(9, b2)
+    check(torch.equal(f._recs[9].v, e._recs[3].v), "residual restored")
+    check(torch.equal(f._recs[9].u, e._recs[3].u), "momentum restored")
+    other = params((40, 51), (50,))
+    h = engine(density=0.01, momentum=0.9)
+    h.params = other
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        h.load_state_dict(sd)
+    check(any("shapes changed" in str(x.message) for x in w), "a warning for other shapes")
+    check_eq(len(h._pending), 0, "nothing kept of other shapes")
+
+
+def main():
+    bad_input()
+    schedule()
+    momentum_exact(False)
+    momentum_exact(True)
+    shares_and_masking()
+    starvation()
+    state_roundtrip()
+    print("sparse engine: bad input, schedule, momentum correction, selection, state_dict: ok")
+
+
+if __name__ == "__main__":
+    main()
