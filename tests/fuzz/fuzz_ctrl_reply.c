@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f.neps = c->neps;
 	if (ctrl_call(&c->ctrl, "job_join", NULL, 20, &res, err, sizeof(err)) < 0)
 		goto out;
-	int rc = parse_join(c, res);
+	int rc = client_join_answer(c, res);
 	json_decref(res);
 	if (rc < 0)
 		goto out;
