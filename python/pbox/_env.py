@@ -33,7 +33,8 @@ VARS = (
     Var("LOCAL_RANK", "int", None,
         "pbox.torch's hierarchical top-k with local='env': this rank on its host"),
     Var("LOCAL_WORLD_SIZE", "int", None,
-        "pbox.torch's hierarchical top-k with local='env': the ranks on this host"),
+        "pbox.torch's hierarchical top-k with local='env', and pbox.torch.DASO's "
+        "local_size when not given: the ranks on this host"),
 )
 _BY_NAME = {v.name: v for v in VARS}
 

@@ -40,7 +40,7 @@ import hashlib
 import torch
 import torch.distributed as dist
 
-from . import Client
+from . import Client, _env
 
 
 def _key(name, dtype):
@@ -63,8 +63,7 @@ class DASO:
             raise ValueError(f"DASO: plateau={plateau!r} must be in (0, 1)")
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         if local_size is None:
-            import os
-            local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            local_size = _env.integer("LOCAL_WORLD_SIZE") or 1
         if not isinstance(local_size, int) or local_size < 1 or self.world % local_size:
             raise ValueError(f"DASO: local_size={local_size!r} must divide the world "
                              f"({self.world})")
