@@ -1328,11 +1328,14 @@ class BoxOptimizer(torch.optim.Optimizer):
                 return False
             plan.append((b, steps, hist))
         for b, steps, hist in plan:
+            # (a checkpoint taken after the failed step's round completed
+            # at the box already holds it: not pushed twice)
+            again = b in failed and steps <= self._box_steps.get(b.key, 0)
             for step, grad, lr in hist:
                 self.client.set_lr(b.key, lr)
                 self.client.push_pull(b.key, grad, b.weights)
             self._box_steps[b.key] = hist[-1][0] if hist else steps
-            if b in failed:
+            if again:
                 self.client.set_lr(b.key, float(self.param_groups[b.group]["lr"]))
                 self.client.push_pull(b.key, b.grad, b.weights)
                 self._box_steps[b.key] += 1
