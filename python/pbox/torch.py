@@ -1331,6 +1331,9 @@ class BoxOptimizer(torch.optim.Optimizer):
             # (a checkpoint taken after the failed step's round completed
             # at the box already holds it: not pushed twice)
             again = b in failed and steps <= self._box_steps.get(b.key, 0)
+            if b in failed and not again:
+                self._history[b.key].append((steps, b.grad.clone(),
+                                             float(self.param_groups[b.group]["lr"])))
             for step, grad, lr in hist:
                 self.client.set_lr(b.key, lr)
                 self.client.push_pull(b.key, grad, b.weights)
