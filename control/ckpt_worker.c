@@ -147,6 +147,20 @@ void ckpt_worker_close(struct ckpt_worker *w)
 	free(w);
 }
 
+/* What a save request answers to and is bounded by (submit and save). */
+static void take_request(struct ckpt_worker *w, const char *job, const char *dir,
+			 uint32_t timeout_ms, void *session, json_t *id)
+{
+	snprintf(w->job, sizeof(w->job), "%s", job);
+	snprintf(w->dir, sizeof(w->dir), "%s", dir);
+	w->start_ms = now_ms();
+	w->deadline_ms = timeout_ms ? w->start_ms + (long)timeout_ms : 0;
+	w->session = session;
+	json_decref(w->id);
+	w->id = id ? json_incref(id) : NULL;
+	w->answered = 0;
+}
+
 int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const char *job,
 		       const char *dir, void *session, json_t *id, unsigned timeout_ms,
 		       char *err, size_t errlen)
@@ -162,14 +176,7 @@ int ckpt_worker_submit(struct ckpt_worker *w, struct ps_ckpt_set *set, const cha
 	ps_ckpt_set_free(&w->set);
 	w->set = *set;
 	memset(set, 0, sizeof(*set));
-	snprintf(w->job, sizeof(w->job), "%s", job);
-	snprintf(w->dir, sizeof(w->dir), "%s", dir);
-	w->start_ms = now_ms();
-	w->deadline_ms = timeout_ms ? w->start_ms + (long)timeout_ms : 0;
-	w->session = session;
-	json_decref(w->id);
-	w->id = id ? json_incref(id) : NULL;
-	w->answered = 0;
+	take_request(w, job, dir, timeout_ms, session, id);
 	pthread_mutex_lock(&w->mu);
 	w->busy = 1;
 	w->finished = 0;
@@ -196,14 +203,7 @@ int ckpt_worker_save(struct ckpt_worker *w, const struct job *j, const char *dir
 	w->cut = cut;
 	w->cut_pieces = 0;
 	w->cut_max_us = 0;
-	snprintf(w->job, sizeof(w->job), "%s", j->name);
-	snprintf(w->dir, sizeof(w->dir), "%s", dir);
-	w->start_ms = now_ms();
-	w->deadline_ms = timeout_ms ? w->start_ms + (long)timeout_ms : 0;
-	w->session = session;
-	json_decref(w->id);
-	w->id = id ? json_incref(id) : NULL;
-	w->answered = 0;
+	take_request(w, j->name, dir, timeout_ms, session, id);
 	return 0;
 }
 

@@ -623,7 +623,24 @@ def topk_hook(state, bucket):
     return state.submit(buf, key, finish, start)
 
 
-class TopkAdam(torch.optim.Optimizer):
+class _TopkStateDict:
+    """TopkAdam's and TopkSGD's state_dict: the optimizer's, with the
+    TopkState's residuals and momenta under "pbox_topk"."""
+
+    def state_dict(self):
+        sd = super().state_dict()
+        sd["pbox_topk"] = self.topk_state.state_dict()
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        topk = state_dict.pop("pbox_topk", None)
+        super().load_state_dict(state_dict)
+        if topk is not None:
+            self.topk_state.load_state_dict(topk)
+
+
+class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
     """Adam for DDP with topk_hook: each rank runs Adam's moments on its
     own gradient in the hook and the top-k (with error feedback) of Adam's
     step direction is what goes to the box; this optimizer's step applies
@@ -673,20 +690,8 @@ class TopkAdam(torch.optim.Optimizer):
                     p.add_(p.grad, alpha=-g["lr"])
         return loss
 
-    def state_dict(self):
-        sd = super().state_dict()
-        sd["pbox_topk"] = self.topk_state.state_dict()
-        return sd
 
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        topk = state_dict.pop("pbox_topk", None)
-        super().load_state_dict(state_dict)
-        if topk is not None:
-            self.topk_state.load_state_dict(topk)
-
-
-class TopkSGD(torch.optim.SGD):
+class TopkSGD(_TopkStateDict, torch.optim.SGD):
     """torch.optim.SGD for DDP with topk_hook: the momentum (and Nesterov,
     and weight decay) run in the hook before the selection (momentum
     correction, TopkState), so this optimizer's own step is plain SGD on
@@ -748,18 +753,6 @@ class TopkSGD(torch.optim.SGD):
                 if p.grad is not None:
                     p.add_(p.grad, alpha=-g["lr"])
         return loss
-
-    def state_dict(self):
-        sd = super().state_dict()
-        sd["pbox_topk"] = self.topk_state.state_dict()
-        return sd
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        topk = state_dict.pop("pbox_topk", None)
-        super().load_state_dict(state_dict)
-        if topk is not None:
-            self.topk_state.load_state_dict(topk)
 
 
 def _client_of(client):
