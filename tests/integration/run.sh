@@ -85,10 +85,19 @@ run_one() {
 OUTDIR=$(mktemp -d /tmp/pbox-run.XXXXXX)
 declare -A JOB_NAME JOB_START
 running=0
+# Interrupted: TERM to each running test's shell, not to its timeout (which
+# would SIGKILL the test 10 s later, its namespaces left behind); the test
+# cleans up (lib.sh topo_down) once its current command ends.
 on_exit() {
-	local p
-	for p in "${!JOB_NAME[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	local p c
+	for p in "${!JOB_NAME[@]}"; do
+		for c in $(ps -o pid= --ppid "$p"); do kill -TERM "$c" 2>/dev/null; done
+	done
 	wait
+	for p in "${!JOB_NAME[@]}"; do
+		echo "=== ${JOB_NAME[$p]} (interrupted)"
+		cat "$OUTDIR/${JOB_NAME[$p]}.out"
+	done
 	rm -rf "$OUTDIR"
 }
 trap on_exit EXIT
