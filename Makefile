@@ -306,8 +306,11 @@ rooms: $(BUILD)/libpbox-internal.a
 # it: the training-quality run and the short soak (CI's 20 s of
 # make soak), so that make test stays under 15 minutes on two cores.
 LONG_TESTS = topk_train soak
+# Two tests at a time (run.sh runs its SERIAL ones alone): most of them
+# wait on timeouts and pauses more than they compute.
+INTEGRATION_JOBS ?= 2
 integration: all
-	@BUILD=$(BUILD) SKIP="$(LONG_TESTS)" bash tests/integration/run.sh
+	@BUILD=$(BUILD) SKIP="$(LONG_TESTS)" JOBS=$(INTEGRATION_JOBS) bash tests/integration/run.sh
 
 # The training-quality suite of sparse gradients (bench/sparse_quality:
 # four tasks, dense / top-k / PowerSGD on 4 Gloo ranks, about 10-25

@@ -124,13 +124,27 @@ def drain(t):
 def send(s, t=0.3):
     os.write(fd, s.encode())
     drain(t)
+def lines():
+    try:
+        with open(out) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+def complete(l):
+    # TAB, then wait (up to 5 s) for _rec's line rather than a fixed second
+    n = lines()
+    os.write(fd, (l + "\t").encode())
+    end = time.time() + 5.0
+    while lines() == n and time.time() < end:
+        drain(0.02)
+    drain(0.05)
 if bc:
     send(f". '{bc}'\n")
 send(f". '{comp}'\n")
 send("_rec() { _pboxctl \"$@\"; printf '%s|%s\\n' \"$COMP_LINE\" \"${COMPREPLY[*]}\" >> '" + out + "'; }\n")
 send("complete -F _rec pboxctl\n")
 for l in args[sep + 1:]:
-    send(l + "\t", 1.0)
+    complete(l)
     send("\x15", 0.1)  # ^U
 send("exit\n")
 os.waitpid(pid, 0)
