@@ -69,7 +69,9 @@ static void drop_rpcs(pbox_client *c, const char *why)
 			}
 			free(p->held);
 		} else if (p->ks) {
-			p->ks->phase = KEY_NEW;   /* declared again (rejoin_keys) */
+			/* declared again (rejoin_keys): a key resuming from an
+			 * earlier loss still has its layout, results and call */
+			p->ks->phase = p->ks->resuming ? KEY_READY : KEY_NEW;
 		} else if (p->req) {
 			progress_finish(c, p->req, PBOX_EAGAIN, "job '%s' rank %d key %u: %s during "
 					"%s: call again", c->job, c->rank, p->req->key, why,
