@@ -76,7 +76,6 @@
 
 /* A contribution slot: holds one open round of one segment. */
 struct engine_slot {
-	struct rankset have;      /* the ranks whose contribution is in */
 	struct engine_key *key;
 	uint32_t seg;
 	uint32_t round;
@@ -90,6 +89,9 @@ struct engine_slot {
 	uint8_t *data;            /* world * seg_bytes, rank r at r * seg_bytes */
 	const void **src;         /* world: rank r's contribution (data or held) */
 	void **ref;               /* world: held reference of rank r, or NULL */
+	/* Last: a small job's ranks are in its first word, on the cache
+	 * lines of the fields above (the set is 128 bytes for 1,024 ranks) */
+	struct rankset have;      /* the ranks whose contribution is in */
 };
 
 struct engine_worker {
