@@ -140,6 +140,18 @@ static int dev_limits(pbox_client *c, uint32_t key, const pbox_topk_opts *t,
 			    "does not take %s", c->job, c->rank, key, what);
 }
 
+/* A fleet's device top-k: each partition's on its box (ops/fleet.c). */
+struct fleet_topk_dev { float *dev; void *stream; const pbox_topk_opts *topk;
+			const pbox_dev_opts *opts; };
+
+static int fleet_topk_dev_part(pbox_client *sub, const struct fpart *pt, void *arg,
+			       pbox_req **req)
+{
+	const struct fleet_topk_dev *a = arg;
+	return pbox_iallreduce_topk_dev(sub, pt->subkey, a->dev + pt->first, pt->count, a->stream,
+					a->topk, a->opts, req);
+}
+
 int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t count,
 			     void *stream, const pbox_topk_opts *topk, const pbox_dev_opts *opts,
 			     pbox_req **req)
@@ -152,9 +164,12 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 
 	if (!c)
 		return PBOX_EINVAL;
-	if (c->fleet)
-		FLEET_ROUTE(c, key, FLEET_SPARSE, req,
-			    pbox_iallreduce_topk_dev(sub, skey, dev, count, stream, topk, opts, req));
+	if (c->fleet && req && dev && count) {
+		struct fleet_topk_dev a = { .dev = dev, .stream = stream, .topk = topk,
+					    .opts = opts };
+		*req = NULL;
+		return fleet_topk_call(c, key, count, PBOX_F32, fleet_topk_dev_part, &a, req);
+	}
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk_dev key %u: req is NULL",
 				    key);

@@ -7,14 +7,19 @@
  * (c->subs, in list order), each joined to the job of the same name,
  * world and secret there with the fleet's placement hash (the box refuses
  * a rank whose list differs). Keys, by kind (fixed by a key's first call):
- *   - dense keys (allreduce, barrier, device allreduce) and PS keys are
- *     cut into partitions by placement_compute, keys in the order of their
+ *   - dense keys (allreduce, barrier, device allreduce), PS keys and top-k
+ *     keys are cut into partitions by placement_compute, keys in the order of their
  *     first call (the same on every rank: torch declares in one order);
  *     partition i of the job's placements is key FLEET_PART_KEY + i on its
  *     box, so no two collide and every rank names them alike. A call is a
  *     call per partition on its box's client, gathered in one request
  *     (core/req.c req_group).
- *   - collectives, sparse and top-k keys go whole to one box (the key id
+ *   - a top-k partition selects its density's share of its own entries
+ *     (k = density x its count) with its own residual and momentum, so
+ *     every box gets the entries of its partitions: a fleet selects per
+ *     partition where one box selects over the whole key (the same bytes,
+ *     another choice of entries).
+ *   - collectives and sparse calls go whole to one box (the key id
  *     hashed over the boxes) under their own id, below FLEET_PART_KEY.
  * Each box's client does its own loss recovery, heartbeats and rejoin
  * (xfer/resume.c): the fleet adds nothing on the wire. Sums are the same
@@ -147,7 +152,7 @@ static struct fkey *find_key(struct fleet *f, uint32_t key)
 static const char *kind_name(unsigned kind)
 {
 	return kind == FLEET_DENSE ? "dense (allreduce)" : kind == FLEET_PS ? "PS" :
-	       kind == FLEET_COLL ? "collective" : "sparse";
+	       kind == FLEET_COLL ? "collective" : kind == FLEET_TOPK ? "top-k" : "sparse";
 }
 
 static struct fkey *add_key(pbox_client *c, uint32_t key, unsigned kind, uint64_t count)
@@ -357,15 +362,52 @@ int fleet_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 	return over_parts(c, &k, part_allreduce, &a, req);
 }
 
-int fleet_dense_call(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
-		     fleet_part_fn start, void *arg, pbox_req **req)
+static int part_call(pbox_client *c, uint32_t key, unsigned kind, size_t count,
+		     pbox_dtype dtype, fleet_part_fn start, void *arg, pbox_req **req)
 {
 	struct fkey k;
 	size_t esz = wire_dtype_size(dtype);
-	int rc = esz ? key_of(c, key, FLEET_DENSE, count, (unsigned)esz, &k)
+	int rc = esz ? key_of(c, key, kind, count, (unsigned)esz, &k)
 		     : client_error(c, PBOX_EINVAL, "key %u: unknown dtype", key);
 
 	return rc < 0 ? rc : over_parts(c, &k, start, arg, req);
+}
+
+int fleet_dense_call(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+		     fleet_part_fn start, void *arg, pbox_req **req)
+{
+	return part_call(c, key, FLEET_DENSE, count, dtype, start, arg, req);
+}
+
+/* ---- top-k ---------------------------------------------------------------- */
+
+int fleet_topk_call(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+		    fleet_part_fn start, void *arg, pbox_req **req)
+{
+	return part_call(c, key, FLEET_TOPK, count, dtype, start, arg, req);
+}
+
+int fleet_topk_reset(pbox_client *c, uint32_t key)
+{
+	struct fleet *f = c->fleet;
+	struct fkey k = { .nparts = 0 };
+
+	pthread_mutex_lock(&f->lock);
+	struct fkey *e = find_key(f, key);
+	if (e && e->kind == FLEET_TOPK)
+		k = *e;
+	pthread_mutex_unlock(&f->lock);
+	if (!e || e->kind != FLEET_TOPK)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: not a top-k key",
+				    c->job, c->rank, key);
+	for (uint32_t i = 0; i < k.nparts; i++) {
+		pbox_client *sub = c->subs[k.parts[i].sub];
+		int rc = pbox_topk_reset(sub, k.parts[i].subkey);
+		if (rc < 0)
+			return client_error(c, rc, "box %s: %s", sub->control,
+					    pbox_last_error(sub));
+	}
+	return 0;
 }
 
 /* ---- PS -------------------------------------------------------------------- */

@@ -4,9 +4,9 @@
  * fleet of boxes"): pbox_connect given "a:7470,b:7470,..." makes a client
  * with no box of its own whose calls go to a client per box (c->subs),
  * each joined to the same job there. Dense keys (allreduce, PS, device
- * allreduce) are cut into partitions placed by core/placement.c, each a
- * key of its own on its box; the other kinds (collectives, sparse and
- * top-k) go whole to one box. Every public call of ops/ and gpu/ on a
+ * allreduce) and top-k keys are cut into partitions placed by
+ * core/placement.c, each a key of its own on its box; the other kinds
+ * (collectives and sparse calls) go whole to one box. Every public call of ops/ and gpu/ on a
  * fleet's client comes here first (the `if (c->fleet)` at its top).
  */
 #ifndef PBOX_CLIENT_OPS_FLEET_H
@@ -72,6 +72,13 @@ typedef int (*fleet_part_fn)(pbox_client *sub, const struct fpart *pt, void *arg
 			     pbox_req **req);
 int fleet_dense_call(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 		     fleet_part_fn start, void *arg, pbox_req **req);
+/* The same for a top-k key (host or device): each partition selects its
+ * own density share of its entries and sends them to its box. */
+int fleet_topk_call(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+		    fleet_part_fn start, void *arg, pbox_req **req);
+/* pbox_topk_reset over a top-k key's partitions: 0, or PBOX_EINVAL (not a
+ * top-k key of this fleet) or a box's failure naming it. */
+int fleet_topk_reset(pbox_client *c, uint32_t key);
 
 /* Kinds of a fleet's key: how it is placed (fleet_route's kind for the
  * whole ones). */
@@ -79,7 +86,8 @@ enum fleet_kind {
 	FLEET_DENSE = 1,   /* partitioned: allreduce, device allreduce */
 	FLEET_PS,          /* partitioned: a PS key per partition */
 	FLEET_COLL,        /* whole: broadcast, allgather, reduce_scatter */
-	FLEET_SPARSE,      /* whole: sparse and top-k */
+	FLEET_SPARSE,      /* whole: sparse calls (the caller's indices) */
+	FLEET_TOPK,        /* partitioned: top-k, host and device */
 };
 
 #endif

@@ -342,6 +342,17 @@ static int topk_hier(pbox_client *c, struct topk_state *t, void *buf, size_t k,
 	return rc;
 }
 
+/* A fleet's top-k call: each partition's on its box (ops/fleet.c), with
+ * the caller's options (density applies to each partition's count). */
+struct fleet_topk { uint8_t *buf; size_t esz; pbox_dtype dtype; const pbox_topk_opts *opts; };
+
+static int fleet_topk_part(pbox_client *sub, const struct fpart *pt, void *arg, pbox_req **req)
+{
+	const struct fleet_topk *a = arg;
+	return pbox_iallreduce_topk(sub, pt->subkey, a->buf + pt->first * a->esz, pt->count,
+				    a->dtype, a->opts, req);
+}
+
 int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 			 pbox_dtype dtype, const pbox_topk_opts *opts, pbox_req **req)
 {
@@ -351,9 +362,12 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 
 	if (!c)
 		return PBOX_EINVAL;
-	if (c->fleet)
-		FLEET_ROUTE(c, key, FLEET_SPARSE, req,
-			    pbox_iallreduce_topk(sub, skey, buf, count, dtype, opts, req));
+	if (c->fleet && req && buf && count) {
+		struct fleet_topk a = { .buf = buf, .esz = wire_dtype_size(dtype), .dtype = dtype,
+					.opts = opts };
+		*req = NULL;
+		return fleet_topk_call(c, key, count, dtype, fleet_topk_part, &a, req);
+	}
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk key %u: req is NULL", key);
 	*req = NULL;
@@ -430,7 +444,7 @@ int pbox_topk_reset(pbox_client *c, uint32_t key)
 	if (!c)
 		return PBOX_EINVAL;
 	if (c->fleet)
-		FLEET_ROUTE(c, key, FLEET_SPARSE, NULL, pbox_topk_reset(sub, skey));
+		return fleet_topk_reset(c, key);
 	pthread_mutex_lock(&c->lock);
 	for (t = c->topk; t && t->key != key; t = t->next)
 		;

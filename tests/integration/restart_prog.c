@@ -17,7 +17,9 @@
  *   restart_prog CONTROL JOB RANK WORLD topk STEPS N PROGRESS
  *       key 3, N floats, pbox_allreduce_topk at density 0.05 with error
  *       feedback, the input made from the last result as dense's; the
- *       digest is over every step's result
+ *       digest is over every step's result; TOPK_PIECE=P in the
+ *       environment: the N floats as pieces of P, each a top-k key of its
+ *       own (100, 101, ...), as a fleet cuts a key into partitions
  * (test_fleet.sh runs the three over a fleet of boxes: CONTROL a list.)
  * STEP_MS in the environment: a pause after each step (ms).
  * PROGRESS: a file this rank rewrites with its step number after each
@@ -69,13 +71,22 @@ static int dense(pbox_client *c, int rank, int world, int steps, size_t n, const
 	float *x = malloc(n * sizeof(float));
 	uint64_t h = 0xcbf29ce484222325ull;
 
+	const char *pe = getenv("TOPK_PIECE");
+	size_t piece = pe ? strtoull(pe, NULL, 10) : 0;
+
 	pbox_topk_opts_init(&t);
 	t.density = 0.05;
 	for (size_t i = 0; i < n; i++)
 		x[i] = (float)((rank + 1) * ((i % 97) + 1)) * 0.01f;
 	for (int s = 0; s < steps; s++) {
-		if ((topk ? pbox_allreduce_topk(c, 3, x, n, PBOX_F32, &t)
-			  : pbox_allreduce(c, 1, x, n, PBOX_F32)) != 0)
+		if (topk && piece) {
+			for (size_t f = 0; f < n; f += piece)
+				if (pbox_allreduce_topk(c, (uint32_t)(100 + f / piece), x + f,
+							n - f < piece ? n - f : piece, PBOX_F32,
+							&t) != 0)
+					return fail(c, "allreduce_topk (a piece)", s);
+		} else if ((topk ? pbox_allreduce_topk(c, 3, x, n, PBOX_F32, &t)
+				 : pbox_allreduce(c, 1, x, n, PBOX_F32)) != 0)
 			return fail(c, topk ? "allreduce_topk" : "allreduce", s);
 		h = fnv(h, x, n * sizeof(float));
 		for (size_t i = 0; i < n; i++)
