@@ -193,6 +193,7 @@ usage() {
 }
 
 . bench/sizes.sh
+. bench/shape.sh    # rate_bps, shape_link, shape_down (NS_SW, MTU)
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
 LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; SHAPE=; BOX_RATE=; BOXES=1
@@ -264,13 +265,6 @@ if [ -n "$TOPK_LOCAL" ]; then
 			{ echo "compare.sh: --topk-local $TOPK_LOCAL: N = $n is not a multiple of it" >&2; exit 2; }
 	done
 fi
-# rate_bps RATE: tc's rate (bit, kbit, mbit, gbit: powers of 1000) in bit/s
-rate_bps() {
-	[[ $1 =~ ^([0-9]+)(\.([0-9]+))?(bit|kbit|mbit|gbit)$ ]] || return 1
-	local m=1
-	case ${BASH_REMATCH[4]} in kbit) m=1000 ;; mbit) m=1000000 ;; gbit) m=1000000000 ;; esac
-	awk -v v="${BASH_REMATCH[1]}.${BASH_REMATCH[3]:-0}" -v m=$m 'BEGIN { r = v * m; if (r < 1000000) exit 1; printf "%d\n", r }'
-}
 SHAPE_BPS=; BOX_BPS=
 if [ -n "$SHAPE" ]; then
 	SHAPE_BPS=$(rate_bps "$SHAPE") ||
@@ -469,43 +463,12 @@ loss_delta() { # LOSS_LINE: what the rules did since the last call (not in $(...
 }
 # ---- --shape / --box-rate: each link's rate each way, on the switch's side ------
 # (why these qdiscs, burst and limit: the header)
-SHAPED=()                      # "port ifb" per shaped link, for shape_down
-shape_burst() { awk -v r="$1" 'BEGIN { b = int(r / 8 / 1000); print (b > 65536 ? b : 65536) }'; }
-shape_limit() { awk -v r="$1" -v q="${COMPARE_SHAPE_LIMIT_MS:-}" -v m=$((16 * (MTU + 14))) 'BEGIN {
-	if (q != "") { b = int(r / 8 * q / 1000); print (b > m ? b : m) }
-	else { b = int(r / 8 * 50 / 1000); print (b > 4194304 ? b : 4194304) } }'; }
-# shape_link PORT IFB BPS: bridge port PORT (in NS_SW) at BPS each way: a tbf
-# on its egress (toward the host), its ingress redirected to ifb IFB with a tbf
-shape_link() {
-	local port=$1 ifb=$2 bps=$3 b l
-	b=$(shape_burst "$bps"); l=$(shape_limit "$bps")
-	SHAPED+=("$port $ifb")
-	tc -n "$NS_SW" qdisc add dev "$port" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
-	ip -n "$NS_SW" link add "$ifb" type ifb && ip -n "$NS_SW" link set "$ifb" mtu "$MTU" up &&
-	tc -n "$NS_SW" qdisc add dev "$ifb" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
-	tc -n "$NS_SW" qdisc add dev "$port" handle ffff: ingress &&
-	tc -n "$NS_SW" filter add dev "$port" parent ffff: protocol all prio 1 u32 match u32 0 0 \
-		action mirred egress redirect dev "$ifb" ||
-		die "cannot shape $port to ${bps} bit/s (tc tbf, ingress, u32, mirred, ifb)"
-}
 shape_up() {
 	local i k
 	for ((i = 0; i < MAXN; i++)); do shape_link "xpw${i}_$TAG" "ifbw$i" "$SHAPE_BPS"; done
 	if [ -n "$BOX_BPS" ]; then
 		for ((k = 0; k < BOXES; k++)); do shape_link "x$(bx_dp $k)" "ifbb$k" "$BOX_BPS"; done
 	fi
-}
-# shape_down: every qdisc and ifb of shape_up, by name (the EXIT trap; the
-# switch's namespace goes after it)
-shape_down() {
-	local e port ifb
-	for e in "${SHAPED[@]}"; do
-		read -r port ifb <<< "$e"
-		tc -n "$NS_SW" qdisc del dev "$port" ingress 2>/dev/null
-		tc -n "$NS_SW" qdisc del dev "$port" root 2>/dev/null
-		ip -n "$NS_SW" link del "$ifb" 2>/dev/null
-	done
-	SHAPED=()
 }
 # shape_check: one TCP stream rank 0 -> rank 1 through two shaped links
 # (rank 0's upload, rank 1's download): its goodput against --shape
