@@ -319,6 +319,14 @@ integration: all
 sparse-quality: all
 	@OUT=$(CURDIR)/$(BUILD)/sparse_quality bash bench/sparse_quality/suite.sh
 
+# DASO against DDP, both on pbox, 2 hosts x 2 ranks on 1 Gbit/s host links
+# (bench/daso/daso_compare.sh, root, about 10 minutes): table in
+# build/daso-compare. Options in DASO_ARGS, e.g. DASO_ARGS="--reps 1".
+DASO_ARGS ?=
+.PHONY: daso-compare
+daso-compare: all
+	@BUILD=$(BUILD) bash bench/daso/daso_compare.sh $(DASO_ARGS)
+
 .PHONY: integration-long
 integration-long: all
 	@for t in $(LONG_TESTS); do BUILD=$(BUILD) ONLY=test_$$t TRANSPORTS=udp \

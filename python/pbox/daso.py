@@ -28,10 +28,11 @@ The period (the rule, chosen for being simple and monotone in the loss):
     while the loss falls fast);
   - then every `window` steps the mean loss of the window over all ranks
     (a one-element sum through the box, so that every rank chooses the
-    same period) is compared with the previous window's: an improvement below `plateau` (relative)
-    doubles the period, up to `max_period` (the loss settles: global
-    averaging matters less); a rise above `plateau` halves it (drift:
-    average more often); otherwise it stays.
+    same period) is compared with the previous window's: a rise above
+    `plateau` (relative) halves the period (the hosts drift apart:
+    average more often); otherwise it doubles, up to `max_period` (the
+    hosts average every step inside, so between global averages they
+    drift slowly, and less as the loss settles).
 The steps where the global average lands are counted in `global_syncs`,
 and `periods` keeps the period after each window.
 """
@@ -134,7 +135,9 @@ class DASO:
         self.global_syncs += 1
 
     def _adapt(self, loss):
-        if loss is None or self.steps <= self.warmup_steps:
+        # windows are counted from the first step, so the period may
+        # change as soon as the warm-up ends
+        if loss is None:
             return
         self._losses.append(float(loss))
         if len(self._losses) < self.window:
@@ -145,14 +148,16 @@ class DASO:
         self.client.allreduce(t, self._loss_key)
         mean = t.item() / self.world
         self._losses = []
-        if self._prev_mean is not None and self._prev_mean != 0:
+        if self.steps >= self.warmup_steps and self._prev_mean is not None and \
+                self._prev_mean != 0:
             change = (self._prev_mean - mean) / abs(self._prev_mean)
             if change < -self.plateau:
                 self.period = max(1, self.period // 2)
-            elif change < self.plateau:
+            else:
                 self.period = min(self.max_period, self.period * 2)
         self._prev_mean = mean
-        self.periods.append(self.period)
+        if self.steps >= self.warmup_steps:
+            self.periods.append(self.period)
 
     @torch.no_grad()
     def step(self, loss=None):
