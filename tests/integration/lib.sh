@@ -287,6 +287,15 @@ use_python_package() {
 	export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 }
 
+# build_prog NAME [cc options...]: tests/integration/NAME.c, a worker on
+# libpbox's public API, built against this build's libpbox.so into
+# $WORKDIR/NAME (the test fails if it does not build)
+build_prog() {
+	local name=$1; shift
+	cc -O2 -Iinclude -o "$WORKDIR/$name" "tests/integration/$name.c" \
+		-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox "$@" || die "$name does not build"
+}
+
 # in_wk CMD...: run in the workers' namespace
 in_wk() { ip netns exec "$NS_WK" "$@"; }
 

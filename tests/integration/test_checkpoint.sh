@@ -15,8 +15,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 need_root "$0"
 [ -e "$BUILD/libpbox.so" ] || die "$BUILD/libpbox.so missing: run make first"
-cc -O2 -Iinclude -o "$WORKDIR/ckpt_prog" "$(dirname "$0")/ckpt_prog.c" \
-	-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox || die "ckpt_prog does not build"
+build_prog ckpt_prog
 prog() { in_wk timeout 60 "$WORKDIR/ckpt_prog" "$CONTROL" "$@"; }
 topo_up
 

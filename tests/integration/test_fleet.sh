@@ -22,8 +22,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
 topo_up
-cc -O2 -Iinclude -o "$WORKDIR/restart_prog" tests/integration/restart_prog.c \
-	-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox || die "restart_prog does not build"
+build_prog restart_prog
 box_start af_packet --box-id box1
 
 # extra_box N: box N (2, 3, ...) in its own namespace: management

@@ -11,8 +11,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
 topo_up
-cc -O2 -Iinclude -o "$WORKDIR/many_ranks" tests/integration/many_ranks.c \
-	-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox -lpthread || die "many_ranks does not build"
+build_prog many_ranks -lpthread
 box_start af_packet --max-conns-per-peer 0 --conn-rate-per-peer 0
 ulimit -n 4096
 in_wk timeout 120 "$WORKDIR/many_ranks" "$CONTROL" big ${MANY_WORLD:-256} ${MANY_CALLS:-5} 4096 > "$WORKDIR/many.log" 2>&1 ||

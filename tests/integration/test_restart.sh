@@ -26,8 +26,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 need_root "$0"
 topo_up
-cc -O2 -Iinclude -o "$WORKDIR/restart_prog" tests/integration/restart_prog.c \
-	-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox || die "restart_prog does not build"
+build_prog restart_prog
 CK=$WORKDIR/ckpt
 mkdir -m 0700 "$CK"
 BOX_OPTS=(--checkpoint-dir "$CK" --checkpoint-every 1)
