@@ -153,7 +153,8 @@ int main(int argc, char **argv)
 	size_t n = strtoull(argv[7], NULL, 10);
 	step_ms = getenv("STEP_MS") ? atoi(getenv("STEP_MS")) : 0;
 	pbox_opts_init(&opts);
-	opts.timeout_ms = 60000;
+	if (!getenv("PBOX_TIMEOUT"))   /* (pbox_opts_init took it) */
+		opts.timeout_ms = 60000;
 	if (pbox_connect(argv[1], argv[2], rank, world, &opts, &c) != 0)
 		return fail(c, "connect", 0);
 	int rc = strcmp(argv[5], "ps") == 0 ? ps(c, rank, steps, n, argv[8])

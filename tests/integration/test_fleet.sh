@@ -12,11 +12,14 @@
 #     (for top-k, one box's run with the key cut as the fleet cuts it,
 #     TOPK_PIECE), and both boxes summed contributions;
 #  2. a fleet of 3: dense, the same digest;
-#  3. bad lists: a box listed twice, and an unreachable box, fail
-#     pbox_connect naming the box;
+#  3. bad lists: a box listed twice, an unreachable box, and a box whose
+#     job of the name has another world, fail pbox_connect naming the
+#     box;
 #  4. torch's "pbox" backend over the fleet of 3 (torchrun, 4 ranks): every
 #     collective exact against each rank's reference
-#     (torch_backend_check.py --part coll; skipped without torch).
+#     (torch_backend_check.py --part coll; skipped without torch);
+#  5. box 3 killed mid-run fails every rank naming it (PBOX_TIMEOUT 3 s
+#     bounds the rejoin).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -114,6 +117,13 @@ in_wk env PBOX_TIMEOUT=3s timeout 30 "$WORKDIR/restart_prog" "$CONTROL,198.18.1.
 grep -q "box 198.18.1.1:7999 (2 of 2)" "$WORKDIR/down.log" ||
 	die "an unreachable box: no error naming it: $(cat "$WORKDIR/down.log")"
 log "bad lists named: $(head -c 200 "$WORKDIR/dup.log" | tr '\n' ' ') / $(head -c 200 "$WORKDIR/down.log" | tr '\n' ' ')"
+# a mismatched box: box 3 already holds a job of the name with another world
+ctln 3 job create mism --world 2 > /dev/null || die "job create on box 3 failed"
+in_wk env PBOX_TIMEOUT=3s timeout 30 "$WORKDIR/restart_prog" "$BOXES" mism 0 4 dense 1 16 \
+	"$WORKDIR/mism.step" > "$WORKDIR/mism.log" 2>&1 && die "a box whose job has another world was taken"
+grep -q "box 198.18.13.1:7470 (3 of 3)" "$WORKDIR/mism.log" && grep -qi "world" "$WORKDIR/mism.log" ||
+	die "a mismatched box: no error naming it and the world: $(cat "$WORKDIR/mism.log")"
+log "a mismatched box named: $(head -c 300 "$WORKDIR/mism.log" | tr '\n' ' ')"
 # ---- 4. the torch backend over the fleet ----
 PY=${PYTHON:-/usr/bin/python3}
 if timeout 60 "$PY" -c "import torch" 2>/dev/null; then
@@ -133,5 +143,22 @@ if timeout 60 "$PY" -c "import torch" 2>/dev/null; then
 else
 	log "SKIP part 4: $PY cannot import torch (apt-get install python3-torch)"
 fi
+# ---- 5. a box that dies mid-run takes the job down, naming it (PBOX_TIMEOUT bounds the rejoin)
+pids=()
+for r in 0 1 2 3; do
+	in_wk env PBOX_TIMEOUT=3s STEP_MS=50 timeout 60 "$WORKDIR/restart_prog" "$BOXES" dies $r 4 dense 400 \
+		262144 "$WORKDIR/dies.$r.step" > "$WORKDIR/dies.$r.log" 2>&1 &
+	pids+=($!); PIDS+=($!)
+done
+for _ in $(seq 100); do [ -s "$WORKDIR/dies.0.step" ] && [ "$(cat "$WORKDIR/dies.0.step")" -ge 3 ] && break; sleep 0.1; done
+t0=$(date +%s.%N)
+kill -9 "${BOX_PIDS[1]}"
+for i in 0 1 2 3; do wait "${pids[$i]}" && die "rank $i went on after box 3 died"; done
+t1=$(date +%s.%N)
+for r in 0 1 2 3; do
+	grep -q "198.18.13.1:7470" "$WORKDIR/dies.$r.log" ||
+		die "rank $r: box 3's death not named: $(tail -n 3 "$WORKDIR/dies.$r.log")"
+done
+log "a box killed: every rank failed $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after, naming it: $(head -c 300 "$WORKDIR/dies.0.log" | tr '\n' ' ')"
 box_stop || die "pboxd did not stop cleanly"
 log "PASS test_fleet"
