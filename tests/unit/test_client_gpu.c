@@ -7,6 +7,9 @@
  *   - the sum is exact for f32, f16 and bf16 device buffers, with and
  *     without a cast on the wire and the mean's scale, every rank the same
  *     bits, over several calls on a key;
+ *   - the same over a fleet of two in-process boxes (f32 with the mean,
+ *     bf16): each 512 KiB partition a device call on its box, both boxes
+ *     summing, every partition's slab freed;
  *   - it is ordered after the caller's stream (a slow "kernel" writing
  *     the gradient is enqueued before the call: the sum includes it) and
  *     work enqueued on the stream after pbox_wait (or pbox_test) sees it;
@@ -225,7 +228,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void run_ranks(struct box_inproc *b, struct run *r)
+/* The ranks' calls against the box (or the list of boxes) at addr. */
+static void run_at(const char *addr, struct run *r)
 {
 	struct worker wk[MAXW];
 	pthread_t th[MAXW];
@@ -240,7 +244,7 @@ static void run_ranks(struct box_inproc *b, struct run *r)
 		for (int s = 0; s < r->steps; s++)
 			r->out[k][s] = calloc(r->n, esize(r->dt));
 		wk[k] = (struct worker){ .run = r, .rank = k };
-		assert_int_equal(pbox_connect(b->addr, r->job, k, r->world, &opts, &wk[k].c), 0);
+		assert_int_equal(pbox_connect(addr, r->job, k, r->world, &opts, &wk[k].c), 0);
 	}
 	for (int k = 0; k < r->world; k++)
 		pthread_create(&th[k], NULL, worker_main, &wk[k]);
@@ -255,6 +259,11 @@ static void run_ranks(struct box_inproc *b, struct run *r)
 	}
 	for (int k = 0; k < r->world; k++)
 		assert_int_equal(r->rc[k], 0);
+}
+
+static void run_ranks(struct box_inproc *b, struct run *r)
+{
+	run_at(b->addr, r);
 }
 
 static void free_run(struct run *r)
@@ -458,6 +467,47 @@ static void exact_run(struct run *r)
 	assert_int_equal(host_live(), live);
 	free_run(r);
 	box_inproc_free(b);
+}
+
+/* Over a fleet of two boxes (ops/fleet.c): the key's 512 KiB partitions
+ * are device calls of their own on their boxes, the sums the same bits. */
+static void exact_fleet_run(struct run *r)
+{
+	struct box_inproc *b1 = box_inproc_new(1), *b2 = box_inproc_new(1);
+	unsigned long live = host_live();
+	char list[80];
+
+	box_inproc_start(b1);
+	box_inproc_start(b2);
+	snprintf(list, sizeof(list), "%s,%s", b1->addr, b2->addr);
+	run_at(list, r);
+	box_inproc_stop(b1);
+	box_inproc_stop(b2);
+	uint64_t p1 = b1->f->eng[0].c.pushes, p2 = b2->f->eng[0].c.pushes;
+	check_sums(r);
+	assert_true(p1 > 0 && p2 > 0);       /* both boxes summed */
+	assert_int_equal(host_live(), live); /* every partition's slab freed */
+	free_run(r);
+	box_inproc_free(b1);
+	box_inproc_free(b2);
+}
+
+static void gpu__fleet_f32_mean_exact(void **state)
+{
+	static struct run r = { .job = "gpufl32", .world = 3, .n = 300007, .dt = PBOX_F32,
+				.wire = -1, .scale = 1.0 / 3, .chunk = CHUNK, .fill_us = 1000,
+				.steps = STEPS };
+	(void)state;
+	exact_fleet_run(&r);
+}
+
+static void gpu__fleet_bf16_exact(void **state)
+{
+	static struct run r = { .job = "gpuflbf", .world = 2, .n = 300007, .dt = PBOX_BF16,
+				.wire = -1, .scale = 1.0, .chunk = CHUNK, .fill_us = 1000,
+				.steps = STEPS };
+	(void)state;
+	exact_fleet_run(&r);
 }
 
 static void gpu__exact_f32_ordered_after_stream(void **state)
@@ -895,6 +945,8 @@ int main(void)
 		cmocka_unit_test(gpu__exact_f32_ordered_after_stream),
 		cmocka_unit_test(gpu__exact_f16_mean),
 		cmocka_unit_test(gpu__exact_bf16),
+		cmocka_unit_test(gpu__fleet_f32_mean_exact),
+		cmocka_unit_test(gpu__fleet_bf16_exact),
 		cmocka_unit_test(gpu__exact_f32_bf16_wire_mean),
 		cmocka_unit_test(gpu__chunks_overlap),
 		cmocka_unit_test(gpu__topk_exact_with_residual_and_reset),
