@@ -49,3 +49,14 @@ shape_down() {
 	done
 	SHAPED=()
 }
+# shape_stats: bytes and drops of every shaped link's tbfs (down: the port's, up: the ifb's)
+shape_stats() {
+	local e port ifb
+	for e in "${SHAPED[@]}"; do
+		read -r port ifb <<< "$e"
+		printf '%s ' "$port"
+		tc -n "$NS_SW" -s qdisc show dev "$port" root | awk '/Sent/ { printf "down %s bytes %s drops ", $2, $7 + 0 }'
+		tc -n "$NS_SW" -s qdisc show dev "$ifb" root | awk '/Sent/ { printf "up %s bytes %s drops", $2, $7 + 0 }'
+		echo
+	done
+}

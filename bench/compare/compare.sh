@@ -487,17 +487,6 @@ shape_check() {
 	awk -v g="$got" -v r="$SHAPE_BPS" 'BEGIN { exit !(g >= 0.9 * r && g <= 1.05 * r) }' ||
 		SHAPE_LINE+=" (WARNING: not within 0.90-1.05 of it)"
 }
-# shape_stats: bytes and drops of every shaped link's tbfs (down: the port's, up: the ifb's)
-shape_stats() {
-	local e port ifb
-	for e in "${SHAPED[@]}"; do
-		read -r port ifb <<< "$e"
-		printf '%s ' "$port"
-		tc -n "$NS_SW" -s qdisc show dev "$port" root | awk '/Sent/ { printf "down %s bytes %s drops ", $2, $7 + 0 }'
-		tc -n "$NS_SW" -s qdisc show dev "$ifb" root | awk '/Sent/ { printf "up %s bytes %s drops", $2, $7 + 0 }'
-		echo
-	done
-}
 
 if [ "$TOPO" = hosts ]; then
 	CONTROL=$(for ((k = 0; k < BOXES; k++)); do echo "$(bx_mgmt $k):7470"; done | paste -sd, -)
