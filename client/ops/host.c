@@ -37,6 +37,7 @@ struct hkey {                     /* a key's shared memory (host thread only) */
 	uint32_t key;
 	uint8_t dtype;
 	bool unlinked;            /* its name is gone (every member mapped it) */
+	bool on_lane;             /* this rank's part was declared on its lane */
 	uint64_t count;
 	size_t stride;
 	void *mem;
@@ -53,9 +54,11 @@ struct host {
 	pthread_cond_t cond;
 	bool stop;                /* pbox_close: calls queued fail */
 	struct pbox_req *head, *tail;   /* queued calls, linked by sub_next */
-	struct hkey *keys;        /* host thread only from here */
+	pthread_mutex_t klock;    /* keys: added by the host thread, removed by
+				     pbox_release_keys (never one in flight) */
+	struct hkey **keys;
 	uint32_t nkeys, kcap;
-	uint64_t calls;
+	uint64_t calls;           /* host thread only */
 };
 
 /* A host-level call: run by the host thread, never by the progress thread. */
@@ -111,11 +114,14 @@ static struct hkey *key_of(pbox_client *c, struct host *h, const struct pbox_req
 			   char *msg, size_t len)
 {
 	size_t esz = wire_dtype_size(r->dtype);
+	struct hkey *k = NULL;
 
-	for (uint32_t i = 0; i < h->nkeys; i++) {
-		struct hkey *k = &h->keys[i];
-		if (k->key != r->key)
-			continue;
+	pthread_mutex_lock(&h->klock);
+	for (uint32_t i = 0; i < h->nkeys && !k; i++)
+		if (h->keys[i]->key == r->key)
+			k = h->keys[i];
+	pthread_mutex_unlock(&h->klock);
+	if (k) {
 		if (k->count == r->count && k->dtype == r->dtype)
 			return k;
 		snprintf(msg, len, "job '%s' rank %d key %u: host level: declared with %llu "
@@ -124,25 +130,39 @@ static struct hkey *key_of(pbox_client *c, struct host *h, const struct pbox_req
 			 wire_dtype_name(k->dtype), r->count, wire_dtype_name(r->dtype));
 		return NULL;
 	}
-	if (h->nkeys == h->kcap) {
-		uint32_t cap = h->kcap ? h->kcap * 2 : 16;
-		struct hkey *t = realloc(h->keys, cap * sizeof(*t));
-		if (!t) {
-			snprintf(msg, len, "job '%s' rank %d key %u: out of memory", c->job,
-				 c->rank, r->key);
-			return NULL;
-		}
-		h->keys = t;
-		h->kcap = cap;
-	}
 	size_t stride = (r->count * esz + HOST_STRIDE_ALIGN - 1) / HOST_STRIDE_ALIGN *
 			HOST_STRIDE_ALIGN;
-	void *mem = hgroup_key_map(h->g, r->key, r->count, r->dtype, stride, msg, len);
-	if (!mem)
+	k = calloc(1, sizeof(*k));
+	void *mem = k ? hgroup_key_map(h->g, r->key, r->count, r->dtype, stride, msg, len) : NULL;
+	if (!mem) {
+		if (!k)
+			snprintf(msg, len, "job '%s' rank %d key %u: out of memory", c->job,
+				 c->rank, r->key);
+		free(k);
 		return NULL;
-	struct hkey *k = &h->keys[h->nkeys++];
+	}
 	*k = (struct hkey){ .key = r->key, .dtype = r->dtype, .count = r->count,
 			    .stride = stride, .mem = mem };
+	pthread_mutex_lock(&h->klock);
+	if (h->nkeys == h->kcap) {
+		uint32_t cap = h->kcap ? h->kcap * 2 : 16;
+		struct hkey **t = realloc(h->keys, cap * sizeof(*t));
+		if (t) {
+			h->keys = t;
+			h->kcap = cap;
+		}
+	}
+	bool added = h->nkeys < h->kcap;
+	if (added)
+		h->keys[h->nkeys++] = k;
+	pthread_mutex_unlock(&h->klock);
+	if (!added) {
+		hgroup_key_unmap(h->g, mem, stride);
+		free(k);
+		snprintf(msg, len, "job '%s' rank %d key %u: out of memory", c->job, c->rank,
+			 r->key);
+		return NULL;
+	}
 	return k;
 }
 
@@ -175,6 +195,7 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 		for (uint32_t i = 0; i < L; i++)
 			src[i] = hgroup_slot(k->mem, k->stride, i) + lo * esz;
 		sum_chosen()->fn[r->dtype](res + lo * esz, src, L, hi - lo);
+		k->on_lane = true;
 		rc = pbox_allreduce(h->lane, r->key, res + lo * esz, hi - lo, (pbox_dtype)r->dtype);
 		if (rc < 0) {
 			char why[CLIENT_MSG_LEN];
@@ -234,6 +255,7 @@ int host_connect(pbox_client *c)
 				    c->rank);
 	h->lay = lay;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->klock, NULL);
 	pthread_cond_init(&h->cond, NULL);
 	snprintf(h->lane_job, sizeof(h->lane_job), "%s.lane%u", c->job, lay.local);
 	c->host = h;
@@ -278,12 +300,15 @@ void host_close(pbox_client *c)
 	if (h->started)
 		pthread_join(h->thread, NULL);
 	fail_queued(c, h);
-	for (uint32_t i = 0; i < h->nkeys; i++)
-		hgroup_key_unmap(h->g, h->keys[i].mem, h->keys[i].stride);
+	for (uint32_t i = 0; i < h->nkeys; i++) {
+		hgroup_key_unmap(h->g, h->keys[i]->mem, h->keys[i]->stride);
+		free(h->keys[i]);
+	}
 	free(h->keys);
 	hgroup_close(h->g);
 	pbox_close(h->lane);
 	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->klock);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 	c->host = NULL;
@@ -328,4 +353,70 @@ int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_
 	pthread_mutex_unlock(&h->lock);
 	*req = r;
 	return 0;
+}
+
+int host_release(pbox_client *c, const uint32_t *keys, size_t n)
+{
+	struct host *h = c->host;
+	uint32_t *flat = malloc((n ? n : 1) * sizeof(*flat)), *lane = malloc((n ? n : 1) *
+									     sizeof(*lane));
+	struct hkey **gone = calloc(n ? n : 1, sizeof(*gone));
+	size_t nflat = 0, nlane = 0, ngone = 0;
+	int rc = 0;
+
+	if (!flat || !lane || !gone) {
+		free(flat);
+		free(lane);
+		free(gone);
+		return client_error(c, PBOX_ENOMEM, "pbox_release_keys: out of memory");
+	}
+	/* the host level's keys (no call of theirs in flight), and the rest */
+	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&h->klock);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		uint32_t j = 0;
+		while (j < h->nkeys && h->keys[j]->key != keys[i])
+			j++;
+		if (j == h->nkeys) {
+			flat[nflat++] = keys[i];
+			continue;
+		}
+		if (req_key_busy_locked(c, keys[i])) {
+			rc = PBOX_EBUSY;
+			break;
+		}
+		gone[ngone++] = h->keys[j];
+	}
+	if (rc == 0)   /* out of the table: their next call maps and declares afresh */
+		for (size_t g = 0; g < ngone; g++)
+			for (uint32_t j = 0; j < h->nkeys; j++)
+				if (h->keys[j] == gone[g]) {
+					h->keys[j] = h->keys[--h->nkeys];
+					if (gone[g]->on_lane)
+						lane[nlane++] = gone[g]->key;
+					break;
+				}
+	pthread_mutex_unlock(&h->klock);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0) {
+		free(flat);
+		free(lane);
+		free(gone);
+		return client_error(c, rc, "job '%s' rank %d: pbox_release_keys: a call on a key "
+				    "is still in flight (wait for it before releasing the key)",
+				    c->job, c->rank);
+	}
+	for (size_t g = 0; g < ngone; g++) {
+		hgroup_key_unmap(h->g, gone[g]->mem, gone[g]->stride);
+		free(gone[g]);
+	}
+	if (nlane && (rc = pbox_release_keys(h->lane, lane, nlane)) < 0)
+		client_error(c, rc, "job '%s' rank %d: pbox_release_keys: lane job '%s': %s",
+			     c->job, c->rank, h->lane_job, pbox_last_error(h->lane));
+	if (rc == 0 && nflat)
+		rc = release_keys_flat(c, flat, nflat);
+	free(flat);
+	free(lane);
+	free(gone);
+	return rc;
 }

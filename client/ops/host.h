@@ -111,6 +111,11 @@ void host_close(pbox_client *c);
 /* pbox_iallreduce of a host buffer through the host level. */
 int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
 		    pbox_req **req);
+/* pbox_release_keys with a host level: its keys released on the lane
+ * (and their shared memory unmapped), the others on the flat job. */
+int host_release(pbox_client *c, const uint32_t *keys, size_t n);
+/* release.c: pbox_release_keys without the host level. */
+int release_keys_flat(pbox_client *c, const uint32_t *keys, size_t n);
 /* connect.c: a client as pbox_connect makes it without the host level
  * (one box's, or a fleet's for a list). */
 int client_connect_flat(const char *control, const char *job, int rank, int world,

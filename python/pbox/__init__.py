@@ -373,7 +373,8 @@ class Client:
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
            rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-           transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None)
+           transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None,
+           local=None)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
@@ -390,12 +391,17 @@ class Client:
     "skip", "pass"): what the box does with a PS round whose gradient sum
     holds a NaN or Inf, if this worker creates the job (default
     $PBOX_NONFINITE, read by the library, then "abort"); under "skip"
-    stats()["ps_skipped"] counts the segments not stepped.
+    stats()["ps_skipped"] counts the segments not stepped. local: host-local
+    aggregation (docs/architecture.md "The host level"): (local_rank,
+    local_world) of this rank on its host, False to turn it off; default
+    torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, read by the library (on
+    when above 1, unless PBOX_HOST_LOCAL=0).
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
                  rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None):
+                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None,
+                 local=None):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -446,6 +452,17 @@ class Client:
                 raise Error(EINVAL, f"nonfinite={nonfinite!r}: use one of "
                                     f"{', '.join(_lib.NONFINITE)}")
             opts.nonfinite = _lib.NONFINITE[nonfinite]
+        if local is False:
+            opts.local_world = 1
+        elif local is not None:
+            if not isinstance(local, (tuple, list)) or len(local) != 2:
+                raise Error(EINVAL, f"local must be (local_rank, local_world) or False, "
+                                    f"not {local!r}")
+            lr, lw = _int_arg("local_rank", local[0]), _int_arg("local_world", local[1])
+            if not 0 <= lr < lw <= 64:
+                raise Error(EINVAL, f"local=({lr}, {lw}): need 0 <= local_rank < "
+                                    f"local_world <= 64")
+            opts.local_rank, opts.local_world = lr, lw
         if join_secret:
             secret = join_secret.encode() if isinstance(join_secret, str) else bytes(join_secret)
             if not 0 < len(secret) <= 256 or b"\0" in secret:
