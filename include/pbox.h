@@ -437,6 +437,10 @@ typedef struct pbox_optim {
 				 * (default); 1: their sum */
 	uint32_t weights_dtype; /* pbox_dtype of the weights the box returns:
 				 * PBOX_F32 (0, default) or the gradients' */
+	uint32_t mean_over;     /* the mean's divisor: 0 (default) the job's
+				 * world; else this many ranks (the host level
+				 * declares its lanes' keys with the whole
+				 * world). (Added in 0.13.0.) */
 } pbox_optim;
 
 /* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for

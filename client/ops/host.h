@@ -77,6 +77,10 @@ void hgroup_wake(struct hgroup *g);
  * the text in msg. */
 int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, uint64_t count,
 		   unsigned dtype, uint64_t bound_ms, const bool *stop, char *msg, size_t len);
+/* A word each member leaves for the others between the barriers of a
+ * call (pbox_ps_read's steps): set before HG_SUMMED, read after it. */
+void hgroup_set_aux(struct hgroup *g, uint64_t v);
+uint64_t hgroup_aux(const struct hgroup *g, uint32_t local);
 /* Break the group with this member's reason (the first one is kept). */
 void hgroup_break(struct hgroup *g, const char *why);
 
@@ -111,6 +115,24 @@ void host_close(pbox_client *c);
 /* pbox_iallreduce of a host buffer through the host level. */
 int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
 		    pbox_req **req);
+/* PS keys (ps.c and ps_rpc.c come here first, their arguments checked):
+ * each rank's part a PS key of its lane, the mean over the job's world.
+ * pbox_ps_init, pbox_ipush_pull and pbox_ps_read are host-level calls
+ * (every local rank, in the host's order); pbox_ps_write and
+ * pbox_ps_set_steps too, by every rank of host 0. */
+int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtype grad,
+			   const pbox_optim *o);
+int host_set_lr(pbox_client *c, uint32_t key, double lr);
+/* Whether key is a PS key of the host level (pbox_set_lr: a learning
+ * rate set before the declaration stays the flat client's). */
+bool host_has_ps_key(pbox_client *c, uint32_t key);
+int host_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
+int host_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+		    size_t count, pbox_dtype dtype, pbox_req **req);
+/* read (in NULL: out filled, *steps local rank 0's part's) or write */
+int host_ps_rw(pbox_client *c, uint32_t key, pbox_ps_part part, float *out, const float *in,
+	       size_t count, uint64_t *steps);
+int host_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
 /* pbox_release_keys with a host level: its keys released on the lane
  * (and their shared memory unmapped), the others on the flat job. */
 int host_release(pbox_client *c, const uint32_t *keys, size_t n);

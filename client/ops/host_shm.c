@@ -57,7 +57,9 @@ struct hg_member {
 	uint64_t count;             /* its current call's */
 	uint32_t key, dtype;
 	uint32_t closed;            /* its client closed */
-	uint8_t pad[28];
+	uint32_t pad0;
+	uint64_t aux;               /* hgroup_set_aux */
+	uint8_t pad[16];
 };
 
 struct hg_hdr {                     /* from page 1 of the group's object */
@@ -447,4 +449,14 @@ void hgroup_key_unlink(struct hgroup *g, uint32_t key, uint64_t count, unsigned 
 void hgroup_key_unmap(struct hgroup *g, void *mem, size_t stride)
 {
 	munmap(mem, HG_PAGE + (g->lay.local_world + 2) * stride);
+}
+
+void hgroup_set_aux(struct hgroup *g, uint64_t v)
+{
+	__atomic_store_n(&g->h->m[g->lay.local].aux, v, __ATOMIC_RELEASE);
+}
+
+uint64_t hgroup_aux(const struct hgroup *g, uint32_t local)
+{
+	return ld64(&g->h->m[local].aux);
 }

@@ -146,6 +146,7 @@ class Optim(ctypes.Structure):
         ("nesterov", ctypes.c_uint32),
         ("sum", ctypes.c_uint32),
         ("weights_dtype", ctypes.c_uint32),
+        ("mean_over", ctypes.c_uint32),   # 0.13.0
     ]
 
 

@@ -274,7 +274,7 @@ class ProcessGroupPBox(ProcessGroup):
         if "timeout_ms" not in kw:
             kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31 - 1))
         global _host_level_taken
-        if "local" not in kw:
+        if "local_world" not in kw:
             # host-local aggregation (torchrun's LOCAL_WORLD_SIZE, read by
             # libpbox) for the default group only, the process's first over
             # the whole world: a subgroup's ranks are not hosts of
@@ -282,7 +282,7 @@ class ProcessGroupPBox(ProcessGroup):
             # LOCAL_WORLD_SIZE lane jobs more (--max-jobs)
             if (_host_level_taken or size != _env.integer("WORLD_SIZE") or
                     rank != _env.integer("RANK")):
-                kw["local"] = False
+                kw["local_world"] = 1
             _host_level_taken = True
         self.client = Client(_options.get("control"), job, rank, size, join_secret=secret, **kw)
         self.job = job

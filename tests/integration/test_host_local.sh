@@ -8,6 +8,10 @@
 #     (host_local_prog.c computes it), every rank's digest equal, and the
 #     box saw one contribution per host (the lane jobs' worlds, no dense
 #     key in the flat job);
+#   - a PS key (SGD with momentum) on 2 x 2 and 1 x 4: init, steps, read
+#     and write through the host level, the weights the same bits as a
+#     reference job of one rank per host fed the hosts' sums with the mean
+#     over the whole world (host_local_ps.c);
 #   - layouts refused at connect with their named error: a world L does not
 #     divide, a local rank that is not rank % L, ranks of one host that
 #     disagree on L;
@@ -24,6 +28,9 @@ box_start af_packet
 HL=$WORKDIR/host_local_prog
 cc -O2 -Iinclude -o "$HL" tests/integration/host_local_prog.c -L"$BUILD" \
 	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox || die "host_local_prog does not build"
+HLPS=$WORKDIR/host_local_ps
+cc -O2 -Iinclude -o "$HLPS" tests/integration/host_local_ps.c -L"$BUILD" \
+	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -lm || die "host_local_ps does not build"
 export PBOX_TIMEOUT=20s
 SHM_BEFORE=$(ls /dev/shm | grep '^pbox-h' | sort)
 
@@ -34,13 +41,15 @@ host_ns() {   # host_ns I: the namespace of host I (made at first use)
 }
 
 # run JOB H L DTYPE COUNT CALLS: H hosts of L ranks; waits, checks each ok
-# and every digest equal
+# and every digest equal (PROG: host_local_prog, or host_local_ps with no
+# DTYPE)
 run() {
-	local job=$1 H=$2 L=$3 dt=$4 count=$5 calls=$6 pids=() r
+	local job=$1 H=$2 L=$3 pids=() r prog=${PROG:-$HL} calls=${!#}
+	shift 3
 	for r in $(seq 0 $((H * L - 1))); do
 		host_ns $((r / L))
-		ip netns exec "$HNS" timeout -k 2 60 "$HL" "$CONTROL" "$job" "$r" $((H * L)) "$L" \
-			"$dt" "$count" "$calls" > "$WORKDIR/$job.$r.log" 2>&1 &
+		ip netns exec "$HNS" timeout -k 2 60 "$prog" "$CONTROL" "$job" "$r" $((H * L)) "$L" \
+			"$@" > "$WORKDIR/$job.$r.log" 2>&1 &
 		pids+=($!); PIDS+=($!)
 	done
 	for r in "${!pids[@]}"; do
@@ -82,6 +91,8 @@ run hl22f 2 2 f32 100000 3
 run hl22b 2 2 bf16 70001 3
 run hl14f 1 4 f32 262144 3
 run hl14b 1 4 bf16 1000 2
+PROG=$HLPS run hlps22 2 2 50000 4
+PROG=$HLPS run hlps14 1 4 3000 3
 
 # the box's view, with ranks alive: the lane jobs, one contribution per host
 VIEW_PIDS=()
