@@ -201,7 +201,7 @@ void hgroup_wake(struct hgroup *g)
 	ring(g);
 }
 
-/* "1 (rank 5, pid 77), 3 (rank 7, pid 79)": the members whose pid is 0
+/* "rank 5 (local rank 1, pid 77), rank 7 (local rank 3, pid 79)": the members whose pid is 0
  * (at == NULL) or whose counter at[phase] is below n. */
 static void missing(const struct hgroup *g, int phase, uint64_t n, char *buf, size_t len)
 {
@@ -213,8 +213,8 @@ static void missing(const struct hgroup *g, int phase, uint64_t n, char *buf, si
 		bool miss = phase < 0 ? pid == 0 : ld64(&g->h->m[i].at[phase]) < n;
 		if (!miss)
 			continue;
-		at += (size_t)snprintf(buf + at, len - at, "%s%u (rank %d", at ? ", " : "", i,
-				       g->rank0 + (int)i);
+		at += (size_t)snprintf(buf + at, len - at, "%srank %d (local rank %u",
+				       at ? ", " : "", g->rank0 + (int)i, i);
 		at += (size_t)(pid ? snprintf(buf + at, len - at, ", pid %d)", (int)pid)
 				   : snprintf(buf + at, len - at, ")"));
 	}
@@ -326,7 +326,7 @@ int hgroup_open(pbox_client *c, const struct host_layout *lay, struct hgroup **o
 			char who[256];
 			missing(g, -1, 0, who, sizeof(who));
 			rc = client_error(c, PBOX_ETIMEDOUT, "job '%s' rank %d: host-local "
-					  "aggregation: local ranks %s of host %u did not come to "
+					  "aggregation: %s of host %u did not come to "
 					  "this host's shared memory within %u ms (do they run on this "
 					  "host, with the same job and LOCAL_WORLD_SIZE %u?)", c->job,
 					  c->rank, who, lay->host, g->timeout_ms, lay->local_world);
@@ -406,10 +406,10 @@ int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, u
 		if (t >= give_up) {
 			char who[256], why[HG_WHY_LEN];
 			missing(g, (int)phase, n, who, sizeof(who));
-			snprintf(why, sizeof(why), "call %llu on key %u: local ranks %s %s within "
-				 "%llu ms", (unsigned long long)n, key, who, phase == HG_ARRIVED ?
-				 "put no buffer into the shared memory" :
-				 "brought no part's result", (unsigned long long)bound_ms);
+			snprintf(why, sizeof(why), "call %llu on key %u: %s stalled: %s within %llu "
+				 "ms", (unsigned long long)n, key, who, phase == HG_ARRIVED ?
+				 "no buffer in the host's shared memory" :
+				 "no part's result", (unsigned long long)bound_ms);
 			hgroup_break(g, why);
 			snprintf(msg, len, "%s: host level: %s; the host group is broken now", g->who,
 				 why);
