@@ -24,15 +24,8 @@
 #include <unistd.h>
 
 #include "pbox.h"
+#include "host_local_data.h"
 
-static uint32_t mix(uint32_t a, uint32_t b, uint32_t c)
-{
-	uint64_t x = ((uint64_t)a << 42) ^ ((uint64_t)b << 12) ^ c ^ 0x9e3779b97f4a7c15ull;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 29;
-	return (uint32_t)x;
-}
 
 static float f_of(uint32_t u)
 {
@@ -64,8 +57,7 @@ static float from_bf16(uint16_t b)
 /* rank r's input at element i of call k, as the dtype holds it */
 static float input(int r, size_t i, int k, int bf)
 {
-	float v = (float)((int)(mix((uint32_t)r, (uint32_t)i, (uint32_t)k) % 20001u) - 10000) *
-		  0.00137f;
+	float v = hl_value(r, i, k);
 	return bf ? from_bf16(to_bf16(v)) : v;
 }
 

@@ -23,20 +23,12 @@
 #include <string.h>
 
 #include "pbox.h"
+#include "host_local_data.h"
 
-static uint32_t mix(uint32_t a, uint32_t b, uint32_t c)
-{
-	uint64_t x = ((uint64_t)a << 42) ^ ((uint64_t)b << 12) ^ c ^ 0x9e3779b97f4a7c15ull;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 29;
-	return (uint32_t)x;
-}
 
 static float input(int r, size_t i, int k)
 {
-	return (float)((int)(mix((uint32_t)r, (uint32_t)i, (uint32_t)k) % 20001u) - 10000) *
-	       0.00137f;
+	return hl_value(r, i, k);
 }
 
 #define KEY 3
