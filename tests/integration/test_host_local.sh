@@ -17,7 +17,8 @@
 #     disagree on L;
 #   - a local rank killed -9 while the others wait in a call: they fail
 #     within 3 s naming it (local rank, rank, pid, "died");
-#   - nothing of the job's left in /dev/shm afterwards.
+#   - a stale name (a dead pid in it) removed by the next job's connect, and
+#     nothing of the jobs' left in /dev/shm afterwards.
 set -u
 cd "$(dirname "$0")/../.."
 WK_HOSTS=1
@@ -87,7 +88,15 @@ print(f"{job}: flat world {H * L} summed nothing; {L} lanes of world {H} summed 
 PY
 }
 
+# a name a killed job left before its ranks had all mapped it (a dead pid
+# in its owners page): the next job's local rank 0 removes it at connect
+true & DEAD=$!; wait $DEAD
+STALE=pbox-h4000000000-deadbeef-n0-$TAG
+python3 -c "import struct,sys; open('/dev/shm/'+sys.argv[1],'wb').write(struct.pack('<4I',0x50424847,2,1,0)+struct.pack('<64i',int(sys.argv[2]),*[0]*63)+bytes(4096))" "$STALE" "$DEAD" ||
+	die "cannot make a stale name"
 run hl22f 2 2 f32 100000 3
+[ ! -e "/dev/shm/$STALE" ] || { rm -f "/dev/shm/$STALE"; die "the stale /dev/shm/$STALE was not removed"; }
+log "stale /dev/shm/$STALE (pid $DEAD, gone) removed at connect"
 run hl22b 2 2 bf16 70001 3
 run hl14f 1 4 f32 262144 3
 run hl14b 1 4 bf16 1000 2
@@ -157,7 +166,7 @@ for p in "${pids[@]:1}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; 
 
 # nothing left in /dev/shm (names of killed ranks' groups included)
 sleep 0.5
-left=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | grep '^pbox-h' | sort))
+left=$(host_shm_left "$SHM_BEFORE")
 [ -z "$left" ] || die "left in /dev/shm: $left"
 box_stop || die "pboxd did not stop cleanly"
 log "PASS test_host_local"

@@ -50,7 +50,7 @@ for l in 0 1; do
 done
 log "lanes: $(grep -o 'job pg-[0-9a-f]*\.lane[0-9] (id [0-9]*): admitted, world 2' "$BOX_LOG" | tr '\n' ' ')"
 sleep 0.5
-left=$(comm -13 <(echo "$SHM_BEFORE") <(ls /dev/shm | grep '^pbox-h' | sort))
+left=$(host_shm_left "$SHM_BEFORE")
 [ -z "$left" ] || die "left in /dev/shm: $left"
 box_stop || die "pboxd exited non-zero"
 log "PASS test_host_local_torch"
