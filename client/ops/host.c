@@ -18,6 +18,12 @@
  * copying call n - 1's result out: two result areas need no third
  * barrier. Slots are rewritten only after barrier 2, when every part of
  * the call before was summed.
+ *
+ * PS keys run the same way (enum host_kind): each rank's part is a PS key
+ * of its lane declared with mean_over = the job's world; a push sums the
+ * host's gradients of the part into private scratch and pushes it, the
+ * weights coming back into the result area; init and write take rank 0's
+ * (local rank 0's) f32 data from slot 0; read gathers every part.
  */
 #include <errno.h>
 #include <stdio.h>
