@@ -65,6 +65,8 @@ struct job_ps {
 	struct optim_params opt;
 	unsigned rdtype;           /* dtype of the weights the box returns */
 	int average;               /* 1: the gradient is the mean over ranks */
+	uint32_t mean_over;        /* ... over this many ranks, 0 = the job's world
+				      (a host-local job's lanes: its whole world) */
 };
 
 struct job_key {

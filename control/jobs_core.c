@@ -97,6 +97,24 @@ const uint64_t *jobs_ep_load(const struct jobs *js) { return js->load; }
 
 void jobs_admit_as_operator(struct jobs *js, int on) { js->admit_operator = on; }
 
+size_t jobs_family_len(const char *name)
+{
+	size_t n = strlen(name), d = n;
+
+	while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+		d--;
+	if (d == n || n - d > 3 || d < 6 || memcmp(name + d - 5, ".lane", 5) != 0)
+		return n;
+	return d - 5;
+}
+
+/* Whether a and b are of one family (jobs_family_len). */
+static bool same_family(const char *a, const char *b)
+{
+	size_t n = jobs_family_len(a);
+	return n == jobs_family_len(b) && memcmp(a, b, n) == 0;
+}
+
 int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_bytes,
 		      uint8_t *by_operator, char *err, size_t errlen)
 {
@@ -105,6 +123,7 @@ int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_byte
 	int op = js->admit_operator || peer_addr_is_none(peer);
 	uint64_t total = 0, peer_bytes = 0;
 	unsigned peer_jobs = 0, anon_jobs = 0;
+	bool kin = false;   /* the peer runs a job of name's family */
 	char a[48];
 
 	for (unsigned i = 0; i < ENGINE_MAX_JOBS; i++) {
@@ -116,7 +135,18 @@ int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_byte
 		if (op || j->by_operator || memcmp(&j->log_peer, peer, sizeof(*peer)) != 0)
 			continue;
 		peer_bytes += j->max_bytes;
-		peer_jobs += !j->removing;
+		if (j->removing)
+			continue;
+		kin |= same_family(j->name, name);
+		/* a family counts once: at its first running job in the table */
+		bool counted = false;
+		for (unsigned o = 0; o < i && !counted; o++) {
+			const struct job *e = js->table[o];
+			counted = e && !e->removing && !e->by_operator &&
+				  memcmp(&e->log_peer, peer, sizeof(*peer)) == 0 &&
+				  same_family(e->name, j->name);
+		}
+		peer_jobs += !counted;
 	}
 	*by_operator = (uint8_t)op;
 	uint64_t reserve = op ? 0 : cfg->reserved_job_bytes;
@@ -133,7 +163,7 @@ int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_byte
 			      "created; the last %u of its %u (--max-jobs) are reserved for an "
 			      "operator's jobs (--reserved-jobs)", name, anon_jobs,
 			      cfg->reserved_jobs, cfg->max_jobs);
-	if (cfg->max_jobs_per_peer && peer_jobs >= cfg->max_jobs_per_peer)
+	if (cfg->max_jobs_per_peer && !kin && peer_jobs >= cfg->max_jobs_per_peer)
 		return errmsg(err, errlen, -ENOSPC, "job %s: %s already created %u jobs that "
 			      "still run (--max-jobs-per-peer)", name,
 			      peer_addr_str(peer, a, sizeof(a)), peer_jobs);

@@ -34,11 +34,20 @@ struct jobs {
 };
 
 /*
+ * The length of name's family: a host-local job's lanes ("X.lane0" ..
+ * "X.lane999", docs/architecture.md "The host level") are of family X,
+ * every other name is its own. --max-jobs-per-peer counts families.
+ */
+size_t jobs_family_len(const char *name);
+
+/*
  * May a job of max_bytes be admitted now for the request being served (its
  * peer js->box->log_peer; an operator's with js->admit_operator or no
  * peer)? Checks --total-job-bytes (every job's memory, removing ones too),
  * the operators' reserve (--reserved-jobs, --reserved-job-bytes) and the
- * peer's budget (--max-jobs-per-peer, --max-job-bytes-per-peer). 0 and
+ * peer's budget (--max-jobs-per-peer, counting a family of jobs once:
+ * one of a family the peer runs is admitted at any count;
+ * --max-job-bytes-per-peer). 0 and
  * *by_operator, or -ENOSPC naming the limit and the option.
  */
 int jobs_admit_budget(const struct jobs *js, const char *name, uint64_t max_bytes,

@@ -451,7 +451,8 @@ static bool same_ps(const struct job_ps *a, const struct job_ps *b)
 	       a->opt.momentum == b->opt.momentum && a->opt.dampening == b->opt.dampening &&
 	       a->opt.weight_decay == b->opt.weight_decay && a->opt.beta1 == b->opt.beta1 &&
 	       a->opt.beta2 == b->opt.beta2 && a->opt.eps == b->opt.eps &&
-	       a->rdtype == b->rdtype && a->average == b->average;
+	       a->rdtype == b->rdtype && a->average == b->average &&
+	       a->mean_over == b->mean_over;
 }
 
 static int check_same(const struct job *j, const struct job_key *k,
@@ -682,9 +683,10 @@ static int build_key(struct jobs *js, struct job *j, struct job_key *k,
 	engine_key_set_round0(k->ek, a->resume_round > j->round_hwm + 1 ? a->resume_round - 1
 									  : j->round_hwm);
 	if (a->ps) {
-		engine_ps_init(mem + engine_key_mem_bytes(a->count, k->geom.dtype, j->seg_bytes,
-							  k->geom.segs_per_chunk),
+		struct engine_ps *ps = engine_ps_init(mem + engine_key_mem_bytes(a->count,
+				k->geom.dtype, j->seg_bytes, k->geom.segs_per_chunk),
 			       k->ek, &a->ps->opt, a->dtype, a->ps->rdtype, a->ps->average);
+		ps->mean_over = a->ps->mean_over;
 	}
 	k->bytes = need;
 	k->off = off;

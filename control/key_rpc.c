@@ -64,7 +64,7 @@ static int parse_optimizer(json_t *o, unsigned grad_dtype, struct job_ps *ps,
 {
 	static const char *const known[] = { "name", "momentum", "dampening",
 		"weight_decay", "nesterov", "beta1", "beta2", "eps", "sum",
-		"weights_dtype", NULL };
+		"weights_dtype", "mean_over", NULL };
 	const char *name = NULL, *wd = NULL;
 	int nesterov = 0, sum = 0, rc;
 
@@ -94,6 +94,12 @@ static int parse_optimizer(json_t *o, unsigned grad_dtype, struct job_ps *ps,
 		return rc;
 	ps->opt.nesterov = (uint8_t)nesterov;
 	ps->average = !sum;
+	json_t *mo = json_object_get(o, "mean_over");
+	if (mo && (!json_is_integer(mo) || json_integer_value(mo) < 1 ||
+		   json_integer_value(mo) > 1 << 20))
+		return errmsg(err, errlen, RPC_INVALID_PARAMS, "params.optimizer.mean_over must "
+			      "be a whole number of ranks, 1..%d", 1 << 20);
+	ps->mean_over = mo ? (uint32_t)json_integer_value(mo) : 0;
 	if (ps->opt.kind != OPTIM_SGD && (ps->opt.momentum || ps->opt.dampening || nesterov))
 		return errmsg(err, errlen, -EINVAL, "momentum, dampening and nesterov are "
 			      "SGD's; %s takes beta1, beta2 and eps", name);
@@ -111,9 +117,10 @@ static json_t *ps_reply(const struct job_key *k)
 {
 	if (!k->is_ps)
 		return json_null();
-	return json_pack("{s:s, s:s, s:b, s:b, s:I}", "name", optim_name(k->ps.opt.kind),
+	return json_pack("{s:s, s:s, s:b, s:b, s:I, s:I}", "name", optim_name(k->ps.opt.kind),
 			 "weights_dtype", wire_dtype_name(k->ps.rdtype), "sum", !k->ps.average,
-			 "restored", k->ek->ps->restored, "step", (json_int_t)k->ek->ps->step0);
+			 "restored", k->ek->ps->restored, "step", (json_int_t)k->ek->ps->step0,
+			 "mean_over", (json_int_t)k->ps.mean_over);
 }
 
 RPC_HANDLER(rpc_key_declare)

@@ -79,7 +79,10 @@ enum engine_nonfinite {
 struct engine_ps {
 	struct optim_params opt;
 	uint8_t  rdtype;         /* dtype of the weights in RESULTs */
-	uint8_t  average;        /* divide the gradient sum by the world */
+	uint8_t  average;        /* divide the gradient sum by the world ... */
+	uint32_t mean_over;      /* ... or by this many ranks if not 0 (a
+				    host-local job's lanes: its whole world;
+				    set by the control plane after init) */
 	uint8_t  restored;       /* weights from a checkpoint: the init round keeps them */
 	uint8_t  buf_written;    /* SGD: key_write gave the momentum buffer, so
 				    a first step continues it (as torch does

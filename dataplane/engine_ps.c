@@ -142,7 +142,8 @@ int ps_complete(struct engine *e, struct engine_job *j, struct engine_key *k,
 			/* a written SGD buffer is continued: optim_step's step 2 (optim.h) */
 			optim_step(&ps->opt, w, st, g, count,
 				   t == 1 && ps->buf_written ? 2 : t, sl->lr,
-				   ps->average ? (float)j->world : 1.0f);
+				   !ps->average ? 1.0f : ps->mean_over ? (float)ps->mean_over
+							: (float)j->world);
 			e->c.updates++;
 		}
 	}

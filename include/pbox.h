@@ -222,7 +222,28 @@ typedef struct pbox_opts {
 	 * environment variable PBOX_NONFINITE (abort, skip or pass; else
 	 * PBOX_EINVAL), else abort. (Added in 0.12.0.) */
 	uint32_t nonfinite;
+	/* Host-local aggregation (docs/architecture.md "The host level"):
+	 * the ranks of one host sum each pbox_allreduce among themselves
+	 * through shared memory and send the box one contribution per host.
+	 * local_world ranks run on this host: ranks host * local_world ..
+	 * host * local_world + local_world - 1, this one local_rank among them
+	 * (rank % local_world). 0 = the environment variables
+	 * LOCAL_WORLD_SIZE and LOCAL_RANK (torchrun's) when both are set,
+	 * else 1; 1 = off. PBOX_HOST_LOCAL=off (or 0) turns it off whatever
+	 * these say. On, pbox_connect also joins the lane job "<job>.lane<l>"
+	 * (l = local_rank) as rank host of world / local_world, and fails
+	 * with PBOX_EINVAL naming the rank when local_world is above
+	 * PBOX_HOST_LOCAL_MAX or does not divide the world, local_rank is not
+	 * rank % local_world, or the job name is longer than 56 characters;
+	 * with PBOX_EINVAL or PBOX_ETIMEDOUT when the host's ranks disagree
+	 * on local_world, two claim one local rank, or one does not come
+	 * within timeout_ms. (Added in 0.13.0.) */
+	uint32_t local_rank;
+	uint32_t local_world;
 } pbox_opts;
+
+/* Ranks of one host in host-local aggregation, at most. */
+#define PBOX_HOST_LOCAL_MAX 64
 
 typedef struct pbox_client pbox_client;
 typedef struct pbox_req pbox_req;
@@ -416,6 +437,10 @@ typedef struct pbox_optim {
 				 * (default); 1: their sum */
 	uint32_t weights_dtype; /* pbox_dtype of the weights the box returns:
 				 * PBOX_F32 (0, default) or the gradients' */
+	uint32_t mean_over;     /* the mean's divisor: 0 (default) the job's
+				 * world; else this many ranks (the host level
+				 * declares its lanes' keys with the whole
+				 * world). (Added in 0.13.0.) */
 } pbox_optim;
 
 /* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for

@@ -40,6 +40,7 @@ struct perf_args {
 	size_t blast_bytes;
 	int blast_gso;
 	struct perf_sparse sp;      /* --sparse D / --topk D */
+	int local;                  /* --local L: host-local aggregation, 0 unset */
 };
 
 static void usage(FILE *f)
@@ -69,6 +70,10 @@ static void usage(FILE *f)
 		"                      (f32, --keys 1); --check replays every rank's selection\n"
 		"  --topk-local L      hierarchical top-k: hosts of L consecutive ranks sum\n"
 		"                      through shared memory, their first rank selects and sends\n"
+		"  --local L           host-local aggregation: hosts of L consecutive ranks sum\n"
+		"                      each call through shared memory, one contribution per\n"
+		"                      host to the box (pbox_opts.local_world; 1 = off; default\n"
+		"                      LOCAL_WORLD_SIZE and LOCAL_RANK if set)\n"
 		"\n"
 		"usage: pbox-perf --blast ADDR:PORT [--blast-seconds S] [--blast-bytes B] [--blast-gso]\n"
 		"  raw UDP datagrams of pbox's size (default 1448 B: header + one segment at\n"
@@ -106,6 +111,7 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 		{ "udp-offload", 0, 0, 'O' }, { "blast-seconds", 1, 0, 'S' }, { "blast-bytes", 1, 0, 'Z' }, { "blast-gso", 0, 0, 'G' },
 		{ "transport", 1, 0, 'X' }, { "busy-poll", 0, 0, 'P' },
 		{ "sparse", 1, 0, 'Y' }, { "topk", 1, 0, 'K' }, { "topk-local", 1, 0, 'L' },
+		{ "local", 1, 0, 'H' },
 		{ 0, 0, 0, 0 },
 	};
 	int o, v, li = 0, bad = 0;
@@ -152,6 +158,10 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 				want = "a density in (0, 1]";
 			break;
 		case 'L': want = int_arg(optarg, &a->sp.local); break;
+		case 'H':
+			if (parse_int(optarg, &a->local) < 0 || a->local < 1 || a->local > 64)
+				want = "ranks per host in [1, 64]";
+			break;
 		case 'X':
 			v = !strcmp(optarg, "auto") ? PBOX_TRANSPORT_AUTO
 			  : !strcmp(optarg, "udp") ? PBOX_TRANSPORT_UDP
@@ -181,15 +191,20 @@ static int parse_args(int argc, char **argv, struct perf_args *a)
 	}
 	if (a->blast && !bad && optind == argc)
 		return 0;
+	if (a->local) {   /* (1: off, whatever LOCAL_WORLD_SIZE says) */
+		a->opts.local_world = (uint32_t)a->local;
+		a->opts.local_rank = a->rank >= 0 ? (uint32_t)(a->rank % a->local) : 0;
+	}
 	if (bad || optind != argc || !a->job || a->world < 1 || a->rank < 0 ||
 	    a->rank >= a->world || a->keys < 1 || a->iters < 1 || a->stepfactor <= 1 ||
 	    a->minbytes < 1 || a->maxbytes < a->minbytes ||
 	    (a->sp.mode && (a->keys != 1 || a->dtype != PBOX_F32)) ||
-	    (a->sp.local > 1 && (a->sp.mode != PERF_TOPK || a->world % a->sp.local))) {
+	    (a->sp.local > 1 && (a->sp.mode != PERF_TOPK || a->world % a->sp.local)) ||
+	    (a->local > 1 && a->world % a->local)) {
 		fprintf(stderr, "pbox-perf: bad or missing arguments (need --job, --rank, "
 			"--world; --keys in [1, 65536]; --iters >= 1; --stepfactor > 1; minbytes <= maxbytes;\n"
 			"--sparse/--topk: a density in (0, 1], f32 and one key; --topk-local L:\n"
-			"with --topk, L dividing --world)\n");
+			"with --topk, L dividing --world; --local L: L dividing --world)\n");
 		usage(stderr);
 		return -1;
 	}

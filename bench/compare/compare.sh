@@ -8,7 +8,7 @@
 #                            [--iters I] [--warmup W] [--systems pbox,openmpi,gloo]
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
-#                            [--timeout S] [--topk D] [--topk-local L]
+#                            [--timeout S] [--topk D] [--topk-local L] [--local L]
 #                            [--shape RATE] [--box-rate RATE] [--boxes K]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
@@ -70,6 +70,14 @@
 #   through shared memory first, one rank per host selects and sends); the
 #   table adds t_local / t_pbox and t_local / t_topk. Every N must be a
 #   multiple of L.
+# --local L (--systems pbox only): hosts of L ranks: rank r runs in the
+#   namespace (and behind the link, shaped with --shape) of rank r - r % L,
+#   so a host's ranks share one link; "pbox" runs them with the host level
+#   off (pbox-perf --local 1) and one more system, "pbox-local", with it on
+#   (pbox-perf --local L: the host's ranks sum through shared memory and the
+#   box gets one contribution per host; docs/architecture.md "The host
+#   level"). Every N must be a multiple of L. (OpenMPI's and Gloo's ranks
+#   keep a namespace each: not yet placed by host.)
 # PBOXD_ARGS (environment): more pboxd options for every pbox run, split at
 #   spaces (e.g. PBOXD_ARGS="--slots 1024"); info.txt records them.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
@@ -196,7 +204,7 @@ usage() {
 . bench/shape.sh    # rate_bps, shape_link, shape_down (NS_SW, MTU)
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; SHAPE=; BOX_RATE=; BOXES=1
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; SHAPE=; BOX_RATE=; BOXES=1; HOST_LOCAL=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -215,6 +223,7 @@ while [ $# -gt 0 ]; do
 	--timeout) TIMEOUT=${2:?--timeout needs seconds}; shift ;;
 	--topk) TOPK=${2:?--topk needs a density}; shift ;;
 	--topk-local) TOPK_LOCAL=${2:?--topk-local needs ranks per host}; shift ;;
+	--local) HOST_LOCAL=${2:?--local needs ranks per host}; shift ;;
 	--shape) SHAPE=${2:?--shape needs a rate (e.g. 1gbit, 500mbit)}; shift ;;
 	--box-rate) BOX_RATE=${2:?--box-rate needs a rate (e.g. 1gbit)}; shift ;;
 	--boxes) BOXES=${2:?--boxes needs a number}; shift ;;
@@ -257,6 +266,16 @@ IFS=, read -r -a NS <<< "$NLIST"
 for n in "${NS[@]}"; do
 	[ "$n" -ge 2 ] || { echo "compare.sh: every N must be >= 2 (got $n)" >&2; exit 2; }
 done
+if [ -n "$HOST_LOCAL" ]; then
+	[[ $HOST_LOCAL =~ ^[0-9]+$ ]] && [ "$HOST_LOCAL" -ge 2 ] ||
+		{ echo "compare.sh: --local L needs L >= 2 (got $HOST_LOCAL)" >&2; exit 2; }
+	[ "$SYSTEMS" = pbox ] ||
+		{ echo "compare.sh: --local measures pbox only (--systems pbox)" >&2; exit 2; }
+	for n in "${NS[@]}"; do
+		[ $((n % HOST_LOCAL)) = 0 ] ||
+			{ echo "compare.sh: --local $HOST_LOCAL: N = $n is not a multiple of it" >&2; exit 2; }
+	done
+fi
 if [ -n "$TOPK_LOCAL" ]; then
 	[ -n "$TOPK" ] && [[ $TOPK_LOCAL =~ ^[0-9]+$ ]] && [ "$TOPK_LOCAL" -ge 2 ] ||
 		{ echo "compare.sh: --topk-local L needs --topk D and L >= 2 (got $TOPK_LOCAL)" >&2; exit 2; }
@@ -294,6 +313,8 @@ NS_SW=pbox-sw-$TAG                     # the "switch": bridge br0, mpirun runs h
 MAXN=0; for n in "${NS[@]}"; do [ "$n" -gt $MAXN ] && MAXN=$n; done
 [ "$MAXN" -le 230 ] || { echo "compare.sh: N = $MAXN: at most 230 ranks (198.18.0.10-239)" >&2; exit 2; }
 wk_ns() { echo "pbox-w$1-$TAG"; }      # rank r's namespace (host)
+# the namespace pbox's rank r runs in: its own, or with --local L its host's
+pbox_ns() { wk_ns $(( HOST_LOCAL ? $1 / HOST_LOCAL * HOST_LOCAL : $1 )); }
 wk_ip() { echo "198.18.0.$((10 + $1))"; }
 # Box k (--boxes): its namespace, data port (DPDK's veth) and management
 # veth, data and management addresses, pboxctl socket, log and EAL prefix.
@@ -635,9 +656,10 @@ dnf_skip() { # dnf_skip SYS N REP: true (noted in raw.txt) if an earlier rep of 
 	return 0
 }
 
-# run_pbox N REP TRANSPORT [topk|topk-local]: N pbox-perf workers, one job,
+# run_pbox N REP TRANSPORT [topk|topk-local|local]: N pbox-perf workers, one job,
 # all sizes (topk: pbox_allreduce_topk at --topk's density, system
-# pbox-topk; topk-local: the same, hierarchical, system pbox-topk-local)
+# pbox-topk; topk-local: the same, hierarchical, system pbox-topk-local;
+# local: host-local aggregation, system pbox-local)
 run_pbox() {
 	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3${4:+-$4}.n$1.r$2 rc p
 	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
@@ -647,12 +669,16 @@ run_pbox() {
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0);
 	# but --shape gives --mtu (see the header)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --transport "$tp" ${4:+--topk "$TOPK"} ${SHAPE:+--mtu "$MTU"})
+		    --warmup "$WARMUP" --transport "$tp" ${SHAPE:+--mtu "$MTU"})
+	[[ ${4:-} != topk* ]] || args+=(--topk "$TOPK")
 	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
+	if [ -n "$HOST_LOCAL" ]; then   # the same placement, the host level off or on
+		args+=(--local "$([ "${4:-}" = local ] && echo "$HOST_LOCAL" || echo 1)")
+	fi
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
 		for ((r = 0; r < n; r++)); do
-			ip netns exec "$(wk_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
+			ip netns exec "$(pbox_ns $r)" "$BUILD/pbox-perf" --control "$CONTROL" \
 				--job "cmp-$tp${4:+-$4}-n$n-r$rep" --rank $r --world "$n" "${args[@]}" > "$lg.$r.log" 2>&1 &
 			WK_PIDS+=($!); PIDS+=($!)
 		done
@@ -743,6 +769,7 @@ pbox_systems() { # the pbox systems measured: one per transport, then the top-k 
 	for tp in "${TP_LIST[@]}"; do [ "$tp" = udp ] && echo pbox || echo "pbox-$tp"; done
 	[ -z "$TOPK" ] || echo pbox-topk
 	[ -z "$TOPK_LOCAL" ] || echo pbox-topk-local
+	[ -z "$HOST_LOCAL" ] || echo pbox-local
 }
 pbox_left() { # true if some pbox system and N still runs (not DNF earlier)
 	local n sys
@@ -789,6 +816,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		fi
 		if [ -n "$TOPK_LOCAL" ]; then
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk-local; done
+		fi
+		if [ -n "$HOST_LOCAL" ]; then
+			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp local; done
 		fi
 		if [ "$TOPO" = hosts ]; then
 			for ((k = 0; k < BOXES; k++)); do
@@ -848,6 +878,7 @@ if want pbox; then
 	for tp in "${TP_LIST[@]}"; do RUN_SYS+=("$([ "$tp" = udp ] && echo pbox || echo "pbox-$tp")"); done
 	[ -z "$TOPK" ] || RUN_SYS+=(pbox-topk)
 	[ -z "$TOPK_LOCAL" ] || RUN_SYS+=(pbox-topk-local)
+	[ -z "$HOST_LOCAL" ] || RUN_SYS+=(pbox-local)
 fi
 want openmpi && RUN_SYS+=(openmpi)
 want gloo && RUN_SYS+=(gloo)

@@ -186,6 +186,8 @@ int client_opts_read(pbox_client *c, const pbox_opts *in)
 				    "pbox_nonfinite (PBOX_NONFINITE_DEFAULT, _ABORT, _SKIP, _PASS)",
 				    o.nonfinite);
 	c->opts.nonfinite = o.nonfinite;
+	c->opts.local_rank = o.local_rank;
+	c->opts.local_world = o.local_world;
 	return transport_from_env(c);
 }
 

@@ -145,6 +145,9 @@ struct pbox_client {
 	pbox_client **subs;          /* nsubs clients, one per box, in list order */
 	unsigned nsubs;
 	char placement[17];          /* job_join's "placement" hash, "" none */
+	/* host-local aggregation (ops/host.c): its host group and lane, or
+	 * NULL; c itself is the flat job's client (or fleet) */
+	struct host *host;
 };
 
 static inline void stat_add(uint64_t *ctr, uint64_t n)

@@ -102,6 +102,22 @@ const struct knob knobs[KNOB_COUNT] = {
 		    "the calls in flight within the timeout (docs/reliability.md); "
 		    "off: every call fails PBOX_ECLOSED at once, and dense keys keep no "
 		    "copy of their last results" },
+	[KNOB_HOST_LOCAL] = { .name = "PBOX_HOST_LOCAL", .parse = knob_parse_onoff,
+	  .takes = "on or off (or 1, 0)",
+	  .field = NULL, .when = KNOB_AT_CONNECT, .dflt = "on", .dval = 1,
+	  .doc = "host-local aggregation when the host's ranks are known "
+		    "(pbox_opts.local_world or LOCAL_WORLD_SIZE above 1); off: every rank "
+		    "sends to the box on its own" },
+	[KNOB_LOCAL_RANK] = { .name = "LOCAL_RANK", .parse = knob_parse_count,
+	  .takes = "a number in 0..65535",
+	  .field = "local_rank", .when = KNOB_AT_CONNECT, .dflt = "", .dval = 0,
+	  .doc = "torchrun's: this rank's place on its host, when pbox_opts.local_world "
+		    "is 0" },
+	[KNOB_LOCAL_WORLD_SIZE] = { .name = "LOCAL_WORLD_SIZE", .parse = knob_parse_count,
+	  .takes = "a number in 0..65535",
+	  .field = "local_world", .when = KNOB_AT_CONNECT, .dflt = "", .dval = 0,
+	  .doc = "torchrun's: the ranks on this host, when pbox_opts.local_world is 0 "
+		    "(with LOCAL_RANK)" },
 };
 
 const char *knob_text(enum knob_id k)
@@ -231,6 +247,19 @@ int knob_parse_gpudirect(const char *text, uint64_t *v)
 	if (i < 0)
 		return PBOX_EINVAL;
 	*v = i == 0 ? PBOX_GPUDIRECT_OFF : i == 1 ? PBOX_GPUDIRECT_AUTO : PBOX_GPUDIRECT_ON;
+	return 0;
+}
+
+int knob_parse_count(const char *text, uint64_t *v)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-' || n > 65535)
+		return PBOX_EINVAL;
+	*v = n;
 	return 0;
 }
 

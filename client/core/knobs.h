@@ -34,6 +34,9 @@ enum knob_id {
 	KNOB_REPLACE_WAIT,
 	KNOB_NONFINITE,
 	KNOB_RESUME,
+	KNOB_HOST_LOCAL,
+	KNOB_LOCAL_RANK,
+	KNOB_LOCAL_WORLD_SIZE,
 	KNOB_COUNT
 };
 
@@ -72,7 +75,8 @@ int knob_value(pbox_client *c, enum knob_id k, uint64_t *v);
  * the row's takes ("auto|udp|xdp|verbs": xdp is 2), a flag 1 or 0. */
 knob_parse_fn knob_parse_flag, knob_parse_mtu, knob_parse_size, knob_parse_transport,
 	knob_parse_xdp_mode, knob_parse_debug, knob_parse_kernel, knob_parse_gpudirect,
-	knob_parse_duration, knob_parse_wait, knob_parse_nonfinite, knob_parse_onoff;
+	knob_parse_duration, knob_parse_wait, knob_parse_nonfinite, knob_parse_onoff,
+	knob_parse_count;
 
 /* PBOX_DEBUG's levels (knob_parse_debug). */
 enum { KNOB_DEBUG_OFF = 0, KNOB_DEBUG_WARN, KNOB_DEBUG_INFO };

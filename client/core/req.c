@@ -74,9 +74,9 @@ bool req_key_busy_locked(const pbox_client *c, uint32_t key)
 	return false;
 }
 
-/* Queue r unless the client failed or a key of it (each a release names)
- * is busy; under c->lock, so no call on a key slips in between. */
-static int submit_locked(pbox_client *c, struct pbox_req *r)
+/* Make r live unless the client failed or a key of it (each a release
+ * names) is busy; under c->lock, so no call on a key slips in between. */
+static int track_locked(pbox_client *c, struct pbox_req *r)
 {
 	size_t n;
 	const uint32_t *keys = req_keys(r, &n);
@@ -96,16 +96,47 @@ static int submit_locked(pbox_client *c, struct pbox_req *r)
 			return PBOX_EBUSY;
 		}
 	}
-	if (c->sub_tail)
-		c->sub_tail->sub_next = r;
-	else
-		c->sub_head = r;
-	c->sub_tail = r;
 	r->live_next = c->live;
 	if (c->live)
 		c->live->live_prev = r;
 	c->live = r;
 	return 0;
+}
+
+/* Queue r for the progress thread once track_locked took it. */
+static int submit_locked(pbox_client *c, struct pbox_req *r)
+{
+	int rc = track_locked(c, r);
+
+	if (rc < 0)
+		return rc;
+	if (c->sub_tail)
+		c->sub_tail->sub_next = r;
+	else
+		c->sub_head = r;
+	c->sub_tail = r;
+	return 0;
+}
+
+int req_track(pbox_client *c, struct pbox_req *r)
+{
+	pthread_mutex_lock(&c->lock);
+	int rc = track_locked(c, r);
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		req_free(r);
+	return rc;
+}
+
+void req_end(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
+{
+	pthread_mutex_lock(&c->lock);
+	r->rc = rc;
+	if (rc < 0)
+		snprintf(r->msg, sizeof(r->msg), "%s", msg ? msg : pbox_strerror(rc));
+	r->finished = true;
+	pthread_cond_broadcast(&c->done_cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int req_submit(pbox_client *c, struct pbox_req *r)

@@ -183,6 +183,15 @@ struct pbox_req *req_new(pbox_client *c, uint32_t key, const struct req_op *op);
 /* Queue r (filled by the caller) for the progress thread and wake it; r is
  * freed on failure. 0, or PBOX_EBUSY / the client's fatal code. */
 int req_submit(pbox_client *c, struct pbox_req *r);
+/* req_end finishes r with rc (msg: its message when rc < 0, NULL: rc's
+ * name) and wakes its waiters: the last thing done with a request
+ * (xfer_finish; ops/host.c). Requests run by a thread of a room above
+ * rather than the progress thread (ops/host.c): req_track makes r one of
+ * c's live requests (so pbox_wait, pbox_test and the busy-key rule
+ * apply) without queueing it; 0, or PBOX_EBUSY / the client's fatal code
+ * (r freed). */
+int req_track(pbox_client *c, struct pbox_req *r);
+void req_end(pbox_client *c, struct pbox_req *r, int rc, const char *msg);
 /* Whether a call on key is submitted and not finished (under c->lock). */
 bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 /* The keys r holds: its keys (count), or its key. */

@@ -5,6 +5,7 @@
  * key on first use and streams one round per call (xfer/).
  */
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 
 const struct req_op op_allreduce = {
 	.declares = true,
@@ -15,6 +16,8 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host)   /* host-local aggregation (host.c) */
+		return host_iallreduce(c, key, buf, count, dtype, req);
 	if (c->fleet)
 		return fleet_iallreduce(c, key, buf, count, dtype, req);
 	if (!req)

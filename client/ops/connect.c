@@ -27,6 +27,7 @@
 
 #include "client/core/knobs.h"
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 #include "client/transport/net.h"
 #include "common/secret.h"
 
@@ -319,8 +320,8 @@ int client_connect_box(const char *control, const char *job, int rank, int world
 	return rc;
 }
 
-int pbox_connect(const char *control, const char *job, int rank, int world,
-		 const pbox_opts *opts, pbox_client **out)
+int client_connect_flat(const char *control, const char *job, int rank, int world,
+			const pbox_opts *opts, pbox_client **out)
 {
 	const char *list = control && *control ? control : knob_text(KNOB_CONTROL);
 	pbox_client *c;
@@ -335,6 +336,15 @@ int pbox_connect(const char *control, const char *job, int rank, int world,
 		return PBOX_ENOMEM;
 	int rc = check_args(c, control, job, rank, world, opts);
 	return rc < 0 ? rc : fleet_connect(c, opts);
+}
+
+int pbox_connect(const char *control, const char *job, int rank, int world,
+		 const pbox_opts *opts, pbox_client **out)
+{
+	int rc = client_connect_flat(control, job, rank, world, opts, out);
+
+	/* the host level (host.c), once the flat job is joined */
+	return rc < 0 ? rc : host_connect(*out);
 }
 
 static void stop_thread(pbox_client *c)
@@ -368,6 +378,7 @@ void pbox_close(pbox_client *c)
 {
 	if (!c)
 		return;
+	host_close(c);   /* (its lane's client and host thread first) */
 	if (c->fleet || c->nsubs) {   /* a fleet: no box of its own */
 		fleet_close(c);
 		free(c->lrs);

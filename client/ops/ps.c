@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 
 #define OPTIM_FIRST_LAYOUT offsetof(pbox_optim, weights_dtype) + sizeof(uint32_t)
 
@@ -90,6 +91,8 @@ int pbox_set_lr(pbox_client *c, uint32_t key, double lr)
 	if (!c)
 		return PBOX_EINVAL;
 	int rc = lr_check(c, key, lr);
+	if (rc == 0 && c->host && host_has_ps_key(c, key))
+		return host_set_lr(c, key, lr);
 	if (rc == 0 && c->fleet)
 		return fleet_set_lr(c, key, lr);
 	if (rc == 0 && (rc = lr_store(c, key, (float)lr)) < 0)
@@ -185,6 +188,10 @@ static bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char 
 		say_diff(out, len, "sum", was->sum != 0, now->sum != 0);
 		return true;
 	}
+	if (was->mean_over != now->mean_over) {
+		say_diff(out, len, "mean_over", was->mean_over, now->mean_over);
+		return true;
+	}
 	if (was->weights_dtype != now->weights_dtype) {
 		snprintf(out, len, "weights_dtype %s, this call %s",
 			 wire_dtype_name((unsigned)was->weights_dtype),
@@ -196,8 +203,8 @@ static bool ps_optim_differs(const pbox_optim *was, const pbox_optim *now, char 
 
 /* ---- the kinds of call ---- */
 
-/* key_declare's "optimizer" object for a PS declaration. */
-static json_t *optimizer_json(const pbox_optim *o)
+/* optimizer_json's fields every box knows. */
+static json_t *optimizer_fields(const pbox_optim *o)
 {
 	const char *name = ps_optim_name(o->kind);
 
@@ -211,6 +218,20 @@ static json_t *optimizer_json(const pbox_optim *o)
 			 "beta1", o->beta1, "beta2", o->beta2, "eps", o->eps,
 			 "weight_decay", o->weight_decay, "sum", o->sum != 0,
 			 "weights_dtype", wire_dtype_name(o->weights_dtype));
+}
+
+/* key_declare's "optimizer" object for a PS declaration. */
+static json_t *optimizer_json(const pbox_optim *o)
+{
+	json_t *j = optimizer_fields(o);
+
+	/* (absent unless set: a box before 0.13 knows no mean_over) */
+	if (j && o->mean_over &&
+	    json_object_set_new(j, "mean_over", json_integer(o->mean_over)) < 0) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
 }
 
 /* pbox_declare_optimizer on a declared key: 0 if it declares the same
@@ -311,6 +332,8 @@ int pbox_declare_optimizer(pbox_client *c, uint32_t key, size_t count,
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: weights_dtype must "
 				    "be PBOX_F32 or the gradients' dtype", c->job, c->rank, key);
 	int rc = client_struct_tail(c, "pbox_optim", o, o->size, sizeof(*o));
+	if (rc == 0 && c->host)
+		return host_declare_optimizer(c, key, count, grad_dtype, o);
 	if (rc == 0 && c->fleet)
 		return fleet_declare_optimizer(c, key, count, grad_dtype, o);
 	if (rc < 0 || (rc = req_check(c, key, o, count, grad_dtype, WIRE_F32)) < 0 ||
@@ -372,6 +395,8 @@ int pbox_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weigh
 	if (!weights && c->rank == 0)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank 0 key %u: rank 0 must upload "
 				    "the initial weights", c->job, key);
+	if (c->host)
+		return host_ps_init(c, key, weights, weights_out);
 	if (c->fleet)
 		return fleet_ps_init(c, key, weights, weights_out);
 	/* the count is the key's: the progress thread fills it in */
@@ -384,6 +409,8 @@ int pbox_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weight
 {
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host)
+		return host_ipush_pull(c, key, grad, weights_out, count, dtype, req);
 	if (c->fleet)
 		return fleet_ipush_pull(c, key, grad, weights_out, count, dtype, req);
 	if (!req)
@@ -436,6 +463,8 @@ int pbox_ps_read(pbox_client *c, uint32_t key, pbox_ps_part part, float *out,
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host)
+		return host_ps_rw(c, key, part, out, NULL, count, steps);
 	if (c->fleet)
 		return fleet_ps_rw(c, key, part, out, NULL, count, steps);
 	int rc = state_req(c, key, &op_ps_read, part, NULL, out, count, &r);
@@ -452,6 +481,8 @@ int pbox_ps_write(pbox_client *c, uint32_t key, pbox_ps_part part, const float *
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host)
+		return host_ps_rw(c, key, part, NULL, in, count, NULL);
 	if (c->fleet)
 		return fleet_ps_rw(c, key, part, NULL, in, count, NULL);
 	int rc = state_req(c, key, &op_ps_write, part, in, NULL, count, &r);
@@ -470,6 +501,8 @@ int pbox_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: steps %llu is above "
 				    "%lld", c->job, c->rank, key, (unsigned long long)steps,
 				    (long long)INT64_MAX);
+	if (c->host)
+		return host_ps_set_steps(c, key, steps);
 	if (c->fleet)
 		return fleet_ps_set_steps(c, key, steps);
 	int rc = state_req(c, key, &op_ps_write, PBOX_PS_WEIGHTS, &dummy, NULL, 1, &r);

@@ -13,10 +13,20 @@
 #include <string.h>
 
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 
 #define RELEASE_MAX  1024 /* keys per call (the box's KEY_RELEASE_MAX) */
 
 int pbox_release_keys(pbox_client *c, const uint32_t *keys, size_t n)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (c->host && keys && n && n <= RELEASE_MAX)   /* (host.c) */
+		return host_release(c, keys, n);
+	return release_keys_flat(c, keys, n);
+}
+
+int release_keys_flat(pbox_client *c, const uint32_t *keys, size_t n)
 {
 	if (!c)
 		return PBOX_EINVAL;

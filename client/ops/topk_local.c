@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "client/ops/ops.h"
+#include "client/ops/local_shm.h"
 #include "common/sum.h"
 
 #define LOCAL_MAGIC   0x50424c47u   /* "PBLG" once the leader has set it up */
@@ -81,34 +82,14 @@ struct topk_local {
 	char name[96];
 };
 
-static inline uint32_t ld32(const uint32_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
-static inline uint64_t ld64(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
 static void ring(struct local_hdr *h)
 {
-	__atomic_add_fetch(&h->bell, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &h->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	bell_ring(&h->bell);
 }
 
 static uint64_t now_ms(void)
 {
-	return clock_ns() / 1000000u;
-}
-
-static uint32_t token_digest(uint64_t token)
-{
-	uint64_t x = token ^ 0x9e3779b97f4a7c15ull;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 29;
-	return (uint32_t)(x >> 32);
+	return shm_now_ms();
 }
 
 static size_t slot_stride(size_t count)
@@ -335,9 +316,7 @@ static int wait_all(pbox_client *c, struct topk_local *l, size_t off, uint64_t n
 					    c->rank - (int)l->local_rank + (int)l->local_size - 1,
 					    what, c->opts.timeout_ms);
 		}
-		uint64_t left = give_up - t < 100 ? give_up - t : 100;
-		struct timespec ts = { 0, (long)(left * 1000000u) };
-		syscall(SYS_futex, &h->bell, FUTEX_WAIT, bell, &ts, NULL, 0);
+		bell_wait(&h->bell, bell, give_up - t < 100 ? give_up - t : 100);
 	}
 }
 

@@ -328,13 +328,7 @@ void xfer_finish(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 		}
 	if (rc == 0 && r->state == REQ_STREAMING)   /* a call that moved data */
 		stat_add(&c->stats.calls, 1);
-	pthread_mutex_lock(&c->lock);
-	r->rc = rc;
-	if (rc < 0)
-		snprintf(r->msg, sizeof(r->msg), "%s", msg ? msg : pbox_strerror(rc));
-	r->finished = true;
-	pthread_cond_broadcast(&c->done_cond);
-	pthread_mutex_unlock(&c->lock);
+	req_end(c, r, rc, msg);
 }
 
 void xfer_fatal(pbox_client *c, int rc, const char *msg)

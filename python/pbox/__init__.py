@@ -373,7 +373,8 @@ class Client:
 
     Client(control=None, job=None, rank=None, world=None, timeout_ms=0,
            rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-           transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None)
+           transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None,
+           local_rank=0, local_world=0)
 
     control: "host:port" of the box's control endpoint; default $PBOX_CONTROL.
     job:     job name (1-63 of [A-Za-z0-9._-]); default $PBOX_JOB, then
@@ -390,12 +391,18 @@ class Client:
     "skip", "pass"): what the box does with a PS round whose gradient sum
     holds a NaN or Inf, if this worker creates the job (default
     $PBOX_NONFINITE, read by the library, then "abort"); under "skip"
-    stats()["ps_skipped"] counts the segments not stepped.
+    stats()["ps_skipped"] counts the segments not stepped. local_rank,
+    local_world: host-local aggregation (docs/architecture.md "The host
+    level"): this rank's place among the local_world ranks of its host;
+    local_world 1 turns it off, 0 (default) takes torchrun's LOCAL_RANK and
+    LOCAL_WORLD_SIZE, read by the library (on when above 1, unless
+    PBOX_HOST_LOCAL=0).
     """
 
     def __init__(self, control=None, job=None, rank=None, world=None, *, timeout_ms=0,
                  rto_ms=0, window=0, mtu=0, udp_offload=0, join_secret=None,
-                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None):
+                 transport=None, busy_poll=0, job_bytes=0, key_bytes=0, nonfinite=None,
+                 local_rank=0, local_world=0):
         self._handle = None
         L = _lib.load()
         self._L = L
@@ -446,6 +453,12 @@ class Client:
                 raise Error(EINVAL, f"nonfinite={nonfinite!r}: use one of "
                                     f"{', '.join(_lib.NONFINITE)}")
             opts.nonfinite = _lib.NONFINITE[nonfinite]
+        if local_world or local_rank:
+            lr, lw = _int_arg("local_rank", local_rank), _int_arg("local_world", local_world)
+            if not (lw == 1 or 0 <= lr < lw <= 64):
+                raise Error(EINVAL, f"local_rank={lr}, local_world={lw}: need 0 <= "
+                                    f"local_rank < local_world <= 64 (local_world=1: off)")
+            opts.local_rank, opts.local_world = lr, lw
         if join_secret:
             secret = join_secret.encode() if isinstance(join_secret, str) else bytes(join_secret)
             if not 0 < len(secret) <= 256 or b"\0" in secret:

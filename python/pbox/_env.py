@@ -31,10 +31,13 @@ VARS = (
     Var("WORLD_SIZE", "int", None,
         "pbox.Client's world when world= is not given (torchrun sets it)"),
     Var("LOCAL_RANK", "int", None,
-        "pbox.torch's hierarchical top-k with local='env': this rank on its host"),
+        "pbox.torch's hierarchical top-k with local='env': this rank on its host; "
+        "libpbox's host-local aggregation (with LOCAL_WORLD_SIZE)"),
     Var("LOCAL_WORLD_SIZE", "int", None,
         "pbox.torch's hierarchical top-k with local='env', and pbox.torch.DASO's "
-        "local_size when not given: the ranks on this host"),
+        "local_size when not given: the ranks on this host; above 1, libpbox's "
+        "host-local aggregation (the torch backend's world group; PBOX_HOST_LOCAL=0 "
+        "turns it off)"),
 )
 _BY_NAME = {v.name: v for v in VARS}
 

@@ -86,6 +86,8 @@ class Opts(ctypes.Structure):
         ("job_bytes", ctypes.c_uint64),   # 0.5.0
         ("key_bytes", ctypes.c_uint64),   # 0.8.0
         ("nonfinite", ctypes.c_uint32),   # 0.12.0
+        ("local_rank", ctypes.c_uint32),  # 0.13.0: host-local aggregation
+        ("local_world", ctypes.c_uint32),
     ]
 
 
@@ -144,6 +146,7 @@ class Optim(ctypes.Structure):
         ("nesterov", ctypes.c_uint32),
         ("sum", ctypes.c_uint32),
         ("weights_dtype", ctypes.c_uint32),
+        ("mean_over", ctypes.c_uint32),   # 0.13.0
     ]
 
 

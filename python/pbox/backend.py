@@ -69,7 +69,7 @@ from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGr
                                         ProcessGroupGloo, ReduceOp, ReduceOptions,
                                         Work, _create_work_from_future)
 
-from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _int_arg, _on_stream
+from . import Client, Error, EINVAL, EABORTED, _cuda_stream, _env, _int_arg, _on_stream
 
 __all__ = ["ProcessGroupPBox", "set_options", "LANES"]
 
@@ -77,6 +77,7 @@ LANES = 4                      # keys per signature: calls of one shape in fligh
 _KEY_MASK = 0x7FFFFFFF
 _BOX_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _options = {}
+_host_level_taken = False     # the process's default group has the host level
 _STORE_JOB = "pbox/job"
 _STORE_SECRET = "pbox/secret"
 
@@ -272,6 +273,17 @@ class ProcessGroupPBox(ProcessGroup):
             kw["key_bytes"] = 2 * _int_arg("key_bytes", kw["key_bytes"])
         if "timeout_ms" not in kw:
             kw["timeout_ms"] = max(1000, min(int(timeout.total_seconds() * 1000), 2 ** 31 - 1))
+        global _host_level_taken
+        if "local_world" not in kw:
+            # host-local aggregation (torchrun's LOCAL_WORLD_SIZE, read by
+            # libpbox) for the default group only, the process's first over
+            # the whole world: a subgroup's ranks are not hosts of
+            # consecutive ranks, and each host-level job costs the box
+            # LOCAL_WORLD_SIZE lane jobs more (--max-jobs)
+            if (_host_level_taken or size != _env.integer("WORLD_SIZE") or
+                    rank != _env.integer("RANK")):
+                kw["local_world"] = 1
+            _host_level_taken = True
         self.client = Client(_options.get("control"), job, rank, size, join_secret=secret, **kw)
         self.job = job
         self._keys = {}          # (signature, lane) -> key

@@ -335,3 +335,32 @@ wait_workers() {
 	fi
 	return $rc
 }
+
+# host_shm_left BEFORE: the /dev/shm names of host-local groups (pbox-h*,
+# docs/architecture.md "The host level") not in BEFORE (an earlier
+# listing) that no live process holds: what a job left behind. Names of
+# jobs running beside (other tests) hold live pids in their owners page
+# (magic, L, by, pad, then a pid per local rank) and are not listed.
+host_shm_left() {
+	python3 - "$1" <<'PY'
+import os, struct, sys
+before = set(sys.argv[1].split())
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+for n in sorted(os.listdir("/dev/shm")):
+    if not n.startswith("pbox-h") or n in before:
+        continue
+    try:
+        with open("/dev/shm/" + n, "rb") as f:
+            page = f.read(16 + 4 * 64)
+    except OSError:
+        continue   # gone meanwhile
+    pids = struct.unpack_from("<64i", page, 16) if len(page) == 16 + 4 * 64 else ()
+    if not any(p > 0 and alive(p) for p in pids):
+        print(n)
+PY
+}

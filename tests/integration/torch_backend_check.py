@@ -85,6 +85,27 @@ def ordered_sum(parts, dtype, avg=False):
     return out
 
 
+def host_local():
+    """Ranks per host when the default group sums through libpbox's host
+    level (torchrun's LOCAL_WORLD_SIZE above 1, PBOX_HOST_LOCAL not off),
+    else 1."""
+    L = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
+    off = os.environ.get("PBOX_HOST_LOCAL", "on") in ("0", "off")
+    return 1 if off or L < 2 else L
+
+
+def allreduce_sum(parts, dtype, avg=False):
+    """What an allreduce of the default group returns: ordered_sum, or with
+    the host level each host's sum in local rank order rounded to dtype,
+    then the hosts' in host order (docs/protocol.md "Host-local
+    aggregation: the order")."""
+    L, world = host_local(), len(parts)
+    if L > 1:
+        parts = [ordered_sum(parts[h:h + L], dtype) for h in range(0, world, L)]
+    out = ordered_sum(parts, dtype)
+    return out / world if avg else out   # (as ordered_sum's avg, over the world)
+
+
 def part_coll(steps):
     rank, world = dist.get_rank(), dist.get_world_size()
     pg = dist.distributed_c10d._get_default_group()
@@ -116,13 +137,13 @@ def part_coll(steps):
             parts = [data(i, step, world * n, dt, special=False) for i in range(world)]
             t = parts[rank].clone()
             dist.all_reduce(t)
-            check(same_bits(t, ordered_sum(parts, dt)), f"{tag}: all_reduce SUM")
+            check(same_bits(t, allreduce_sum(parts, dt)), f"{tag}: all_reduce SUM")
             t = parts[rank].clone()
             dist.all_reduce(t, op=dist.ReduceOp.AVG)
-            check(same_bits(t, ordered_sum(parts, dt, avg=True)), f"{tag}: all_reduce AVG")
+            check(same_bits(t, allreduce_sum(parts, dt, avg=True)), f"{tag}: all_reduce AVG")
             t = parts[rank].clone()
             dist.reduce(t, dst=(step + 1) % world)
-            want = ordered_sum(parts, dt) if rank == (step + 1) % world else parts[rank]
+            want = allreduce_sum(parts, dt) if rank == (step + 1) % world else parts[rank]
             check(same_bits(t, want), f"{tag}: reduce (root's sum, others untouched)")
             out = torch.empty(n, dtype=dt)
             dist.reduce_scatter(out, list(parts[rank].split(n)))

@@ -16,6 +16,7 @@
 
 #include "tests/unit/box_fixture.h"
 #include "control/jobs.h"
+#include "control/jobs_core.h"
 #include "control/jobs_nonfinite.h"
 
 struct t {
@@ -263,6 +264,44 @@ static void create__limits(void **state)
 	t->f->fail_alloc = 1;
 	assert_int_equal(jobs_create(t->js, "nomem", 2, 0, 0, 0, &j, t->err, sizeof(t->err)), -ENOMEM);
 	assert_non_null(strstr(t->err, "could not allocate"));
+}
+
+/* Host-local lanes (issue 41): "X.lane<N>" is of X's family and a
+ * family counts once against --max-jobs-per-peer, so a host's 8 lanes
+ * and its flat job start under a cap of 3. */
+static void create__lanes_count_as_their_family(void **state)
+{
+	struct t *t = *state;
+	struct box_config *cfg = &t->f->box.cfg;
+	const struct peer_addr a = { { [10] = 0xff, [11] = 0xff, [12] = 198, [15] = 3 } };
+	char name[24];
+
+	assert_int_equal(jobs_family_len("x.lane0"), 1);
+	assert_int_equal(jobs_family_len("train.lane12"), 5);
+	assert_int_equal(jobs_family_len("x.lane"), 6);     /* no number */
+	assert_int_equal(jobs_family_len(".lane3"), 6);     /* no family */
+	assert_int_equal(jobs_family_len("x.lane1234"), 10); /* above 999 */
+	assert_int_equal(jobs_family_len("xlane3"), 6);
+	cfg->max_jobs = 32;
+	cfg->max_jobs_per_peer = 3;
+	cfg->default_job_bytes = 4 << 20;
+	t->f->box.log_peer = a;
+	assert_int_equal(join(t, "x", 0, 1, (void *)1, NULL), 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "x.lane%d", i);
+		assert_int_equal(join(t, name, 0, 1, (void *)1, NULL), 0);
+	}
+	/* lanes first, then their flat job: one family too */
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "y.lane%d", i);
+		assert_int_equal(join(t, name, 0, 1, (void *)1, NULL), 0);
+	}
+	assert_int_equal(join(t, "y", 0, 1, (void *)1, NULL), 0);
+	assert_int_equal(join(t, "z", 0, 1, (void *)1, NULL), 0);
+	/* three families run: a fourth is refused, lanes of them are not */
+	assert_int_equal(join(t, "w.lane0", 0, 1, (void *)1, NULL), -ENOSPC);
+	assert_non_null(strstr(t->err, "already created 3 jobs"));
+	assert_int_equal(join(t, "z.lane1", 0, 1, (void *)1, NULL), 0);
 }
 
 /* What one TCP peer may hold (issue 44.2: one connection joined 16 jobs of
@@ -1114,6 +1153,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(join__same_data_address_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(join__seg_bytes_from_smallest_mtu, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(create__lanes_count_as_their_family, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__peer_budgets_and_reserve, setup, teardown),
 		cmocka_unit_test_setup_teardown(release__large_key_zeroed_over_ticks, setup, teardown),
 		cmocka_unit_test_setup_teardown(create__ids_unique_and_nonzero, setup, teardown),

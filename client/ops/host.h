@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * host.h - host-local aggregation (docs/architecture.md "The host level"):
+ * the L ranks of a job on one host sum each dense call among themselves
+ * through shared memory and the box gets one contribution per host.
+ *
+ *   host_slice.c  the pure rules: the layout (which ranks form a host,
+ *                 what is refused) and a key's parts (one per local rank)
+ *   host_shm.c    the host group in shared memory: rendezvous at
+ *                 connect, the two barriers of a call, liveness of the
+ *                 members, the keys' memory, stale names
+ *   host.c        pbox_connect's host level (the lane's client), the host
+ *                 thread that runs the calls, pbox_close's
+ *
+ * c (the caller's client) stays the flat job's client (or fleet) for every
+ * call that is not a host-level sum; c->host holds the rest.
+ */
+#ifndef PBOX_CLIENT_OPS_HOST_H
+#define PBOX_CLIENT_OPS_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/ops/ops.h"
+
+#define HOST_SLICE_ALIGN 256u    /* a part starts on a multiple of this many elements */
+#define HOST_JOB_NAME_MAX 56     /* "<job>.lane<l>" must fit in 63 characters */
+
+/* ---- host_slice.c ---------------------------------------------------------- */
+
+/* Where a rank sits: host `host` of `hosts`, local rank `local` of
+ * `local_world` (rank = host * local_world + local). */
+struct host_layout {
+	uint32_t local, local_world;
+	uint32_t host, hosts;
+};
+
+/* The layout of rank in world with local_rank of local_world (local_world
+ * > 1; job's name for its length). 0, or PBOX_EINVAL with the reason in
+ * err naming the rank: local_world above PBOX_HOST_LOCAL_MAX, a world it
+ * does not divide, a local_rank that is not rank % local_world, a job
+ * name above HOST_JOB_NAME_MAX. */
+int host_layout_of(int rank, int world, uint32_t local_rank, uint32_t local_world,
+		   const char *job, struct host_layout *out, char *err, size_t len);
+
+/* Part l of L of a key of count elements: [*lo, *hi), near-equal parts
+ * on HOST_SLICE_ALIGN bounds, in order, covering count (the last ones may
+ * be empty for a small key). */
+void host_slice(size_t count, uint32_t L, uint32_t l, size_t *lo, size_t *hi);
+
+/* ---- host_shm.c ------------------------------------------------------------ */
+
+struct hgroup;
+
+/* The barriers of a call (host_shm.c's member counters). */
+enum hg_phase { HG_ARRIVED = 0, HG_SUMMED = 1 };
+
+/* Join the host group of c's job (its id and token name it): register
+ * this process as local rank lay->local, remove stale names of killed jobs
+ * first, wait (bounded by c's timeout_ms) until every local rank has
+ * registered. 0 and *out, or PBOX_EINVAL (local_world or local rank
+ * disputed: named), PBOX_ETIMEDOUT (local ranks that did not come: named),
+ * PBOX_ESYS, PBOX_ENOMEM, each with c's message. */
+int hgroup_open(pbox_client *c, const struct host_layout *lay, struct hgroup **out);
+/* Say this member is gone (the others fail at their next wait) and free. */
+void hgroup_close(struct hgroup *g);
+/* Wake this process's waits (a caller that set its stop flag). */
+void hgroup_wake(struct hgroup *g);
+
+/* Barrier `phase` of call n (key, count, dtype: every member's n-th call
+ * must be the same): say this member reached it, wait for every member.
+ * A member that died, closed, failed or calls something else breaks the
+ * group. 0, or PBOX_EABORTED (the group broke: msg says who and why),
+ * PBOX_ETIMEDOUT (members that did not come within bound_ms: named; the
+ * group is broken now), PBOX_EINVAL (another call), PBOX_ECLOSED (*stop):
+ * the text in msg. */
+int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, uint64_t count,
+		   unsigned dtype, uint64_t bound_ms, const bool *stop, char *msg, size_t len);
+/* A word each member leaves for the others between the barriers of a
+ * call (pbox_ps_read's steps): set before HG_SUMMED, read after it. */
+void hgroup_set_aux(struct hgroup *g, uint64_t v);
+uint64_t hgroup_aux(const struct hgroup *g, uint32_t local);
+/* Break the group with this member's reason (the first one is kept). */
+void hgroup_break(struct hgroup *g, const char *why);
+
+/* The key's shared memory, made or mapped by every member: a page, then
+ * L slots and two result areas of stride bytes each. NULL with msg. */
+void *hgroup_key_map(struct hgroup *g, uint32_t key, uint64_t count, unsigned dtype,
+		     size_t stride, char *msg, size_t len);
+/* Remove the key's name (once every member has it mapped). */
+void hgroup_key_unlink(struct hgroup *g, uint32_t key, uint64_t count, unsigned dtype);
+void hgroup_key_unmap(struct hgroup *g, void *mem, size_t stride);
+/* Slot i (< L: local rank i's; L, L + 1: the result areas) of a key's memory. */
+static inline uint8_t *hgroup_slot(void *mem, size_t stride, uint32_t i)
+{
+	return (uint8_t *)mem + 4096 + (size_t)i * stride;
+}
+
+/* Remove /dev/shm names of host groups and keys (pbox-h*) that no live
+ * process holds: those of jobs killed before every member mapped them.
+ * The number removed. */
+unsigned hgroup_sweep_stale(void);
+
+/* ---- host.c ---------------------------------------------------------------- */
+
+/* pbox_connect, after c joined the flat job: the host level if on
+ * (pbox_opts.local_world or LOCAL_WORLD_SIZE above 1, PBOX_HOST_LOCAL not
+ * off): the layout, the host group, the lane's client. 0 (also when off),
+ * or an error with c's message. */
+int host_connect(pbox_client *c);
+/* pbox_close: the host thread stopped (calls queued fail PBOX_ECLOSED),
+ * the lane closed, the group left. */
+void host_close(pbox_client *c);
+/* pbox_iallreduce of a host buffer through the host level. */
+int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
+		    pbox_req **req);
+/* PS keys (ps.c and ps_rpc.c come here first, their arguments checked):
+ * each rank's part a PS key of its lane, the mean over the job's world.
+ * pbox_ps_init, pbox_ipush_pull and pbox_ps_read are host-level calls
+ * (every local rank, in the host's order); pbox_ps_write and
+ * pbox_ps_set_steps too, by every rank of host 0. */
+int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtype grad,
+			   const pbox_optim *o);
+int host_set_lr(pbox_client *c, uint32_t key, double lr);
+/* Whether key is a PS key of the host level (pbox_set_lr: a learning
+ * rate set before the declaration stays the flat client's). */
+bool host_has_ps_key(pbox_client *c, uint32_t key);
+int host_ps_init(pbox_client *c, uint32_t key, const float *weights, void *weights_out);
+int host_ipush_pull(pbox_client *c, uint32_t key, const void *grad, void *weights_out,
+		    size_t count, pbox_dtype dtype, pbox_req **req);
+/* read (in NULL: out filled, *steps local rank 0's part's) or write */
+int host_ps_rw(pbox_client *c, uint32_t key, pbox_ps_part part, float *out, const float *in,
+	       size_t count, uint64_t *steps);
+int host_ps_set_steps(pbox_client *c, uint32_t key, uint64_t steps);
+/* pbox_release_keys with a host level: its keys released on the lane
+ * (and their shared memory unmapped), the others on the flat job. */
+int host_release(pbox_client *c, const uint32_t *keys, size_t n);
+/* release.c: pbox_release_keys without the host level. */
+int release_keys_flat(pbox_client *c, const uint32_t *keys, size_t n);
+/* connect.c: a client as pbox_connect makes it without the host level
+ * (one box's, or a fleet's for a list). */
+int client_connect_flat(const char *control, const char *job, int rank, int world,
+			const pbox_opts *opts, pbox_client **out);
+
+#endif
