@@ -70,14 +70,14 @@
 #   through shared memory first, one rank per host selects and sends); the
 #   table adds t_local / t_pbox and t_local / t_topk. Every N must be a
 #   multiple of L.
-# --local L (--systems pbox only): hosts of L ranks: rank r runs in the
+# --local L (--systems pbox,gloo): hosts of L ranks: rank r runs in the
 #   namespace (and behind the link, shaped with --shape) of rank r - r % L,
 #   so a host's ranks share one link; "pbox" runs them with the host level
 #   off (pbox-perf --local 1) and one more system, "pbox-local", with it on
 #   (pbox-perf --local L: the host's ranks sum through shared memory and the
 #   box gets one contribution per host; docs/architecture.md "The host
-#   level"). Every N must be a multiple of L. (OpenMPI's and Gloo's ranks
-#   keep a namespace each: not yet placed by host.)
+#   level"). Every N must be a multiple of L. Gloo's ranks are placed the
+#   same way (gloo_allreduce.py --local L); OpenMPI's are not (refused).
 # PBOXD_ARGS (environment): more pboxd options for every pbox run, split at
 #   spaces (e.g. PBOXD_ARGS="--slots 1024"); info.txt records them.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
@@ -269,8 +269,8 @@ done
 if [ -n "$HOST_LOCAL" ]; then
 	[[ $HOST_LOCAL =~ ^[0-9]+$ ]] && [ "$HOST_LOCAL" -ge 2 ] ||
 		{ echo "compare.sh: --local L needs L >= 2 (got $HOST_LOCAL)" >&2; exit 2; }
-	[ "$SYSTEMS" = pbox ] ||
-		{ echo "compare.sh: --local measures pbox only (--systems pbox)" >&2; exit 2; }
+	! want openmpi ||
+		{ echo "compare.sh: --local measures pbox and Gloo (--systems pbox,gloo): OpenMPI's ranks are not placed by host" >&2; exit 2; }
 	for n in "${NS[@]}"; do
 		[ $((n % HOST_LOCAL)) = 0 ] ||
 			{ echo "compare.sh: --local $HOST_LOCAL: N = $n is not a multiple of it" >&2; exit 2; }
@@ -745,6 +745,7 @@ run_gloo() {
 	local ns=$NS_WK ifname=$IF_WD addr=$WK_IP where=()
 	if [ "$TOPO" = hosts ]; then
 		ns=$NS_SW; ifname=eth0; addr=$(wk_ip 0); where=(--netns "pbox-w{rank}-$TAG")
+		[ -z "$HOST_LOCAL" ] || where+=(--local "$HOST_LOCAL")
 	fi
 	run_in "$ns" "$limit" "$lg" env GLOO_SOCKET_IFNAME="$ifname" OMP_NUM_THREADS=1 \
 		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$addr" --port "$port" "${where[@]}" \

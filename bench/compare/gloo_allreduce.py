@@ -6,7 +6,7 @@ bench/compare/compare.sh.
 
     gloo_allreduce.py --n N [--minbytes B] [--maxbytes B] [--stepfactor F]
                       [--iters I] [--warmup W] [--reps R]
-                      [--addr 127.0.0.1] [--port 29600] [--netns NAME{rank}]
+                      [--addr 127.0.0.1] [--port 29600] [--netns NAME{rank}] [--local L]
 
 Starts N processes (torch.multiprocessing, spawn); with --netns each first
 enters its own network namespace. They rendezvous through init_method
@@ -63,8 +63,8 @@ def enter_netns(name):
 
 
 def worker(rank, a):
-    if a.netns:
-        enter_netns(a.netns.format(rank=rank))
+    if a.netns:   # with --local L, the namespace of the host's first rank
+        enter_netns(a.netns.format(rank=rank - rank % a.local))
     import torch
     import torch.distributed as dist
 
@@ -107,7 +107,12 @@ def main():
     p.add_argument("--netns", default="",
                    help="network namespace of each rank, {rank} replaced (e.g. pbox-w{rank}-7); "
                         "default: stay in the caller's")
+    p.add_argument("--local", type=int, default=1,
+                   help="ranks per host: rank r runs in the namespace of rank r - r %% L "
+                        "(compare.sh --local)")
     a = p.parse_args()
+    if a.local < 1 or a.n % a.local:
+        sys.exit("gloo_allreduce.py: --local must divide --n")
     if a.n < 1 or a.iters < 1 or a.reps < 1 or a.stepfactor <= 1 or a.minbytes < 4 \
             or a.maxbytes < a.minbytes:
         p.error("need --n >= 1, --iters/--reps >= 1, --stepfactor > 1, 4 <= minbytes <= maxbytes")
