@@ -62,7 +62,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 13
+#define PBOX_VERSION_MINOR 14
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -237,7 +237,7 @@ typedef struct pbox_opts {
 	 * rank % local_world, or the job name is longer than 56 characters;
 	 * with PBOX_EINVAL or PBOX_ETIMEDOUT when the host's ranks disagree
 	 * on local_world, two claim one local rank, or one does not come
-	 * within timeout_ms. (Added in 0.13.0.) */
+	 * within timeout_ms. (Added in 0.14.0.) */
 	uint32_t local_rank;
 	uint32_t local_world;
 } pbox_opts;
@@ -440,7 +440,7 @@ typedef struct pbox_optim {
 	uint32_t mean_over;     /* the mean's divisor: 0 (default) the job's
 				 * world; else this many ranks (the host level
 				 * declares its lanes' keys with the whole
-				 * world). (Added in 0.13.0.) */
+				 * world). (Added in 0.14.0.) */
 } pbox_optim;
 
 /* Fill the first size bytes at o with kind's defaults (PBOX_EINVAL for

@@ -40,7 +40,7 @@ from . import _env
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.13.0"
+__version__ = "0.14.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
@@ -86,7 +86,7 @@ class Opts(ctypes.Structure):
         ("job_bytes", ctypes.c_uint64),   # 0.5.0
         ("key_bytes", ctypes.c_uint64),   # 0.8.0
         ("nonfinite", ctypes.c_uint32),   # 0.12.0
-        ("local_rank", ctypes.c_uint32),  # 0.13.0: host-local aggregation
+        ("local_rank", ctypes.c_uint32),  # 0.14.0: host-local aggregation
         ("local_world", ctypes.c_uint32),
     ]
 
@@ -146,7 +146,7 @@ class Optim(ctypes.Structure):
         ("nesterov", ctypes.c_uint32),
         ("sum", ctypes.c_uint32),
         ("weights_dtype", ctypes.c_uint32),
-        ("mean_over", ctypes.c_uint32),   # 0.13.0
+        ("mean_over", ctypes.c_uint32),   # 0.14.0
     ]
 
 
