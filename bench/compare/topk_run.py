@@ -20,7 +20,8 @@ defaults unless given) plus S times momentum correction's own cost: the
 extra passes over the bucket (u = m u + g, v += u, u masked where sent),
 --mc-us microseconds a call, or measured here with --mc-measure
 (pbox._sparse.Engine.prepare on one bucket of the size, momentum 0.9
-against 0, the mean of 5 calls after 2; needs torch and libpbox). Prints
+against 0, the mean of 5 calls after 2, in CPU time of the process: one
+thread, so on a quiet core its wall time; needs torch and libpbox). Prints
 the mean time per step for each run length and its ratios to pbox dense,
 Gloo dense and PowerSGD (the gloo-psgd system, compare.sh --psgd), where
 measured. Standard library only, but for --mc-measure."""
@@ -75,11 +76,11 @@ def mc_measure(nbytes):
         ts = []
         for i in range(7):
             buf = g.clone()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             e.prepare(1, Bucket(p, buf), buf, 4)
-            ts.append(time.perf_counter() - t0)
+            ts.append(time.process_time() - t0)
         res[m] = sum(ts[2:]) / 5 * 1e6
-    print("# momentum correction: prepare() %.0f us with momentum 0.9, %.0f us without"
+    print("# momentum correction: prepare() %.0f us CPU with momentum 0.9, %.0f us without"
           % (res[0.9], res[0.0]))
     return max(0.0, res[0.9] - res[0.0])
 
