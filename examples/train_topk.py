@@ -12,7 +12,8 @@ torchrun's run id. A Gloo process group does DDP's set-up work.
 
 --hook dense: pbox.torch.allreduce_hook (every entry); topk:
 pbox.torch.topk_hook with a TopkState(density, error_feedback); --no-ef
-drops what is not sent instead of keeping it as the residual.
+drops what is not sent instead of keeping it as the residual; --warmup N
+sets the density warm-up's length (0: none).
 
 Synthetic data from a fixed teacher network (no dataset downloads here):
 --model mlp: inputs of 64 Gaussian features, labels the argmax of a random
@@ -82,6 +83,9 @@ def main():
     ap.add_argument("--momentum-correction", action="store_true",
                     help="top-k: the momentum (0.9) accumulated before selection on the "
                          "worker (Deep Gradient Compression), the optimizer without momentum")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="top-k: steps of the density warm-up from 25%% (default: "
+                         "TopkState's, 100; 0: the target density from the start)")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None, help="default: per model")
@@ -106,7 +110,8 @@ def main():
     else:
         state = pbox.torch.TopkState(client, density=args.density,
                                      error_feedback=not args.no_ef,
-                                     momentum=0.9 if args.momentum_correction else 0.0)
+                                     momentum=0.9 if args.momentum_correction else 0.0,
+                                     warmup=args.warmup)
         ddp.register_comm_hook(state, pbox.torch.topk_hook)
     lr = args.lr if args.lr is not None else MODELS[args.model][3]
     opt = torch.optim.SGD(ddp.parameters(), lr=lr,

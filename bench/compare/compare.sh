@@ -9,6 +9,7 @@
 #                            [--mtu 9000|1500] [--topology hosts|shared] [--out DIR]
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
 #                            [--timeout S] [--topk D] [--topk-local L] [--local L]
+#                            [--psgd R]
 #                            [--shape RATE] [--box-rate RATE] [--boxes K]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
@@ -78,6 +79,12 @@
 #   box gets one contribution per host; docs/architecture.md "The host
 #   level"). Every N must be a multiple of L. Gloo's ranks are placed the
 #   same way (gloo_allreduce.py --local L); OpenMPI's are not (refused).
+# --psgd R: one more system, "gloo-psgd": each call one PowerSGD step of
+#   rank R on the tensor as a square-ish matrix over Gloo, as torch's
+#   powerSGD_hook does it (error feedback, warm start; two all_reduces of
+#   (rows + cols) * R floats, the matrix products and the error feedback
+#   in the call's time: bench/compare/gloo_allreduce.py --psgd); the table
+#   adds t_topk / t_psgd with --topk.
 # PBOXD_ARGS (environment): more pboxd options for every pbox run, split at
 #   spaces (e.g. PBOXD_ARGS="--slots 1024"); info.txt records them.
 # Every run is bounded in time (timeout, whole process group); an EXIT trap
@@ -204,7 +211,7 @@ usage() {
 . bench/shape.sh    # rate_bps, shape_link, shape_down (NS_SW, MTU)
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
-LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; SHAPE=; BOX_RATE=; BOXES=1; HOST_LOCAL=
+LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; PSGD=; SHAPE=; BOX_RATE=; BOXES=1; HOST_LOCAL=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -224,6 +231,7 @@ while [ $# -gt 0 ]; do
 	--topk) TOPK=${2:?--topk needs a density}; shift ;;
 	--topk-local) TOPK_LOCAL=${2:?--topk-local needs ranks per host}; shift ;;
 	--local) HOST_LOCAL=${2:?--local needs ranks per host}; shift ;;
+	--psgd) PSGD=${2:?--psgd needs a rank}; shift ;;
 	--shape) SHAPE=${2:?--shape needs a rate (e.g. 1gbit, 500mbit)}; shift ;;
 	--box-rate) BOX_RATE=${2:?--box-rate needs a rate (e.g. 1gbit)}; shift ;;
 	--boxes) BOXES=${2:?--boxes needs a number}; shift ;;
@@ -736,10 +744,11 @@ run_mpi() {
 	fi
 }
 
-# run_gloo N REP
+# run_gloo N REP [psgd]: all_reduce, or (psgd) PowerSGD rank --psgd, system gloo-psgd
 run_gloo() {
-	local n=$1 rep=$2 lg=$OUT/logs/gloo.n$1.r$2.log rc
-	dnf_skip gloo "$n" "$rep" && return 0
+	local n=$1 rep=$2 sys=gloo${3:+-$3} rc
+	local lg=$OUT/logs/$sys.n$1.r$2.log
+	dnf_skip "$sys" "$n" "$rep" && return 0
 	port=$((port + 1))
 	[ $port -le ${GLOO_PORTS#*-} ] || die "out of Gloo rendezvous ports ($GLOO_PORTS): fewer reps or N per run"
 	local ns=$NS_WK ifname=$IF_WD addr=$WK_IP where=()
@@ -750,13 +759,13 @@ run_gloo() {
 	run_in "$ns" "$limit" "$lg" env GLOO_SOCKET_IFNAME="$ifname" OMP_NUM_THREADS=1 \
 		"$PY" bench/compare/gloo_allreduce.py --n "$n" --addr "$addr" --port "$port" "${where[@]}" \
 		--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 \
-		--iters "$ITERS" --warmup "$WARMUP" --reps 1; rc=$?
+		--iters "$ITERS" --warmup "$WARMUP" --reps 1 ${3:+--psgd "$PSGD"}; rc=$?
 	if [ $rc = 0 ] || timed_out $rc; then
-		awk -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print "gloo", n, r, $2, $3 }' "$lg" >> "$RAW"
-		[ $rc = 0 ] || dnf_record gloo "$n" "$rep"
+		awk -v s="$sys" -v n="$n" -v r="$rep" '/^[0-9]+ [0-9]+ / { print s, n, r, $2, $3 }' "$lg" >> "$RAW"
+		[ $rc = 0 ] || dnf_record "$sys" "$n" "$rep"
 	else
-		log "compare: gloo N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
-		FAILED+=("gloo/n$n/rep$rep")
+		log "compare: $sys N=$n rep $rep failed:"; tail -n 5 "$lg" >&2
+		FAILED+=("$sys/n$n/rep$rep")
 	fi
 }
 
@@ -843,6 +852,10 @@ for ((rep = 0; rep < REPS; rep++)); do
 	if [ $HAVE_GLOO = 1 ]; then
 		for n in "${NS[@]}"; do run_gloo "$n" "$rep"; done
 		done_line gloo
+		if [ -n "$PSGD" ]; then
+			for n in "${NS[@]}"; do run_gloo "$n" "$rep" psgd; done
+			done_line gloo-psgd
+		fi
 	fi
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
@@ -883,6 +896,7 @@ if want pbox; then
 fi
 want openmpi && RUN_SYS+=(openmpi)
 want gloo && RUN_SYS+=(gloo)
+want gloo && [ -n "$PSGD" ] && RUN_SYS+=(gloo-psgd)
 for sys in "${RUN_SYS[@]}"; do
 	for n in "${NS[@]}"; do
 		got=$(awk -v s="$sys" -v n="$n" '$1 == s && $2 == n { print $4 }' "$RAW" | sort -u | wc -l)

@@ -16,7 +16,8 @@ A DNF counts as longer than any time: a time column that falls on one
 says DNF, and algbw/busbw are then empty.
 The table on stdout gives, per n and size, each system's median time
 ("DNF (> S s)" for a DNF) and the ratios t_pbox/t_openmpi and t_pbox/t_gloo
-(> 1: pbox slower).
+(> 1: pbox slower); with pbox-topk and gloo-psgd (compare.sh --topk, --psgd)
+also t_topk / t_psgd.
 
 With "# shape_bps R" (compare.sh --shape: every worker's link R bit/s each
 way), "# box_bps Rb" (--box-rate; absent: the box's links unshaped, Rb
@@ -36,7 +37,7 @@ import statistics
 import signal
 import sys
 
-ORDER = ["pbox", "pbox-xdp", "pbox-topk", "pbox-topk-local", "openmpi", "gloo"]
+ORDER = ["pbox", "pbox-xdp", "pbox-topk", "pbox-topk-local", "openmpi", "gloo", "gloo-psgd"]
 PEERS = ["openmpi", "gloo"]
 
 
@@ -152,6 +153,7 @@ def table(rows, out=sys.stdout):
     xdp = any(r["system"] == "pbox-xdp" for r in rows)
     topk = any(r["system"] == "pbox-topk" for r in rows)
     local = any(r["system"] == "pbox-topk-local" for r in rows)
+    psgd = topk and any(r["system"] == "gloo-psgd" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
                                                              "pbox/OpenMPI", "pbox/Gloo"]
     if xdp:
@@ -160,6 +162,8 @@ def table(rows, out=sys.stdout):
         head += ["topk/pbox", "topk/Gloo"]
     if local:
         head += ["local/pbox", "local/topk"]
+    if psgd:
+        head += ["topk/psgd"]
     shaped = "shape_bps" in META
 
     def per_bound(s, n, b, bound):
@@ -185,7 +189,8 @@ def table(rows, out=sys.stdout):
                          ([over(n, b, "pbox-topk", "pbox"), over(n, b, "pbox-topk", "gloo")]
                           if topk else []) +
                          ([over(n, b, "pbox-topk-local", "pbox"),
-                           over(n, b, "pbox-topk-local", "pbox-topk")] if local else []))
+                           over(n, b, "pbox-topk-local", "pbox-topk")] if local else []) +
+                         ([over(n, b, "pbox-topk", "gloo-psgd")] if psgd else []))
             if shaped:
                 pb_s, ring_s = pbox_bound_s(n, b), ring_bound_s(n, b)
                 lines[-1] += ["%.1f" % (pb_s * 1e3), per_bound("pbox", n, b, pb_s)] + \

@@ -12,7 +12,8 @@ task's torch.optim.Adam on the averaged sparse gradient, error feedback
 alone),
 psgd:RANK (torch's powerSGD_hook, start_powerSGD_iter 2) and
 topkeq:RANK (top-k at the density that sends PowerSGD rank RANK's bytes
-per step, which must have run before in the same call).
+per step, without warm-up unless given: PowerSGD rank RANK must have run
+before, in the same call or into the same --out with the same steps).
 
 Per run: final loss (mean minibatch loss of the last 10% of the steps over
 all ranks), bytes per step one rank sends (payload: dense 4 per element,
@@ -68,7 +69,10 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
             small = sum(p.numel() for p in model.parameters() if p.numel() < pt.DENSE_BELOW)
             density = min(1.0, max(1e-5, (b / 8 - small) / max(1, nparams - small)))
         kw = _opts(spec[1:])
+        if kind == "topkeq":   # the warm-up alone would send more than PowerSGD's budget
+            kw.setdefault("warmup", 0)
         plain = kw.pop("plain", False)
+        moments = kw.pop("moments", "global")
         client = pbox_client() if box else GlooClient()
         state = pt.TopkState(client, density=density, model=model, **kw)
         if task.opt == "sgd":
@@ -77,7 +81,7 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
             opt = task.optimizer(ddp.parameters())
             state.attach(opt)
         else:
-            opt = pt.TopkAdam(ddp.parameters(), state, lr=task.lr)
+            opt = pt.TopkAdam(ddp.parameters(), state, lr=task.lr, moments=moments)
         ddp.register_comm_hook(state, pt.topk_hook)
     elif kind == "psgd":
         ps = P.PowerSGDState(process_group=None, matrix_approximation_rank=int(spec[0]),
@@ -136,13 +140,20 @@ def worker(rank, args):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
-    task = tasks.TASKS[args.task]()
+    task = tasks.TASKS[args.task](args.seed)
     done = {}
+    if args.out and os.path.isdir(args.out):   # earlier runs' results (topkeq reads psgd's)
+        for f in os.listdir(args.out):
+            if f.startswith(args.task + "-psgd_") and f.endswith(".json"):
+                with open(os.path.join(args.out, f)) as fh:
+                    r = json.load(fh)
+                if r.get("steps") == args.steps and r.get("seed", 1) == args.seed:
+                    done[r["run"]] = r
     for run in args.runs.split(","):
         parts = run.split(":")
         t0 = time.time()
         res = one_run(task, parts[0], parts[1:], args.steps, rank, args.world, args.box, done)
-        res.update(task=args.task, run=run, steps=args.steps, world=args.world,
+        res.update(task=args.task, run=run, steps=args.steps, world=args.world, seed=args.seed,
                    seconds=time.time() - t0)
         done[run] = res
         if rank == 0:
@@ -156,7 +167,8 @@ def worker(rank, args):
                      if "starved" in res else ""), flush=True)
             if args.out:
                 os.makedirs(args.out, exist_ok=True)
-                name = f"{args.task}-{run.replace(':', '_').replace('=', '-')}.json"
+                name = f"{args.task}-{run.replace(':', '_').replace('=', '-')}" + \
+                    (f"-s{args.seed}" if args.seed != 1 else "") + ".json"
                 with open(os.path.join(args.out, name), "w") as f:
                     json.dump(res, f)
         dist.barrier()
@@ -171,6 +183,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--port", type=int, default=29711)
+    ap.add_argument("--seed", type=int, default=1, help="the task's weights and data")
     ap.add_argument("--box", action="store_true", help="a real box (pbox.Client())")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

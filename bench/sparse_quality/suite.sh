@@ -12,7 +12,7 @@ STEPS=${STEPS:-300}
 PY=${PY:-/usr/bin/python3}
 mkdir -p "$OUT"
 for t in ${TASKS:-mlp cnn embedding transformer}; do
-	timeout 1200 "$PY" run.py --task "$t" --steps "$STEPS" --out "$OUT" \
+	timeout 1200 "$PY" run.py --task "$t" --steps "$STEPS" --out "$OUT" --port "${PORT:-29711}" \
 		--runs dense,topk:0.01,topk:0.001,psgd:1,psgd:2,psgd:4,topkeq:1,topkeq:2,topkeq:4
 done
 "$PY" report.py "$OUT"

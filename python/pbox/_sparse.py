@@ -29,7 +29,7 @@ from . import _lib
 # Defaults, chosen on bench/sparse_quality (docs/performance.md "Sparse
 # gradients: training quality"); see TopkState.
 DENSE_BELOW = 1024          # tensors under this many elements go dense
-WARMUP_STEPS = 0            # steps of the warm-up (0: none)
+WARMUP_STEPS = 100          # steps of the warm-up (0: none)
 WARMUP_START = 0.25         # density at step 0 of the warm-up
 SELECT = "bucket"           # one selection per bucket ...
 MAX_IDLE = 20               # ... but a tensor idle this many steps gets its share

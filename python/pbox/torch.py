@@ -641,23 +641,29 @@ class _TopkStateDict:
 
 
 class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
-    """Adam for DDP with topk_hook: each rank runs Adam's moments on its
-    own gradient in the hook and the top-k (with error feedback) of Adam's
-    step direction is what goes to the box; this optimizer's step applies
-    the average: p -= lr * (grad + weight_decay * p) (decoupled weight
-    decay, AdamW's). Plain error feedback under torch.optim.Adam delays
-    each entry's gradient by about 1/density steps and Adam then takes one
-    normalised step for what should have been many (docs/pytorch.md).
+    """Adam (decoupled weight decay, AdamW's) for DDP with topk_hook.
 
     TopkAdam(params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-             weight_decay=0)
-    One betas and eps for all param groups (the hook's); lr and
-    weight_decay per group. state_dict() carries the moments and residuals
-    under "pbox_topk"."""
+             weight_decay=0, moments="global")
+      moments="global" (the default): the hook sends the top-k of gradient
+             + residual (error feedback) and this optimizer runs Adam's
+             moments on the averaged sparse gradient, the same on every
+             rank, as torch.optim.Adam would (state.attach'ed).
+      moments="local": each rank runs Adam's moments on its own gradient
+             in the hook and the top-k (with error feedback) of Adam's
+             step direction goes to the box; this step applies the
+             average. It trains worse even at density 1: the average of
+             the ranks' normalised directions is not Adam's direction of
+             the averaged gradient (docs/pytorch.md, the measured table).
+    One betas and eps for all param groups; lr and weight_decay per group.
+    state_dict() carries the moments and residuals ("pbox_topk")."""
 
-    def __init__(self, params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 moments="global"):
         if not isinstance(state, TopkState):
             raise TypeError(f"TopkAdam needs a pbox.torch.TopkState, not {type(state).__name__}")
+        if moments not in ("global", "local"):
+            raise ValueError(f"TopkAdam: moments must be 'global' or 'local', not {moments!r}")
         if state.momentum:
             raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
                              "with momentum=0")
@@ -672,7 +678,9 @@ class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
         if _real_arg("lr", lr) < 0 or _real_arg("weight_decay", weight_decay) < 0:
             raise ValueError("TopkAdam: lr and weight_decay must be >= 0")
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
-        state.engine.adam = (b1, b2, float(eps))
+        self.moments, self.betas, self.eps = moments, (b1, b2), float(eps)
+        if moments == "local":
+            state.engine.adam = (b1, b2, float(eps))
         self.topk_state = state
         state.attach(self)
 
@@ -682,12 +690,27 @@ class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        b1, b2 = self.betas
         for g in self.param_groups:
             for p in g["params"]:
-                if p.grad is not None:
-                    if g["weight_decay"]:
-                        p.mul_(1 - g["lr"] * g["weight_decay"])
+                if p.grad is None:
+                    continue
+                if g["weight_decay"]:
+                    p.mul_(1 - g["lr"] * g["weight_decay"])
+                if self.moments == "local":   # the hook's average of Adam's directions
                     p.add_(p.grad, alpha=-g["lr"])
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p)
+                    st["exp_avg_sq"] = torch.zeros_like(p)
+                st["step"] += 1
+                t, m, v = st["step"], st["exp_avg"], st["exp_avg_sq"]
+                m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                den = (v / (1 - b2 ** t)).sqrt_().add_(self.eps)
+                p.addcdiv_(m, den, value=-g["lr"] / (1 - b1 ** t))
         return loss
 
 

@@ -6,6 +6,8 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
   not ending at the target or not increasing, nesterov without momentum,
   momentum correction beside Adam or beside SGD's own momentum;
 - the schedule: exponential from warmup_start to the target, then flat;
+- TopkAdam (moments="global") at density 1 over two ranks is
+  torch.optim.Adam on the averaged gradient; moments="local" is not;
 - momentum correction at density 1 is momentum SGD exactly (the sent
   sums equal torch's momentum buffer), Nesterov likewise; at density
   0.01 a weight sends its 1% share, a bias (under 1024) whole, and
@@ -118,6 +120,55 @@ def momentum_exact(nesterov):
                       f"{(val - want).abs().max()}")
 
 
+def adam_global_exact():
+    """TopkAdam (moments="global", the default) at density 1 over two ranks
+    is torch.optim.Adam on the ranks' averaged gradient: the hook sends the
+    raw gradient and the moments run on the average. (moments="local", the
+    ranks' own Adam directions averaged, is not: it was the default.)"""
+    class Stub2(Stub):
+        world = 2
+    for moments, exact in (("global", True), ("local", False)):
+        ranks = []
+        for r in range(2):
+            ps = params((30, 40), (40,))
+            st = pt.TopkState(Stub2(), density=1.0, warmup=0, model=ps)
+            ranks.append((ps, st, pt.TopkAdam(ps, st, lr=0.01, moments=moments)))
+        ref = params((30, 40), (40,))
+        ref_opt = torch.optim.Adam(ref, lr=0.01)
+        g = torch.Generator().manual_seed(3)
+        for step in range(4):
+            grads = [[torch.randn(p.shape, generator=g) * (1 + 3 * r) for p in ranks[r][0]]
+                     for r in range(2)]
+            sent = []
+            for r, (ps, st, _) in enumerate(ranks):
+                for p, gr in zip(ps, grads[r]):
+                    p.grad = gr.clone()
+                b = Bucket(ps)
+                idx, val = st.engine.prepare(1, b, b.buffer().clone(), 2)
+                st.engine.step += 1
+                sent.append(torch.zeros(b.buffer().numel()).index_add_(0, idx, val))
+            avg = (sent[0] + sent[1]) / 2
+            for ps, _, opt in ranks:
+                off = 0
+                for p in ps:
+                    p.grad = avg[off:off + p.numel()].view(p.shape).clone()
+                    off += p.numel()
+                opt.step()
+            for i, p in enumerate(ref):
+                p.grad = (grads[0][i] + grads[1][i]) / 2
+            ref_opt.step()
+        diff = max(float((a - b).abs().max()) for a, b in zip(ranks[0][0], ref))
+        if exact:
+            print(f"  TopkAdam(moments={moments!r}) vs Adam on the average: {diff:.2e}")
+            check(diff < 1e-6, f"TopkAdam(moments='global') at density 1 differs from "
+                               f"torch.optim.Adam on the average by {diff}")
+        else:
+            print(f"  TopkAdam(moments={moments!r}) vs Adam on the average: {diff:.2e}")
+            check(diff > 1e-4, f"TopkAdam(moments='local') matched Adam on the average "
+                               f"({diff}): this check would not see the difference")
+    check_raises(ValueError, pt.TopkAdam, params((2,)), pt.TopkState(Stub()), moments="x")
+
+
 def shares_and_masking():
     ps = params((100, 100), (100,))
     e = engine(density=0.01, momentum=0.9)
@@ -204,6 +255,7 @@ def main():
     schedule()
     momentum_exact(False)
     momentum_exact(True)
+    adam_global_exact()
     shares_and_masking()
     starvation()
     state_roundtrip()
