@@ -770,7 +770,10 @@ typedef struct pbox_stats {
  * beyond the library's (a caller newer than the library); nothing past
  * out + size is written. Returns 0, or PBOX_EINVAL
  * if out is NULL or size is below the first layout (104) or above 4096
- * (nothing written), or if c is NULL (out zeroed up to size).
+ * (nothing written), or if c is NULL (out zeroed up to size). Over a
+ * fleet the counters are summed over its boxes' clients, and with the
+ * host level the lane's are added; the round trip, window, MTU, segment
+ * size and transport are the first box's flat client's.
  */
 PBOX_API int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size);
 

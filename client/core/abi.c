@@ -205,43 +205,51 @@ int pbox_get_stats_sized(const pbox_client *c, pbox_stats *out, size_t size)
 	return 0;
 }
 
+/* Add from's counters to *out, keeping *out's gauges (round trip, window,
+ * MTU, segment size, transport: one path's, not sums). */
+static void add_counters(pbox_stats *out, const pbox_client *from)
+{
+	pbox_stats s, g = *out;
+	uint64_t *o = (uint64_t *)out;
+
+	client_stats(from, &s);
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		o[i] += ((const uint64_t *)&s)[i];
+	out->srtt_us = g.srtt_us;
+	out->rttvar_us = g.rttvar_us;
+	out->rto_us = g.rto_us;
+	out->window = g.window;
+	out->mtu = g.mtu;
+	out->seg_bytes = g.seg_bytes;
+	out->transport = g.transport;
+}
+
 void client_stats(const pbox_client *c, pbox_stats *out)
 {
 	const uint64_t *in = (const uint64_t *)&c->stats;
 	uint64_t *o = (uint64_t *)out;
 
-	if (c->nsubs) {   /* a fleet: its boxes' counters summed, the first's gauges */
-		pbox_stats s;
-		memset(out, 0, sizeof(*out));
-		for (unsigned b = 0; b < c->nsubs; b++) {
-			client_stats(c->subs[b], &s);
-			for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-				o[i] += ((const uint64_t *)&s)[i];
-			if (b == 0) {
-				out->srtt_us = s.srtt_us;
-				out->rttvar_us = s.rttvar_us;
-				out->rto_us = s.rto_us;
-				out->window = s.window;
-				out->mtu = s.mtu;
-				out->seg_bytes = s.seg_bytes;
-				out->transport = s.transport;
-			}
-		}
-		return;
-	}
 	_Static_assert(sizeof(pbox_stats) % sizeof(uint64_t) == 0, "pbox_stats holds only u64");
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
-	if (c->tp.ops) {   /* the transport keeps its own counters */
-		struct tp_counters t;
-		c->tp.ops->counters(&c->tp, &t);
-		out->gso_sends += t.gso_sends;
-		out->gro_receives += t.gro_receives;
-		out->tx_dropped += t.tx_dropped;
-		out->rx_lost += t.rx_lost;
-		out->wakeups += t.wakeups;
-		out->bad_packets += t.rx_bad;
+	if (c->nsubs) {   /* a fleet: its boxes' counters summed, the first's gauges */
+		client_stats(c->subs[0], out);
+		for (unsigned b = 1; b < c->nsubs; b++)
+			add_counters(out, c->subs[b]);
+	} else {
+		for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+			o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+		if (c->tp.ops) {   /* the transport keeps its own counters */
+			struct tp_counters t;
+			c->tp.ops->counters(&c->tp, &t);
+			out->gso_sends += t.gso_sends;
+			out->gro_receives += t.gro_receives;
+			out->tx_dropped += t.tx_dropped;
+			out->rx_lost += t.rx_lost;
+			out->wakeups += t.wakeups;
+			out->bad_packets += t.rx_bad;
+		}
 	}
+	if (c->lane)   /* the host level: the lane's traffic too */
+		add_counters(out, c->lane);
 }
 
 /* pbox_topk_opts' size, for bindings as pbox_opts_size above (that of

@@ -148,6 +148,8 @@ struct pbox_client {
 	/* host-local aggregation (ops/host.c): its host group and lane, or
 	 * NULL; c itself is the flat job's client (or fleet) */
 	struct host *host;
+	pbox_client *lane;           /* the host level's lane client (host.c sets
+				      * it), its counters summed into pbox_stats */
 };
 
 static inline void stat_add(uint64_t *ctr, uint64_t n)

@@ -387,6 +387,7 @@ int host_connect(pbox_client *c)
 				    "'%s' (rank %u of %u): %s", c->job, c->rank, h->lane_job,
 				    lay.host, lay.hosts, h->lane ? pbox_last_error(h->lane) :
 				    pbox_strerror(rc));
+	c->lane = h->lane;   /* pbox_stats counts the lane's traffic too */
 	int e = pthread_create(&h->thread, NULL, host_main, c);
 	if (e)
 		return client_error(c, PBOX_ESYS, "job '%s' rank %d: cannot start the host "
@@ -418,6 +419,7 @@ void host_close(pbox_client *c)
 	free(h->keys);
 	free(h->scratch);
 	hgroup_close(h->g);
+	c->lane = NULL;
 	pbox_close(h->lane);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->klock);

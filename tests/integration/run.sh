@@ -4,7 +4,8 @@
 # DPDK virtual devices, each bounded in time; then run XDP_TESTS again with
 # the workers on the xdp transport (PBOX_TRANSPORT=xdp, each worker in its
 # own namespace: lib.sh); print one summary line. ONLY=substring picks
-# tests; SKIP="name ..." leaves out the tests named (test_NAME.sh);
+# tests; SKIP="name ..." leaves out the tests named (test_NAME.sh; NAME[xdp]
+# leaves out only its xdp pass);
 # TRANSPORTS="udp" skips the xdp pass.
 #
 # JOBS=N (default 1; make integration passes 2) runs up to N tests at a
@@ -58,6 +59,7 @@ if [[ " ${TRANSPORTS:-udp xdp} " == *" xdp "* ]]; then
 	for n in $XDP_TESTS; do
 		t=tests/integration/test_$n.sh
 		[ -n "${ONLY:-}" ] && [[ $t != *"$ONLY"* ]] && continue
+		[[ " ${SKIP:-} " == *" $n[xdp] "* ]] && continue
 		queue+=("test_$n[xdp] $t xdp")
 	done
 fi
