@@ -278,6 +278,17 @@ need_torch() {
 	fi
 }
 
+# torch_test_up SCRIPT: the opening of a test of the Python package with
+# torch: root (SCRIPT names the test), torch (else skipped, 77), the
+# package of this tree, the namespaces and a pboxd on net_af_packet.
+torch_test_up() {
+	need_root "$1"
+	need_torch
+	use_python_package
+	topo_up
+	box_start af_packet
+}
+
 # use_python_package: the Python package of this tree over its build's
 # libpbox.so (ROOT, PBOX_LIB, PYTHONPATH exported); run from the tree's root.
 use_python_package() {

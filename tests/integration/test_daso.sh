@@ -9,11 +9,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-need_root "$0"
-need_torch
-use_python_package
-topo_up
-box_start af_packet
+torch_test_up "$0"
 timeout -k 5 240 ip netns exec "$NS_WK" env -u PBOX_JOB -u TORCHELASTIC_RUN_ID \
 	PBOX_CONTROL="$CONTROL" PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
 	"$PY" -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \

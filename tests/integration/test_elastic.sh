@@ -25,11 +25,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-need_root "$0"
-need_torch
-use_python_package
-topo_up
-box_start af_packet
+torch_test_up "$0"
 
 # pyrank NAME RANK ARGS...: tests/integration/pauser.py in a worker
 # namespace, in the background (PIDS, and ELASTIC_PIDS)

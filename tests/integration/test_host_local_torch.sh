@@ -11,11 +11,7 @@ set -u
 cd "$(dirname "$0")/../.."
 WK_HOSTS=1
 . tests/integration/lib.sh
-need_root "$0"
-need_torch
-use_python_package
-topo_up
-box_start af_packet
+torch_test_up "$0"
 SHM_BEFORE=$(ls /dev/shm | grep '^pbox-h' | sort)
 
 new_host; H0=$NEW_HOST

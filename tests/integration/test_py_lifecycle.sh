@@ -16,12 +16,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-need_root "$0"
-need_torch
-use_python_package
-
-topo_up
-box_start af_packet
+torch_test_up "$0"
 
 for part in wait groups ddp; do
 	timeout -k 5 200 ip netns exec "$NS_WK" env -u PBOX_JOB -u TORCHELASTIC_RUN_ID \

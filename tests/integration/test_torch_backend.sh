@@ -16,12 +16,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-need_root "$0"
-need_torch
-use_python_package
-
-topo_up
-box_start af_packet
+torch_test_up "$0"
 
 PORT=29600
 # trun NAME ARGS...: torchrun 4 ranks of torch_backend_check.py in the
