@@ -37,7 +37,10 @@ def main():
             r = rs.get(run)
             if r is None:
                 continue
-            name = LABEL[run] + (f" ({r['density']:.3%})" if run.startswith("topkeq") else "")
+            below = r.get("dense_below", 1024)
+            name = LABEL[run] + (f" ({r['density']:.3%}" + (f", dense_below {below}"
+                                                            if below != 1024 else "") + ")"
+                                 if run.startswith("topkeq") else "")
             held = (f"{r['heldout']:.4f} | {r['heldout'] / de['heldout']:.3f}"
                     if r.get("heldout") is not None and de.get("heldout") else "- | -")
             print(f"| {t} ({de['params']}) | {name} | {r['final']:.4f} | "

@@ -6,18 +6,20 @@ environment, PBOX_CONTROL and PBOX_JOB) and write one JSON per run.
 
     python3 run.py --task mlp --steps 300 --runs dense,topk:0.01,psgd:1 --out DIR
 
-Runs: dense (DDP's own allreduce), topk:DENSITY[:key=value,...] (topk_hook
+Runs (each may end in :lr=X: the task at another learning rate):
+dense (DDP's own allreduce), topk:DENSITY[:key=value,...] (topk_hook
 with pbox.torch.TopkSGD, or TopkAdam for the Adam task; plain=true: the
 task's torch.optim.Adam on the averaged sparse gradient, error feedback
 alone),
 psgd:RANK (torch's powerSGD_hook, start_powerSGD_iter 2) and
 topkeq:RANK (top-k at the density that sends PowerSGD rank RANK's bytes
-per step, without warm-up unless given: PowerSGD rank RANK must have run
+per step, without warm-up unless given, dense_below halved until the
+tensors sent whole take at most half of those bytes unless given: PowerSGD rank RANK must have run
 before, in the same call or into the same --out with the same steps).
 
 Per run: final loss (mean minibatch loss of the last 10% of the steps over
 all ranks), bytes per step one rank sends (payload: dense 4 per element,
-top-k 8 per entry, PowerSGD 4 per element of its allreduces), time per
+top-k 8 per entry and 4 per element of the tensors sent whole, PowerSGD 4 per element of its allreduces), time per
 step (wall, steps 10 on), the worker-side top-k seconds per step and the
 starvation counts of the top-k selection."""
 import argparse
@@ -51,6 +53,14 @@ def _opts(spec):
 
 
 def one_run(task, kind, spec, steps, rank, world, box, done):
+    lr = [kv for kv in spec if kv.startswith("lr=")]   # RUN:...:lr=X, another learning rate
+    if lr:
+        spec = [kv for kv in spec if not kv.startswith("lr=")]
+        saved, task.lr, task.lr_tag = task.lr, float(lr[-1][3:]), ":" + lr[-1]
+        try:
+            return one_run(task, kind, spec, steps, rank, world, box, done)
+        finally:
+            task.lr, task.lr_tag = saved, ""
     import pbox.torch as pt
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as P
     model = task.model()
@@ -62,13 +72,24 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
     if kind == "dense":
         opt = task.optimizer(ddp.parameters())
     elif kind in ("topk", "topkeq"):
+        kw = _opts(spec[1:])
         if kind == "topk":
             density = float(spec[0])
         else:   # the density whose bytes match PowerSGD rank spec[0]'s
-            b = done[f"psgd:{spec[0]}"]["bytes_per_step"]
-            small = sum(p.numel() for p in model.parameters() if p.numel() < pt.DENSE_BELOW)
-            density = min(1.0, max(1e-5, (b / 8 - small) / max(1, nparams - small)))
-        kw = _opts(spec[1:])
+            b = done[f"psgd:{spec[0]}" + getattr(task, "lr_tag", "")]["bytes_per_step"]
+            per = 8 if kw.get("whole", "dense") == "entries" else 4   # a whole-sent element
+            below = int(kw.get("dense_below", pt.DENSE_BELOW))
+
+            def whole(lim):
+                return sum(p.numel() for p in model.parameters() if p.numel() < lim)
+            # the tensors sent whole may take at most half of the budget:
+            # dense_below halves until they do (unless given)
+            if "dense_below" not in kw:
+                while below > 1 and per * whole(below) > b / 2:
+                    below //= 2
+                kw["dense_below"] = below
+            small = whole(below)
+            density = min(1.0, max(1e-5, (b - per * small) / 8 / max(1, nparams - small)))
         if kind == "topkeq":   # the warm-up alone would send more than PowerSGD's budget
             kw.setdefault("warmup", 0)
         plain = kw.pop("plain", False)
@@ -124,7 +145,8 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
            "curve": losses[::max(1, steps // 50)]}
     if state is not None:
         e = state.engine
-        res.update(density=state.density, topk_seconds_per_step=e.seconds / steps,
+        res.update(density=state.density, dense_below=e.dense_below,
+                   topk_seconds_per_step=e.seconds / steps,
                    starved=e.starved, longest_idle=e.longest_idle, forced=e.forced,
                    options=_opts(spec[1:]))
         state.close()

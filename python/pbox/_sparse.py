@@ -16,7 +16,12 @@ The rule per bucket and step (u: momentum, v: residual, both per entry):
     else:            v += g
     send the top density(step) of v per layer (all of a small tensor's),
     zero v where sent and, with masking, u there too (sparse layers only).
-Without error feedback v is dropped after each step."""
+Without error feedback v is dropped after each step.
+
+The small tensors sent whole ("whole": dense_below) go as entries of the
+sparse call (8 bytes each: index and value), or, with prepare(split=True)
+(TopkState's default, whole="dense"), apart as the values alone, which
+topk_hook sums with a dense allreduce of their own (4 bytes each)."""
 import ctypes
 import math
 import warnings
@@ -98,7 +103,7 @@ class _Record:
     """One bucket: its parameters, their offsets, the flat residual v and
     momentum u (views of which are each parameter's state)."""
 
-    __slots__ = ("params", "offsets", "numel", "v", "u", "w", "perm")
+    __slots__ = ("params", "offsets", "numel", "v", "u", "w", "perm", "whole")
 
     def __init__(self, params, numel, momentum, adam=False):
         self.params = list(params)
@@ -114,6 +119,7 @@ class _Record:
         self.u = torch.zeros(n) if momentum or adam else None
         self.w = torch.zeros(n) if adam else None   # Adam's exp_avg_sq
         self.perm = None       # bucket positions in canonical order (Engine._canon)
+        self.whole = None      # positions of the tensors sent whole (Engine._whole)
 
     def views(self, i):
         off, p = self.offsets[i], self.params[i]
@@ -146,6 +152,7 @@ class Engine:
         self._pending = {}          # id(param) -> (residual, momentum) loaded, not yet placed
         # measurements
         self.sent = 0               # entries sent
+        self.sent_whole = 0         # values sent apart (prepare(split=True))
         self.starved = 0            # (sparse parameter, step) pairs that sent nothing
         self.longest_idle = 0
         self.forced = 0             # parameters given entries by the starvation guard
@@ -194,11 +201,22 @@ class Engine:
                                            rec.params[i].numel(), dtype=torch.int64)
                               for i in order])
 
+    def _whole(self, rec):
+        """The bucket positions of its tensors under dense_below (sent
+        whole), increasing: an int64 tensor, or None if it has none."""
+        if rec.whole is None:
+            parts = [torch.arange(o, o + p.numel(), dtype=torch.int64)
+                     for o, p in zip(rec.offsets, rec.params) if p.numel() < self.dense_below]
+            rec.whole = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
+        return rec.whole if rec.whole.numel() else None
+
     @torch.no_grad()
-    def prepare(self, key, bucket, g, world):
+    def prepare(self, key, bucket, g, world, split=False):
         """Fold the bucket's gradient g (its flat buffer) into the state
         and take this step's entries out: (indices int64 increasing,
-        values float32)."""
+        values float32). split=True (below density 1): the tensors sent
+        whole are not among the entries but apart: (indices, values,
+        whole positions int64 increasing or None, their values)."""
         rec = self._record(key, bucket)
         if self.clip is not None:
             lim = self.clip / math.sqrt(world)
@@ -229,6 +247,7 @@ class Engine:
         else:
             v.add_(g)
         d = self.density_at()
+        whole = self._whole(rec) if split and d < 1 else None
         parts, masked = [], []
         if d >= 1:
             parts.append(torch.arange(rec.numel, dtype=torch.int64))
@@ -236,35 +255,47 @@ class Engine:
             for i, p in enumerate(rec.params):
                 off, n = rec.offsets[i], p.numel()
                 if n < self.dense_below:
-                    parts.append(torch.arange(off, off + n, dtype=torch.int64))
+                    if whole is None:
+                        parts.append(torch.arange(off, off + n, dtype=torch.int64))
                     continue
                 idx, _ = topk_select(v[off:off + n], math.ceil(d * n))
                 parts.append(idx + off)
                 masked.append(parts[-1])
         else:
-            parts, masked = self._select_bucket(rec, v, d)
-        idx = torch.cat(parts) if len(parts) > 1 else parts[0]
+            parts, masked = self._select_bucket(rec, v, d, whole is None)
+        if not parts:
+            idx = torch.empty(0, dtype=torch.int64)
+        else:
+            idx = torch.cat(parts) if len(parts) > 1 else parts[0]
         if self.select != "layer" and d < 1:
             idx, _ = torch.sort(idx)
         val = v[idx]
+        wval = None if whole is None else v[whole]
         if self.error_feedback:
             v[idx] = 0
+            if whole is not None:
+                v[whole] = 0
         else:
             v.zero_()
         if u is not None and self.masking and masked and self.adam is None:
             u[torch.cat(masked)] = 0
         self.sent += idx.numel()
-        return idx, val
+        if not split:
+            return idx, val
+        self.sent_whole += 0 if whole is None else whole.numel()
+        return idx, val, whole, wval
 
-    def _select_bucket(self, rec, v, d):
+    def _select_bucket(self, rec, v, d, with_whole=True):
         """One selection over the whole bucket (small tensors are sent whole
-        besides); a tensor that sent nothing for max_idle steps gets its
-        own share. Returns (index parts, the parts to mask)."""
+        besides, among the parts if with_whole); a tensor that sent nothing
+        for max_idle steps gets its own share. Returns (index parts, the
+        parts to mask)."""
         parts, sparse = [], []
         for i, p in enumerate(rec.params):
             if p.numel() < self.dense_below:
-                parts.append(torch.arange(rec.offsets[i], rec.offsets[i] + p.numel(),
-                                          dtype=torch.int64))
+                if with_whole:
+                    parts.append(torch.arange(rec.offsets[i], rec.offsets[i] + p.numel(),
+                                              dtype=torch.int64))
             else:
                 sparse.append(i)
         if not sparse:

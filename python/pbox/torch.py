@@ -393,8 +393,8 @@ class TopkState(State):
               error_feedback=True, momentum=0.0, local=None, *,
               nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
               warmup_start=WARMUP_START, schedule=None,
-              dense_below=DENSE_BELOW, select="bucket", max_idle=MAX_IDLE,
-              model=None)
+              dense_below=DENSE_BELOW, whole="dense", select="bucket",
+              max_idle=MAX_IDLE, model=None)
       density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
@@ -416,6 +416,11 @@ class TopkState(State):
                       the points; the last density must be `density`.
       dense_below:    tensors (parameters) of fewer elements are sent whole
                       (biases, norms).
+      whole:          how the tensors sent whole travel: "dense" (default),
+                      their values alone in a dense allreduce of their own
+                      beside the sparse call (4 bytes an element, a second
+                      key per bucket); "entries", as entries of the sparse
+                      call (8 bytes an element: index and value).
       select:         "bucket": one selection over the bucket's tensors, and
                       a tensor that sent nothing for max_idle steps gets its
                       own share then (None: no guard); "layer": each tensor
@@ -441,7 +446,7 @@ class TopkState(State):
     def __init__(self, client=None, name="topk", world=None, density=0.01,
                  error_feedback=True, momentum=0.0, local=None, *, nesterov=False,
                  masking=True, clip=None, warmup=None, warmup_start=None, schedule=None,
-                 dense_below=None, select=None, max_idle=-1, model=None):
+                 dense_below=None, whole="dense", select=None, max_idle=-1, model=None):
         density = _real_arg("density", density)
         momentum = _real_arg("momentum", momentum)
         if not 0 < density <= 1:
@@ -461,6 +466,8 @@ class TopkState(State):
         dense_below = _sparse.DENSE_BELOW if dense_below is None else int(dense_below)
         if dense_below < 0:
             raise ValueError(f"dense_below {dense_below} must be >= 0")
+        if whole not in ("dense", "entries"):
+            raise ValueError(f"whole must be 'dense' or 'entries', not {whole!r}")
         if schedule is not None:
             if warmup is not None or warmup_start is not None:
                 raise ValueError("give either schedule or warmup/warmup_start, not both")
@@ -497,6 +504,8 @@ class TopkState(State):
             self.engine.params = list(model.parameters() if isinstance(model, torch.nn.Module)
                                       else model)
         self._libkeys = set()   # keys on libpbox's top-k path (a residual there)
+        self.whole = whole
+        self._wkeys = {}        # bucket key -> the key of its tensors sent whole
         self.optimizer = None
 
     @property
@@ -554,7 +563,25 @@ class TopkState(State):
     def entries_sent(self):
         return self.engine.sent
 
+    def whole_key(self, key, index, numel):
+        """The dense key of bucket `key`'s tensors sent whole (numel
+        elements): a hash of another name space, released with the
+        bucket's key."""
+        with self._klock:
+            wk = self._wkeys.get(key)
+            if wk is None:
+                wk = key_for(self.name + "|whole", index, numel, torch.float32)
+                if wk in self._owner or wk in self._wkeys.values():
+                    raise Error(EINVAL, f"the whole-sent tensors' key of DDP bucket {index} "
+                                        f"hashes to pbox key {wk}, already used; give the "
+                                        "TopkState another name")
+                self._wkeys[key] = wk
+            return wk
+
     def _forget(self, key):
+        wk = self._wkeys.pop(key, None)
+        if wk is not None:
+            self.client.release([wk])
         self.engine.forget(key)
         if key in self._libkeys:
             self._libkeys.discard(key)
@@ -606,21 +633,55 @@ def topk_hook(state, bucket):
             return _empty_bucket(state, bucket, buf)
         key = state.key(bucket.index(), buf.numel(), buf.dtype, last)
         t0 = time.perf_counter()
-        idx, val = state.engine.prepare(key, bucket, buf, state.world)
+        if state.whole == "dense":
+            idx, val, whole, wval = state.engine.prepare(key, bucket, buf, state.world,
+                                                         split=True)
+        else:
+            idx, val = state.engine.prepare(key, bucket, buf, state.world)
+            whole = wval = None
         state.engine.seconds += time.perf_counter() - t0
         if last:
             state.engine.step += 1
+        wkey = None if whole is None else state.whole_key(key, bucket.index(), whole.numel())
+        all_whole = whole is not None and whole.numel() == buf.numel()
     except Exception as e:
         return _failed(e)
     world = state.world
 
     def start(out, k):
-        return state.client.iallreduce_sparse(idx.numpy(), val.numpy(), out, k)
+        if all_whole:   # no sparse tensor in the bucket (the same on every rank)
+            return state.client.iallreduce(wval, wkey)
+        r = state.client.iallreduce_sparse(idx.numpy(), val.numpy(), out, k)
+        if whole is None:
+            return r
+        try:
+            return _Both(r, state.client.iallreduce(wval, wkey))
+        except BaseException:
+            r.wait()
+            raise
 
     def finish():
+        if whole is not None:
+            if all_whole:
+                buf.zero_()
+            buf[whole] = wval
         return buf.div_(world)
 
     return state.submit(buf, key, finish, start)
+
+
+class _Both:
+    """Two requests waited as one (topk_hook: the entries and the values
+    of the tensors sent whole)."""
+
+    def __init__(self, a, b):
+        self._a, self._b = a, b
+
+    def wait(self):
+        try:
+            self._a.wait()
+        finally:
+            self._b.wait()
 
 
 class _TopkStateDict:
@@ -649,6 +710,15 @@ class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
              + residual (error feedback) and this optimizer runs Adam's
              moments on the averaged sparse gradient, the same on every
              rank, as torch.optim.Adam would (state.attach'ed).
+      moments="delayed": the same, but an entry that arrives k steps
+             after its last arrival counts as k steps of 1/k of it: its
+             moments advance k steps at once and its weight moves by k of
+             Adam's steps; entries that did not arrive stand still. (Under
+             "global" such an entry moves by about sqrt(k) steps, not k:
+             the k steps' sum enters the second moment squared.) At
+             density 1 it is torch.optim.Adam. It trains much faster where
+             the learning rate is below the best, and worse at very low
+             densities where it is at its best (docs/pytorch.md).
       moments="local": each rank runs Adam's moments on its own gradient
              in the hook and the top-k (with error feedback) of Adam's
              step direction goes to the box; this step applies the
@@ -662,8 +732,9 @@ class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
                  moments="global"):
         if not isinstance(state, TopkState):
             raise TypeError(f"TopkAdam needs a pbox.torch.TopkState, not {type(state).__name__}")
-        if moments not in ("global", "local"):
-            raise ValueError(f"TopkAdam: moments must be 'global' or 'local', not {moments!r}")
+        if moments not in ("global", "local", "delayed"):
+            raise ValueError(f"TopkAdam: moments must be 'global', 'delayed' or 'local', "
+                             f"not {moments!r}")
         if state.momentum:
             raise ValueError("TopkAdam runs Adam's moments in the hook; make its TopkState "
                              "with momentum=0")
@@ -705,13 +776,40 @@ class TopkAdam(_TopkStateDict, torch.optim.Optimizer):
                     st["step"] = 0
                     st["exp_avg"] = torch.zeros_like(p)
                     st["exp_avg_sq"] = torch.zeros_like(p)
+                    if self.moments == "delayed":
+                        st["last"] = torch.zeros_like(p)
                 st["step"] += 1
                 t, m, v = st["step"], st["exp_avg"], st["exp_avg_sq"]
+                if self.moments == "delayed":
+                    self._delayed(p, g["lr"], st)
+                    continue
                 m.mul_(b1).add_(p.grad, alpha=1 - b1)
                 v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
                 den = (v / (1 - b2 ** t)).sqrt_().add_(self.eps)
                 p.addcdiv_(m, den, value=-g["lr"] / (1 - b1 ** t))
         return loss
+
+    def _delayed(self, p, lr, st):
+        """moments="delayed": an entry that arrives after k steps without
+        one carries about k steps of gradient (error feedback): it counts
+        as k steps of gradient G/k each, the moments advanced by k steps at
+        once and the weight moved by k of Adam's steps; entries that did
+        not arrive stand still."""
+        b1, b2 = self.betas
+        t, m, v, last = st["step"], st["exp_avg"], st["exp_avg_sq"], st["last"]
+        gr = p.grad
+        nz = gr != 0
+        if not bool(nz.any()):
+            return
+        k = (t - last[nz])
+        c = gr[nz] / k
+        d1, d2 = torch.pow(b1, k), torch.pow(b2, k)
+        mn = m[nz] * d1 + (1 - d1) * c
+        vn = v[nz] * d2 + (1 - d2) * c * c
+        m[nz], v[nz], last[nz] = mn, vn, float(t)
+        den = (vn / (1 - b2 ** t)).sqrt_().add_(self.eps)
+        step = k * mn / (1 - b1 ** t) / den
+        p[nz] -= lr * step
 
 
 class TopkSGD(_TopkStateDict, torch.optim.SGD):

@@ -6,8 +6,10 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
   not ending at the target or not increasing, nesterov without momentum,
   momentum correction beside Adam or beside SGD's own momentum;
 - the schedule: exponential from warmup_start to the target, then flat;
-- TopkAdam (moments="global") at density 1 over two ranks is
-  torch.optim.Adam on the averaged gradient; moments="local" is not;
+- TopkAdam (moments="global", the default, and "delayed") at density 1
+  over two ranks is torch.optim.Adam on the averaged gradient;
+  moments="local" is not; an entry arriving once in k steps with k steps'
+  gradient moves as far as a dense one under "delayed", not under "global";
 - momentum correction at density 1 is momentum SGD exactly (the sent
   sums equal torch's momentum buffer), Nesterov likewise; at density
   0.01 a weight sends its 1% share, a bias (under 1024) whole, and
@@ -15,6 +17,10 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
 - layer-aware selection sends every tensor's share each step and small
   tensors whole; "bucket" selection starves a tensor of small gradients
   (counted) and max_idle gives it entries;
+- the tensors sent whole apart (prepare(split=True), TopkState's
+  whole="dense"): their positions and values come out beside the entries,
+  none of them among the entries, and together they are exactly what the
+  unsplit call sends; the residual is cleared there;
 - state_dict() / load_state_dict() round-trip, pending until the bucket
   appears; other shapes drop the state with a RuntimeWarning."""
 import os
@@ -77,6 +83,7 @@ def bad_input():
     check_raises(ValueError, pt.TopkState, c, nesterov=True, words=("momentum",))
     check_raises(ValueError, pt.TopkState, c, warmup=10, schedule=[(0, 0.01)])
     check_raises(ValueError, pt.TopkState, c, select="rows")
+    check_raises(ValueError, pt.TopkState, c, whole="sparse", words=("whole",))
     m = torch.nn.Linear(3, 3)
     st = pt.TopkState(c, momentum=0.9)
     check_raises(ValueError, st.attach, torch.optim.Adam(m.parameters()), words=("SGD only",))
@@ -121,13 +128,13 @@ def momentum_exact(nesterov):
 
 
 def adam_global_exact():
-    """TopkAdam (moments="global", the default) at density 1 over two ranks
+    """TopkAdam (moments="delayed" and "global") at density 1 over two ranks
     is torch.optim.Adam on the ranks' averaged gradient: the hook sends the
     raw gradient and the moments run on the average. (moments="local", the
     ranks' own Adam directions averaged, is not: it was the default.)"""
     class Stub2(Stub):
         world = 2
-    for moments, exact in (("global", True), ("local", False)):
+    for moments, exact in (("delayed", True), ("global", True), ("local", False)):
         ranks = []
         for r in range(2):
             ps = params((30, 40), (40,))
@@ -160,13 +167,39 @@ def adam_global_exact():
         diff = max(float((a - b).abs().max()) for a, b in zip(ranks[0][0], ref))
         if exact:
             print(f"  TopkAdam(moments={moments!r}) vs Adam on the average: {diff:.2e}")
-            check(diff < 1e-6, f"TopkAdam(moments='global') at density 1 differs from "
+            check(diff < 1e-6, f"TopkAdam(moments={moments!r}) at density 1 differs from "
                                f"torch.optim.Adam on the average by {diff}")
         else:
             print(f"  TopkAdam(moments={moments!r}) vs Adam on the average: {diff:.2e}")
             check(diff > 1e-4, f"TopkAdam(moments='local') matched Adam on the average "
                                f"({diff}): this check would not see the difference")
     check_raises(ValueError, pt.TopkAdam, params((2,)), pt.TopkState(Stub()), moments="x")
+
+
+def adam_delayed_entry():
+    """An entry that arrives once in k steps carrying k steps' gradient
+    (error feedback) moves its weight as far as k steps of Adam on the
+    gradient would under moments="delayed"; under "global" about sqrt(k)
+    steps' worth."""
+    k, c, lr = 16, 0.5, 0.01
+    moved = {}
+    for moments in ("delayed", "global"):
+        p = torch.nn.Parameter(torch.zeros(2))
+        opt = pt.TopkAdam([p], pt.TopkState(Stub(), density=1.0, warmup=0, model=[p]), lr=lr,
+                          moments=moments)
+        for t in range(1, 4 * k + 1):
+            # entry 0 every step; entry 1 every k-th step with k steps' sum
+            p.grad = torch.tensor([c, k * c if t % k == 0 else 0.0])
+            opt.step()
+        moved[moments] = (-float(p[0]), -float(p[1]))
+    d0, d1 = moved["delayed"]
+    check(abs(d1 / d0 - 1) < 0.1, f"delayed: the sparse entry moved {d1:.4f}, the dense "
+                                  f"one {d0:.4f}")
+    g0, g1 = moved["global"]
+    check(g1 / g0 < 0.5, f"global: the sparse entry moved {g1:.4f}, the dense {g0:.4f} "
+                         "(this check would not see the lag)")
+    print(f"  an entry arriving once in {k} steps moved {d1 / d0:.3f} of a dense one's way "
+          f"(delayed), {g1 / g0:.3f} (global)")
 
 
 def shares_and_masking():
@@ -222,6 +255,39 @@ def starvation():
     check(e.forced >= 4, f"the guard gave entries {e.forced} times")
 
 
+def whole_apart():
+    for select in ("layer", "bucket"):
+        ps = params((100, 100), (30,), (50, 40), (100,), seed=4)
+        a = engine(density=0.01, momentum=0.9, select=select)
+        b = engine(density=0.01, momentum=0.9, select=select)
+        g = torch.Generator().manual_seed(5)
+        for step in range(6):
+            for p in ps:
+                p.grad = torch.randn(p.shape, generator=g)
+            bk = Bucket(ps)
+            idx, val = a.prepare(1, bk, bk.buffer().clone(), 1)
+            sidx, sval, whole, wval = b.prepare(1, bk, bk.buffer().clone(), 1, split=True)
+            a.step += 1
+            b.step += 1
+            want = torch.cat([torch.arange(10000, 10030), torch.arange(12030, 12130)])
+            check(torch.equal(whole, want), f"{select}: the whole tensors' positions")
+            check_eq(int(torch.isin(sidx, whole).sum()), 0, f"{select}: no whole entry sent twice")
+            got = torch.zeros(12130).index_add_(0, sidx, sval)
+            got[whole] = wval
+            ref = torch.zeros(12130).index_add_(0, idx, val)
+            check(torch.equal(got, ref), f"{select} step {step}: split differs from unsplit")
+            check_eq(int((b._recs[1].v[whole] != 0).sum()), 0, "residual cleared where whole")
+        check(torch.equal(a._recs[1].v, b._recs[1].v), f"{select}: the same residual")
+    # density 1: everything as entries, nothing apart
+    e = engine(density=1.0)
+    ps = params((40, 50), (50,))
+    for p in ps:
+        p.grad = torch.randn(p.shape)
+    bk = Bucket(ps)
+    out = e.prepare(1, bk, bk.buffer().clone(), 1, split=True)
+    check(out[2] is None and out[0].numel() == 2050, "density 1 sends every entry, none apart")
+
+
 def state_roundtrip():
     ps = params((40, 50), (50,))
     e = engine(density=0.01, momentum=0.9)
@@ -256,10 +322,12 @@ def main():
     momentum_exact(False)
     momentum_exact(True)
     adam_global_exact()
+    adam_delayed_entry()
     shares_and_masking()
     starvation()
+    whole_apart()
     state_roundtrip()
-    print("sparse engine: bad input, schedule, momentum correction, selection, state_dict: ok")
+    print("sparse engine: bad input, schedule, momentum correction, selection, whole tensors apart, state_dict: ok")
 
 
 if __name__ == "__main__":
