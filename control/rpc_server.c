@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -772,6 +773,29 @@ static int open_listeners(struct rpc_server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Room for every connection: the soft limit on descriptors goes up to
+ * RPC_SERVER_MAX_CONNS + RPC_SERVER_FD_SPARE if the hard one allows (a
+ * service's soft limit is often 1024); if not, say how many fit. */
+static void fd_room(struct box *box)
+{
+	struct rlimit rl;
+	const rlim_t want = RPC_SERVER_MAX_CONNS + RPC_SERVER_FD_SPARE;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t cur = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	if (rl.rlim_cur > cur && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		rl.rlim_cur = cur;
+	if (rl.rlim_cur < want)
+		ctl_log(box, CTL_LOG_WARN, "open files limited to %llu (ulimit -n; systemd: "
+			"LimitNOFILE): about %llu control connections fit, not %u",
+			(unsigned long long)rl.rlim_cur,
+			(unsigned long long)(rl.rlim_cur > RPC_SERVER_FD_SPARE ?
+					     rl.rlim_cur - RPC_SERVER_FD_SPARE : 0),
+			RPC_SERVER_MAX_CONNS);
+}
+
 int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t errlen)
 {
 	struct rpc_server *s = calloc(1, sizeof(*s));
@@ -783,6 +807,7 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 	}
 	s->box = box;
 	s->tcp.fd = s->unx.fd = -1;
+	fd_room(box);
 	if (peers_init(&s->peers, RPC_SERVER_MAX_CONNS + 256) < 0) {
 		snprintf(err, errlen, "out of memory");
 		free(s);

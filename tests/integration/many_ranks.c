@@ -3,8 +3,10 @@
  * many_ranks.c - test_many_ranks.sh's worker: WORLD ranks of one job in
  * one process, a thread and a client each (kernel UDP), through the
  * public API only.
- *   many_ranks CONTROL JOB WORLD CALLS COUNT
- * Every rank makes CALLS allreduces of COUNT floats; element i of rank r
+ *   many_ranks CONTROL JOB WORLD CALLS COUNT [LOCAL]
+ * With LOCAL, the ranks are WORLD / LOCAL hosts of LOCAL ranks each
+ * (pbox_opts.local_rank = rank % LOCAL, local_world = LOCAL: the host
+ * level, docs/architecture.md "The host level"). Every rank makes CALLS allreduces of COUNT floats; element i of rank r
  * is r + (i + call) % 7, so every sum is an integer below 2^24, exact in
  * float, and checked on every rank. Prints "ok WORLD ranks, CALLS calls of
  * COUNT floats in S s (connect T s)" and exits 0, or names the first rank
@@ -19,7 +21,7 @@
 #include "pbox.h"
 
 static const char *control, *job;
-static int world, calls;
+static int world, calls, local;
 static size_t count;
 static pthread_barrier_t bar;
 static int failed;
@@ -41,6 +43,10 @@ static void *rank_main(void *arg)
 
 	pbox_opts_init(&opts);
 	opts.timeout_ms = 60000;
+	if (local > 1) {
+		opts.local_rank = (uint32_t)(rank % local);
+		opts.local_world = (uint32_t)local;
+	}
 	if (pbox_connect(control, job, rank, world, &opts, &c) != 0) {
 		fprintf(stderr, "many_ranks: rank %d: connect: %s\n", rank,
 			c ? pbox_last_error(c) : "");
@@ -78,12 +84,13 @@ static void *rank_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 6)
-		return fprintf(stderr, "usage: many_ranks CONTROL JOB WORLD CALLS COUNT\n"), 2;
+		return fprintf(stderr, "usage: many_ranks CONTROL JOB WORLD CALLS COUNT [LOCAL]\n"), 2;
 	control = argv[1];
 	job = argv[2];
 	world = atoi(argv[3]);
 	calls = atoi(argv[4]);
 	count = strtoull(argv[5], NULL, 10);
+	local = argc > 6 ? atoi(argv[6]) : 1;
 	pthread_t *t = calloc((size_t)world, sizeof(*t));
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -99,7 +106,10 @@ int main(int argc, char **argv)
 		pthread_join(t[r], NULL);
 	if (failed)
 		return 1;
-	printf("ok %d ranks, %d calls of %zu floats in %.2f s (connect %.2f s)\n", world, calls,
-	       count, now_s() - t_connect, t_connect - t0);
+	char how[64] = "";
+	if (local > 1)
+		snprintf(how, sizeof(how), " (%d hosts of %d, host level)", world / local, local);
+	printf("ok %d ranks%s, %d calls of %zu floats in %.2f s (connect %.2f s)\n", world, how,
+	       calls, count, now_s() - t_connect, t_connect - t0);
 	return 0;
 }
