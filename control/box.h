@@ -66,6 +66,7 @@ struct box_config {
 	uint32_t request_timeout_ms; /* --request-timeout-ms, 0 = never */
 	uint32_t max_conns_per_peer; /* --max-conns-per-peer, 0 = no cap */
 	uint32_t conn_rate_per_peer; /* --conn-rate-per-peer, per second, 0 = no limit */
+	uint32_t max_conns;           /* --max-conns */
 	uint32_t unix_reserved_conns; /* --unix-reserved-conns */
 	uint32_t log_peer_burst;     /* --log-peer-burst, lines per peer per 10 s */
 	/* job admission budgets (jobs_admit_budget, control/jobs_core.c) */

@@ -145,9 +145,13 @@ const struct box_opt box_opts[] = {
 	  .min = 1, .max = 100000, .zero_ok = true, FIELD(conn_rate_per_peer),
 	  .help = "new TCP control connections per second one peer address may open, after "
 		  "a burst of --max-conns-per-peer; 0 = no limit" },
+	{ .name = "max-conns", .type = BOX_OPT_UINT, .arg = "N", .def = "8192",
+	  .min = 64, .max = 65536, FIELD(max_conns),
+	  .help = "control connections in all (each rank holds one per job it is in: two on "
+		  "the host level)" },
 	{ .name = "unix-reserved-conns", .type = BOX_OPT_UINT, .arg = "N", .def = "16",
 	  .min = 0, .max = 1024, FIELD(unix_reserved_conns),
-	  .help = "of the 2048 control connections, those only the Unix socket may take" },
+	  .help = "of the --max-conns control connections, those only the Unix socket may take" },
 	{ .name = "log-peer-burst", .type = BOX_OPT_UINT, .arg = "N", .def = "50",
 	  .min = 1, .max = 100000, FIELD(log_peer_burst),
 	  .help = "log lines one TCP peer may cause per 10 s; the rest are counted and "

@@ -489,11 +489,11 @@ static void add_conn(struct rpc_server *s, int fd, int is_tcp, const struct peer
 static const char *refuse_why(struct rpc_server *s, int is_tcp, const struct peer_addr *ip)
 {
 	const struct box_config *cfg = &s->box->cfg;
-	unsigned tcp_max = RPC_SERVER_MAX_CONNS - (cfg->unix_reserved_conns < RPC_SERVER_MAX_CONNS ?
-						   cfg->unix_reserved_conns : RPC_SERVER_MAX_CONNS - 1);
+	unsigned max = cfg->max_conns;
+	unsigned tcp_max = max - (cfg->unix_reserved_conns < max ? cfg->unix_reserved_conns : max - 1);
 
-	if (s->nconns >= RPC_SERVER_MAX_CONNS)
-		return "every control connection slot is taken";
+	if (s->nconns >= max)
+		return "every control connection slot is taken (--max-conns)";
 	if (!is_tcp)
 		return NULL;
 	if (s->ntcp >= tcp_max)
@@ -774,12 +774,12 @@ static int open_listeners(struct rpc_server *s, char *err, size_t errlen)
 }
 
 /* Room for every connection: the soft limit on descriptors goes up to
- * RPC_SERVER_MAX_CONNS + RPC_SERVER_FD_SPARE if the hard one allows (a
+ * --max-conns + RPC_SERVER_FD_SPARE if the hard one allows (a
  * service's soft limit is often 1024); if not, say how many fit. */
 static void fd_room(struct box *box)
 {
 	struct rlimit rl;
-	const rlim_t want = RPC_SERVER_MAX_CONNS + RPC_SERVER_FD_SPARE;
+	const rlim_t want = (rlim_t)box->cfg.max_conns + RPC_SERVER_FD_SPARE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
 		return;
@@ -789,11 +789,11 @@ static void fd_room(struct box *box)
 		rl.rlim_cur = cur;
 	if (rl.rlim_cur < want)
 		ctl_log(box, CTL_LOG_WARN, "open files limited to %llu (ulimit -n; systemd: "
-			"LimitNOFILE): about %llu control connections fit, not %u",
+			"LimitNOFILE): about %llu control connections fit, not --max-conns %u",
 			(unsigned long long)rl.rlim_cur,
 			(unsigned long long)(rl.rlim_cur > RPC_SERVER_FD_SPARE ?
 					     rl.rlim_cur - RPC_SERVER_FD_SPARE : 0),
-			RPC_SERVER_MAX_CONNS);
+			box->cfg.max_conns);
 }
 
 int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t errlen)
@@ -808,7 +808,7 @@ int rpc_server_open(struct rpc_server **out, struct box *box, char *err, size_t 
 	s->box = box;
 	s->tcp.fd = s->unx.fd = -1;
 	fd_room(box);
-	if (peers_init(&s->peers, RPC_SERVER_MAX_CONNS + 256) < 0) {
+	if (peers_init(&s->peers, box->cfg.max_conns + 256) < 0) {
 		snprintf(err, errlen, "out of memory");
 		free(s);
 		return -ENOMEM;

@@ -23,9 +23,8 @@
 
 #include "control/box.h"
 
-#define RPC_SERVER_MAX_CONNS 8192   /* a job of 1,024 ranks on the host level holds
-					2,048 (docs/operations.md "Limits") */
-#define RPC_SERVER_FD_SPARE  512    /* descriptors besides the connections */
+#define RPC_SERVER_FD_SPARE  512    /* descriptors besides the connections
+				       (--max-conns: docs/operations.md "Limits") */
 #define RPC_SERVER_OUT_MAX   (64u << 20)
 
 struct rpc_server;
