@@ -107,15 +107,20 @@ def params(*shapes, seed=0):
     return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in shapes]
 
 
+def random_grads(ps, g):
+    """Fresh gradients for ps from generator g; their bucket."""
+    for p in ps:
+        p.grad = torch.randn(p.shape, generator=g)
+    return Bucket(ps)
+
+
 def momentum_exact(nesterov):
     ps = params((40, 50), (50,))
     opt = torch.optim.SGD(ps, lr=1.0, momentum=0.9, nesterov=nesterov)
     e = engine(density=1.0, momentum=0.9, nesterov=nesterov)
     g = torch.Generator().manual_seed(1)
     for step in range(5):
-        for p in ps:
-            p.grad = torch.randn(p.shape, generator=g)
-        b = Bucket(ps)
+        b = random_grads(ps, g)
         before = [p.detach().clone() for p in ps]
         opt.step()
         want = torch.cat([(b0 - p.detach()).reshape(-1) for b0, p in zip(before, ps)])
@@ -262,9 +267,7 @@ def whole_apart():
         b = engine(density=0.01, momentum=0.9, select=select)
         g = torch.Generator().manual_seed(5)
         for step in range(6):
-            for p in ps:
-                p.grad = torch.randn(p.shape, generator=g)
-            bk = Bucket(ps)
+            bk = random_grads(ps, g)
             idx, val = a.prepare(1, bk, bk.buffer().clone(), 1)
             sidx, sval, whole, wval = b.prepare(1, bk, bk.buffer().clone(), 1, split=True)
             a.step += 1
