@@ -8,6 +8,8 @@
 # and mirred to an ifb with the same tbf: so the rate holds for every
 # transport, AF_XDP included, which skips the host's own qdiscs.
 # Needs NS_SW (the bridge's namespace), MTU (the links') and die().
+# COMPARE_SHAPE_UP=0: the download alone is shaped (no ifb: what the
+# upload's shaping costs in CPU and time, measured apart).
 # COMPARE_SHAPE_LIMIT_MS=Q: each tbf's queue is Q ms at the rate (default
 # max(4 MiB, 50 ms): a deep-buffered port, see the header of compare.sh).
 
@@ -29,7 +31,9 @@ shape_link() {
 	local port=$1 ifb=$2 bps=$3 b l
 	b=$(shape_burst "$bps"); l=$(shape_limit "$bps")
 	SHAPED+=("$port $ifb")
-	tc -n "$NS_SW" qdisc add dev "$port" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
+	tc -n "$NS_SW" qdisc add dev "$port" root tbf rate "${bps}bit" burst "$b" limit "$l" ||
+		die "cannot shape $port to ${bps} bit/s (tc tbf)"
+	[ "${COMPARE_SHAPE_UP:-1}" = 0 ] && return 0
 	ip -n "$NS_SW" link add "$ifb" type ifb && ip -n "$NS_SW" link set "$ifb" mtu "$MTU" up &&
 	tc -n "$NS_SW" qdisc add dev "$ifb" root tbf rate "${bps}bit" burst "$b" limit "$l" &&
 	tc -n "$NS_SW" qdisc add dev "$port" handle ffff: ingress &&
@@ -56,7 +60,7 @@ shape_stats() {
 		read -r port ifb <<< "$e"
 		printf '%s ' "$port"
 		tc -n "$NS_SW" -s qdisc show dev "$port" root | awk '/Sent/ { printf "down %s bytes %s drops ", $2, $7 + 0 }'
-		tc -n "$NS_SW" -s qdisc show dev "$ifb" root | awk '/Sent/ { printf "up %s bytes %s drops", $2, $7 + 0 }'
+		tc -n "$NS_SW" -s qdisc show dev "$ifb" root 2>/dev/null | awk '/Sent/ { printf "up %s bytes %s drops", $2, $7 + 0 }'
 		echo
 	done
 }
