@@ -100,6 +100,8 @@ static void gpu_free(struct client_gpu *g)
 		g->ops->stream_destroy(g->d2h);
 	if (g->h2d)
 		g->ops->stream_destroy(g->h2d);
+	if (g->hs)
+		g->ops->stream_destroy(g->hs);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
 }
@@ -345,6 +347,9 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 		return rc;
 	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_iallreduce sums host buffers")) < 0)
 		return rc;
+	if (c->host && mode != PBOX_GPUDIRECT_ON)   /* GPUDirect asked for goes flat */
+		return gpu_host_iallreduce(c, g, key, dev, count, dtype, wire, (float)o.scale,
+					   (size_t)o.chunk_bytes, stream, req);
 	if ((rc = gpu_key_take(c, g, key, count, wire, false, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {
