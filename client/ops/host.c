@@ -729,6 +729,7 @@ int host_release(pbox_client *c, const uint32_t *keys, size_t n)
 	for (size_t g = 0; g < ngone; g++) {
 		if (gone[g]->mem)
 			hgroup_key_unmap(h->g, gone[g]->mem, gone[g]->stride);
+		client_forget_key(c, gone[g]->key);   /* (a device call's staging state) */
 		free(gone[g]);
 	}
 	if (nlane && (rc = pbox_release_keys(h->lane, lane, nlane)) < 0)

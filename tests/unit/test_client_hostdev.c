@@ -12,6 +12,8 @@
  *     each rank sent the box only the segments of its part of the key
  *     (about 1/L of them: flat, it sends them all), and the calls count
  *     as staged;
+ *   - after pbox_release_keys the key's next device call may be of another
+ *     size (exact again);
  *   - the call is ordered after the caller's stream (a slow kernel writes
  *     the gradient before the call) and the stream after the call;
  *   - errors are named: a host buffer, members calling with different
@@ -111,6 +113,7 @@ struct run {
 	double scale;
 	uint8_t *out[W][STEPS]; /* the device calls' results, read back on the stream */
 	uint8_t *host[W][STEPS]; /* the host calls' (wire dtype) */
+	uint8_t *half[W];       /* after pbox_release_keys: N / 2 elements of step 0 */
 	uint64_t sent[W];       /* segments sent during the device calls */
 	uint64_t seg_bytes;     /* a full segment's payload */
 	uint64_t staged[W];     /* gpu_staged_calls after them */
@@ -190,6 +193,20 @@ static void *worker_main(void *arg)
 		}
 		rc = pbox_allreduce(c, 8, h, N, wire);
 	}
+	/* released, the key's next device call is of another size (its
+	 * staging state went with it), through the host level again */
+	uint32_t key = 7;
+	if (rc == 0)
+		rc = pbox_release_keys(c, &key, 1);
+	if (rc == 0) {
+		struct fill f = { dev, N / 2, r->dt, wk->rank, 0 };
+		struct readback rb = { dev, r->half[wk->rank], N / 2 * esize(r->dt) };
+		assert_int_equal(launch(stream, fill_kernel, &f), 0);
+		rc = pbox_allreduce_dev(c, 7, dev, N / 2, r->dt, stream, &o);
+		assert_int_equal(launch(stream, read_kernel, &rb), 0);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+	}
 	r->rc[wk->rank] = rc;
 	if (rc < 0)
 		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(c));
@@ -210,6 +227,7 @@ static void run_ranks(struct run *r)
 			r->out[k][s] = calloc(N, esize(r->dt));
 			r->host[k][s] = calloc(N, esize(wire_of(r)));
 		}
+		r->half[k] = calloc(N / 2, esize(r->dt));
 		wk[k] = (struct worker){ .run = r, .rank = k };
 	}
 	for (int k = 0; k < W; k++)
@@ -225,11 +243,13 @@ static void run_ranks(struct run *r)
 
 static void free_run(struct run *r)
 {
-	for (int k = 0; k < W; k++)
+	for (int k = 0; k < W; k++) {
 		for (int s = 0; s < STEPS; s++) {
 			free(r->out[k][s]);
 			free(r->host[k][s]);
 		}
+		free(r->half[k]);
+	}
 }
 
 /* x on the device, as sent (the wire dtype), widened */
@@ -270,6 +290,12 @@ static void check_sums(const struct run *r)
 						    "want %g\n", s, i, k,
 						    (double)get(r->host[k][s], wire, i),
 						    (double)get(w, wire, 0));
+					fail();
+				}
+				if (s == 0 && i < N / 2 && memcmp(r->half[k] + i * dsz, want, dsz)) {
+					print_error("after the release: element %zu rank %d: got %g, "
+						    "want %g\n", i, k, (double)get(r->half[k], r->dt, i),
+						    (double)get(want, r->dt, 0));
 					fail();
 				}
 				put(fromhost, r->dt, 0, get(r->host[k][s], wire, i) * (float)r->scale);
