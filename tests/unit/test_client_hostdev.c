@@ -18,7 +18,13 @@
  *     the gradient before the call) and the stream after the call;
  *   - errors are named: a host buffer, members calling with different
  *     counts (both fail, naming the call), a member that closed its
- *     client (PBOX_EABORTED naming it).
+ *     client (PBOX_EABORTED naming it), a member's copy to the host that
+ *     fails (its PBOX_ESYS, the other's PBOX_EABORTED with that reason, at
+ *     once); GPUDirect asked for goes flat (refused for udp);
+ *   - waiting for the caller's stream spins no core: the process's CPU
+ *     time while both ranks wait for a 500 ms kernel stays under 100 ms
+ *     (about 5 ms here; a thread polling the event took 340 ms on this
+ *     loaded 2-core machine).
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -47,6 +53,7 @@
 static char fake_path[PATH_MAX];
 static const struct pbox_gpu_ops *ops;
 static fake_gpu_launch_fn launch;
+static fake_gpu_fail_d2h_fn fail_d2h;
 
 static void find_fake(void)
 {
@@ -66,7 +73,8 @@ static void open_fake(void)
 	assert_non_null(h);
 	pbox_gpu_ops_fn get = (pbox_gpu_ops_fn)dlsym(h, PBOX_GPU_SYMBOL);
 	launch = (fake_gpu_launch_fn)dlsym(h, "fake_gpu_launch");
-	assert_true(get && launch);
+	fail_d2h = (fake_gpu_fail_d2h_fn)dlsym(h, "fake_gpu_fail_d2h");
+	assert_true(get && launch && fail_d2h);
 	ops = get();
 	assert_int_equal(ops->init(), 0);
 }
@@ -373,9 +381,23 @@ struct errw {
 	int rank;
 	size_t count;        /* of its device call */
 	bool close_first;    /* close the client instead of calling */
+	unsigned sleep_ms;   /* a kernel sleeping this long before the call */
 	int rc;
 	char err[512];
+	double cpu_s;        /* the process's CPU time during the call */
 };
+
+static double cpu_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void sleep_kernel(void *arg)
+{
+	usleep(*(unsigned *)arg * 1000u);
+}
 
 static void *err_main(void *arg)
 {
@@ -390,8 +412,18 @@ static void *err_main(void *arg)
 		pbox_close(c);
 		c = NULL;
 	} else {
+		unsigned ms = e->sleep_ms;
+		if (ms)
+			assert_int_equal(launch(stream, sleep_kernel, &ms), 0);
+		double t0 = cpu_seconds();
 		e->rc = pbox_allreduce_dev(c, 3, dev, e->count, PBOX_F32, stream, NULL);
+		e->cpu_s = cpu_seconds() - t0;
 		snprintf(e->err, sizeof(e->err), "%s", pbox_last_error(c));
+		void *ev;   /* (the stream after the call, before its buffer goes) */
+		assert_int_equal(ops->event_create(&ev), 0);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+		ops->event_destroy(ev);
 	}
 	ops->stream_destroy(stream);
 	ops->dev_free(dev);
@@ -431,6 +463,19 @@ static void hostdev__errors_named(void **state)
 			 PBOX_EINVAL);
 	assert_null(req);
 	assert_non_null(strstr(pbox_last_error(c), "host memory, not device memory"));
+	/* GPUDirect asked for goes flat: refused here for the transport (udp),
+	 * not taken through the host level */
+	void *dev, *stream;
+	pbox_dev_opts o;
+	assert_int_equal(ops->dev_alloc(&dev, 64 * 4), 0);
+	assert_int_equal(ops->stream_create(&stream), 0);
+	pbox_dev_opts_init(&o);
+	o.gpudirect = PBOX_GPUDIRECT_ON;
+	assert_int_equal(pbox_iallreduce_dev(c, 1, dev, 64, PBOX_F32, stream, &o, &req),
+			 PBOX_ENOTSUP);
+	assert_non_null(strstr(pbox_last_error(c), "GPUDirect is required"));
+	ops->stream_destroy(stream);
+	ops->dev_free(dev);
 	pthread_join(th, NULL);
 	pbox_close(c);
 
@@ -456,6 +501,40 @@ static void hostdev__errors_named(void **state)
 	assert_int_equal(e[0].rc, PBOX_EABORTED);
 	assert_non_null(strstr(e[0].err, "local rank 1 (rank 1, pid"));
 	assert_non_null(strstr(e[0].err, "closed its client"));
+
+	/* a member's copy to the host fails: it fails with the GPU's reason
+	 * and the other at once with PBOX_EABORTED naming it (not after
+	 * timeout_ms) */
+	memset(e, 0, sizeof(e));
+	e[0] = (struct errw){ .job = "hderr3", .count = 4096 };
+	e[1] = (struct errw){ .job = "hderr3", .count = 4096 };
+	fail_d2h(1);
+	uint64_t t0 = clock_ns();
+	err_pair(b, e);
+	uint64_t took_ms = (clock_ns() - t0) / 1000000u;
+	fail_d2h(0);
+	int failed = e[0].rc == PBOX_ESYS ? 0 : 1, other = 1 - failed;
+	if (e[failed].rc != PBOX_ESYS || e[other].rc != PBOX_EABORTED)
+		print_error("rc %d (%s), %d (%s)\n", e[0].rc, e[0].err, e[1].rc, e[1].err);
+	assert_int_equal(e[failed].rc, PBOX_ESYS);
+	assert_non_null(strstr(e[failed].err, "cannot enqueue the copy to the host"));
+	assert_int_equal(e[other].rc, PBOX_EABORTED);
+	assert_non_null(strstr(e[other].err, "cannot enqueue the copy to the host"));
+	assert_true(took_ms < 10000);   /* (timeout_ms is 20 s) */
+
+	/* waiting for the caller's stream (a 500 ms kernel before the call)
+	 * sleeps: the whole process spends little CPU meanwhile */
+	memset(e, 0, sizeof(e));
+	e[0] = (struct errw){ .job = "hderr4", .count = 4096, .sleep_ms = 500 };
+	e[1] = (struct errw){ .job = "hderr4", .count = 4096, .sleep_ms = 500 };
+	err_pair(b, e);
+	for (int k = 0; k < L; k++) {
+		if (e[k].rc != 0 || e[k].cpu_s > 0.1)
+			print_error("rank %d: rc %d (%s), %.3f s of CPU\n", k, e[k].rc, e[k].err,
+				    e[k].cpu_s);
+		assert_int_equal(e[k].rc, 0);
+		assert_true(e[k].cpu_s <= 0.1);
+	}
 
 	box_inproc_stop(b);
 	box_inproc_free(b);
