@@ -23,8 +23,7 @@
  *     once); GPUDirect asked for goes flat (refused for udp);
  *   - waiting for the caller's stream spins no core: the process's CPU
  *     time while both ranks wait for a 500 ms kernel stays under 100 ms
- *     (about 5 ms here; a thread polling the event took 340 ms on this
- *     loaded 2-core machine).
+ *     (docs/gpu.md "Testing without a GPU" has the figures).
  */
 #include <dlfcn.h>
 #include <limits.h>
