@@ -6,7 +6,8 @@
  * the key's staging state (pinned slab and events, made by the key's
  * first device call and reused; GPUDirect's registration in
  * gpu_direct.c), the submission of an op_allreduce request whose
- * buffer is the slab, and the completion that orders the caller's stream
+ * buffer is the slab (with the host level: gpu_host.c's call instead),
+ * and the completion that orders the caller's stream
  * after the call's copies (pbox_wait, pbox_test). The pipeline itself
  * runs in the progress thread (gpu_stage.c).
  */
