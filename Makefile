@@ -158,7 +158,8 @@ $(GPU_FAKE): tests/unit/fake_gpu.c tests/unit/fake_gpu.map $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -shared -MMD -MP -Wl,--version-script=tests/unit/fake_gpu.map \
 		-o $@ $< $(BUILD)/libcommon.a -lpthread -lm
-$(BUILD)/tests/test_client_gpu $(BUILD)/tests/test_tp_verbs: | $(GPU_FAKE)
+$(BUILD)/tests/test_client_gpu $(BUILD)/tests/test_client_hostdev $(BUILD)/tests/test_tp_verbs: \
+	| $(GPU_FAKE)
 
 # test_tp_verbs runs the verbs transport on a fake RDMA device: the verbs
 # libpbox calls (and its path lookup and port reservation) are wrapped at

@@ -63,6 +63,8 @@ struct pbox_gpu_ops {
 	/* 0 when every piece of work before the record has completed,
 	 * -EAGAIN while some is pending, another negative errno on failure. */
 	int (*event_query)(void *e);
+	/* Blocks until that work has completed, sleeping (the host level's
+	 * thread waits with it: no spinning core). */
 	int (*event_sync)(void *e);
 	int (*stream_wait_event)(void *stream, void *e);
 

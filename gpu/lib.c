@@ -278,9 +278,13 @@ static void stream_destroy(void *s)
 		cudaStreamDestroy((cudaStream_t)s);
 }
 
+/* Blocking sync: event_sync sleeps until the event completes (the host
+ * level's thread waits for its copy to the host that way) where the
+ * default would spin a core; queries and stream waits are unchanged. */
 static int event_create(void **e)
 {
-	return gpu_cuda(cudaEventCreateWithFlags((cudaEvent_t *)e, cudaEventDisableTiming),
+	return gpu_cuda(cudaEventCreateWithFlags((cudaEvent_t *)e, cudaEventDisableTiming |
+						 cudaEventBlockingSync),
 			"cudaEventCreateWithFlags");
 }
 

@@ -131,6 +131,14 @@ PBOX_API int pbox_gpu_init(pbox_client *c);
  * enqueued: dev then holds the sum in some chunks and the original
  * values in others.
  *
+ * With the host level on (pbox_opts.local_world; docs/architecture.md
+ * "The host level") the call goes through it as pbox_iallreduce of a
+ * host buffer of the wire dtype does (the same order and bits), its data
+ * copied through the key's slab (docs/gpu.md "Through the host level");
+ * a call that fails there leaves dev as it was. It goes to the box flat
+ * instead with opts->gpudirect (or PBOX_GPUDIRECT) PBOX_GPUDIRECT_ON, and
+ * on a fleet's client.
+ *
  * opts NULL: the defaults. Returns 0, or PBOX_EINVAL (dev not device
  * memory, dev NULL, count 0, a dtype or wire_dtype unknown, scale not
  * finite, opts->size bad, another chunk_bytes than the key's first

@@ -73,6 +73,16 @@ struct req_dev_ops {
 	/* k, owned by no completed request (a failed submission, pbox_close):
 	 * give it back, unless its caller keeps it */
 	void (*drop)(pbox_client *c, struct gpu_key *k);
+	/* A device call that a thread of a room above runs instead of the
+	 * progress thread (ops/host.c; start, seg_done, finish and
+	 * timeout_note unused): host_in brings the device data to r->src
+	 * before that thread reads it (it may wait for the device: its own
+	 * thread, never the caller's); host_out, after the call ended with
+	 * rc and wrote r->buf, enqueues the copy back (rc 0) and marks the
+	 * end of the call's copies for complete. 0 (host_out: rc) or an
+	 * error with msg. */
+	int (*host_in)(pbox_client *c, struct pbox_req *r, char *msg, size_t len);
+	int (*host_out)(pbox_client *c, struct pbox_req *r, int rc, char *msg, size_t len);
 };
 
 /* State of a request inside the progress thread. */

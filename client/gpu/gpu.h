@@ -4,8 +4,9 @@
  * staging pipeline"): the GPU library loaded with dlopen (gpu_load.c), the
  * device calls and their completion on the caller's side (gpu_call.c), and
  * the pipeline the progress thread runs (gpu_stage.c), GPUDirect RDMA,
- * where the NIC reads the buffer itself (gpu_direct.c), and top-k
- * selection on the device, whose entries go as a sparse call (gpu_topk.c).
+ * where the NIC reads the buffer itself (gpu_direct.c), top-k
+ * selection on the device, whose entries go as a sparse call (gpu_topk.c),
+ * and the device allreduce through the host level (gpu_host.c).
  *
  * Ownership:
  *   - struct client_gpu is made by the first device call of a client (on
@@ -18,8 +19,9 @@
  *     (or pbox_test) has ordered the caller's stream (busy); in between,
  *     the per-call fields are written by the caller before submission and
  *     by the progress thread while the request is active.
- *   - The two internal streams are used by the progress thread only; the
- *     caller's stream by the caller's threads only (an event recorded at
+ *   - The two internal streams are used by the progress thread only, the
+ *     host level's stream (hs) by the host thread only; the caller's
+ *     stream by the caller's threads only (an event recorded at
  *     submission, a wait at completion).
  *   - A key's GPUDirect registration (its mr) is made at submission on the
  *     caller's thread and kept for the key's later calls on the same
@@ -106,6 +108,8 @@ struct gpu_mr {
 struct client_gpu {
 	const struct pbox_gpu_ops *ops;
 	void *d2h, *h2d;           /* internal streams (progress thread) */
+	void *hs;                  /* the host thread's (gpu_host.c): made by the
+				      first call through the host level */
 	pthread_mutex_t lock;
 	struct gpu_key *keys;
 	struct transport *tp;      /* the client's (GPUDirect registrations) */
@@ -158,6 +162,16 @@ void gpu_forget_key(struct pbox_client *c, uint32_t key);
 
 /* A device call's stages (core/req.h), set as r->dev with r->gk. */
 extern const struct req_dev_ops gpu_dev_ops;
+
+/* ---- gpu_host.c: through the host level (ops/host.c) ---------------- */
+
+/* pbox_iallreduce_dev on a client with the host level (c->host; dev
+ * checked, wire and scale read): key's bounce buffer (its slab) goes
+ * through the host level as a host call of wire would. 0 and *req, or
+ * an error with c's message. */
+int gpu_host_iallreduce(struct pbox_client *c, struct client_gpu *g, uint32_t key, void *dev,
+			size_t count, pbox_dtype dtype, unsigned wire, float scale,
+			size_t chunk_bytes, void *stream, struct pbox_req **req);
 
 /* ---- gpu_topk.c ------------------------------------------------------ */
 

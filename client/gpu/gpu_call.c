@@ -6,7 +6,8 @@
  * the key's staging state (pinned slab and events, made by the key's
  * first device call and reused; GPUDirect's registration in
  * gpu_direct.c), the submission of an op_allreduce request whose
- * buffer is the slab, and the completion that orders the caller's stream
+ * buffer is the slab (with the host level: gpu_host.c's call instead),
+ * and the completion that orders the caller's stream
  * after the call's copies (pbox_wait, pbox_test). The pipeline itself
  * runs in the progress thread (gpu_stage.c).
  */
@@ -100,6 +101,8 @@ static void gpu_free(struct client_gpu *g)
 		g->ops->stream_destroy(g->d2h);
 	if (g->h2d)
 		g->ops->stream_destroy(g->h2d);
+	if (g->hs)
+		g->ops->stream_destroy(g->hs);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
 }
@@ -345,6 +348,9 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 		return rc;
 	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_iallreduce sums host buffers")) < 0)
 		return rc;
+	if (c->host && mode != PBOX_GPUDIRECT_ON)   /* GPUDirect asked for goes flat */
+		return gpu_host_iallreduce(c, g, key, dev, count, dtype, wire, (float)o.scale,
+					   (size_t)o.chunk_bytes, stream, req);
 	if ((rc = gpu_key_take(c, g, key, count, wire, false, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {

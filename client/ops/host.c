@@ -19,6 +19,12 @@
  * barrier. Slots are rewritten only after barrier 2, when every part of
  * the call before was summed.
  *
+ * A device call (pbox_iallreduce_dev, gpu/gpu_host.c) is that dense call
+ * on its key's pinned bounce buffer: the host thread runs its stages
+ * around it (r->dev: host_in copies the device data into the buffer,
+ * host_out enqueues the copy back), so it takes the same barriers and
+ * order as a host buffer of its wire dtype.
+ *
  * PS keys run the same way (enum host_kind): each rank's part is a PS key
  * of its lane declared with mean_over = the job's world; a push sums the
  * host's gradients of the part into private scratch and pushes it, the
@@ -346,7 +352,17 @@ static void *host_main(void *arg)
 		r->sub_next = NULL;
 		pthread_mutex_unlock(&h->lock);
 		msg[0] = '\0';
-		int rc = run_call(c, h, r, msg, sizeof(msg));
+		int rc = r->gk ? r->dev->host_in(c, r, msg, sizeof(msg)) : 0;
+		if (rc < 0) {   /* (a device failure: the others must not wait for us) */
+			char why[CLIENT_MSG_LEN];
+			snprintf(why, sizeof(why), "local rank %u (rank %d): %s", h->lay.local,
+				 c->rank, msg);
+			hgroup_break(h->g, why);
+		} else {
+			rc = run_call(c, h, r, msg, sizeof(msg));
+		}
+		if (r->gk)   /* a device call: its copy back, the end of its copies */
+			rc = r->dev->host_out(c, r, rc, msg, sizeof(msg));
 		req_end(c, r, rc, msg);
 	}
 }
@@ -484,6 +500,25 @@ int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_
 	r->src = buf;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)dtype;
+	return host_queue(c, r, req);
+}
+
+int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
+			pbox_dtype wire, struct gpu_key *gk, const struct req_dev_ops *dev,
+			pbox_req **req)
+{
+	*req = NULL;
+	struct pbox_req *r = host_req(c, key, HK_DENSE);
+	if (!r) {
+		dev->drop(c, gk);
+		return PBOX_EINVAL;
+	}
+	r->buf = bounce;
+	r->src = bounce;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)wire;
+	r->gk = gk;   /* (req_track's failure frees r: dev->drop gives gk back) */
+	r->dev = dev;
 	return host_queue(c, r, req);
 }
 
@@ -694,6 +729,7 @@ int host_release(pbox_client *c, const uint32_t *keys, size_t n)
 	for (size_t g = 0; g < ngone; g++) {
 		if (gone[g]->mem)
 			hgroup_key_unmap(h->g, gone[g]->mem, gone[g]->stride);
+		client_forget_key(c, gone[g]->key);   /* (a device call's staging state) */
 		free(gone[g]);
 	}
 	if (nlane && (rc = pbox_release_keys(h->lane, lane, nlane)) < 0)

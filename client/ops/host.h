@@ -11,6 +11,7 @@
  *                 members, the keys' memory, stale names
  *   host.c        pbox_connect's host level (the lane's client), the host
  *                 thread that runs the calls, pbox_close's
+ *   (gpu/gpu_host.c, a room above: device buffers through host.c's calls)
  *
  * c (the caller's client) stays the flat job's client (or fleet) for every
  * call that is not a host-level sum; c->host holds the rest.
@@ -115,6 +116,15 @@ void host_close(pbox_client *c);
 /* pbox_iallreduce of a host buffer through the host level. */
 int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
 		    pbox_req **req);
+/* pbox_iallreduce_dev through the host level (gpu/gpu_host.c): a dense
+ * call of count elements of wire whose data gk's stages (dev: host_in,
+ * host_out) bring from the device into bounce and take back from it;
+ * the host thread runs it as host_iallreduce does a host buffer of
+ * wire, in the same order with the host calls. 0 and *req, or an error
+ * with c's message (gk dropped: dev->drop). */
+int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
+			pbox_dtype wire, struct gpu_key *gk, const struct req_dev_ops *dev,
+			pbox_req **req);
 /* PS keys (ps.c and ps_rpc.c come here first, their arguments checked):
  * each rank's part a PS key of its lane, the mean over the job's world.
  * pbox_ps_init, pbox_ipush_pull and pbox_ps_read are host-level calls

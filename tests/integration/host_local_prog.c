@@ -15,7 +15,10 @@
  * host and once at the end) and compares bit for bit. Prints "connected",
  * then "digest <hex>" of the last result and "ok CALLS"; exit 1 with the
  * error otherwise. $HL_STALL_AT=k: print "stalling" and sleep before call
- * k (a victim to kill -9).
+ * k (a victim to kill -9). $HL_DEV=1: the calls are pbox_allreduce_dev on
+ * a device buffer of the GPU library $PBOX_GPU_LIB names (the fake GPU of
+ * the unit tests: build/tests/libpbox-gpu-fake.so), the inputs copied in
+ * and the result read back after the stream.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,8 +26,54 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include "pbox.h"
+#include "pbox_cuda.h"
+#include "common/gpu_ops.h"
 #include "host_local_data.h"
+
+/* $HL_DEV: the GPU library's device buffer and stream */
+struct dev {
+	const struct pbox_gpu_ops *ops;
+	void *buf, *stream, *ev;
+};
+
+static int dev_open(struct dev *d, size_t bytes)
+{
+	const char *lib = getenv("PBOX_GPU_LIB");
+	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+	pbox_gpu_ops_fn get = h ? (pbox_gpu_ops_fn)dlsym(h, PBOX_GPU_SYMBOL) : NULL;
+
+	if (!get) {
+		fprintf(stderr, "HL_DEV: no GPU library (PBOX_GPU_LIB=%s)\n", lib ? lib : "");
+		return -1;
+	}
+	d->ops = get();
+	if (d->ops->init() < 0 || d->ops->dev_alloc(&d->buf, bytes) < 0 ||
+	    d->ops->stream_create(&d->stream) < 0 || d->ops->event_create(&d->ev) < 0) {
+		fprintf(stderr, "HL_DEV: %s\n", d->ops->last_error());
+		return -1;
+	}
+	return 0;
+}
+
+/* pbox_allreduce_dev of buf's count elements through the device buffer */
+static int dev_allreduce(struct dev *d, pbox_client *c, void *buf, size_t count, size_t esz,
+			 pbox_dtype dt)
+{
+	const struct pbox_gpu_ops *o = d->ops;
+
+	if (o->memcpy_sync(d->buf, buf, count * esz) < 0)
+		return PBOX_ESYS;
+	int rc = pbox_allreduce_dev(c, 7, d->buf, count, dt, d->stream, NULL);
+	if (rc < 0)
+		return rc;
+	if (o->event_record(d->ev, d->stream) < 0 || o->event_sync(d->ev) < 0 ||
+	    o->memcpy_sync(buf, d->buf, count * esz) < 0)
+		return PBOX_ESYS;
+	return 0;
+}
 
 
 static float f_of(uint32_t u)
@@ -104,6 +153,12 @@ int main(int argc, char **argv)
 	size_t esz = bf ? 2 : 4;
 	uint8_t *buf = malloc(count * esz);
 	uint64_t digest = 0;
+	struct dev dv = { 0 };
+	int on_dev = getenv("HL_DEV") && atoi(getenv("HL_DEV"));
+	if (on_dev && dev_open(&dv, count * esz) < 0) {
+		pbox_close(c);
+		return 1;
+	}
 	for (int k = 0; k < calls; k++) {
 		if (k == stall) {
 			printf("stalling\n");
@@ -119,7 +174,8 @@ int main(int argc, char **argv)
 				memcpy(buf + i * 4, &v, 4);
 			}
 		}
-		rc = pbox_allreduce(c, 7, buf, count, bf ? PBOX_BF16 : PBOX_F32);
+		rc = on_dev ? dev_allreduce(&dv, c, buf, count, esz, bf ? PBOX_BF16 : PBOX_F32)
+			    : pbox_allreduce(c, 7, buf, count, bf ? PBOX_BF16 : PBOX_F32);
 		if (rc < 0) {
 			fprintf(stderr, "call %d: %s: %s\n", k, pbox_strerror(rc), pbox_last_error(c));
 			pbox_close(c);

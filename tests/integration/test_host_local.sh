@@ -8,6 +8,8 @@
 #     (host_local_prog.c computes it), every rank's digest equal, and the
 #     box saw one contribution per host (the lane jobs' worlds, no dense
 #     key in the flat job);
+#   - the same on 2 x 2 for device buffers (pbox_allreduce_dev on the fake
+#     GPU library, PBOX_GPU_LIB), f32 and bf16, and the box's view of them;
 #   - a PS key (SGD with momentum) on 2 x 2 and 1 x 4: init, steps, read
 #     and write through the host level, the weights the same bits as a
 #     reference job of one rank per host fed the hosts' sums with the mean
@@ -27,8 +29,8 @@ need_root "$0"
 topo_up
 box_start af_packet
 HL=$WORKDIR/host_local_prog
-cc -O2 -Iinclude -o "$HL" tests/integration/host_local_prog.c -L"$BUILD" \
-	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox || die "host_local_prog does not build"
+cc -O2 -I. -Iinclude -o "$HL" tests/integration/host_local_prog.c -L"$BUILD" \
+	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -ldl || die "host_local_prog does not build"
 HLPS=$WORKDIR/host_local_ps
 cc -O2 -Iinclude -o "$HLPS" tests/integration/host_local_ps.c -L"$BUILD" \
 	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -lm || die "host_local_ps does not build"
@@ -100,6 +102,11 @@ log "stale /dev/shm/$STALE (pid $DEAD, gone) removed at connect"
 run hl22b 2 2 bf16 70001 3
 run hl14f 1 4 f32 262144 3
 run hl14b 1 4 bf16 1000 2
+# device buffers (the fake GPU library) through the host level: the same bits
+FAKE_GPU=$(pwd)/$BUILD/tests/libpbox-gpu-fake.so
+[ -f "$FAKE_GPU" ] || die "no $FAKE_GPU (make builds it)"
+HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22fd 2 2 f32 100000 3
+HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22bd 2 2 bf16 70001 2
 PROG=$HLPS run hlps22 2 2 50000 4
 PROG=$HLPS run hlps14 1 4 3000 3
 
@@ -117,6 +124,21 @@ for _ in $(seq 100); do
 done
 check_box_view hlview 2 2 >&2
 kill -TERM "${VIEW_PIDS[@]}" 2>/dev/null   # (timeout passes it on)
+wait "${VIEW_PIDS[@]}" 2>/dev/null
+# ... and of device buffers' calls
+VIEW_PIDS=()
+for r in 0 1 2 3; do
+	host_ns $((r / 2))
+	HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU HL_STALL_AT=1 ip netns exec "$HNS" timeout -k 2 60 "$HL" \
+		"$CONTROL" hlviewd "$r" 4 2 f32 4096 2 > "$WORKDIR/hlviewd.$r.log" 2>&1 &
+	VIEW_PIDS+=($!); PIDS+=($!)
+done
+for _ in $(seq 100); do
+	[ "$(grep -l stalling "$WORKDIR"/hlviewd.*.log 2>/dev/null | wc -l)" = 4 ] && break
+	sleep 0.1
+done
+check_box_view hlviewd 2 2 >&2
+kill -TERM "${VIEW_PIDS[@]}" 2>/dev/null
 wait "${VIEW_PIDS[@]}" 2>/dev/null
 
 # refused layouts, each with its named error
