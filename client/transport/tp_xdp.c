@@ -67,6 +67,7 @@
 #define XDP_UDP_BURST   8u       /* datagrams taken from the port's UDP socket at once */
 #define XDP_KICK_BATCH  32u      /* descriptors one copy-mode sendto moves (TX_BATCH_SIZE) */
 #define XDP_ARP_WAIT_MS 1000
+#define XDP_UNSTEER_US  1000u    /* frames in flight to a socket just unsteered: landed by then */
 #define XDP_SLOT_CACHE  256u     /* tx slots a socket holds at most (XFER_TX_BURST) */
 #define BUSY_POLL_US    20
 #define BUSY_POLL_BUDGET 64
@@ -384,14 +385,10 @@ static int xdp_rx_burst(struct transport *t, struct tp_dgram *d, unsigned max, c
 
 /* ---- close ----------------------------------------------------------------- */
 
-/* Leaving a share others keep: nothing of this socket's may stay lost to
- * them. Its flow unsteered first, the frames already in its rx ring are
- * taken (their chunks back to the fill ring), and its tx ring is kicked
- * until the kernel has taken everything (bounded: the completions come
- * back to the pool); its unsent slots go back too. */
-static void drain(struct xdp_tp *x)
+/* The frames in this socket's rx ring, unread, their chunks back to the
+ * fill ring. */
+static void rx_give_back(struct xdp_tp *x)
 {
-	char err[128];
 	uint32_t idx, n;
 
 	refill(x);
@@ -402,11 +399,30 @@ static void drain(struct xdp_tp *x)
 		xsk_ring_cons__release(&x->rx, n);
 		refill(x);
 	}
+}
+
+/* Leaving a share others keep: nothing of this socket's may stay lost to
+ * them. Its flow unsteered first, the frames already in its rx ring are
+ * taken (their chunks back to the fill ring), and its tx ring is kicked
+ * until the kernel has taken everything (bounded: the completions come
+ * back to the pool); its unsent slots go back too. Frames the kernel was
+ * redirecting to it as it was unsteered land by the end of that NAPI
+ * poll: with others in the share, the rx ring is drained again 1 ms
+ * later. */
+static void drain(struct xdp_tp *x)
+{
+	char err[128];
+
+	rx_give_back(x);
 	for (unsigned tries = 0; tries < XDP_RING / 32 && !tx_ring_empty(x); tries++) {
 		if (kick(x, err, sizeof(err)) < 0)
 			break;
 		if (!xsk_ring_prod__needs_wakeup(&x->tx))
 			usleep(100);   /* zero-copy: the driver takes them by itself */
+	}
+	if (xdp_share_members(x->sh) > 1) {
+		usleep(XDP_UNSTEER_US);
+		rx_give_back(x);
 	}
 	share_lock(x);
 	xdp_share_reap_locked(x->sh);

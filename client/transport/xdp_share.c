@@ -353,7 +353,7 @@ int xdp_share_join(const struct xdp_member *m, struct xdp_share **out, struct xs
 			share_free(sh);
 	}
 	if (rc == 0) {
-		*others = sh->members++;
+		*others = __atomic_fetch_add(&sh->members, 1, __ATOMIC_RELAXED);
 		if (made) {
 			sh->next = registry;
 			registry = sh;
@@ -378,7 +378,7 @@ void xdp_share_leave(struct xdp_share *sh, struct xsk_socket *xsk, unsigned idx)
 	if (xsk)
 		xsk_socket__delete(xsk);
 	sh->xsk_used &= ~(1ull << idx);
-	if (--sh->members == 0) {
+	if (__atomic_sub_fetch(&sh->members, 1, __ATOMIC_RELAXED) == 0) {
 		for (struct xdp_share **p = &registry; *p; p = &(*p)->next)
 			if (*p == sh) {
 				*p = sh->next;

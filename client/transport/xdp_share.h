@@ -69,8 +69,8 @@ struct xdp_share {
 	struct xsk_ring_prod fill;
 	struct xsk_ring_cons comp;
 	struct xsk_slots slots;
-	/* under the registry's lock (xdp_share.c) */
-	unsigned members;
+	/* written under the registry's lock (xdp_share.c) */
+	unsigned members;            /* atomic: read by xdp_share_members */
 	uint64_t xsk_used;           /* xsks indices in use, a bit each */
 	struct xdp_share *next;
 };
@@ -105,6 +105,12 @@ void xdp_share_unsteer(struct xdp_share *sh, unsigned idx, uint32_t ip, uint16_t
 /* Delete the socket and free xsks index idx; the last to leave frees the
  * share (program detached, UMEM unmapped). */
 void xdp_share_leave(struct xdp_share *sh, struct xsk_socket *xsk, unsigned idx);
+
+/* The sockets in the share now (any thread; may change right after). */
+static inline unsigned xdp_share_members(const struct xdp_share *sh)
+{
+	return __atomic_load_n(&sh->members, __ATOMIC_RELAXED);
+}
 
 /* Under sh->lock: the completion ring's addresses back to the slot pool. */
 void xdp_share_reap_locked(struct xdp_share *sh);

@@ -13,7 +13,11 @@
 #  2. pbox-perf over the fleet, 4 ranks, 4 B to 16 MiB, 4 keys in
 #     flight, every sum checked (MTU 1500; jumbo frames on xdp:
 #     test_xdp.sh);
-#  3. a fleet worker killed -9 leaves nothing: its eth0 has no XDP
+#  3. two clients of one process, one per box (two jobs), leaving and
+#     joining the share in every order (tests/integration/xdp_pair_prog.c:
+#     its maker closes while the other runs on, comes back, the other
+#     closes), 2 ranks, every sum exact;
+#  4. a fleet worker killed -9 leaves nothing: its eth0 has no XDP
 #     program within 2 s.
 # Skipped (77) where one xdp socket does not work (no AF_XDP, no XDP on
 # veth).
@@ -24,6 +28,7 @@ need_root "$0"
 export PBOX_TRANSPORT=xdp WK_HOSTS=1
 topo_up
 build_prog restart_prog
+build_prog xdp_pair_prog
 box_start af_packet --box-id box1
 
 # box 2: data port 198.18.0.5 on br0 (pboxd's, no kernel address),
@@ -109,7 +114,22 @@ grep -q "^# transport: xdp on eth0 queue 0" "$WORKDIR/perf.0.log" ||
 	die "pbox-perf over the fleet not on xdp: $(grep '^# transport' "$WORKDIR/perf.0.log")"
 log "pbox-perf over 2 boxes on xdp: exact, 4 B to 16 MiB, 4 keys ($(grep '^# transport:' "$WORKDIR/perf.0.log"))"
 
-# ---- 3. kill -9 leaves nothing ----
+# ---- 3. clients leaving and joining the share in every order ----
+pids=()
+for r in 0 1; do
+	ip netns exec "${HOSTS[$r]}" timeout 120 "$WORKDIR/xdp_pair_prog" "$CONTROL" 198.18.1.5:7470 \
+		pair $r 2 > "$WORKDIR/pair.$r.log" 2>&1 &
+	pids+=($!); PIDS+=($!)
+done
+for r in 0 1; do
+	wait "${pids[$r]}" && grep -q "^ok" "$WORKDIR/pair.$r.log" ||
+		die "clients leaving and joining, rank $r: $(tail -n 3 "$WORKDIR/pair.$r.log")"
+done
+grep -q "^client b: xdp on eth0 queue 0 .*UMEM shared with 1 other socket" "$WORKDIR/pair.0.log" ||
+	die "client b did not share client a's UMEM: $(grep '^client' "$WORKDIR/pair.0.log")"
+log "leaving and joining in every order: exact ($(grep '^client' "$WORKDIR/pair.0.log" | tr '\n' ' '))"
+
+# ---- 4. kill -9 leaves nothing ----
 h=${HOSTS[0]}
 # (no timeout(1) in between: $! must be pbox-perf itself; 300 calls of
 # 16 MiB bound it to a minute if the kill did not come)
