@@ -10,7 +10,7 @@
 #                            [--transport udp,xdp] [--loss PCT] [--loss-unit wire|skb]
 #                            [--timeout S] [--topk D] [--topk-local L] [--local L]
 #                            [--psgd R]
-#                            [--shape RATE] [--box-rate RATE] [--boxes K]
+#                            [--shape RATE] [--box-rate RATE] [--boxes K] [--check]
 #
 # Defaults: sizes 4K:256M (x4 steps), N = 2,4, 5 reps of 5 timed calls after
 # 2 warm-up calls, out build/compare. --quick: 4K:4M, N = 2, 3 reps (options
@@ -193,6 +193,9 @@
 #   on the K boxes) then decides: if it fails, compare.sh stops naming the
 #   list. So --boxes starts working by itself once libpbox takes lists.
 #   COMPARE_FLEET_PROBE=0 skips the first check (to try the K-box set-up).
+# --check: pbox's workers verify every element of every call (pbox-perf
+#   --check, outside the timed calls); a wrong sum fails the run (its
+#   logs' #wrong column).
 # With --shape the pbox workers get --mtu MTU (the veths'), not the
 #   automatic MTU: on this loaded 2-CPU machine the four ranks of one job
 #   all had their 9000-byte probe unanswered within its 630 ms, fell back to
@@ -212,6 +215,7 @@ usage() {
 
 QUICK=0; SIZES=; NLIST=; REPS=; ITERS=5; WARMUP=2; OUT=; SYSTEMS=pbox,openmpi,gloo; MTU=9000; TOPO=hosts; TPS=udp
 LOSS=; LOSS_UNIT=wire; TIMEOUT=; TOPK=; TOPK_LOCAL=; PSGD=; SHAPE=; BOX_RATE=; BOXES=1; HOST_LOCAL=
+CHECK=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -235,6 +239,7 @@ while [ $# -gt 0 ]; do
 	--shape) SHAPE=${2:?--shape needs a rate (e.g. 1gbit, 500mbit)}; shift ;;
 	--box-rate) BOX_RATE=${2:?--box-rate needs a rate (e.g. 1gbit)}; shift ;;
 	--boxes) BOXES=${2:?--boxes needs a number}; shift ;;
+	--check) CHECK=1 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
@@ -677,7 +682,7 @@ run_pbox() {
 	# no --mtu: the clients find the path MTU themselves (pbox_opts.mtu 0);
 	# but --shape gives --mtu (see the header)
 	local args=(--minbytes "$MINB" --maxbytes "$MAXB" --stepfactor 4 --iters "$ITERS"
-		    --warmup "$WARMUP" --transport "$tp" ${SHAPE:+--mtu "$MTU"})
+		    --warmup "$WARMUP" --transport "$tp" ${SHAPE:+--mtu "$MTU"} ${CHECK:+--check})
 	[[ ${4:-} != topk* ]] || args+=(--topk "$TOPK")
 	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
 	if [ -n "$HOST_LOCAL" ]; then   # the same placement, the host level off or on

@@ -2,7 +2,8 @@
 /*
  * test_tp_xdp_rx.c - the AF_XDP transport's receive path (client/transport/tp_xdp.c,
  * included for its static functions) on rx and fill rings in plain memory,
- * laid out as the kernel lays them out, so no socket is needed.
+ * laid out as the kernel lays them out, so no socket is needed; the fill
+ * ring is a share's (client/transport/xdp_share.h), as every socket's is.
  *
  * The rule under test: every frame the kernel puts in the rx ring comes
  * out of rx_burst exactly once and in order, however many a burst may
@@ -25,6 +26,7 @@
 
 struct fake {
 	struct xdp_tp x;
+	struct xdp_share sh;
 	struct transport t;
 	uint32_t rx_prod, rx_cons, fill_prod, fill_cons, fill_flags;
 	struct xdp_desc rx_ring[RING];
@@ -55,7 +57,9 @@ static int setup(void **state)
 					.producer = &f->rx_prod, .consumer = &f->rx_cons,
 					.ring = f->rx_ring };
 	/* a producer ring's cached_cons runs a ring ahead of its consumer */
-	x->fill = (struct xsk_ring_prod){ .cached_cons = RING, .mask = RING - 1, .size = RING,
+	pthread_mutex_init(&f->sh.lock, NULL);
+	x->sh = &f->sh;
+	f->sh.fill = (struct xsk_ring_prod){ .cached_cons = RING, .mask = RING - 1, .size = RING,
 					  .producer = &f->fill_prod, .consumer = &f->fill_cons,
 					  .ring = f->fill_ring, .flags = &f->fill_flags };
 	inet_pton(AF_INET, "10.9.0.2", &x->np[0].src);
@@ -73,6 +77,7 @@ static int teardown(void **state)
 {
 	struct fake *f = *state;
 
+	pthread_mutex_destroy(&f->sh.lock);
 	free(f->x.area);
 	free(f->x.np);
 	free(f->x.done);
@@ -108,7 +113,7 @@ static void kernel_rx(struct fake *f, uint32_t id, uint32_t len)
 
 /* rx_burst until it returns nothing twice: the ids returned, in order,
  * into ids (room for max_ids). */
-static unsigned drain(struct fake *f, unsigned burst, uint32_t *ids, unsigned max_ids)
+static unsigned drain_rx(struct fake *f, unsigned burst, uint32_t *ids, unsigned max_ids)
 {
 	struct tp_dgram d[TP_RX_BURST];
 	unsigned got = 0, empty = 0;
@@ -147,10 +152,10 @@ static void rx__more_frames_than_a_burst_each_once(void **state)
 
 	for (uint32_t i = 0; i < 200; i++)   /* 200 waiting, bursts of 64 */
 		kernel_rx(f, i, 100);
-	check_all_once(f, ids, drain(f, TP_RX_BURST, ids, 400), 0, 200, 200);
+	check_all_once(f, ids, drain_rx(f, TP_RX_BURST, ids, 400), 0, 200, 200);
 	for (uint32_t i = 200; i < 400; i++) /* again, across the ring's wrap */
 		kernel_rx(f, i, 1000);
-	check_all_once(f, ids, drain(f, 50, ids, 400), 200, 200, 400);
+	check_all_once(f, ids, drain_rx(f, 50, ids, 400), 200, 200, 400);
 }
 
 static void rx__multi_buffer_frames_across_peeks_each_once(void **state)
@@ -162,10 +167,10 @@ static void rx__multi_buffer_frames_across_peeks_each_once(void **state)
 	 * holds, so a frame's parts straddle two peeks */
 	for (uint32_t i = 0; i < 100; i++)
 		kernel_rx(f, i, 8800);
-	check_all_once(f, ids, drain(f, TP_RX_BURST, ids, 200), 0, 100, 300);
+	check_all_once(f, ids, drain_rx(f, TP_RX_BURST, ids, 200), 0, 100, 300);
 	for (uint32_t i = 100; i < 150; i++) /* mixed sizes, across the wrap */
 		kernel_rx(f, i, i % 2 ? 8800 : 64);
-	check_all_once(f, ids, drain(f, 7, ids, 200), 100, 50, 300 + 25 * 3 + 25);
+	check_all_once(f, ids, drain_rx(f, 7, ids, 200), 100, 50, 300 + 25 * 3 + 25);
 }
 
 /* Frames longer than a chunk less the kernel's headroom need
