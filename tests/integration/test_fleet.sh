@@ -104,7 +104,7 @@ done
 # host-local aggregation over the fleet: 1 host x 4, each lane's part
 # (1 MB: two partitions) on both boxes, exact against the (host, local
 # rank) order's reference computed by every rank
-build_prog host_local_prog
+build_prog host_local_prog -I. -ldl
 before1=$(pushes "$PBOX_SOCKET"); before2=$(pushes "$WORKDIR/pboxd2.sock")
 pids=()
 for r in 0 1 2 3; do

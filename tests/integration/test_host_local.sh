@@ -29,8 +29,7 @@ need_root "$0"
 topo_up
 box_start af_packet
 HL=$WORKDIR/host_local_prog
-cc -O2 -I. -Iinclude -o "$HL" tests/integration/host_local_prog.c -L"$BUILD" \
-	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -ldl || die "host_local_prog does not build"
+build_prog host_local_prog -I. -ldl   # (common/gpu_ops.h: the fake GPU's table)
 HLPS=$WORKDIR/host_local_ps
 cc -O2 -Iinclude -o "$HLPS" tests/integration/host_local_ps.c -L"$BUILD" \
 	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -lm || die "host_local_ps does not build"
