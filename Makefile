@@ -74,6 +74,9 @@ BINS = $(BUILD)/pboxd $(BUILD)/pboxctl $(BUILD)/pbox-perf
 LIBS = $(BUILD)/libpbox.a $(BUILD)/$(SO_FILE) $(BUILD)/$(SO_NAME) $(BUILD)/libpbox.so
 UNIT_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+# the fake GPU library (its rule below): defined before `all`, whose
+# prerequisites make expands as it reads them
+GPU_FAKE = $(BUILD)/tests/libpbox-gpu-fake.so
 
 .PHONY: all deps install check test unit layering exports rooms integration demo clean fuzz soak
 all: $(BINS) $(LIBS) $(BENCHES) $(GPU_BUILT) $(GPU_FAKE)
@@ -153,7 +156,6 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libboxcore.a $(BUILD)/libpbox-internal
 # The fake GPU library the device-call tests and bench/gpu_stage load
 # through PBOX_GPU_LIB (tests/unit/fake_gpu.h): common/gpu_ops.h on host
 # memory, built with common/'s conversions, exporting only its symbols.
-GPU_FAKE = $(BUILD)/tests/libpbox-gpu-fake.so
 $(GPU_FAKE): tests/unit/fake_gpu.c tests/unit/fake_gpu.map $(BUILD)/libcommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -shared -MMD -MP -Wl,--version-script=tests/unit/fake_gpu.map \

@@ -11,9 +11,10 @@ import json
 import os
 import sys
 
-RUNS = ["dense", "topk:0.01", "topk:0.001", "psgd:1", "psgd:2", "psgd:4", "topkeq:1",
-        "topkeq:2", "topkeq:4"]
+RUNS = ["dense", "topk:0.01", "topk:0.001", "topkhost:0.01", "topkhost:0.001", "psgd:1",
+        "psgd:2", "psgd:4", "topkeq:1", "topkeq:2", "topkeq:4"]
 LABEL = {"dense": "dense", "topk:0.01": "top-k 1%", "topk:0.001": "top-k 0.1%",
+         "topkhost:0.01": "top-k 1% per host of 2", "topkhost:0.001": "top-k 0.1% per host of 2",
          "psgd:1": "PowerSGD r1", "psgd:2": "PowerSGD r2", "psgd:4": "PowerSGD r4",
          "topkeq:1": "top-k at r1's bytes", "topkeq:2": "top-k at r2's bytes",
          "topkeq:4": "top-k at r4's bytes"}

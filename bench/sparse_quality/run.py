@@ -11,6 +11,9 @@ dense (DDP's own allreduce), topk:DENSITY[:key=value,...] (topk_hook
 with pbox.torch.TopkSGD, or TopkAdam for the Adam task; plain=true: the
 task's torch.optim.Adam on the averaged sparse gradient, error feedback
 alone),
+topkhost:DENSITY[:local=L,...] (top-k through the host level, emulated:
+hosts of L ranks (default 2) sum densely, each host's leader sends the
+top DENSITY of the host's sum; bytes per step are a leader's),
 psgd:RANK (torch's powerSGD_hook, start_powerSGD_iter 2) and
 topkeq:RANK (top-k at the density that sends PowerSGD rank RANK's bytes
 per step, without warm-up unless given, dense_below halved until the
@@ -71,9 +74,10 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
     orig = dist.all_reduce
     if kind == "dense":
         opt = task.optimizer(ddp.parameters())
-    elif kind in ("topk", "topkeq"):
+    elif kind in ("topk", "topkeq", "topkhost"):
         kw = _opts(spec[1:])
-        if kind == "topk":
+        local = int(kw.pop("local", 2)) if kind == "topkhost" else 1
+        if kind in ("topk", "topkhost"):
             density = float(spec[0])
         else:   # the density whose bytes match PowerSGD rank spec[0]'s
             b = done[f"psgd:{spec[0]}" + getattr(task, "lr_tag", "")]["bytes_per_step"]
@@ -103,7 +107,10 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
             state.attach(opt)
         else:
             opt = pt.TopkAdam(ddp.parameters(), state, lr=task.lr, moments=moments)
-        ddp.register_comm_hook(state, pt.topk_hook)
+        if kind == "topkhost":
+            ddp.register_comm_hook(_HostTopk(state, rank, world, local), _host_topk_hook)
+        else:
+            ddp.register_comm_hook(state, pt.topk_hook)
     elif kind == "psgd":
         ps = P.PowerSGDState(process_group=None, matrix_approximation_rank=int(spec[0]),
                              start_powerSGD_iter=2, min_compression_rate=2, random_seed=0)
@@ -151,6 +158,48 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
                    options=_opts(spec[1:]))
         state.close()
     return res
+
+
+class _HostTopk:
+    """topkhost's hook state: the TopkState, this rank's host group (ranks
+    host * local .. host * local + local - 1) and whether it leads it."""
+
+    def __init__(self, state, rank, world, local):
+        if world % local:
+            raise ValueError(f"topkhost: local={local} does not divide the world {world}")
+        groups = [dist.new_group(list(range(h * local, (h + 1) * local)))
+                  for h in range(world // local)]
+        self.state, self.group, self.leader = state, groups[rank // local], rank % local == 0
+
+
+def _host_topk_hook(hs, bucket):
+    """Top-k through the host level, as HiTopKComm does (dense inside the
+    host, sparse to the box), emulated on Gloo for the suite: the host's
+    ranks sum the bucket densely, its leader runs the worker-side engine
+    (momentum correction, error feedback, the schedule: TopkState's) on the
+    host's sum and sends its entries, the others send none; density is per
+    host. Synchronous: a measure of training quality, not of time."""
+    state, e = hs.state, hs.state.engine
+    buf = bucket.buffer()
+    last = bucket.is_last()
+    key = state.key(bucket.index(), buf.numel(), buf.dtype, last)
+    dist.all_reduce(buf, group=hs.group)
+    if hs.leader:
+        idx, val, whole, wval = e.prepare(key, bucket, buf, state.world, split=True)
+    else:
+        whole = e._whole(e._record(key, bucket)) if e.density_at() < 1 else None
+        idx, val = torch.empty(0, dtype=torch.int64), torch.empty(0)
+        wval = None if whole is None else torch.zeros(whole.numel())
+    if last:
+        e.step += 1
+    out = torch.empty_like(buf)
+    state.client.iallreduce_sparse(idx.numpy(), val.numpy(), out, key).wait()
+    if whole is not None:
+        state.client.iallreduce(wval, key ^ 0x40000000).wait()
+        out[whole] = wval
+    fut = torch.futures.Future()
+    fut.set_result(out.div_(state.world))
+    return fut
 
 
 def pbox_client():
