@@ -694,7 +694,9 @@ PBOX_API const char *pbox_last_error(const pbox_client *c);
 /* One line naming the transport in use and how it runs, e.g. "xdp on
  * eth0 queue 0 (native XDP, copy mode); verbs skipped: no RDMA device",
  * with the reason each faster transport was skipped when auto chose.
- * Static for c's life; "" before pbox_connect succeeded. */
+ * A fleet's client gives every box's, the first box's first: "... (box 1
+ * of 2); box 2 of 2: ...". Static for c's life; "" before pbox_connect
+ * succeeded. */
 PBOX_API const char *pbox_transport_info(const pbox_client *c);
 
 /* Counters of one client, for tools and tests. Grows at its end (fields

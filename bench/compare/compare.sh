@@ -821,7 +821,7 @@ for ((rep = 0; rep < REPS; rep++)); do
 			--iters 1 --warmup 0 > "$OUT/logs/pbox-warmup.r$rep.log" 2>&1 || {
 			# a job over K boxes: libpbox must take the list (see --boxes)
 			[ "$BOXES" = 1 ] || { cat "$OUT/logs/pbox-warmup.r$rep.log" >&2
-				die "--boxes $BOXES: a one-rank job on the boxes $CONTROL failed: this libpbox does not take a list of boxes yet (the fleet, issue 40 item 2)"; }
+				die "--boxes $BOXES: a one-rank job on the boxes $CONTROL failed (its log above)"; }
 			log "compare: pbox warm-up job failed (see $OUT/logs/pbox-warmup.r$rep.log)"; }
 		for tp in "${TP_LIST[@]}"; do
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" "$tp"; done

@@ -410,7 +410,7 @@ void pbox_close(pbox_client *c)
 
 const char *pbox_transport_info(const pbox_client *c)
 {
-	if (c && c->nsubs)   /* a fleet: its first box's */
-		return pbox_transport_info(c->subs[0]);
+	if (c && c->nsubs)   /* a fleet: every box's (fleet_connect) */
+		return c->tp.info;
 	return c && c->tp.ops ? c->tp.info : "";
 }

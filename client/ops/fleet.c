@@ -117,6 +117,16 @@ int fleet_connect(pbox_client *c, const pbox_opts *opts)
 					    f->n, c->subs[b] ? pbox_last_error(c->subs[b]) :
 					    pbox_strerror(rc));
 	}
+	/* pbox_transport_info: every box's, the first's first (what a box's
+	 * client would say: "xdp on eth0 ...") */
+	size_t at = 0, cap = sizeof(c->tp.info);
+	c->tp.info[0] = '\0';
+	for (unsigned b = 0; b < f->n && at < cap; b++) {
+		const char *info = pbox_transport_info(c->subs[b]);
+		at += (size_t)(b ? snprintf(c->tp.info + at, cap - at, "; box %u of %u: %s",
+					    b + 1, f->n, info) :
+			       snprintf(c->tp.info, cap, "%s (box 1 of %u)", info, f->n));
+	}
 	return 0;
 }
 

@@ -110,7 +110,7 @@ done
 for r in 0 1 2 3; do
 	wait "${pids[$r]}" || die "pbox-perf rank $r over the fleet: $(tail -n 3 "$WORKDIR/perf.$r.log")"
 done
-grep -q "^# transport: xdp on eth0 queue 0" "$WORKDIR/perf.0.log" ||
+grep -q "^# transport: xdp on eth0 queue 0.*(box 1 of 2); box 2 of 2: xdp on eth0 queue 0.*UMEM shared with 1 other socket" "$WORKDIR/perf.0.log" ||
 	die "pbox-perf over the fleet not on xdp: $(grep '^# transport' "$WORKDIR/perf.0.log")"
 log "pbox-perf over 2 boxes on xdp: exact, 4 B to 16 MiB, 4 keys ($(grep '^# transport:' "$WORKDIR/perf.0.log"))"
 
