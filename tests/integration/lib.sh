@@ -307,6 +307,15 @@ build_prog() {
 		-L"$BUILD" -Wl,-rpath,"$(pwd)/$BUILD" -lpbox "$@" || die "$name does not build"
 }
 
+# one_digest TAG N: DIGEST set to the one digest ("digest X" lines) that
+# ranks 0..N-1 wrote to WORKDIR/TAG.R.log, or die naming them all
+one_digest() {
+	local d r
+	d=$(for ((r = 0; r < $2; r++)); do sed -n 's/^digest //p' "$WORKDIR/$1.$r.log"; done | sort -u)
+	[ -n "$d" ] && [ "$(echo "$d" | wc -l)" = 1 ] || die "$1: the ranks' digests differ: $d"
+	DIGEST=$d
+}
+
 # in_wk CMD...: run in the workers' namespace
 in_wk() { ip netns exec "$NS_WK" "$@"; }
 

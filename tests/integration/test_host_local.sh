@@ -110,35 +110,25 @@ PROG=$HLPS run hlps22 2 2 50000 4
 PROG=$HLPS run hlps14 1 4 3000 3
 
 # the box's view, with ranks alive: the lane jobs, one contribution per host
-VIEW_PIDS=()
-for r in 0 1 2 3; do
-	host_ns $((r / 2))
-	HL_STALL_AT=1 ip netns exec "$HNS" timeout -k 2 60 "$HL" "$CONTROL" hlview "$r" 4 2 f32 \
-		4096 2 > "$WORKDIR/hlview.$r.log" 2>&1 &
-	VIEW_PIDS+=($!); PIDS+=($!)
-done
-for _ in $(seq 100); do
-	[ "$(grep -l stalling "$WORKDIR"/hlview.*.log 2>/dev/null | wc -l)" = 4 ] && break
-	sleep 0.1
-done
-check_box_view hlview 2 2 >&2
-kill -TERM "${VIEW_PIDS[@]}" 2>/dev/null   # (timeout passes it on)
-wait "${VIEW_PIDS[@]}" 2>/dev/null
-# ... and of device buffers' calls
-VIEW_PIDS=()
-for r in 0 1 2 3; do
-	host_ns $((r / 2))
-	HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU HL_STALL_AT=1 ip netns exec "$HNS" timeout -k 2 60 "$HL" \
-		"$CONTROL" hlviewd "$r" 4 2 f32 4096 2 > "$WORKDIR/hlviewd.$r.log" 2>&1 &
-	VIEW_PIDS+=($!); PIDS+=($!)
-done
-for _ in $(seq 100); do
-	[ "$(grep -l stalling "$WORKDIR"/hlviewd.*.log 2>/dev/null | wc -l)" = 4 ] && break
-	sleep 0.1
-done
-check_box_view hlviewd 2 2 >&2
-kill -TERM "${VIEW_PIDS[@]}" 2>/dev/null
-wait "${VIEW_PIDS[@]}" 2>/dev/null
+box_view() {   # box_view TAG [ENV=VALUE...]: 2 x 2 ranks stalled after a call, the box's view checked
+	local tag=$1 r; shift
+	local pids=()
+	for r in 0 1 2 3; do
+		host_ns $((r / 2))
+		env "$@" HL_STALL_AT=1 ip netns exec "$HNS" timeout -k 2 60 "$HL" "$CONTROL" "$tag" \
+			"$r" 4 2 f32 4096 2 > "$WORKDIR/$tag.$r.log" 2>&1 &
+		pids+=($!); PIDS+=($!)
+	done
+	for _ in $(seq 100); do
+		[ "$(grep -l stalling "$WORKDIR/$tag".*.log 2>/dev/null | wc -l)" = 4 ] && break
+		sleep 0.1
+	done
+	check_box_view "$tag" 2 2 >&2
+	kill -TERM "${pids[@]}" 2>/dev/null   # (timeout passes it on)
+	wait "${pids[@]}" 2>/dev/null
+}
+box_view hlview
+box_view hlviewd HL_DEV=1 PBOX_GPU_LIB="$FAKE_GPU"   # ... and of device buffers' calls
 
 # refused layouts, each with its named error
 bad() {   # bad WHAT PATTERN CMD...: CMD must fail printing PATTERN

@@ -82,10 +82,7 @@ run() {
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
 	[ $rc = 0 ] || die "$tag ($mode over $control): $(tail -n 3 "$WORKDIR"/$tag.*.log)"
-	local d
-	d=$(for r in 0 1 2 3; do sed -n 's/^digest //p' "$WORKDIR/$tag.$r.log"; done | sort -u)
-	[ "$(echo "$d" | wc -l)" = 1 ] || die "$tag: the ranks' digests differ: $d"
-	DIGEST=$d
+	one_digest "$tag" 4
 }
 
 # ---- 1. two boxes through one interface against one box ----

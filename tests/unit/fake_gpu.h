@@ -28,8 +28,38 @@
 #ifndef PBOX_TEST_FAKE_GPU_H
 #define PBOX_TEST_FAKE_GPU_H
 
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The fake's path beside the running program (build/tests/ or
+ * build-san/tests/) into path (len bytes): false if it cannot be told. */
+static inline bool fake_gpu_path(char *path, size_t len)
+{
+	ssize_t n = len > 32 ? readlink("/proc/self/exe", path, len - 32) : -1;
+	if (n <= 0)
+		return false;
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	if (!slash)
+		return false;
+	strcpy(slash + 1, "libpbox-gpu-fake.so");
+	return true;
+}
+
+/* The fake at path opened as libpbox opens it (the same file: one
+ * device); NULL with dlopen's reason on stderr. */
+static inline void *fake_gpu_dlopen(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+	return h;
+}
 
 /* One copy as the fake ran it: order numbers from one counter shared by
  * every stream (enqueue, start and end of the copy), so the trace says

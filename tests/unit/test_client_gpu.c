@@ -71,20 +71,13 @@ static fake_gpu_set_switch_fn set_switch;
 /* The fake beside this program (build/tests/ or build-san/tests/). */
 static void find_fake(void)
 {
-	ssize_t n = readlink("/proc/self/exe", fake_path, sizeof(fake_path) - 32);
-	assert_true(n > 0);
-	fake_path[n] = '\0';
-	char *slash = strrchr(fake_path, '/');
-	assert_non_null(slash);
-	strcpy(slash + 1, "libpbox-gpu-fake.so");
+	assert_true(fake_gpu_path(fake_path, sizeof(fake_path)));
 }
 
 /* The fake as libpbox sees it: the same file, so one device. */
 static void open_fake(void)
 {
-	void *h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		print_error("dlopen %s: %s\n", fake_path, dlerror());
+	void *h = fake_gpu_dlopen(fake_path);
 	assert_non_null(h);
 	pbox_gpu_ops_fn get = (pbox_gpu_ops_fn)dlsym(h, PBOX_GPU_SYMBOL);
 	host_allocs = (fake_gpu_host_allocs_fn)dlsym(h, "fake_gpu_host_allocs");
