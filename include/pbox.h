@@ -62,7 +62,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 15
+#define PBOX_VERSION_MINOR 16
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \
@@ -647,12 +647,42 @@ PBOX_API int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_
 PBOX_API int pbox_allreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 				   const uint32_t *idx, const void *val, size_t nnz, void *out);
 
+/*
+ * With the host level (pbox_opts.local_world, LOCAL_WORLD_SIZE), the
+ * sparse and top-k calls go through the host too (docs/architecture.md
+ * "The host level"): pbox_allreduce_sparse sums the entries of a host's
+ * ranks in local rank order (an index's values in f32, rounded once to
+ * the dtype) and sends the box one set of entries per host; the result is
+ * the same sum over all ranks in the order (host, local rank).
+ * pbox_allreduce_topk (local_size 1) selects from the host's sum: local
+ * rank l takes part l of the key (the parts of the dense call), adds its
+ * residual and momentum of that part, and sends density x the part's
+ * count of its entries, so a host sends density x count entries in all,
+ * as one rank does without the host level. Each part keeps its own
+ * residual (pbox_topk_reset clears this rank's).
+ */
+
 /* pbox_allreduce_sparse without blocking: out must stay valid and
  * untouched until pbox_wait(*req) returns; idx and val may be reused at
  * once (they are copied before it returns). */
 PBOX_API int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 				    const uint32_t *idx, const void *val, size_t nnz, void *out,
 				    pbox_req **req);
+
+/*
+ * The sum of buf (count elements of dtype, in place) over the ranks of
+ * this rank's host only, in local rank order, the same bits on each of
+ * them; nothing goes to a box. Every local rank calls it on the same key
+ * in the same order as its other calls of the host level; a key used so
+ * is for host sums only. Without the host level (one rank a host) buf is
+ * left as it is. For a caller that sums on the host and selects once per
+ * host (the Python package's top-k engine): the host's sum, a selection
+ * by one local rank, its entries in pbox_allreduce_sparse (the others
+ * passing none). Returns 0, PBOX_EINVAL, or the codes of pbox_allreduce.
+ * (Added in 0.16.0.)
+ */
+PBOX_API int pbox_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
+				 pbox_dtype dtype);
 
 /* Forget key's residual (and momentum): the next pbox_allreduce_topk
  * starts from zero. Returns 0 or PBOX_EINVAL (not a top-k key). */

@@ -129,8 +129,11 @@ struct pbox_req {
 	const uint8_t *sp_val;
 	size_t *sp_first;                     /* nsegs + 1: each segment's first entry */
 	void *sp_own;                         /* the request's copy of idx and val */
+	size_t sp_nnz;                        /* ... their count (ops/host.c) */
 	bool sp_out_zero;                     /* buf is all zero at submission */
 	uint32_t *keys;                       /* a keyless call's keys (count), owned */
+	pbox_topk_opts topk;                  /* a host-level top-k call's options
+						 (ops/host.c) */
 	struct gpu_key *gk;                   /* a device call: its key's staging
 						 state; NULL for host calls */
 	const struct req_dev_ops *dev;        /* ... and its stages */

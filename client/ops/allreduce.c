@@ -2,8 +2,11 @@
 /*
  * allreduce.c - pbox_iallreduce and pbox_allreduce: a dense call that sums
  * buf in place over the job's ranks. Its kind (op_allreduce) declares its
- * key on first use and streams one round per call (xfer/).
+ * key on first use and streams one round per call (xfer/). And
+ * pbox_allreduce_host, the sum over the ranks of one host (host.c).
  */
+#include <stdint.h>
+
 #include "client/ops/fleet.h"
 #include "client/ops/host.h"
 
@@ -47,4 +50,20 @@ int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 	int rc = pbox_iallreduce(c, key, buf, count, dtype, &r);
 
 	return rc < 0 ? rc : pbox_wait(r);
+}
+
+int pbox_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
+			pbox_dtype dtype)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (!buf || !count || !wire_dtype_size((unsigned)dtype))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: pbox_allreduce_host: "
+				    "%s", c->job, c->rank, key, !buf ? "buf is NULL" : !count ?
+				    "count is 0" : "unknown dtype (use PBOX_F32, PBOX_F16 or "
+				    "PBOX_BF16)");
+	if (count > SIZE_MAX / 8)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: count %zu is too "
+				    "large", c->job, c->rank, key, count);
+	return c->host ? host_allreduce_host(c, key, buf, count, dtype) : 0;
 }

@@ -25,6 +25,20 @@
  * host_out enqueues the copy back), so it takes the same barriers and
  * order as a host buffer of its wire dtype.
  *
+ * A top-k call (pbox_iallreduce_topk, HK_TOPK) is the dense call with
+ * pbox_allreduce_topk on the lane in place of pbox_allreduce: each rank's
+ * part of the host's sum is selected with that part's residual and
+ * momentum (the lane client's top-k state of the key), so a host sends
+ * density x count entries, not L times as many, and the selection's CPU
+ * is spread over the host's ranks as the sum is.
+ *
+ * A sparse call (pbox_iallreduce_sparse, HK_SPARSE) puts its entries in
+ * the slot (their count, indices, values); each rank merges the entries
+ * of its part from every slot, a host's entries at an index summed in
+ * local rank order (in f32, rounded once to the dtype), and sends the
+ * merged entries as a sparse call on its lane. pbox_allreduce_host
+ * (HK_HOSTSUM) is the dense call without the lane: the host's sum only.
+ *
  * PS keys run the same way (enum host_kind): each rank's part is a PS key
  * of its lane declared with mean_over = the job's world; a push sums the
  * host's gradients of the part into private scratch and pushes it, the
@@ -41,6 +55,8 @@
 #include "common/sum.h"
 
 #define HOST_STRIDE_ALIGN 4096u
+#define HOST_SPARSE_HDR   64u     /* a sparse slot: its entry count, then
+				     indices and values */
 #define HOST_LATE_MS      2000u   /* barrier 2 waits this past timeout_ms: a
 				     member's lane call has timeout_ms of its
 				     own and then names its failure */
@@ -49,7 +65,7 @@ struct hkey {                     /* a key of the host level */
 	uint32_t key;
 	uint8_t dtype;            /* (PS: the gradients') */
 	uint8_t wdtype;           /* PS: the weights' the box returns */
-	bool ps;                  /* declared with pbox_declare_optimizer */
+	uint8_t kind;             /* enum hkey_kind, fixed by its first call */
 	bool unlinked;            /* its name is gone (every member mapped it) */
 	bool on_lane;             /* this rank's part was declared on its lane */
 	uint64_t count;
@@ -58,9 +74,23 @@ struct hkey {                     /* a key of the host level */
 	void *mem;                /* its shared memory, NULL until its first call */
 };
 
+/* What a key of the host level is. */
+enum hkey_kind {
+	HKEY_DENSE = 0,   /* pbox_iallreduce (and device calls) */
+	HKEY_PS,          /* declared with pbox_declare_optimizer */
+	HKEY_TOPK,        /* pbox_iallreduce_topk */
+	HKEY_SPARSE,      /* pbox_iallreduce_sparse */
+	HKEY_HOSTSUM,     /* pbox_allreduce_host */
+};
+
+static const char *const hkey_kind_name[] = { "dense", "PS", "top-k", "sparse", "host-sum" };
+
 /* What a host-level call does (r->coll of its request). */
 enum host_kind {
 	HK_DENSE = 0,   /* pbox_iallreduce */
+	HK_TOPK,        /* pbox_iallreduce_topk (r->topk: its options) */
+	HK_SPARSE,      /* pbox_iallreduce_sparse (r->sp_*: the entries' copy) */
+	HK_HOSTSUM,     /* pbox_allreduce_host */
 	HK_INIT,        /* pbox_ps_init: host 0's local rank 0 (rank 0) uploads */
 	HK_PUSH,        /* pbox_ipush_pull */
 	HK_READ,        /* pbox_ps_read: every local rank of a host */
@@ -169,19 +199,41 @@ static struct hkey *key_find(struct host *h, uint32_t key)
 	return k;
 }
 
-/* The key of r: found (of r's kind, count and dtype) or, for a dense
- * call, made now; its shared memory mapped at its first call. */
+/* The kind of key a call of kind coll is made on. */
+static unsigned key_kind_of(unsigned coll)
+{
+	switch (coll) {
+	case HK_DENSE: return HKEY_DENSE;
+	case HK_TOPK: return HKEY_TOPK;
+	case HK_SPARSE: return HKEY_SPARSE;
+	case HK_HOSTSUM: return HKEY_HOSTSUM;
+	default: return HKEY_PS;
+	}
+}
+
+/* What names a key's shared memory beside its key, count and dtype: a
+ * PS or top-k key's is not a dense one's. */
+static unsigned key_mem_tag(const struct hkey *k)
+{
+	return k->dtype | (unsigned)k->kind << 8;
+}
+
+/* The key of r: found (of r's kind, count and dtype) or, for a dense or
+ * top-k call, made now; its shared memory mapped at its first call. */
 static struct hkey *key_of(pbox_client *c, struct host *h, const struct pbox_req *r,
 			   char *msg, size_t len)
 {
-	bool ps = r->coll != HK_DENSE;
+	unsigned kind = key_kind_of(r->coll);
+	bool ps = kind == HKEY_PS;
 	struct hkey *k = key_find(h, r->key);
 
-	if (k && (k->ps != ps || k->count != r->count || (!ps && k->dtype != r->dtype))) {
+	if (k && (k->kind != kind || k->count != r->count || (!ps && k->dtype != r->dtype))) {
+		static const char *const call[] = { "an allreduce", "a PS call", "a top-k call",
+						    "a sparse call", "a host sum" };
 		snprintf(msg, len, "job '%s' rank %d key %u: host level: a %s key of %llu elements "
 			 "of %s, this call is %s with %zu of %s (use another key)", c->job, c->rank,
-			 r->key, k->ps ? "PS" : "dense", (unsigned long long)k->count,
-			 wire_dtype_name(k->dtype), ps ? "a PS call" : "an allreduce", r->count,
+			 r->key, hkey_kind_name[k->kind], (unsigned long long)k->count,
+			 wire_dtype_name(k->dtype), call[kind], r->count,
 			 wire_dtype_name(r->dtype));
 		return NULL;
 	}
@@ -199,22 +251,125 @@ static struct hkey *key_of(pbox_client *c, struct host *h, const struct pbox_req
 			return NULL;
 		}
 		k->key = r->key;
+		k->kind = (uint8_t)kind;
 		k->dtype = r->dtype;
 		k->count = r->count;
 		host_slice(r->count, h->lay.local_world, h->lay.local, &k->lo, &k->hi);
 	}
 	if (!k->mem) {
-		/* PS slots hold f32 weights too (init, read, write) */
+		/* PS slots hold f32 weights too (init, read, write); a sparse
+		 * key's, up to count entries */
 		size_t esz = ps ? 4 : wire_dtype_size(k->dtype);
-		size_t stride = (k->count * esz + HOST_STRIDE_ALIGN - 1) / HOST_STRIDE_ALIGN *
+		size_t bytes = kind == HKEY_SPARSE ? HOST_SPARSE_HDR + k->count * (4 + esz) :
+			       k->count * esz;
+		size_t stride = (bytes + HOST_STRIDE_ALIGN - 1) / HOST_STRIDE_ALIGN *
 				HOST_STRIDE_ALIGN;
-		k->mem = hgroup_key_map(h->g, k->key, k->count, k->dtype | (ps ? 0x100u : 0),
-					stride, msg, len);
+		k->mem = hgroup_key_map(h->g, k->key, k->count, key_mem_tag(k), stride, msg, len);
 		if (!k->mem)
 			return NULL;
 		k->stride = stride;
 	}
 	return k;
+}
+
+/* scratch of at least bytes, or NULL with msg */
+static uint8_t *scratch(pbox_client *c, struct host *h, struct hkey *k, size_t bytes,
+			char *msg, size_t len)
+{
+	if (h->scratch_bytes < bytes) {
+		uint8_t *t = realloc(h->scratch, bytes);
+		if (!t) {
+			snprintf(msg, len, "job '%s' rank %d key %u: out of memory", c->job, c->rank,
+				 k->key);
+			return NULL;
+		}
+		h->scratch = t;
+		h->scratch_bytes = bytes;
+	}
+	return h->scratch;
+}
+
+/* The first of idx's n indices at or above x. */
+static size_t lower_bound(const uint32_t *idx, size_t n, uint64_t x)
+{
+	size_t a = 0, b = n;
+
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		if (idx[m] < x)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+static float wide(const uint8_t *v, size_t j, unsigned dtype)
+{
+	float f;
+	uint16_t u;
+
+	if (dtype == WIRE_F32) {
+		memcpy(&f, v + 4 * j, 4);
+		return f;
+	}
+	memcpy(&u, v + 2 * j, 2);
+	return dtype == WIRE_F16 ? half_to_float(u) : bf16_to_float(u);
+}
+
+/* HK_SPARSE: the entries of this rank's part from every slot, merged (an
+ * index's values summed in local rank order), sent on the lane; the
+ * dense sum of the part into res. */
+static int sparse_part(pbox_client *c, struct host *h, struct hkey *k, uint8_t *res,
+		       char *msg, size_t len)
+{
+	uint32_t L = h->lay.local_world;
+	size_t lo = k->lo, n = k->hi - k->lo, esz = wire_dtype_size(k->dtype), total = 0;
+	const uint32_t *idx[PBOX_HOST_LOCAL_MAX];
+	const uint8_t *val[PBOX_HOST_LOCAL_MAX];
+	size_t at[PBOX_HOST_LOCAL_MAX], end[PBOX_HOST_LOCAL_MAX];
+
+	for (uint32_t i = 0; i < L; i++) {
+		uint8_t *slot = hgroup_slot(k->mem, k->stride, i);
+		uint64_t nnz;
+		memcpy(&nnz, slot, sizeof(nnz));
+		idx[i] = (const uint32_t *)(slot + HOST_SPARSE_HDR);
+		val[i] = slot + HOST_SPARSE_HDR + nnz * 4;
+		at[i] = lower_bound(idx[i], nnz, lo);
+		end[i] = lower_bound(idx[i], nnz, lo + n);
+		total += end[i] - at[i];
+	}
+	/* the merged entries: indices (relative to lo), f32 sums, wire values */
+	uint8_t *s = scratch(c, h, k, total * (4 + 4 + esz) + 8, msg, len);
+	if (!s)
+		return PBOX_ENOMEM;
+	uint32_t *uidx = (uint32_t *)s;
+	float *acc = (float *)(s + total * 4);
+	uint8_t *uval = s + total * 8;
+	size_t m = 0;
+	for (;;) {
+		uint64_t next = UINT64_MAX;
+		for (uint32_t i = 0; i < L; i++)
+			if (at[i] < end[i] && idx[i][at[i]] < next)
+				next = idx[i][at[i]];
+		if (next == UINT64_MAX)
+			break;
+		bool first = true;
+		for (uint32_t i = 0; i < L; i++)
+			if (at[i] < end[i] && idx[i][at[i]] == next) {
+				float v = wide(val[i], at[i]++, k->dtype);
+				acc[m] = first ? v : acc[m] + v;
+				first = false;
+			}
+		uidx[m++] = (uint32_t)(next - lo);
+	}
+	if (k->dtype == WIRE_F32)
+		memcpy(uval, acc, m * 4);
+	else
+		sum_narrow(uval, acc, m, k->dtype);
+	k->on_lane = true;
+	return pbox_allreduce_sparse(h->lane, k->key, n, (pbox_dtype)k->dtype, uidx, uval, m,
+				     res + lo * esz);
 }
 
 /* This rank's part of r's call on its lane (module comment); in: what
@@ -233,9 +388,19 @@ static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox
 		src[i] = hgroup_slot(k->mem, k->stride, i) + lo * esz;
 	switch (r->coll) {
 	case HK_DENSE:
+	case HK_TOPK:
 		sum_chosen()->fn[k->dtype](res + lo * esz, src, L, n);
 		k->on_lane = true;
-		rc = pbox_allreduce(h->lane, k->key, res + lo * esz, n, (pbox_dtype)k->dtype);
+		rc = r->coll == HK_DENSE ?
+			pbox_allreduce(h->lane, k->key, res + lo * esz, n, (pbox_dtype)k->dtype) :
+			pbox_allreduce_topk(h->lane, k->key, res + lo * esz, n,
+					    (pbox_dtype)k->dtype, &r->topk);
+		break;
+	case HK_HOSTSUM:
+		sum_chosen()->fn[k->dtype](res + lo * esz, src, L, n);
+		break;
+	case HK_SPARSE:
+		rc = sparse_part(c, h, k, res, msg, len);
 		break;
 	case HK_PUSH:
 		if (h->scratch_bytes < n * esz) {
@@ -293,8 +458,16 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	uint64_t n = ++h->calls;
 	uint8_t *res = hgroup_slot(k->mem, k->stride, L + (uint32_t)(n & 1));
 	/* the inputs into this rank's slot */
-	if (r->coll == HK_DENSE || r->coll == HK_PUSH)
+	if (r->coll == HK_DENSE || r->coll == HK_TOPK || r->coll == HK_HOSTSUM ||
+	    r->coll == HK_PUSH) {
 		memcpy(hgroup_slot(k->mem, k->stride, me), r->src, k->count * esz);
+	} else if (r->coll == HK_SPARSE) {
+		uint8_t *slot = hgroup_slot(k->mem, k->stride, me);
+		uint64_t nnz = r->sp_nnz;
+		memcpy(slot, &nnz, sizeof(nnz));
+		memcpy(slot + HOST_SPARSE_HDR, r->sp_idx, nnz * 4);
+		memcpy(slot + HOST_SPARSE_HDR + nnz * 4, r->sp_val, nnz * esz);
+	}
 	else if ((r->coll == HK_INIT || r->coll == HK_WRITE) && r->src && me == 0)
 		memcpy(hgroup_slot(k->mem, k->stride, 0), r->src, k->count * 4);
 	int rc = hgroup_barrier(h->g, HG_ARRIVED, n, r->key, r->count, tag, c->opts.timeout_ms,
@@ -302,7 +475,7 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	if (rc < 0)
 		return rc;
 	if (!k->unlinked) {   /* every member has it mapped */
-		hgroup_key_unlink(h->g, r->key, k->count, k->dtype | (k->ps ? 0x100u : 0));
+		hgroup_key_unlink(h->g, r->key, k->count, key_mem_tag(k));
 		k->unlinked = true;
 	}
 	uint64_t aux = 0;
@@ -316,6 +489,9 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	/* the outputs: the whole result out of the result area */
 	switch (r->coll) {
 	case HK_DENSE:
+	case HK_TOPK:
+	case HK_SPARSE:
+	case HK_HOSTSUM:
 		memcpy(r->buf, res, k->count * esz);
 		break;
 	case HK_PUSH:
@@ -522,6 +698,79 @@ int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count
 	return host_queue(c, r, req);
 }
 
+int host_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			 pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req)
+{
+	*req = NULL;
+	struct pbox_req *r = host_req(c, key, HK_TOPK);
+	if (!r)
+		return PBOX_EINVAL;
+	r->buf = buf;
+	r->src = buf;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	r->topk = *o;
+	return host_queue(c, r, req);
+}
+
+int host_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			   const uint32_t *idx, const void *val, size_t nnz, void *out,
+			   pbox_req **req)
+{
+	size_t esz = wire_dtype_size((unsigned)dtype);
+
+	*req = NULL;
+	struct pbox_req *r = host_req(c, key, HK_SPARSE);
+	if (!r)
+		return PBOX_EINVAL;
+	uint8_t *own = malloc(nnz * (4 + esz) + 1);   /* (the caller may reuse its own) */
+	if (!own) {
+		req_free(r);
+		return client_error(c, PBOX_ENOMEM, "job '%s' rank %d key %u: out of memory for "
+				    "the sparse entries", c->job, c->rank, key);
+	}
+	memcpy(own, idx, nnz * 4);
+	memcpy(own + nnz * 4, val, nnz * esz);
+	r->sp_own = own;
+	r->sp_idx = (const uint32_t *)own;
+	r->sp_val = own + nnz * 4;
+	r->sp_nnz = nnz;
+	r->buf = out;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	return host_queue(c, r, req);
+}
+
+int host_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
+			pbox_dtype dtype)
+{
+	struct pbox_req *r = host_req(c, key, HK_HOSTSUM);
+	pbox_req *mine;
+
+	if (!r)
+		return PBOX_EINVAL;
+	r->buf = buf;
+	r->src = buf;
+	r->count = count;
+	r->dtype = r->rdtype = (uint8_t)dtype;
+	int rc = host_queue(c, r, &mine);
+	return rc < 0 ? rc : pbox_wait(mine);
+}
+
+int host_topk_reset(pbox_client *c, uint32_t key)
+{
+	struct host *h = c->host;
+	struct hkey *k = key_find(h, key);
+
+	if (!k || k->kind != HKEY_TOPK)
+		return 1;
+	/* this rank's part's state is the lane's (none yet: nothing to clear) */
+	int rc = k->on_lane ? pbox_topk_reset(h->lane, key) : 0;
+	return rc < 0 ? client_error(c, rc, "job '%s' rank %d key %u: host level: lane job "
+				     "'%s': %s", c->job, c->rank, key, h->lane_job,
+				     pbox_last_error(h->lane)) : 0;
+}
+
 /* ---- PS keys: each rank's part is a PS key of its lane, whose mean is
  * over the whole world (pbox_optim.mean_over) ---- */
 
@@ -530,10 +779,12 @@ static struct hkey *ps_key(pbox_client *c, uint32_t key)
 {
 	struct hkey *k = key_find(c->host, key);
 
-	if (!k || !k->ps)
+	bool ps = k && k->kind == HKEY_PS;
+
+	if (!ps)
 		client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: not a PS key: declare it "
 			     "with pbox_declare_optimizer first", c->job, c->rank, key);
-	return k && k->ps ? k : NULL;
+	return ps ? k : NULL;
 }
 
 int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtype grad,
@@ -543,11 +794,11 @@ int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 	struct hkey *k = key_find(h, key);
 	pbox_optim lo;
 
-	if (k && (!k->ps || k->count != count || k->dtype != (uint8_t)grad ||
+	if (k && (k->kind != HKEY_PS || k->count != count || k->dtype != (uint8_t)grad ||
 		  k->wdtype != (uint8_t)o->weights_dtype))
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: host level: "
 				    "declared as a %s key of %llu elements of %s, this call %zu of "
-				    "%s", c->job, c->rank, key, k->ps ? "PS" : "dense",
+				    "%s", c->job, c->rank, key, hkey_kind_name[k->kind],
 				    (unsigned long long)k->count, wire_dtype_name(k->dtype), count,
 				    wire_dtype_name((unsigned)grad));
 	memset(&lo, 0, sizeof(lo));
@@ -573,7 +824,7 @@ int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 				    c->job, c->rank, key);
 	}
 	*k = (struct hkey){ .key = key, .dtype = (uint8_t)grad,
-			    .wdtype = (uint8_t)o->weights_dtype, .ps = true, .on_lane = b > a,
+			    .wdtype = (uint8_t)o->weights_dtype, .kind = HKEY_PS, .on_lane = b > a,
 			    .count = count, .lo = a, .hi = b };
 	return 0;
 }
@@ -581,7 +832,7 @@ int host_declare_optimizer(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 bool host_has_ps_key(pbox_client *c, uint32_t key)
 {
 	struct hkey *k = key_find(c->host, key);
-	return k && k->ps;
+	return k && k->kind == HKEY_PS;
 }
 
 int host_set_lr(pbox_client *c, uint32_t key, double lr)

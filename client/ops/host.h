@@ -125,6 +125,24 @@ int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_
 int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
 			pbox_dtype wire, struct gpu_key *gk, const struct req_dev_ops *dev,
 			pbox_req **req);
+/* pbox_iallreduce_topk through the host level (topk_call.c, o read and
+ * checked, local_size 1): the host's sum, each rank's part of it selected
+ * on its lane with the lane's residual and momentum (o's density applies
+ * to each part). */
+int host_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
+			 pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req);
+/* pbox_iallreduce_sparse through the host level (sparse_call.c, the
+ * entries checked): the host's entries merged, each rank's part of them
+ * sent on its lane (a copy of idx and val is taken). */
+int host_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
+			   const uint32_t *idx, const void *val, size_t nnz, void *out,
+			   pbox_req **req);
+/* pbox_allreduce_host with the host level: the host's sum, waited for. */
+int host_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
+			pbox_dtype dtype);
+/* pbox_topk_reset of a host-level top-k key: 0 or an error with c's
+ * message; 1 if key is no top-k key of the host level. */
+int host_topk_reset(pbox_client *c, uint32_t key);
 /* PS keys (ps.c and ps_rpc.c come here first, their arguments checked):
  * each rank's part a PS key of its lane, the mean over the job's world.
  * pbox_ps_init, pbox_ipush_pull and pbox_ps_read are host-level calls

@@ -15,6 +15,11 @@
  * the leader then selects from the host's sum with its residual, the
  * others send an empty contribution. A key keeps the local_size and
  * local_rank of its first call.
+ *
+ * A client with the host level (ops/host.c) sends a flat call (local_size
+ * 1) through it: the host's sum, each local rank's part selected on its
+ * lane. (An explicit local_size stays the hierarchical call above, on the
+ * flat job.)
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +27,7 @@
 #include <string.h>
 
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 #include "common/sum.h"
 #include "common/topk.h"
 
@@ -353,6 +359,30 @@ static int fleet_topk_part(pbox_client *sub, const struct fpart *pt, void *arg, 
 				    a->dtype, a->opts, req);
 }
 
+/* A flat top-k call through the host level: the checks a lane's call
+ * would make too late (in the host thread), then host.c's call. 1: the
+ * call is hierarchical (an explicit local_size), not for the host level. */
+static int host_topk(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
+		     const pbox_topk_opts *opts, pbox_req **req)
+{
+	pbox_topk_opts o;
+	size_t k;
+
+	*req = NULL;
+	if (!buf || !count || !wire_dtype_size((unsigned)dtype))
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
+				    c->rank, key, !buf ? "buf is NULL" : !count ? "count is 0" :
+				    "unknown dtype (use PBOX_F32, PBOX_F16 or PBOX_BF16)");
+	if (count > UINT32_MAX)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: a sparse key holds "
+				    "at most %u elements (32-bit indices), not %zu", c->job,
+				    c->rank, key, UINT32_MAX, count);
+	int rc = topk_opts_read(c, key, opts, count, &o, &k);
+	if (rc < 0)
+		return rc;
+	return o.local_size > 1 ? 1 : host_iallreduce_topk(c, key, buf, count, dtype, &o, req);
+}
+
 int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 			 pbox_dtype dtype, const pbox_topk_opts *opts, pbox_req **req)
 {
@@ -362,6 +392,11 @@ int pbox_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host && req) {
+		int rc = host_topk(c, key, buf, count, dtype, opts, req);
+		if (rc <= 0)
+			return rc;
+	}
 	if (c->fleet && req && buf && count) {
 		struct fleet_topk a = { .buf = buf, .esz = wire_dtype_size(dtype), .dtype = dtype,
 					.opts = opts };
@@ -443,6 +478,9 @@ int pbox_topk_reset(pbox_client *c, uint32_t key)
 
 	if (!c)
 		return PBOX_EINVAL;
+	if (c->host && (rc = host_topk_reset(c, key)) <= 0)
+		return rc;
+	rc = 0;
 	if (c->fleet)
 		return fleet_topk_reset(c, key);
 	pthread_mutex_lock(&c->lock);

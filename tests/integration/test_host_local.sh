@@ -10,6 +10,11 @@
 #     key in the flat job);
 #   - the same on 2 x 2 for device buffers (pbox_allreduce_dev on the fake
 #     GPU library, PBOX_GPU_LIB), f32 and bf16, and the box's view of them;
+#   - sparse calls, top-k (5%, error feedback) and host sums on 2 x 2 and
+#     1 x 4 (host_local_sparse.c): the sum in the order (host, local
+#     rank) bit for bit, top-k's from each host's sum cut in parts, each
+#     part selected with its residual; a top-k rank sent its part's
+#     entries only (density x count / L a call, not density x count);
 #   - a PS key (SGD with momentum) on 2 x 2 and 1 x 4: init, steps, read
 #     and write through the host level, the weights the same bits as a
 #     reference job of one rank per host fed the hosts' sums with the mean
@@ -30,6 +35,8 @@ topo_up
 box_start af_packet
 HL=$WORKDIR/host_local_prog
 build_prog host_local_prog -I. -ldl   # (common/gpu_ops.h: the fake GPU's table)
+build_prog host_local_sparse -I.
+HLSP=$WORKDIR/host_local_sparse
 HLPS=$WORKDIR/host_local_ps
 cc -O2 -Iinclude -o "$HLPS" tests/integration/host_local_ps.c -L"$BUILD" \
 	-Wl,-rpath,"$(pwd)/$BUILD" -lpbox -lm || die "host_local_ps does not build"
@@ -44,7 +51,7 @@ host_ns() {   # host_ns I: the namespace of host I (made at first use)
 
 # run JOB H L DTYPE COUNT CALLS: H hosts of L ranks; waits, checks each ok
 # and every digest equal (PROG: host_local_prog, or host_local_ps with no
-# DTYPE)
+# DTYPE; PER_HOST=1: each host's ranks' equal)
 run() {
 	local job=$1 H=$2 L=$3 pids=() r prog=${PROG:-$HL} calls=${!#}
 	shift 3
@@ -58,9 +65,10 @@ run() {
 		wait "${pids[$r]}" || { cat "$WORKDIR/$job.$r.log" >&2; die "$job: rank $r failed"; }
 		grep -q "^ok $calls" "$WORKDIR/$job.$r.log" || die "$job: rank $r did not finish"
 	done
-	local n
+	local n want=1
+	[ "${PER_HOST:-0}" = 1 ] && want=$H   # host sums: one digest per host
 	n=$(grep -h '^digest' "$WORKDIR/$job".*.log | sort -u | wc -l)
-	[ "$n" = 1 ] || die "$job: ranks disagree: $(grep -h '^digest' "$WORKDIR/$job".*.log | sort | uniq -c)"
+	[ "$n" = "$want" ] || die "$job: ranks disagree: $(grep -h '^digest' "$WORKDIR/$job".*.log | sort | uniq -c)"
 	log "$job: $((H * L)) ranks ($H x $L) exact, $(grep -h '^digest' "$WORKDIR/$job.0.log")"
 }
 
@@ -106,6 +114,20 @@ FAKE_GPU=$(pwd)/$BUILD/tests/libpbox-gpu-fake.so
 [ -f "$FAKE_GPU" ] || die "no $FAKE_GPU (make builds it)"
 HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22fd 2 2 f32 100000 3
 HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22bd 2 2 bf16 70001 2
+# sparse, top-k and host sums (f32) through the host level
+PROG=$HLSP run hlsp22 2 2 sparse 30000 3
+PROG=$HLSP run hlsp14 1 4 sparse 5000 2
+PROG=$HLSP run hltk22 2 2 topk 40000 4
+PROG=$HLSP run hltk14 1 4 topk 4097 3
+PER_HOST=1 PROG=$HLSP run hlhs22 2 2 hostsum 10000 2
+# a top-k rank sends its part's selection: at most 4 calls x (k + k/8 + 1)
+# of its 20,000 elements at 5% (k = 1000), not the whole key's (k = 2000)
+for r in 0 1 2 3; do
+	e=$(sed -n 's/^entries //p' "$WORKDIR/hltk22.$r.log")
+	[ -n "$e" ] && [ "$e" -gt 0 ] && [ "$e" -le $((4 * 1126)) ] ||
+		die "hltk22: rank $r sent $e entries in 4 calls, want 1..$((4 * 1126)) (its part's)"
+done
+log "hltk22: entries sent per rank in 4 calls: $(sed -n 's/^entries //p' "$WORKDIR"/hltk22.*.log | tr '\n' ' ')"
 PROG=$HLPS run hlps22 2 2 50000 4
 PROG=$HLPS run hlps14 1 4 3000 3
 
