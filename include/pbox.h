@@ -684,6 +684,12 @@ PBOX_API int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, 
 PBOX_API int pbox_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 				 pbox_dtype dtype);
 
+/* This rank's place in its host under the host level: *local_rank of
+ * *local_world ranks; 0 of 1 without it (off, or one rank a host).
+ * Returns 0 or PBOX_EINVAL (a NULL argument). (Added in 0.16.0.) */
+PBOX_API int pbox_host_layout(const pbox_client *c, uint32_t *local_rank,
+			      uint32_t *local_world);
+
 /* Forget key's residual (and momentum): the next pbox_allreduce_topk
  * starts from zero. Returns 0 or PBOX_EINVAL (not a top-k key). */
 PBOX_API int pbox_topk_reset(pbox_client *c, uint32_t key);

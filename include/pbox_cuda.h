@@ -168,6 +168,12 @@ PBOX_API int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t 
  * pbox_iallreduce_dev's. The calling thread waits for the selection on
  * the host (the search reads its counts back between passes) before the
  * call returns; the sum's copy back is not waited for.
+ * With the host level on (not a fleet's client), the buffer is staged
+ * through the key's slab instead and the host level's top-k call runs on
+ * it (each local rank selects from its part of the host's sum on the CPU,
+ * the residual in host memory), with the same result as
+ * pbox_allreduce_topk of a host buffer (docs/gpu.md "Through the host
+ * level"; since 0.16.0).
  *
  * topk: density (error_feedback must be 1, momentum 0); opts: scale and
  * chunk_bytes (wire_dtype default or PBOX_F32; gpudirect does not apply:

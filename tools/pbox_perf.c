@@ -560,6 +560,7 @@ int main(int argc, char **argv)
 		return blast_main(&a);
 	a.sp.rank = a.rank;
 	a.sp.world = a.world;
+	a.sp.host = a.local;
 	a.sp.check = a.check;
 	char *buf = malloc(a.maxbytes + 64);
 	if (!buf) {

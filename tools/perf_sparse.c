@@ -75,10 +75,62 @@ void perf_sparse_fill(const struct perf_sparse *p, float *buf, size_t count, int
 		buf[i] = grad(p->rank, i, it);
 }
 
+/* --check through the host level (--local L, docs/protocol.md
+ * "Host-local aggregation: the order"): each host's entries summed in
+ * local rank order (sparse), or each host's sum cut in L parts on
+ * 256-element bounds, each part selected with its own residual (top-k);
+ * the hosts' summed in host order from +0. */
+static int expect_host(struct perf_sparse *p, size_t count, int it)
+{
+	int L = p->host;
+	size_t per = (count + (size_t)L - 1) / (size_t)L;
+
+	per = (per + 255) / 256 * 256;
+	memset(p->expect, 0, count * sizeof(float));
+	for (int h = 0; h < p->world / L; h++) {
+		int r0 = h * L;
+		if (p->mode == PERF_SPARSE) {
+			for (size_t i = 0; i < count; i++) {
+				int any = 0;
+				float s = 0;
+				for (int r = r0; r < r0 + L; r++)
+					if (present(p, r, i, it)) {
+						s = any ? s + sval(r, i, it) : sval(r, i, it);
+						any = 1;
+					}
+				if (any)
+					p->expect[i] += s;
+			}
+			continue;
+		}
+		float *e = p->resid + (size_t)h * count;
+		for (size_t i = 0; i < count; i++) {
+			float s = grad(r0, i, it);
+			for (int r = r0 + 1; r < r0 + L; r++)
+				s += grad(r, i, it);
+			e[i] += s;
+		}
+		for (size_t lo = 0; lo < count; lo += per) {
+			size_t n = count - lo < per ? count - lo : per, m;
+			int rc = pbox_topk(e + lo, n, topk_k_of_density(p->density, n), p->idx,
+					   p->val, &m);
+			if (rc < 0)
+				return rc;
+			for (size_t j = 0; j < m; j++) {
+				p->expect[lo + p->idx[j]] += p->val[j];
+				e[lo + p->idx[j]] = 0;
+			}
+		}
+	}
+	return 0;
+}
+
 /* The sum --check expects: every rank's entries (replayed) summed in rank
  * order from +0, as the box does (hierarchical: every host leader's). */
 static int expect_sum(struct perf_sparse *p, size_t count, int it)
 {
+	if (p->host > 1)
+		return expect_host(p, count, it);
 	size_t k = topk_k_of_density(p->density, count);
 	memset(p->expect, 0, count * sizeof(float));
 	for (int r = 0; r < p->world; r++) {

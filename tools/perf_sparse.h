@@ -28,6 +28,7 @@ struct perf_sparse {
 	double density;
 	int rank, world, check;
 	int local;           /* --topk-local: ranks per host (0: flat) */
+	int host;            /* --local: ranks per host of the host level (0, 1: off) */
 	size_t count;        /* the size these buffers are for */
 	size_t n;            /* --sparse: this rank's entries in idx/val */
 	uint32_t *idx;

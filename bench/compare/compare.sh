@@ -79,6 +79,10 @@
 #   box gets one contribution per host; docs/architecture.md "The host
 #   level"). Every N must be a multiple of L. Gloo's ranks are placed the
 #   same way (gloo_allreduce.py --local L); OpenMPI's are not (refused).
+#   With --topk D too, one more, "pbox-topk-host": top-k through the host
+#   level (each local rank selects from its part of the host's sum: a
+#   host sends D of the entries, not L times as many); the table adds
+#   t_topkhost / t_topk and t_topkhost / t_gloo.
 # --psgd R: one more system, "gloo-psgd": each call one PowerSGD step of
 #   rank R on the tensor as a square-ish matrix over Gloo, as torch's
 #   powerSGD_hook does it (error feedback, warm start; two all_reduces of
@@ -672,7 +676,8 @@ dnf_skip() { # dnf_skip SYS N REP: true (noted in raw.txt) if an earlier rep of 
 # run_pbox N REP TRANSPORT [topk|topk-local|local]: N pbox-perf workers, one job,
 # all sizes (topk: pbox_allreduce_topk at --topk's density, system
 # pbox-topk; topk-local: the same, hierarchical, system pbox-topk-local;
-# local: host-local aggregation, system pbox-local)
+# local: host-local aggregation, system pbox-local; topk-host: top-k
+# through the host level, system pbox-topk-host)
 run_pbox() {
 	local n=$1 rep=$2 tp=$3 sys=pbox lg=$OUT/logs/pbox.$3${4:+-$4}.n$1.r$2 rc p
 	local PBOX_TRANSPORT=$tp   # wait_workers checks rank 0 used it
@@ -686,7 +691,7 @@ run_pbox() {
 	[[ ${4:-} != topk* ]] || args+=(--topk "$TOPK")
 	[ "${4:-}" != topk-local ] || args+=(--topk-local "$TOPK_LOCAL")
 	if [ -n "$HOST_LOCAL" ]; then   # the same placement, the host level off or on
-		args+=(--local "$([ "${4:-}" = local ] && echo "$HOST_LOCAL" || echo 1)")
+		args+=(--local "$([ "${4:-}" = local ] || [ "${4:-}" = topk-host ] && echo "$HOST_LOCAL" || echo 1)")
 	fi
 	if [ "$TOPO" = hosts ]; then
 		WK_PIDS=(); WK_OUT=$lg
@@ -785,6 +790,7 @@ pbox_systems() { # the pbox systems measured: one per transport, then the top-k 
 	[ -z "$TOPK" ] || echo pbox-topk
 	[ -z "$TOPK_LOCAL" ] || echo pbox-topk-local
 	[ -z "$HOST_LOCAL" ] || echo pbox-local
+	[ -z "$HOST_LOCAL" ] || [ -z "$TOPK" ] || echo pbox-topk-host
 }
 pbox_left() { # true if some pbox system and N still runs (not DNF earlier)
 	local n sys
@@ -834,6 +840,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		fi
 		if [ -n "$HOST_LOCAL" ]; then
 			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp local; done
+		fi
+		if [ -n "$HOST_LOCAL" ] && [ -n "$TOPK" ]; then
+			for n in "${NS[@]}"; do run_pbox "$n" "$rep" udp topk-host; done
 		fi
 		if [ "$TOPO" = hosts ]; then
 			for ((k = 0; k < BOXES; k++)); do
@@ -898,6 +907,7 @@ if want pbox; then
 	[ -z "$TOPK" ] || RUN_SYS+=(pbox-topk)
 	[ -z "$TOPK_LOCAL" ] || RUN_SYS+=(pbox-topk-local)
 	[ -z "$HOST_LOCAL" ] || RUN_SYS+=(pbox-local)
+	[ -z "$HOST_LOCAL" ] || [ -z "$TOPK" ] || RUN_SYS+=(pbox-topk-host)
 fi
 want openmpi && RUN_SYS+=(openmpi)
 want gloo && RUN_SYS+=(gloo)

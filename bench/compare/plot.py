@@ -23,7 +23,8 @@ COLORS = {"pbox": "tab:red", "openmpi": "tab:blue", "gloo": "tab:green",
 OTHER_COLORS = ["tab:pink", "tab:olive", "tab:cyan", "tab:gray"]
 LABELS = {"pbox": "pbox (udp)", "openmpi": "OpenMPI (TCP)", "gloo": "Gloo (torch)",
           "pbox-xdp": "pbox (AF_XDP)", "pbox-topk": "pbox top-k 1% (udp)",
-          "pbox-topk-local": "pbox hierarchical top-k"}
+          "pbox-topk-local": "pbox hierarchical top-k", "pbox-local": "pbox host level",
+          "pbox-topk-host": "pbox top-k through the host level"}
 STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D"]
 

@@ -37,7 +37,8 @@ import statistics
 import signal
 import sys
 
-ORDER = ["pbox", "pbox-xdp", "pbox-topk", "pbox-topk-local", "openmpi", "gloo", "gloo-psgd"]
+ORDER = ["pbox", "pbox-xdp", "pbox-local", "pbox-topk", "pbox-topk-local", "pbox-topk-host",
+         "openmpi", "gloo", "gloo-psgd"]
 PEERS = ["openmpi", "gloo"]
 
 
@@ -153,6 +154,7 @@ def table(rows, out=sys.stdout):
     xdp = any(r["system"] == "pbox-xdp" for r in rows)
     topk = any(r["system"] == "pbox-topk" for r in rows)
     local = any(r["system"] == "pbox-topk-local" for r in rows)
+    thost = topk and any(r["system"] == "pbox-topk-host" for r in rows)
     psgd = topk and any(r["system"] == "gloo-psgd" for r in rows)
     head = ["n", "size"] + ["%s us" % s for s in systems] + ["pbox busbw GB/s",
                                                              "pbox/OpenMPI", "pbox/Gloo"]
@@ -162,6 +164,8 @@ def table(rows, out=sys.stdout):
         head += ["topk/pbox", "topk/Gloo"]
     if local:
         head += ["local/pbox", "local/topk"]
+    if thost:
+        head += ["topkhost/topk", "topkhost/Gloo"]
     if psgd:
         head += ["topk/psgd"]
     shaped = "shape_bps" in META
@@ -190,6 +194,8 @@ def table(rows, out=sys.stdout):
                           if topk else []) +
                          ([over(n, b, "pbox-topk-local", "pbox"),
                            over(n, b, "pbox-topk-local", "pbox-topk")] if local else []) +
+                         ([over(n, b, "pbox-topk-host", "pbox-topk"),
+                           over(n, b, "pbox-topk-host", "gloo")] if thost else []) +
                          ([over(n, b, "pbox-topk", "gloo-psgd")] if psgd else []))
             if shaped:
                 pb_s, ring_s = pbox_bound_s(n, b), ring_bound_s(n, b)

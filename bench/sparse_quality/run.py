@@ -170,6 +170,7 @@ class _HostTopk:
         groups = [dist.new_group(list(range(h * local, (h + 1) * local)))
                   for h in range(world // local)]
         self.state, self.group, self.leader = state, groups[rank // local], rank % local == 0
+        self.local = local
 
 
 def _host_topk_hook(hs, bucket):
@@ -178,18 +179,19 @@ def _host_topk_hook(hs, bucket):
     ranks sum the bucket densely, its leader runs the worker-side engine
     (momentum correction, error feedback, the schedule: TopkState's) on the
     host's sum and sends its entries, the others send none; density is per
-    host. Synchronous: a measure of training quality, not of time."""
+    host. The rule of TopkState(host=True) under libpbox's host level
+    (pbox/torch.py topk_hook), here on Gloo groups for the suite.
+    Synchronous: a measure of training quality, not of time."""
     state, e = hs.state, hs.state.engine
     buf = bucket.buffer()
     last = bucket.is_last()
     key = state.key(bucket.index(), buf.numel(), buf.dtype, last)
     dist.all_reduce(buf, group=hs.group)
     if hs.leader:
-        idx, val, whole, wval = e.prepare(key, bucket, buf, state.world, split=True)
+        idx, val, whole, wval = e.prepare(key, bucket, buf, state.world // hs.local,
+                                          split=True, ranks=hs.local)
     else:
-        whole = e._whole(e._record(key, bucket)) if e.density_at() < 1 else None
-        idx, val = torch.empty(0, dtype=torch.int64), torch.empty(0)
-        wval = None if whole is None else torch.zeros(whole.numel())
+        idx, val, whole, wval = e.follow(key, bucket, split=True)
     if last:
         e.step += 1
     out = torch.empty_like(buf)

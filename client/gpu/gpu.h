@@ -165,13 +165,15 @@ extern const struct req_dev_ops gpu_dev_ops;
 
 /* ---- gpu_host.c: through the host level (ops/host.c) ---------------- */
 
-/* pbox_iallreduce_dev on a client with the host level (c->host; dev
- * checked, wire and scale read): key's bounce buffer (its slab) goes
- * through the host level as a host call of wire would. 0 and *req, or
- * an error with c's message. */
+/* pbox_iallreduce_dev (topk NULL) or pbox_iallreduce_topk_dev (topk: its
+ * options, read) on a client with the host level (c->host; dev checked,
+ * wire and scale read): key's bounce buffer (its slab) goes through the
+ * host level as a host call of wire would (a top-k call: selected from
+ * the host's sum). 0 and *req, or an error with c's message. */
 int gpu_host_iallreduce(struct pbox_client *c, struct client_gpu *g, uint32_t key, void *dev,
 			size_t count, pbox_dtype dtype, unsigned wire, float scale,
-			size_t chunk_bytes, void *stream, struct pbox_req **req);
+			size_t chunk_bytes, void *stream, const pbox_topk_opts *topk,
+			struct pbox_req **req);
 
 /* ---- gpu_topk.c ------------------------------------------------------ */
 

@@ -350,7 +350,7 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 		return rc;
 	if (c->host && mode != PBOX_GPUDIRECT_ON)   /* GPUDirect asked for goes flat */
 		return gpu_host_iallreduce(c, g, key, dev, count, dtype, wire, (float)o.scale,
-					   (size_t)o.chunk_bytes, stream, req);
+					   (size_t)o.chunk_bytes, stream, NULL, req);
 	if ((rc = gpu_key_take(c, g, key, count, wire, false, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;
 	if ((rc = gpu_direct_prepare(c, g, k, mode, dev, count, (unsigned)dtype, wire)) < 0) {

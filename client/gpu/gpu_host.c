@@ -26,6 +26,10 @@
  *           the caller's stream wait for ev_done (gpu_complete), as for a
  *           flat call.
  *
+ * pbox_iallreduce_topk_dev comes here too (f32): the host-level top-k
+ * call on the slab, selected on the CPU from the host's sum (ops/host.c),
+ * where the flat call selects on the device.
+ *
  * Why a bounce buffer and not the shared slot itself: the ABI's copies
  * take host_alloc memory on the host side (a fused cast kernel writes it
  * through its device address), which the shared memory is not; and the
@@ -113,7 +117,8 @@ static const struct req_dev_ops gpu_host_ops = {
 
 int gpu_host_iallreduce(pbox_client *c, struct client_gpu *g, uint32_t key, void *dev,
 			size_t count, pbox_dtype dtype, unsigned wire, float scale,
-			size_t chunk_bytes, void *stream, pbox_req **req)
+			size_t chunk_bytes, void *stream, const pbox_topk_opts *topk,
+			pbox_req **req)
 {
 	const struct pbox_gpu_ops *ops = g->ops;
 	struct gpu_key *k;
@@ -144,8 +149,8 @@ int gpu_host_iallreduce(pbox_client *c, struct client_gpu *g, uint32_t key, void
 	k->stream = stream;
 	k->enqueued = false;
 	k->direct = k->nocopy = false;
-	if ((rc = host_iallreduce_dev(c, key, k->slab, count, (pbox_dtype)wire, k, &gpu_host_ops,
-				      req)) < 0)
+	if ((rc = host_iallreduce_dev(c, key, k->slab, count, (pbox_dtype)wire, topk, k,
+				      &gpu_host_ops, req)) < 0)
 		return rc;
 	stat_add(&c->stats.gpu_staged_calls, 1);
 	return 0;

@@ -18,6 +18,8 @@
  *           (times the scale) as soon as its segments are in, and
  *           pbox_wait orders the caller's stream after the last copy, as
  *           for pbox_iallreduce_dev.
+ * Through the host level (c->host) the call is gpu_host.c's instead:
+ * staged to the host and selected there from the host's sum.
  * The residual (count floats) lives in device memory, made by the key's
  * first call and zeroed on the caller's stream; the selection's arrays
  * are pinned, grown with k and reused. float32 buffers with error
@@ -140,6 +142,17 @@ static int dev_limits(pbox_client *c, uint32_t key, const pbox_topk_opts *t,
 			    "does not take %s", c->job, c->rank, key, what);
 }
 
+/* What a device top-k call through the host level is checked for here
+ * (the lane's client checks the rest, as for a host buffer). */
+static int host_topk_check(pbox_client *c, uint32_t key, const void *dev, size_t count)
+{
+	if (!dev || !count || count > UINT32_MAX)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job, c->rank,
+				    key, !dev ? "dev is NULL" : !count ? "count is 0" :
+				    "a sparse key holds at most 2^32 - 1 elements");
+	return 0;
+}
+
 /* A fleet's device top-k: each partition's on its box (ops/fleet.c). */
 struct fleet_topk_dev { float *dev; void *stream; const pbox_topk_opts *topk;
 			const pbox_dev_opts *opts; };
@@ -174,7 +187,8 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk_dev key %u: req is NULL",
 				    key);
 	*req = NULL;
-	int rc = sparse_check(c, key, dev, count, PBOX_F32);
+	int rc = c->host ? host_topk_check(c, key, dev, count) : sparse_check(c, key, dev, count,
+									       PBOX_F32);
 	if (rc < 0 || (rc = topk_opts_read(c, key, topk, count, &t, &sel)) < 0 ||
 	    (rc = gpu_dev_opts_read(c, key, opts, &o)) < 0 ||
 	    (rc = dev_limits(c, key, &t, &o)) < 0 || (rc = gpu_get(c, &g)) < 0)
@@ -182,6 +196,9 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 	const struct pbox_gpu_ops *ops = g->ops;
 	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_allreduce_topk selects on host buffers")) < 0)
 		return rc;
+	if (c->host)   /* staged, selected from the host's sum (gpu_host.c) */
+		return gpu_host_iallreduce(c, g, key, dev, count, PBOX_F32, PBOX_F32, (float)o.scale,
+					   (size_t)o.chunk_bytes, stream, &t, req);
 	/* the dense sum comes back in the sparse call's segments */
 	if ((rc = gpu_key_take(c, g, key, count, PBOX_F32, true, (size_t)o.chunk_bytes, &k)) < 0)
 		return rc;

@@ -67,3 +67,11 @@ int pbox_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 				    "large", c->job, c->rank, key, count);
 	return c->host ? host_allreduce_host(c, key, buf, count, dtype) : 0;
 }
+
+int pbox_host_layout(const pbox_client *c, uint32_t *local_rank, uint32_t *local_world)
+{
+	if (!c || !local_rank || !local_world)
+		return PBOX_EINVAL;
+	host_layout_get(c, local_rank, local_world);
+	return 0;
+}

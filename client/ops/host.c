@@ -19,8 +19,9 @@
  * barrier. Slots are rewritten only after barrier 2, when every part of
  * the call before was summed.
  *
- * A device call (pbox_iallreduce_dev, gpu/gpu_host.c) is that dense call
- * on its key's pinned bounce buffer: the host thread runs its stages
+ * A device call (pbox_iallreduce_dev, pbox_iallreduce_topk_dev:
+ * gpu/gpu_host.c) is that dense or top-k call on its key's pinned bounce
+ * buffer: the host thread runs its stages
  * around it (r->dev: host_in copies the device data into the buffer,
  * host_out enqueues the copy back), so it takes the same barriers and
  * order as a host buffer of its wire dtype.
@@ -680,11 +681,11 @@ int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_
 }
 
 int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
-			pbox_dtype wire, struct gpu_key *gk, const struct req_dev_ops *dev,
-			pbox_req **req)
+			pbox_dtype wire, const pbox_topk_opts *topk, struct gpu_key *gk,
+			const struct req_dev_ops *dev, pbox_req **req)
 {
 	*req = NULL;
-	struct pbox_req *r = host_req(c, key, HK_DENSE);
+	struct pbox_req *r = host_req(c, key, topk ? HK_TOPK : HK_DENSE);
 	if (!r) {
 		dev->drop(c, gk);
 		return PBOX_EINVAL;
@@ -693,6 +694,8 @@ int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count
 	r->src = bounce;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)wire;
+	if (topk)
+		r->topk = *topk;
 	r->gk = gk;   /* (req_track's failure frees r: dev->drop gives gk back) */
 	r->dev = dev;
 	return host_queue(c, r, req);
@@ -755,6 +758,12 @@ int host_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 	r->dtype = r->rdtype = (uint8_t)dtype;
 	int rc = host_queue(c, r, &mine);
 	return rc < 0 ? rc : pbox_wait(mine);
+}
+
+void host_layout_get(const pbox_client *c, uint32_t *local_rank, uint32_t *local_world)
+{
+	*local_rank = c->host ? c->host->lay.local : 0;
+	*local_world = c->host ? c->host->lay.local_world : 1;
 }
 
 int host_topk_reset(pbox_client *c, uint32_t key)

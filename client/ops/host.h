@@ -123,8 +123,8 @@ int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_
  * wire, in the same order with the host calls. 0 and *req, or an error
  * with c's message (gk dropped: dev->drop). */
 int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
-			pbox_dtype wire, struct gpu_key *gk, const struct req_dev_ops *dev,
-			pbox_req **req);
+			pbox_dtype wire, const pbox_topk_opts *topk, struct gpu_key *gk,
+			const struct req_dev_ops *dev, pbox_req **req);
 /* pbox_iallreduce_topk through the host level (topk_call.c, o read and
  * checked, local_size 1): the host's sum, each rank's part of it selected
  * on its lane with the lane's residual and momentum (o's density applies
@@ -140,6 +140,8 @@ int host_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 /* pbox_allreduce_host with the host level: the host's sum, waited for. */
 int host_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 			pbox_dtype dtype);
+/* pbox_host_layout: c's place in its host (0 of 1 without the host level). */
+void host_layout_get(const pbox_client *c, uint32_t *local_rank, uint32_t *local_world);
 /* pbox_topk_reset of a host-level top-k key: 0 or an error with c's
  * message; 1 if key is no top-k key of the host level. */
 int host_topk_reset(pbox_client *c, uint32_t key);

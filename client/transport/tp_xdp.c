@@ -474,7 +474,9 @@ static void xdp_counters(const struct transport *t, struct tp_counters *out)
 
 	tp_counters_load(&x->ctr, out);
 	if (getsockopt(x->xsk_fd, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
-		out->rx_lost += st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs;
+		/* the fill ring's count is the share's: its first socket's */
+		out->rx_lost += st.rx_dropped + st.rx_ring_full +
+				(xdp_share_first(x->sh, x->xsk_idx) ? st.rx_fill_ring_empty_descs : 0);
 		out->tx_dropped += st.tx_invalid_descs;
 		out->rx_bad += st.rx_invalid_descs;
 	}

@@ -326,7 +326,7 @@ static int steer(struct xdp_share *sh, const struct xdp_member *m, struct xsk_so
 		bpf_map_delete_elem(sh->xsks_fd, &i);
 		return sys_err(e, err, errlen, "filling the XDP maps", sh->ifname);
 	}
-	sh->xsk_used |= 1ull << i;
+	__atomic_or_fetch(&sh->xsk_used, 1ull << i, __ATOMIC_RELAXED);
 	*idx = i;
 	return 0;
 }
@@ -377,7 +377,7 @@ void xdp_share_leave(struct xdp_share *sh, struct xsk_socket *xsk, unsigned idx)
 	pthread_mutex_lock(&registry_lock);
 	if (xsk)
 		xsk_socket__delete(xsk);
-	sh->xsk_used &= ~(1ull << idx);
+	__atomic_and_fetch(&sh->xsk_used, ~(1ull << idx), __ATOMIC_RELAXED);
 	if (__atomic_sub_fetch(&sh->members, 1, __ATOMIC_RELAXED) == 0) {
 		for (struct xdp_share **p = &registry; *p; p = &(*p)->next)
 			if (*p == sh) {

@@ -71,7 +71,8 @@ struct xdp_share {
 	struct xsk_slots slots;
 	/* written under the registry's lock (xdp_share.c) */
 	unsigned members;            /* atomic: read by xdp_share_members */
-	uint64_t xsk_used;           /* xsks indices in use, a bit each */
+	uint64_t xsk_used;           /* xsks indices in use, a bit each (atomic:
+					read by xdp_share_first) */
 	struct xdp_share *next;
 };
 
@@ -110,6 +111,16 @@ void xdp_share_leave(struct xdp_share *sh, struct xsk_socket *xsk, unsigned idx)
 static inline unsigned xdp_share_members(const struct xdp_share *sh)
 {
 	return __atomic_load_n(&sh->members, __ATOMIC_RELAXED);
+}
+
+/* Whether socket idx is the share's first (the lowest xsks index in use,
+ * any thread; may change right after): the one that reports what the
+ * kernel counts per share, not per socket (frames dropped for an empty
+ * fill ring), so that a fleet's sum of its sockets' counters has it once. */
+static inline bool xdp_share_first(const struct xdp_share *sh, unsigned idx)
+{
+	uint64_t used = __atomic_load_n(&sh->xsk_used, __ATOMIC_RELAXED);
+	return used && (unsigned)__builtin_ctzll(used) == idx;
 }
 
 /* Under sh->lock: the completion ring's addresses back to the slot pool. */

@@ -832,6 +832,28 @@ class Client:
         """iallreduce_sparse(...).wait(): out holds the dense sum; returns out."""
         return self.iallreduce_sparse(indices, values, out, key).wait()
 
+    def allreduce_host(self, buf, key):
+        """Sum buf in place over the ranks of this rank's host only (the
+        host level; pbox_allreduce_host): the same bits on each of them,
+        nothing sent to a box. Every local rank calls it on the same keys in
+        the same order; a key used so is for host sums only. Without the
+        host level buf is left as it is. Returns buf."""
+        _check_key(key)
+        ptr, count, dt, _ = _buffer_info(buf)
+        self._blocking(self._L.pbox_allreduce_host, key, ptr, count, dt)
+        return buf
+
+    @property
+    def host_layout(self):
+        """(local_rank, local_world): this rank's place in its host under
+        the host level; (0, 1) without it."""
+        lr, lw = ctypes.c_uint32(), ctypes.c_uint32()
+        with self._lock:
+            rc = self._L.pbox_host_layout(self._live(), ctypes.byref(lr), ctypes.byref(lw))
+        if rc < 0:
+            raise Error(rc, strerror(rc))
+        return lr.value, lw.value
+
     def topk_reset(self, key):
         """Forget key's residual (and momentum): the next top-k call starts
         from zero."""

@@ -271,6 +271,13 @@ def _declare(lib):
     lib.pbox_iallreduce_sparse.restype = ctypes.c_int
     lib.pbox_topk_reset.argtypes = [c_client_p, ctypes.c_uint32]
     lib.pbox_topk_reset.restype = ctypes.c_int
+    # the host level's own calls (0.16.0)
+    lib.pbox_allreduce_host.argtypes = [c_client_p, ctypes.c_uint32, ctypes.c_void_p,
+                                        ctypes.c_size_t, ctypes.c_int]
+    lib.pbox_allreduce_host.restype = ctypes.c_int
+    lib.pbox_host_layout.argtypes = [c_client_p, ctypes.POINTER(ctypes.c_uint32),
+                                     ctypes.POINTER(ctypes.c_uint32)]
+    lib.pbox_host_layout.restype = ctypes.c_int
     lib.pbox_topk.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
                               ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
     lib.pbox_topk.restype = ctypes.c_int

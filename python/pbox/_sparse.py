@@ -211,12 +211,15 @@ class Engine:
         return rec.whole if rec.whole.numel() else None
 
     @torch.no_grad()
-    def prepare(self, key, bucket, g, world, split=False):
+    def prepare(self, key, bucket, g, world, split=False, ranks=1):
         """Fold the bucket's gradient g (its flat buffer) into the state
         and take this step's entries out: (indices int64 increasing,
         values float32). split=True (below density 1): the tensors sent
         whole are not among the entries but apart: (indices, values,
-        whole positions int64 increasing or None, their values)."""
+        whole positions int64 increasing or None, their values). g may be
+        the sum of `ranks` ranks' gradients (a host's): weight decay is
+        then added that many times, as each rank would; world is the
+        number of such contributions (clipping's)."""
         rec = self._record(key, bucket)
         if self.clip is not None:
             lim = self.clip / math.sqrt(world)
@@ -227,7 +230,7 @@ class Engine:
             for p, off in zip(rec.params, rec.offsets):
                 wd = self.weight_decay.get(id(p), 0.0)
                 if wd:
-                    g[off:off + p.numel()].add_(p.detach().reshape(-1), alpha=wd)
+                    g[off:off + p.numel()].add_(p.detach().reshape(-1), alpha=wd * ranks)
         v, u, m = rec.v, rec.u, self.momentum
         if self.adam is not None:
             # Adam on the worker's own gradient; its step direction is what
@@ -284,6 +287,19 @@ class Engine:
             return idx, val
         self.sent_whole += 0 if whole is None else whole.numel()
         return idx, val, whole, wval
+
+    @torch.no_grad()
+    def follow(self, key, bucket, split=False):
+        """prepare()'s answer for a rank whose host's local rank 0 selects
+        from the host's sum (TopkState(host=True)): no entries, and with
+        split the same positions sent whole, as zeros (the host's values
+        come from local rank 0)."""
+        rec = self._record(key, bucket)
+        idx, val = torch.empty(0, dtype=torch.int64), torch.empty(0)
+        if not split:
+            return idx, val
+        whole = self._whole(rec) if self.density_at() < 1 else None
+        return idx, val, whole, None if whole is None else torch.zeros(whole.numel())
 
     def _select_bucket(self, rec, v, d, with_whole=True):
         """One selection over the whole bucket (small tensors are sent whole

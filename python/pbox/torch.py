@@ -394,7 +394,7 @@ class TopkState(State):
               nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
               warmup_start=WARMUP_START, schedule=None,
               dense_below=DENSE_BELOW, whole="dense", select="bucket",
-              max_idle=MAX_IDLE, model=None)
+              max_idle=MAX_IDLE, model=None, host=True)
       density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
@@ -433,6 +433,17 @@ class TopkState(State):
                       (consecutive, local rank 0 first) sum each bucket through
                       shared memory; local rank 0 alone keeps the residual,
                       selects and sends. None (default): every rank on its own.
+      host:           under the host level (torchrun with LOCAL_WORLD_SIZE > 1,
+                      or Client(local_world=...); docs/architecture.md "The
+                      host level"), True (default): each bucket is summed on
+                      the host first (Client.allreduce_host) and local rank 0
+                      runs all of the below on the host's sum, with the
+                      host's residuals: one selection per host, so a host
+                      link carries density of a bucket's entries, not
+                      LOCAL_WORLD_SIZE times as many. False: every rank
+                      selects from its own gradient (the host level then
+                      merges the ranks' entries). libpbox's own top-k (the
+                      other buckets) always selects from the host's sum.
     CPU float32 buckets without `local` run all of the above on the worker
     (pbox/_sparse.py); the others (CUDA, 16-bit, hierarchical) use
     libpbox's own top-k with the schedule's density and, on the host,
@@ -446,7 +457,8 @@ class TopkState(State):
     def __init__(self, client=None, name="topk", world=None, density=0.01,
                  error_feedback=True, momentum=0.0, local=None, *, nesterov=False,
                  masking=True, clip=None, warmup=None, warmup_start=None, schedule=None,
-                 dense_below=None, whole="dense", select=None, max_idle=-1, model=None):
+                 dense_below=None, whole="dense", select=None, max_idle=-1, model=None,
+                 host=True):
         density = _real_arg("density", density)
         momentum = _real_arg("momentum", momentum)
         if not 0 < density <= 1:
@@ -506,6 +518,9 @@ class TopkState(State):
         self._libkeys = set()   # keys on libpbox's top-k path (a residual there)
         self.whole = whole
         self._wkeys = {}        # bucket key -> the key of its tensors sent whole
+        self.host = bool(host)
+        self._hkeys = {}        # bucket key -> the key of its host sums
+        self._layout = None     # (local_rank, local_world) of the client, once asked
         self.optimizer = None
 
     @property
@@ -578,10 +593,35 @@ class TopkState(State):
                 self._wkeys[key] = wk
             return wk
 
+    def host_layout(self):
+        """(local_rank, local_world) this state selects by: the client's
+        host level with host=True, else (0, 1)."""
+        if self._layout is None:
+            self._layout = self.client.host_layout if self.host else (0, 1)
+        return self._layout
+
+    def host_key(self, key, index, numel):
+        """The key of bucket `key`'s host sums (numel elements): a hash of
+        another name space, released with the bucket's key."""
+        with self._klock:
+            hk = self._hkeys.get(key)
+            if hk is None:
+                hk = key_for(self.name + "|host", index, numel, torch.float32)
+                if hk in self._owner or hk in self._wkeys.values() or \
+                        hk in self._hkeys.values():
+                    raise Error(EINVAL, f"the host sums' key of DDP bucket {index} hashes to "
+                                        f"pbox key {hk}, already used; give the TopkState "
+                                        "another name")
+                self._hkeys[key] = hk
+            return hk
+
     def _forget(self, key):
         wk = self._wkeys.pop(key, None)
         if wk is not None:
             self.client.release([wk])
+        hk = self._hkeys.pop(key, None)
+        if hk is not None:
+            self.client.release([hk])
         self.engine.forget(key)
         if key in self._libkeys:
             self._libkeys.discard(key)
@@ -632,13 +672,18 @@ def topk_hook(state, bucket):
         if buf.numel() == 0:
             return _empty_bucket(state, bucket, buf)
         key = state.key(bucket.index(), buf.numel(), buf.dtype, last)
+        # under the host level, local rank 0 selects from the host's sum
+        lrank, lworld = state.host_layout()
+        if lworld > 1:
+            state.client.allreduce_host(buf, state.host_key(key, bucket.index(), buf.numel()))
         t0 = time.perf_counter()
-        if state.whole == "dense":
-            idx, val, whole, wval = state.engine.prepare(key, bucket, buf, state.world,
-                                                         split=True)
+        split = state.whole == "dense"
+        if lrank:
+            out = state.engine.follow(key, bucket, split=split)
         else:
-            idx, val = state.engine.prepare(key, bucket, buf, state.world)
-            whole = wval = None
+            out = state.engine.prepare(key, bucket, buf, state.world // lworld, split=split,
+                                       ranks=lworld)
+        idx, val, whole, wval = out if split else out + (None, None)
         state.engine.seconds += time.perf_counter() - t0
         if last:
             state.engine.step += 1

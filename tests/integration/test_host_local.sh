@@ -15,6 +15,7 @@
 #     rank) bit for bit, top-k's from each host's sum cut in parts, each
 #     part selected with its residual; a top-k rank sent its part's
 #     entries only (density x count / L a call, not density x count);
+#     pbox-perf --topk/--sparse --local 2 --check exact, 4 KiB to 1 MiB;
 #   - a PS key (SGD with momentum) on 2 x 2 and 1 x 4: init, steps, read
 #     and write through the host level, the weights the same bits as a
 #     reference job of one rank per host fed the hosts' sums with the mean
@@ -128,6 +129,23 @@ for r in 0 1 2 3; do
 		die "hltk22: rank $r sent $e entries in 4 calls, want 1..$((4 * 1126)) (its part's)"
 done
 log "hltk22: entries sent per rank in 4 calls: $(sed -n 's/^entries //p' "$WORKDIR"/hltk22.*.log | tr '\n' ' ')"
+# pbox-perf --check through the host level (every rank replays the hosts'
+# sums, parts and residuals: tools/perf_sparse.c), 4 KiB .. 1 MiB
+for mode in "topk 0.05" "sparse 0.2"; do
+	set -- $mode
+	pids=()
+	for r in 0 1 2 3; do
+		host_ns $((r / 2))
+		ip netns exec "$HNS" timeout -k 2 60 "$BUILD/pbox-perf" --control "$CONTROL" \
+			--job "hlperf-$1" --rank "$r" --world 4 --local 2 --"$1" "$2" --minbytes 4K \
+			--maxbytes 1M --iters 2 --warmup 1 --check > "$WORKDIR/hlperf-$1.$r.log" 2>&1 &
+		pids+=($!); PIDS+=($!)
+	done
+	for r in 0 1 2 3; do
+		wait "${pids[$r]}" || { cat "$WORKDIR/hlperf-$1.$r.log" >&2; die "pbox-perf --$1 --local 2 --check: rank $r failed"; }
+	done
+	log "pbox-perf --$1 $2 --local 2 --check: every element of every size exact on 4 ranks"
+done
 PROG=$HLPS run hlps22 2 2 50000 4
 PROG=$HLPS run hlps14 1 4 3000 3
 

@@ -6,7 +6,9 @@
 # LOCAL_WORLD_SIZE=2 turns host-local aggregation on by default;
 # torch_backend_check.py --part coll checks every collective exact on each
 # rank, and the box's log shows the lane jobs, each of world 2 (one
-# contribution per host). Skips (77) without torch.
+# contribution per host); then DDP with topk_hook on 2 hosts of 2, local
+# rank 0 selecting from the host's sum, the model exactly the replay's
+# (host_topk_check.py). Skips (77) without torch.
 set -u
 cd "$(dirname "$0")/../.."
 WK_HOSTS=1
@@ -45,6 +47,20 @@ for l in 0 1; do
 		die "no lane $l of world 2 with both hosts in the box's log"
 done
 log "lanes: $(grep -o 'job pg-[0-9a-f]*\.lane[0-9] (id [0-9]*): admitted, world 2' "$BOX_LOG" | tr '\n' ' ')"
+# DDP with topk_hook through the host level: 4 ranks as 2 hosts of 2 on H0
+# (pbox.Client(local_world=2)), local rank 0 selecting from its host's
+# sum; host_topk_check.py replays the job and checks the model exactly
+timeout -k 5 180 ip netns exec "$H0" env -u TORCHELASTIC_RUN_ID PBOX_JOB=hltopk \
+	PBOX_CONTROL="$CONTROL" PBOX_LIB="$PBOX_LIB" PYTHONPATH="$PYTHONPATH" \
+	"$PY" -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+	--master_port 29672 --redirects 1 --tee 1 --log_dir "$WORKDIR/trk" \
+	tests/integration/host_topk_check.py > "$WORKDIR/hosttopk.log" 2>&1
+rc=$?
+grep -h "host topk:" "$WORKDIR/hosttopk.log" | sed 's/^\[[^]]*\]:*//' | sort -u >&2
+if [ $rc -ne 0 ] || [ "$(grep -c 'host topk: rank [0-3]: [0-9]* passed, 0 failed' "$WORKDIR/hosttopk.log")" != 4 ]; then
+	tail -40 "$WORKDIR/hosttopk.log"
+	die "DDP topk_hook through the host level: rc=$rc"
+fi
 sleep 0.5
 left=$(host_shm_left "$SHM_BEFORE")
 [ -z "$left" ] || die "left in /dev/shm: $left"

@@ -17,6 +17,9 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
 - layer-aware selection sends every tensor's share each step and small
   tensors whole; "bucket" selection starves a tensor of small gradients
   (counted) and max_idle gives it entries;
+- the host's rule (TopkState(host=True)): follow() sends nothing and
+  the leader's whole positions as zeros; prepare(ranks=L) adds weight
+  decay L times;
 - the tensors sent whole apart (prepare(split=True), TopkState's
   whole="dense"): their positions and values come out beside the entries,
   none of them among the entries, and together they are exactly what the
@@ -291,6 +294,34 @@ def whole_apart():
     check(out[2] is None and out[0].numel() == 2050, "density 1 sends every entry, none apart")
 
 
+def host_rule():
+    """TopkState(host=True)'s pieces: follow() gives a rank that does not
+    select no entries and the selecting rank's whole positions, as zeros;
+    prepare(ranks=L) adds weight decay L times (the host's sum holds L
+    ranks' gradients)."""
+    ps = params((100, 100), (30,), seed=6)
+    lead, other = engine(density=0.01), engine(density=0.01)
+    g = torch.Generator().manual_seed(7)
+    bk = random_grads(ps, g)
+    idx, val, whole, wval = lead.prepare(1, bk, bk.buffer().clone(), 2, split=True, ranks=2)
+    fidx, fval, fwhole, fwval = other.follow(1, bk, split=True)
+    check(fidx.numel() == 0 and fval.numel() == 0, "follow: no entries")
+    check(torch.equal(fwhole, whole) and torch.equal(fwval, torch.zeros(whole.numel())),
+          "follow: the leader's whole positions, zeros")
+    check_eq(other.sent, 0, "follow sends nothing")
+    check(other.follow(1, bk)[0].numel() == 0, "follow without split: no entries")
+    # weight decay, once per rank of the host
+    ps = params((10,), seed=8)
+    ps[0].grad = torch.zeros(10)
+    for ranks in (1, 3):
+        e = engine(density=1.0, dense_below=0)
+        e.weight_decay = {id(ps[0]): 0.5}
+        b = Bucket(ps)
+        idx, val = e.prepare(1, b, b.buffer().clone(), 1, ranks=ranks)
+        check(torch.allclose(val, 0.5 * ranks * ps[0].detach()),
+              f"weight decay added {ranks} time(s)")
+
+
 def state_roundtrip():
     ps = params((40, 50), (50,))
     e = engine(density=0.01, momentum=0.9)
@@ -329,8 +360,9 @@ def main():
     shares_and_masking()
     starvation()
     whole_apart()
+    host_rule()
     state_roundtrip()
-    print("sparse engine: bad input, schedule, momentum correction, selection, whole tensors apart, state_dict: ok")
+    print("sparse engine: bad input, schedule, momentum correction, selection, whole tensors apart, the host's rule, state_dict: ok")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@
  *     each rank sent the box only the segments of its part of the key
  *     (about 1/L of them: flat, it sends them all), and the calls count
  *     as staged;
+ *   - top-k of f32 device buffers (pbox_iallreduce_topk_dev, 5%, the mean's
+ *     scale) selects from the host's sum: every rank reads back the same
+ *     bits as pbox_allreduce_topk of the same data on host buffers (their
+ *     own residuals, the same sequence) scaled, and the calls count as
+ *     staged;
  *   - after pbox_release_keys the key's next device call may be of another
  *     size (exact again);
  *   - the call is ordered after the caller's stream (a slow kernel writes
@@ -379,6 +384,115 @@ struct errw {
 	double cpu_s;        /* the process's CPU time during the call */
 };
 
+/* ---- top-k of device buffers through the host level ---- */
+
+struct topk_run {
+	const char *addr;
+	float *dev_out[W][STEPS], *host_out[W][STEPS];
+	uint64_t staged[W];
+	int rc[W];
+	char err[W][512];
+};
+
+struct topk_worker { struct topk_run *run; int rank; };
+
+static void *topk_main(void *arg)
+{
+	struct topk_worker *wk = arg;
+	struct topk_run *r = wk->run;
+	pbox_client *c = connect_local(r->addr, "hdtopk", wk->rank, W);
+	void *dev, *stream, *ev;
+	pbox_topk_opts t;
+	pbox_dev_opts o;
+	pbox_stats st;
+	int rc = 0;
+
+	assert_int_equal(ops->dev_alloc(&dev, N * 4), 0);
+	assert_int_equal(ops->stream_create(&stream), 0);
+	assert_int_equal(ops->event_create(&ev), 0);
+	pbox_topk_opts_init(&t);
+	t.density = 0.05;
+	pbox_dev_opts_init(&o);
+	o.scale = 1.0 / W;
+	for (int s = 0; rc == 0 && s < STEPS; s++) {
+		struct fill f = { dev, N, PBOX_F32, wk->rank, s };
+		struct readback rb = { dev, r->dev_out[wk->rank][s], N * 4 };
+		assert_int_equal(launch(stream, fill_kernel, &f), 0);
+		rc = pbox_allreduce_topk_dev(c, 11, dev, N, stream, &t, &o);
+		assert_int_equal(launch(stream, read_kernel, &rb), 0);
+		assert_int_equal(ops->event_record(ev, stream), 0);
+		assert_int_equal(ops->event_sync(ev), 0);
+	}
+	assert_int_equal(pbox_get_stats(c, &st), 0);
+	r->staged[wk->rank] = st.gpu_staged_calls;
+	for (int s = 0; rc == 0 && s < STEPS; s++) {
+		float *h = r->host_out[wk->rank][s];
+		for (size_t i = 0; i < N; i++)
+			h[i] = grad(wk->rank, s, i);
+		rc = pbox_allreduce_topk(c, 12, h, N, PBOX_F32, &t);
+	}
+	r->rc[wk->rank] = rc;
+	if (rc < 0)
+		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(c));
+	ops->event_destroy(ev);
+	ops->stream_destroy(stream);
+	ops->dev_free(dev);
+	pbox_close(c);
+	return NULL;
+}
+
+static void hostdev__topk_f32(void **state)
+{
+	(void)state;
+	struct box_inproc *b = box_inproc_new(1);
+	struct topk_run r;
+	struct topk_worker wk[W];
+	pthread_t th[W];
+
+	box_inproc_start(b);
+	memset(&r, 0, sizeof(r));
+	r.addr = b->addr;
+	for (int k = 0; k < W; k++) {
+		for (int s = 0; s < STEPS; s++) {
+			r.dev_out[k][s] = calloc(N, 4);
+			r.host_out[k][s] = calloc(N, 4);
+		}
+		wk[k] = (struct topk_worker){ .run = &r, .rank = k };
+		pthread_create(&th[k], NULL, topk_main, &wk[k]);
+	}
+	for (int k = 0; k < W; k++)
+		pthread_join(th[k], NULL);
+	for (int k = 0; k < W; k++) {
+		if (r.rc[k])
+			print_error("rank %d: %s (%s)\n", k, pbox_strerror(r.rc[k]), r.err[k]);
+		assert_int_equal(r.rc[k], 0);
+		assert_int_equal(r.staged[k], STEPS);
+	}
+	size_t nonzero = 0;
+	for (int s = 0; s < STEPS; s++)
+		for (size_t i = 0; i < N; i++) {
+			float want = r.host_out[0][s][i] * (float)(1.0 / W);
+			nonzero += want != 0;
+			for (int k = 0; k < W; k++)
+				if (memcmp(&r.dev_out[k][s][i], &want, 4) != 0 ||
+				    memcmp(&r.host_out[k][s][i], &r.host_out[0][s][i], 4) != 0) {
+					print_error("step %d element %zu rank %d: device %g, host %g, "
+						    "want %g\n", s, i, k, (double)r.dev_out[k][s][i],
+						    (double)r.host_out[k][s][i], (double)want);
+					fail();
+				}
+		}
+	/* a selection: 2 hosts x about 5% of the elements a step */
+	assert_true(nonzero > 0 && nonzero <= (size_t)STEPS * 2 * (N / 20 + N / 160 + 4));
+	for (int k = 0; k < W; k++)
+		for (int s = 0; s < STEPS; s++) {
+			free(r.dev_out[k][s]);
+			free(r.host_out[k][s]);
+		}
+	box_inproc_stop(b);
+	box_inproc_free(b);
+}
+
 static double cpu_seconds(void)
 {
 	struct timespec t;
@@ -538,6 +652,7 @@ int main(void)
 		cmocka_unit_test(hostdev__f32_mean),
 		cmocka_unit_test(hostdev__bf16_mean),
 		cmocka_unit_test(hostdev__f32_bf16_wire),
+		cmocka_unit_test(hostdev__topk_f32),
 		cmocka_unit_test(hostdev__errors_named),
 	};
 
