@@ -617,7 +617,9 @@ int main(int argc, char **argv)
 	if (a.sp.mode == PERF_TOPK && a.sp.calls)
 		printf("# topk: %s %.0f us of the call's %.0f us (mean of "
 		       "the last size's %u timed calls, this rank)\n", a.sp.local > 1 ?
-		       "host sum, selection and submission" : "selection and submission",
+		       "host sum, selection and submission" : a.local > 1 ?
+		       "submission (the host level selects in its thread, inside the call)" :
+		       "selection and submission",
 		       a.sp.select_us / a.sp.calls, a.sp.call_us / a.sp.calls, a.sp.calls);
 	perf_sparse_free(&a.sp);
 	pbox_close(c);
