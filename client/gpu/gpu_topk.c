@@ -31,6 +31,7 @@
 
 #include "client/gpu/gpu.h"
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 #include "common/topk.h"
 #include "include/pbox_cuda.h"
 
@@ -142,17 +143,6 @@ static int dev_limits(pbox_client *c, uint32_t key, const pbox_topk_opts *t,
 			    "does not take %s", c->job, c->rank, key, what);
 }
 
-/* What a device top-k call through the host level is checked for here
- * (the lane's client checks the rest, as for a host buffer). */
-static int host_topk_check(pbox_client *c, uint32_t key, const void *dev, size_t count)
-{
-	if (!dev || !count || count > UINT32_MAX)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job, c->rank,
-				    key, !dev ? "dev is NULL" : !count ? "count is 0" :
-				    "a sparse key holds at most 2^32 - 1 elements");
-	return 0;
-}
-
 /* A fleet's device top-k: each partition's on its box (ops/fleet.c). */
 struct fleet_topk_dev { float *dev; void *stream; const pbox_topk_opts *topk;
 			const pbox_dev_opts *opts; };
@@ -187,8 +177,8 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_topk_dev key %u: req is NULL",
 				    key);
 	*req = NULL;
-	int rc = c->host ? host_topk_check(c, key, dev, count) : sparse_check(c, key, dev, count,
-									       PBOX_F32);
+	int rc = c->host ? host_check_buf(c, key, dev, count, PBOX_F32, true)
+			 : sparse_check(c, key, dev, count, PBOX_F32);
 	if (rc < 0 || (rc = topk_opts_read(c, key, topk, count, &t, &sel)) < 0 ||
 	    (rc = gpu_dev_opts_read(c, key, opts, &o)) < 0 ||
 	    (rc = dev_limits(c, key, &t, &o)) < 0 || (rc = gpu_get(c, &g)) < 0)

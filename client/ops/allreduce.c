@@ -5,8 +5,6 @@
  * key on first use and streams one round per call (xfer/). And
  * pbox_allreduce_host, the sum over the ranks of one host (host.c).
  */
-#include <stdint.h>
-
 #include "client/ops/fleet.h"
 #include "client/ops/host.h"
 
@@ -57,15 +55,8 @@ int pbox_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 {
 	if (!c)
 		return PBOX_EINVAL;
-	if (!buf || !count || !wire_dtype_size((unsigned)dtype))
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: pbox_allreduce_host: "
-				    "%s", c->job, c->rank, key, !buf ? "buf is NULL" : !count ?
-				    "count is 0" : "unknown dtype (use PBOX_F32, PBOX_F16 or "
-				    "PBOX_BF16)");
-	if (count > SIZE_MAX / 8)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: count %zu is too "
-				    "large", c->job, c->rank, key, count);
-	return c->host ? host_allreduce_host(c, key, buf, count, dtype) : 0;
+	int rc = host_check_buf(c, key, buf, count, dtype, false);
+	return rc < 0 || !c->host ? rc : host_allreduce_host(c, key, buf, count, dtype);
 }
 
 int pbox_host_layout(const pbox_client *c, uint32_t *local_rank, uint32_t *local_world)

@@ -655,29 +655,51 @@ static struct pbox_req *host_req(pbox_client *c, uint32_t key, unsigned kind)
 	return r;
 }
 
-int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
-		    pbox_req **req)
+int host_check_buf(pbox_client *c, uint32_t key, const void *buf, size_t count,
+		   pbox_dtype dtype, bool sparse)
 {
-	size_t esz = wire_dtype_size((unsigned)dtype);
-
-	if (!req)
-		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
-	*req = NULL;
-	if (!buf || !count || !esz)
+	if (!buf || !count || !wire_dtype_size((unsigned)dtype))
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
-				    c->rank, key, !buf ? "buf is NULL" : !count ? "count is 0" :
-				    "unknown dtype (use PBOX_F32, PBOX_F16 or PBOX_BF16)");
+				    c->rank, key, !buf ? "the buffer is NULL" : !count ?
+				    "count is 0" : "unknown dtype (use PBOX_F32, PBOX_F16 or "
+				    "PBOX_BF16)");
+	if (sparse && count > UINT32_MAX)
+		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: a sparse key holds "
+				    "at most %u elements (32-bit indices), not %zu", c->job,
+				    c->rank, key, UINT32_MAX, count);
 	if (count > SIZE_MAX / 8)
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: count %zu is too "
 				    "large", c->job, c->rank, key, count);
-	struct pbox_req *r = host_req(c, key, HK_DENSE);
-	if (!r)
-		return PBOX_EINVAL;
-	r->buf = buf;
-	r->src = buf;
-	r->count = count;
-	r->dtype = r->rdtype = (uint8_t)dtype;
-	return host_queue(c, r, req);
+	return 0;
+}
+
+/* A request of kind on buf (count of dtype, in place), or NULL with c's
+ * message. */
+static struct pbox_req *buf_req(pbox_client *c, uint32_t key, unsigned kind, void *buf,
+				size_t count, pbox_dtype dtype)
+{
+	struct pbox_req *r = host_req(c, key, kind);
+
+	if (r) {
+		r->buf = buf;
+		r->src = buf;
+		r->count = count;
+		r->dtype = r->rdtype = (uint8_t)dtype;
+	}
+	return r;
+}
+
+int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
+		    pbox_req **req)
+{
+	if (!req)
+		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
+	*req = NULL;
+	int rc = host_check_buf(c, key, buf, count, dtype, false);
+	if (rc < 0)
+		return rc;
+	struct pbox_req *r = buf_req(c, key, HK_DENSE, buf, count, dtype);
+	return r ? host_queue(c, r, req) : PBOX_EINVAL;
 }
 
 int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count,
@@ -685,15 +707,11 @@ int host_iallreduce_dev(pbox_client *c, uint32_t key, void *bounce, size_t count
 			const struct req_dev_ops *dev, pbox_req **req)
 {
 	*req = NULL;
-	struct pbox_req *r = host_req(c, key, topk ? HK_TOPK : HK_DENSE);
+	struct pbox_req *r = buf_req(c, key, topk ? HK_TOPK : HK_DENSE, bounce, count, wire);
 	if (!r) {
 		dev->drop(c, gk);
 		return PBOX_EINVAL;
 	}
-	r->buf = bounce;
-	r->src = bounce;
-	r->count = count;
-	r->dtype = r->rdtype = (uint8_t)wire;
 	if (topk)
 		r->topk = *topk;
 	r->gk = gk;   /* (req_track's failure frees r: dev->drop gives gk back) */
@@ -705,13 +723,9 @@ int host_iallreduce_topk(pbox_client *c, uint32_t key, void *buf, size_t count,
 			 pbox_dtype dtype, const pbox_topk_opts *o, pbox_req **req)
 {
 	*req = NULL;
-	struct pbox_req *r = host_req(c, key, HK_TOPK);
+	struct pbox_req *r = buf_req(c, key, HK_TOPK, buf, count, dtype);
 	if (!r)
 		return PBOX_EINVAL;
-	r->buf = buf;
-	r->src = buf;
-	r->count = count;
-	r->dtype = r->rdtype = (uint8_t)dtype;
 	r->topk = *o;
 	return host_queue(c, r, req);
 }
@@ -723,9 +737,10 @@ int host_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 	size_t esz = wire_dtype_size((unsigned)dtype);
 
 	*req = NULL;
-	struct pbox_req *r = host_req(c, key, HK_SPARSE);
+	struct pbox_req *r = buf_req(c, key, HK_SPARSE, out, count, dtype);
 	if (!r)
 		return PBOX_EINVAL;
+	r->src = NULL;   /* (the entries are its input) */
 	uint8_t *own = malloc(nnz * (4 + esz) + 1);   /* (the caller may reuse its own) */
 	if (!own) {
 		req_free(r);
@@ -738,24 +753,17 @@ int host_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 	r->sp_idx = (const uint32_t *)own;
 	r->sp_val = own + nnz * 4;
 	r->sp_nnz = nnz;
-	r->buf = out;
-	r->count = count;
-	r->dtype = r->rdtype = (uint8_t)dtype;
 	return host_queue(c, r, req);
 }
 
 int host_allreduce_host(pbox_client *c, uint32_t key, void *buf, size_t count,
 			pbox_dtype dtype)
 {
-	struct pbox_req *r = host_req(c, key, HK_HOSTSUM);
+	struct pbox_req *r = buf_req(c, key, HK_HOSTSUM, buf, count, dtype);
 	pbox_req *mine;
 
 	if (!r)
 		return PBOX_EINVAL;
-	r->buf = buf;
-	r->src = buf;
-	r->count = count;
-	r->dtype = r->rdtype = (uint8_t)dtype;
 	int rc = host_queue(c, r, &mine);
 	return rc < 0 ? rc : pbox_wait(mine);
 }

@@ -113,6 +113,12 @@ int host_connect(pbox_client *c);
 /* pbox_close: the host thread stopped (calls queued fail PBOX_ECLOSED),
  * the lane closed, the group left. */
 void host_close(pbox_client *c);
+/* The checks of a host-level call's buffer in the caller's thread (the
+ * lane's client checks the rest, later): buf, count and dtype, and for a
+ * sparse or top-k key a count within 32-bit indices. 0 or PBOX_EINVAL
+ * with c's message. */
+int host_check_buf(pbox_client *c, uint32_t key, const void *buf, size_t count,
+		   pbox_dtype dtype, bool sparse);
 /* pbox_iallreduce of a host buffer through the host level. */
 int host_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
 		    pbox_req **req);

@@ -88,22 +88,6 @@ int sparse_submit(pbox_client *c, uint32_t key, size_t count, pbox_dtype dtype,
 	return 0;
 }
 
-/* A sparse call's checks through the host level (host.c), where the
- * lane's client checks the rest. */
-static int host_sparse_check(pbox_client *c, uint32_t key, const void *out, size_t count,
-			     pbox_dtype dtype)
-{
-	if (!out || !count || !wire_dtype_size((unsigned)dtype))
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
-				    c->rank, key, !out ? "out is NULL" : !count ? "count is 0" :
-				    "unknown dtype (use PBOX_F32, PBOX_F16 or PBOX_BF16)");
-	if (count > UINT32_MAX)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: a sparse key holds "
-				    "at most %u elements (32-bit indices), not %zu", c->job,
-				    c->rank, key, UINT32_MAX, count);
-	return 0;
-}
-
 /* The checks every sparse call shares. */
 int sparse_check(pbox_client *c, uint32_t key, const void *buf, size_t count,
 			pbox_dtype dtype)
@@ -136,7 +120,7 @@ int pbox_iallreduce_sparse(pbox_client *c, uint32_t key, size_t count, pbox_dtyp
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce_sparse key %u: req is NULL",
 				    key);
 	*req = NULL;
-	int rc = c->host ? host_sparse_check(c, key, out, count, dtype)
+	int rc = c->host ? host_check_buf(c, key, out, count, dtype, true)
 			 : sparse_check(c, key, out, count, dtype);
 	if (rc < 0)
 		return rc;

@@ -369,16 +369,8 @@ static int host_topk(pbox_client *c, uint32_t key, void *buf, size_t count, pbox
 	size_t k;
 
 	*req = NULL;
-	if (!buf || !count || !wire_dtype_size((unsigned)dtype))
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: %s", c->job,
-				    c->rank, key, !buf ? "buf is NULL" : !count ? "count is 0" :
-				    "unknown dtype (use PBOX_F32, PBOX_F16 or PBOX_BF16)");
-	if (count > UINT32_MAX)
-		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: a sparse key holds "
-				    "at most %u elements (32-bit indices), not %zu", c->job,
-				    c->rank, key, UINT32_MAX, count);
-	int rc = topk_opts_read(c, key, opts, count, &o, &k);
-	if (rc < 0)
+	int rc = host_check_buf(c, key, buf, count, dtype, true);
+	if (rc < 0 || (rc = topk_opts_read(c, key, opts, count, &o, &k)) < 0)
 		return rc;
 	return o.local_size > 1 ? 1 : host_iallreduce_topk(c, key, buf, count, dtype, &o, req);
 }

@@ -10,6 +10,7 @@ Checks, printing "daso: N passed, 0 failed" (or the failures):
     what joins them);
   - the period grows once the loss settles, and the loss falls."""
 import hashlib
+import os
 import sys
 
 import torch
@@ -17,17 +18,12 @@ import torch.distributed as dist
 
 import pbox.torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import Tally  # noqa: E402  (tests/python/checks.py)
+
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-ok, bad = 0, []
-
-
-def check(cond, what):
-    global ok
-    if cond:
-        ok += 1
-    else:
-        bad.append(what)
+check = Tally()
 
 
 def digests(model):
@@ -80,6 +76,7 @@ if rank == 0:
     print(f"daso: periods {daso.periods}, {daso.global_syncs} global averages in 60 steps, "
           f"loss {first:.4f} -> {last:.4f}")
 daso.close()
-print(f"daso: {ok} passed, {len(bad)} failed" + ("".join("\n  FAIL " + b for b in bad)))
+print(f"daso: {check.ok} passed, {len(check.bad)} failed" +
+      ("".join("\n  FAIL " + b for b in check.bad)))
 dist.destroy_process_group()
-sys.exit(1 if bad else 0)
+sys.exit(1 if check.bad else 0)

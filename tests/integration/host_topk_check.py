@@ -13,6 +13,7 @@ failed" (or the failures):
   - the local ranks 1 selected nothing (their engines sent no entry), the
     local ranks 0 as many entries as the replay's engines of their hosts;
   - the loss (summed over the ranks) falls."""
+import os
 import sys
 
 import torch
@@ -23,18 +24,13 @@ import pbox
 import pbox._sparse as sp
 import pbox.torch as pt
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from checks import Tally  # noqa: E402  (tests/python/checks.py)
+
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 L, STEPS = 2, 12
-ok, bad = 0, []
-
-
-def check(cond, what):
-    global ok
-    if cond:
-        ok += 1
-    else:
-        bad.append(what)
+check = Tally()
 
 
 def make_model():
@@ -136,8 +132,8 @@ else:
           f"{engines[host].sent}")
 check(last < first, f"the loss did not fall: {first} -> {last}")
 dist.barrier()
-print(f"host topk: rank {rank}: {ok} passed, {len(bad)} failed; entries "
+print(f"host topk: rank {rank}: {check.ok} passed, {len(check.bad)} failed; entries "
       f"{state.engine.sent}, loss {first:.4f} -> {last:.4f}"
-      + "".join(f"\n  FAIL {b}" for b in bad[:10]))
+      + "".join(f"\n  FAIL {b}" for b in check.bad[:10]))
 client.close()
-sys.exit(1 if bad else 0)
+sys.exit(1 if check.bad else 0)

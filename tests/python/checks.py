@@ -16,6 +16,8 @@ checked, what was expected and what came.
     check_in(item, container, what)   item in container
     check_le(got, limit, what)        got <= limit
     check_lt(got, limit, what)        got < limit
+    Tally()                           checks that count (.ok, .bad) for a
+                                      script that reports all at its end
     check_raises(exc, fn, *args, words=(), what=None, **kw)
                                       fn(*args, **kw) raises exc whose text
                                       holds every word; returns it
@@ -51,6 +53,21 @@ def check(cond, msg="check failed"):
     """cond is true; else fail with msg (say what was expected and what came)."""
     if not cond:
         fail(msg)
+
+
+class Tally:
+    """Checks that count instead of raising, for a script that reports
+    every failure at its end (daso_check.py, host_topk_check.py):
+    tally(cond, what) counts a pass in .ok or appends what to .bad."""
+
+    def __init__(self):
+        self.ok, self.bad = 0, []
+
+    def __call__(self, cond, what):
+        if cond:
+            self.ok += 1
+        else:
+            self.bad.append(_text(what))
 
 
 def check_eq(got, want, what="value"):

@@ -151,6 +151,20 @@ static pbox_client *connect_local(const char *addr, const char *job, int rank, i
 	return c;
 }
 
+/* A worker's end: its code and message into *rc_out and err, its device
+ * objects and client freed. */
+static void worker_done(pbox_client *c, int rc, int *rc_out, char *err, size_t len, void *dev,
+			void *stream, void *ev)
+{
+	*rc_out = rc;
+	if (rc < 0)
+		snprintf(err, len, "%s", pbox_last_error(c));
+	ops->event_destroy(ev);
+	ops->stream_destroy(stream);
+	ops->dev_free(dev);
+	pbox_close(c);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
@@ -212,13 +226,7 @@ static void *worker_main(void *arg)
 		assert_int_equal(ops->event_record(ev, stream), 0);
 		assert_int_equal(ops->event_sync(ev), 0);
 	}
-	r->rc[wk->rank] = rc;
-	if (rc < 0)
-		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(c));
-	ops->event_destroy(ev);
-	ops->stream_destroy(stream);
-	ops->dev_free(dev);
-	pbox_close(c);
+	worker_done(c, rc, &r->rc[wk->rank], r->err[wk->rank], sizeof(r->err[0]), dev, stream, ev);
 	return NULL;
 }
 
@@ -431,13 +439,7 @@ static void *topk_main(void *arg)
 			h[i] = grad(wk->rank, s, i);
 		rc = pbox_allreduce_topk(c, 12, h, N, PBOX_F32, &t);
 	}
-	r->rc[wk->rank] = rc;
-	if (rc < 0)
-		snprintf(r->err[wk->rank], sizeof(r->err[0]), "%s", pbox_last_error(c));
-	ops->event_destroy(ev);
-	ops->stream_destroy(stream);
-	ops->dev_free(dev);
-	pbox_close(c);
+	worker_done(c, rc, &r->rc[wk->rank], r->err[wk->rank], sizeof(r->err[0]), dev, stream, ev);
 	return NULL;
 }
 
