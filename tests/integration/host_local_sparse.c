@@ -9,6 +9,8 @@
  *   sparse   pbox_allreduce_sparse of about a fifth of the elements per
  *            rank (overlapping), f32: the sum in the order (host, local
  *            rank), an index's values summed per host first;
+ *   sparsebf the same in bf16: each host's sum rounded to bf16, the box's
+ *            binary32 sum of the hosts' from +0 rounded once;
  *   topk     pbox_allreduce_topk at density 5% with error feedback, f32:
  *            each host's sum, each local rank's part of it (host_slice's
  *            cut) selected with the part's residual (pbox_topk on residual
@@ -50,10 +52,33 @@ static uint32_t bits(float f)
 	return u;
 }
 
+/* round to nearest even (finite values only here) */
+static uint16_t to_bf16(float f)
+{
+	uint32_t u = bits(f);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* rank r's value at i in call k, as the mode's dtype holds it */
+static float value(int bf, int r, size_t i, int k)
+{
+	return bf ? from_bf16(to_bf16(hl_value(r, i, k))) : hl_value(r, i, k);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 9) {
-		fprintf(stderr, "usage: %s CONTROL JOB RANK WORLD L sparse|topk|hostsum COUNT CALLS\n",
+		fprintf(stderr, "usage: %s CONTROL JOB RANK WORLD L sparse|sparsebf|topk|hostsum COUNT "
+			"CALLS\n",
 			argv[0]);
 		return 2;
 	}
@@ -61,6 +86,7 @@ int main(int argc, char **argv)
 	int rank = atoi(argv[3]), world = atoi(argv[4]), L = atoi(argv[5]);
 	size_t count = strtoull(argv[7], NULL, 10);
 	int calls = atoi(argv[8]), H = world / L, me = rank / L;
+	int bf = strcmp(mode, "sparsebf") == 0, sparse = bf || strcmp(mode, "sparse") == 0;
 	pbox_opts o;
 	pbox_client *c;
 
@@ -74,6 +100,7 @@ int main(int argc, char **argv)
 	float *resid = calloc((size_t)H * count, 4), *sel = malloc(count * 4);
 	uint32_t *idx = malloc(count * 4);
 	float *val = malloc(count * 4);
+	uint16_t *val16 = malloc(count * 2), *out16 = malloc(count * 2);
 	uint64_t digest = 0;
 	size_t per = (count + L - 1) / L;
 	per = (per + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
@@ -82,14 +109,18 @@ int main(int argc, char **argv)
 	t.density = DENSITY;
 
 	for (int k = 0; k < calls; k++) {
-		if (strcmp(mode, "sparse") == 0) {
+		if (sparse) {
 			size_t n = 0;
 			for (size_t i = 0; i < count; i++)
 				if (has(rank, i, k)) {
 					idx[n] = (uint32_t)i;
+					val16[n] = to_bf16(hl_value(rank, i, k));
 					val[n++] = hl_value(rank, i, k);
 				}
-			rc = pbox_allreduce_sparse(c, 9, count, PBOX_F32, idx, val, n, buf);
+			rc = bf ? pbox_allreduce_sparse(c, 9, count, PBOX_BF16, idx, val16, n, out16)
+				: pbox_allreduce_sparse(c, 9, count, PBOX_F32, idx, val, n, buf);
+			for (size_t i = 0; bf && i < count; i++)
+				buf[i] = from_bf16(out16[i]);
 		} else {
 			for (size_t i = 0; i < count; i++)
 				buf[i] = hl_value(rank, i, k);
@@ -109,13 +140,13 @@ int main(int argc, char **argv)
 				float s = 0;
 				for (int l = 0; l < L; l++) {
 					int r = h * L + l;
-					if (strcmp(mode, "sparse") == 0 && !has(r, i, k))
+					if (sparse && !has(r, i, k))
 						continue;
-					s = any ? s + hl_value(r, i, k) : hl_value(r, i, k);
+					s = any ? s + value(bf, r, i, k) : value(bf, r, i, k);
 					any = 1;
 				}
 				hsum[i] = s;
-				sel[i] = any ? s : 0;
+				sel[i] = any ? (bf ? from_bf16(to_bf16(s)) : s) : 0;
 			}
 			if (strcmp(mode, "topk") == 0) {
 				float *e = resid + (size_t)h * count;
@@ -135,6 +166,8 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < count; i++)
 				want[i] = h ? want[i] + sel[i] : sel[i];
 		}
+		for (size_t i = 0; bf && i < count; i++)   /* the box rounds once */
+			want[i] = from_bf16(to_bf16(want[i]));
 		digest = 1469598103934665603ull;
 		for (size_t i = 0; i < count; i++) {
 			if (bits(buf[i]) != bits(want[i])) {
@@ -158,5 +191,7 @@ int main(int argc, char **argv)
 	free(sel);
 	free(idx);
 	free(val);
+	free(val16);
+	free(out16);
 	return 0;
 }

@@ -10,8 +10,8 @@
 #     key in the flat job);
 #   - the same on 2 x 2 for device buffers (pbox_allreduce_dev on the fake
 #     GPU library, PBOX_GPU_LIB), f32 and bf16, and the box's view of them;
-#   - sparse calls, top-k (5%, error feedback) and host sums on 2 x 2 and
-#     1 x 4 (host_local_sparse.c): the sum in the order (host, local
+#   - sparse calls (f32, and bf16 on 2 x 2), top-k (5%, error feedback)
+#     and host sums on 2 x 2 and 1 x 4 (host_local_sparse.c): the sum in the order (host, local
 #     rank) bit for bit, top-k's from each host's sum cut in parts, each
 #     part selected with its residual; a top-k rank sent its part's
 #     entries only (density x count / L a call, not density x count);
@@ -118,6 +118,7 @@ HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22bd 2 2 bf16 70001 2
 # sparse, top-k and host sums (f32) through the host level
 PROG=$HLSP run hlsp22 2 2 sparse 30000 3
 PROG=$HLSP run hlsp14 1 4 sparse 5000 2
+PROG=$HLSP run hlsb22 2 2 sparsebf 30000 2
 PROG=$HLSP run hltk22 2 2 topk 40000 4
 PROG=$HLSP run hltk14 1 4 topk 4097 3
 PER_HOST=1 PROG=$HLSP run hlhs22 2 2 hostsum 10000 2
