@@ -444,6 +444,21 @@ static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox
 	return rc;
 }
 
+/* A call's barrier tag (its kind << 8 | its dtype) in words. */
+static void call_text(unsigned tag, char *out, size_t len)
+{
+	static const char *const kind[] = {
+		[HK_DENSE] = "an allreduce", [HK_TOPK] = "a top-k call", [HK_SPARSE] = "a sparse call",
+		[HK_HOSTSUM] = "a host sum", [HK_INIT] = "pbox_ps_init", [HK_PUSH] = "a PS push",
+		[HK_READ] = "pbox_ps_read", [HK_WRITE] = "pbox_ps_write",
+		[HK_STEPS] = "pbox_ps_set_steps",
+	};
+	unsigned k = tag >> 8;
+
+	snprintf(out, len, "%s (%s)", k < sizeof(kind) / sizeof(kind[0]) && kind[k] ? kind[k] : "?",
+		 wire_dtype_name(tag & 0xffu));
+}
+
 /* One call (module comment). 0, or an error with msg. */
 static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *msg, size_t len)
 {
@@ -471,7 +486,8 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	}
 	else if ((r->coll == HK_INIT || r->coll == HK_WRITE) && r->src && me == 0)
 		memcpy(hgroup_slot(k->mem, k->stride, 0), r->src, k->count * 4);
-	int rc = hgroup_barrier(h->g, HG_ARRIVED, n, r->key, r->count, tag, c->opts.timeout_ms,
+	int rc = hgroup_barrier(h->g, HG_ARRIVED, n, r->key, r->count, tag, call_text,
+				c->opts.timeout_ms,
 				&h->stop, msg, len);
 	if (rc < 0)
 		return rc;
@@ -483,7 +499,7 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	if (k->hi > k->lo && (rc = lane_part(c, h, k, r, res, &aux, msg, len)) < 0)
 		return rc;
 	hgroup_set_aux(h->g, aux);
-	rc = hgroup_barrier(h->g, HG_SUMMED, n, r->key, r->count, tag,
+	rc = hgroup_barrier(h->g, HG_SUMMED, n, r->key, r->count, tag, call_text,
 			    (uint64_t)c->opts.timeout_ms + HOST_LATE_MS, &h->stop, msg, len);
 	if (rc < 0)
 		return rc;

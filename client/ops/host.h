@@ -69,15 +69,21 @@ void hgroup_close(struct hgroup *g);
 /* Wake this process's waits (a caller that set its stop flag). */
 void hgroup_wake(struct hgroup *g);
 
-/* Barrier `phase` of call n (key, count, dtype: every member's n-th call
- * must be the same): say this member reached it, wait for every member.
+/* What a call's tag (hgroup_barrier) is, in words, for a mismatch's
+ * message: host.c's "a top-k call of f32". */
+typedef void (*hg_tag_text_fn)(unsigned tag, char *out, size_t len);
+
+/* Barrier `phase` of call n (key, count, tag: every member's n-th call
+ * must be the same; text names a tag): say this member reached it, wait
+ * for every member.
  * A member that died, closed, failed or calls something else breaks the
  * group. 0, or PBOX_EABORTED (the group broke: msg says who and why),
  * PBOX_ETIMEDOUT (members that did not come within bound_ms: named; the
  * group is broken now), PBOX_EINVAL (another call), PBOX_ECLOSED (*stop):
  * the text in msg. */
 int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, uint64_t count,
-		   unsigned dtype, uint64_t bound_ms, const bool *stop, char *msg, size_t len);
+		   unsigned tag, hg_tag_text_fn text, uint64_t bound_ms, const bool *stop,
+		   char *msg, size_t len);
 /* A word each member leaves for the others between the barriers of a
  * call (pbox_ps_read's steps): set before HG_SUMMED, read after it. */
 void hgroup_set_aux(struct hgroup *g, uint64_t v);

@@ -10,7 +10,7 @@
  *            pid of each local rank
  *   page 1.. header: the broken flag and the first failure's text, the
  *            futex bell, and per member (a cache line each) its two
- *            barrier counters and the key, count and dtype of its call
+ *            barrier counters and the key, count and tag (kind, dtype) of its call
  *
  * and per key `...-k<key>-c<count>-t<dtype>`: an owners page (the pids
  * that mapped it, for the stale sweep), L slots and two result areas.
@@ -55,7 +55,7 @@ struct hg_owners {                  /* page 0 of every object */
 struct hg_member {
 	uint64_t at[2];             /* calls that reached HG_ARRIVED, HG_SUMMED */
 	uint64_t count;             /* its current call's */
-	uint32_t key, dtype;
+	uint32_t key, tag;          /* its current call's (hgroup_barrier) */
 	uint32_t closed;            /* its client closed */
 	uint32_t pad0;
 	uint64_t aux;               /* hgroup_set_aux */
@@ -356,7 +356,8 @@ void hgroup_close(struct hgroup *g)
 }
 
 int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, uint64_t count,
-		   unsigned dtype, uint64_t bound_ms, const bool *stop, char *msg, size_t len)
+		   unsigned tag, hg_tag_text_fn text, uint64_t bound_ms, const bool *stop,
+		   char *msg, size_t len)
 {
 	struct hg_hdr *h = g->h;
 	struct hg_member *me = &h->m[g->lay.local];
@@ -365,7 +366,7 @@ int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, u
 	if (phase == HG_ARRIVED) {
 		me->key = key;
 		me->count = count;
-		me->dtype = dtype;
+		me->tag = tag;
 	}
 	__atomic_store_n(&me->at[phase], n, __ATOMIC_RELEASE);
 	ring(g);
@@ -383,16 +384,17 @@ int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, u
 			if (ld64(&m->at[phase]) < n)
 				break;
 			if (phase != HG_ARRIVED || (m->key == key && m->count == count &&
-						    m->dtype == dtype))
+						    m->tag == tag))
 				continue;
-			char why[HG_WHY_LEN];
+			char why[HG_WHY_LEN], theirs[64], mine[64];
+			text(m->tag, theirs, sizeof(theirs));
+			text(tag, mine, sizeof(mine));
 			snprintf(why, sizeof(why), "call %llu differs: local rank %u (rank %d) calls "
-				 "key %u with %llu elements of dtype %u, local rank %u (rank %d) key "
-				 "%u with %llu of dtype %u (the ranks of a host must make their "
-				 "allreduces in the same order)", (unsigned long long)n, i,
-				 g->rank0 + (int)i, m->key, (unsigned long long)m->count, m->dtype,
-				 g->lay.local, g->rank0 + (int)g->lay.local, key,
-				 (unsigned long long)count, dtype);
+				 "key %u with %s of %llu elements, local rank %u (rank %d) key %u "
+				 "with %s of %llu (the ranks of a host must make their calls in the "
+				 "same order)", (unsigned long long)n, i, g->rank0 + (int)i, m->key,
+				 theirs, (unsigned long long)m->count, g->lay.local,
+				 g->rank0 + (int)g->lay.local, key, mine, (unsigned long long)count);
 			hgroup_break(g, why);
 			snprintf(msg, len, "%s key %u: host level: %s", g->who, key, why);
 			return PBOX_EINVAL;
