@@ -135,9 +135,9 @@ PBOX_API int pbox_gpu_init(pbox_client *c);
  * "The host level") the call goes through it as pbox_iallreduce of a
  * host buffer of the wire dtype does (the same order and bits), its data
  * copied through the key's slab (docs/gpu.md "Through the host level");
- * a call that fails there leaves dev as it was. It goes to the box flat
- * instead with opts->gpudirect (or PBOX_GPUDIRECT) PBOX_GPUDIRECT_ON, and
- * on a fleet's client.
+ * a call that fails there leaves dev as it was (a fleet's client too,
+ * since 0.16.0: its lanes are fleets). It goes to the box flat instead
+ * with opts->gpudirect (or PBOX_GPUDIRECT) PBOX_GPUDIRECT_ON.
  *
  * opts NULL: the defaults. Returns 0, or PBOX_EINVAL (dev not device
  * memory, dev NULL, count 0, a dtype or wire_dtype unknown, scale not
@@ -168,7 +168,7 @@ PBOX_API int pbox_allreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t 
  * pbox_iallreduce_dev's. The calling thread waits for the selection on
  * the host (the search reads its counts back between passes) before the
  * call returns; the sum's copy back is not waited for.
- * With the host level on (not a fleet's client), the buffer is staged
+ * With the host level on, the buffer is staged
  * through the key's slab instead and the host level's top-k call runs on
  * it (each local rank selects from its part of the host's sum on the CPU,
  * the residual in host memory), with the same result as

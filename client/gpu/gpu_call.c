@@ -18,6 +18,7 @@
 
 #include "client/gpu/gpu.h"
 #include "client/ops/fleet.h"
+#include "client/ops/host.h"
 #include "common/sparse.h"
 #include "include/pbox_cuda.h"
 
@@ -174,6 +175,12 @@ static void key_chunks(struct gpu_key *k, uint32_t seg_bytes, size_t chunk_bytes
 	size_t wsz = wire_dtype_size(k->wire_dt);
 	uint32_t seg_elems = k->sparse ? sparse_seg_elems(seg_bytes, wsz)
 				       : seg_bytes / (uint32_t)wsz;
+
+	/* a fleet's client has no segments of its own: its device calls
+	 * come here only through the host level, which copies the key
+	 * whole (gpu_host.c): one chunk */
+	if (seg_bytes == 0)
+		seg_elems = k->count < UINT32_MAX ? (uint32_t)k->count : UINT32_MAX;
 	uint64_t nsegs = seg_nsegs(k->count, seg_elems);
 	uint64_t want = chunk_bytes ? chunk_bytes : GPU_CHUNK_DEFAULT;
 	uint64_t segs = want / ((uint64_t)seg_elems * wsz);
@@ -318,9 +325,11 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 
 	if (!c)
 		return PBOX_EINVAL;
-	if (c->fleet && req && dev && count) {
-		struct fleet_dev a = { .dev = dev, .esz = wire_dtype_size(dtype), .dtype = dtype,
-				       .stream = stream, .opts = opts };
+	/* a fleet's client: each partition a flat call on its box, unless the
+	 * host level takes the call (below; its lanes are the fleet's) */
+	struct fleet_dev a = { .dev = dev, .esz = wire_dtype_size(dtype), .dtype = dtype,
+			       .stream = stream, .opts = opts };
+	if (c->fleet && !c->host && req && dev && count) {
 		*req = NULL;
 		return fleet_dense_call(c, key, count, dtype, fleet_dev_part, &a, req);
 	}
@@ -338,17 +347,21 @@ int pbox_iallreduce_dev(pbox_client *c, uint32_t key, void *dev, size_t count,
 	if (!isfinite(o.scale) || !isfinite((float)o.scale))
 		return client_error(c, PBOX_EINVAL, "job '%s' rank %d key %u: scale %g is not a "
 				    "finite binary32 number", c->job, c->rank, key, o.scale);
-	rc = req_check(c, key, dev, count, (pbox_dtype)wire, wire);
-	if (rc < 0)
-		return rc;
 	int mode = gpu_direct_mode(c, key, o.gpudirect);
 	if (mode < 0)
 		return mode;
+	bool via_host = c->host && mode != PBOX_GPUDIRECT_ON;   /* GPUDirect asked for: flat */
+	if (c->fleet && !via_host && dev && count)
+		return fleet_dense_call(c, key, count, dtype, fleet_dev_part, &a, req);
+	rc = via_host ? host_check_buf(c, key, dev, count, (pbox_dtype)wire, false)
+		      : req_check(c, key, dev, count, (pbox_dtype)wire, wire);
+	if (rc < 0)
+		return rc;
 	if ((rc = gpu_get(c, &g)) < 0)
 		return rc;
 	if ((rc = gpu_dev_check(c, g, key, dev, "pbox_iallreduce sums host buffers")) < 0)
 		return rc;
-	if (c->host && mode != PBOX_GPUDIRECT_ON)   /* GPUDirect asked for goes flat */
+	if (via_host)
 		return gpu_host_iallreduce(c, g, key, dev, count, dtype, wire, (float)o.scale,
 					   (size_t)o.chunk_bytes, stream, NULL, req);
 	if ((rc = gpu_key_take(c, g, key, count, wire, false, (size_t)o.chunk_bytes, &k)) < 0)

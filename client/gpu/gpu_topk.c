@@ -167,7 +167,7 @@ int pbox_iallreduce_topk_dev(pbox_client *c, uint32_t key, float *dev, size_t co
 
 	if (!c)
 		return PBOX_EINVAL;
-	if (c->fleet && req && dev && count) {
+	if (c->fleet && !c->host && req && dev && count) {   /* (host level: below) */
 		struct fleet_topk_dev a = { .dev = dev, .stream = stream, .topk = topk,
 					    .opts = opts };
 		*req = NULL;

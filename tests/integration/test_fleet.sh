@@ -11,7 +11,8 @@
 #     the digests of every result equal a single box's run bit for bit
 #     (for top-k, one box's run with the key cut as the fleet cuts it,
 #     TOPK_PIECE), and both boxes summed contributions;
-#     host-local aggregation (1 host x 4) over the 2 boxes, exact;
+#     host-local aggregation (1 host x 4) over the 2 boxes, exact, of
+#     host buffers and of device buffers (the fake GPU library);
 #  2. a fleet of 3: dense, the same digest;
 #  3. bad lists: a box listed twice, an unreachable box, and a box whose
 #     job of the name has another world, fail pbox_connect naming the
@@ -102,20 +103,30 @@ done
 # (1 MB: two partitions) on both boxes, exact against the (host, local
 # rank) order's reference computed by every rank
 build_prog host_local_prog -I. -ldl
-before1=$(pushes "$PBOX_SOCKET"); before2=$(pushes "$WORKDIR/pboxd2.sock")
-pids=()
-for r in 0 1 2 3; do
-	in_wk timeout 60 "$WORKDIR/host_local_prog" "$BOXES" hlfleet $r 4 4 f32 1000000 3 \
-		> "$WORKDIR/hlfleet.$r.log" 2>&1 &
-	pids+=($!); PIDS+=($!)
-done
-for r in 0 1 2 3; do
-	wait "${pids[$r]}" && grep -q "^ok 3" "$WORKDIR/hlfleet.$r.log" ||
-		die "host level over 2 boxes, rank $r: $(tail -n 3 "$WORKDIR/hlfleet.$r.log")"
-done
-n1=$(( $(pushes "$PBOX_SOCKET") - before1 )); n2=$(( $(pushes "$WORKDIR/pboxd2.sock") - before2 ))
-[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || die "host level over 2 boxes: a box summed nothing ($n1, $n2)"
-log "host level over 2 boxes: 4 ranks exact ($(grep -h '^digest' "$WORKDIR/hlfleet.0.log")), contributions by box 1: $n1, box 2: $n2"
+FAKE_GPU=$(pwd)/$BUILD/tests/libpbox-gpu-fake.so
+[ -f "$FAKE_GPU" ] || die "no $FAKE_GPU (make builds it)"
+# hl_fleet TAG [ENV=VALUE...]: the 4 ranks, exact, both boxes summed
+hl_fleet() {
+	local tag=$1 r; shift
+	before1=$(pushes "$PBOX_SOCKET"); before2=$(pushes "$WORKDIR/pboxd2.sock")
+	pids=()
+	for r in 0 1 2 3; do
+		env "$@" ip netns exec "$NS_WK" timeout 60 "$WORKDIR/host_local_prog" "$BOXES" "$tag" \
+			$r 4 4 f32 1000000 3 > "$WORKDIR/$tag.$r.log" 2>&1 &
+		pids+=($!); PIDS+=($!)
+	done
+	for r in 0 1 2 3; do
+		wait "${pids[$r]}"; st=$?; [ $st = 0 ] && grep -q "^ok 3" "$WORKDIR/$tag.$r.log" ||
+			die "$tag: host level over 2 boxes, rank $r (exit $st): $(tail -n 3 "$WORKDIR/$tag.$r.log")"
+	done
+	n1=$(( $(pushes "$PBOX_SOCKET") - before1 )); n2=$(( $(pushes "$WORKDIR/pboxd2.sock") - before2 ))
+	[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || die "$tag: host level over 2 boxes: a box summed nothing ($n1, $n2)"
+	log "$tag: host level over 2 boxes: 4 ranks exact ($(grep -h '^digest' "$WORKDIR/$tag.0.log")), contributions by box 1: $n1, box 2: $n2"
+}
+hl_fleet hlfleet
+# ... and device buffers (the fake GPU library): staged through the host
+# level, its lanes the fleet's
+hl_fleet hlfleetd HL_DEV=1 PBOX_GPU_LIB="$FAKE_GPU"
 
 # ---- 2. a fleet of 3 ----
 extra_box 3
