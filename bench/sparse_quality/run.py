@@ -16,7 +16,7 @@ hosts of L ranks (default 2) sum densely, each host's leader sends the
 top DENSITY of the host's sum; bytes per step are a leader's),
 psgd:RANK (torch's powerSGD_hook, start_powerSGD_iter 2) and
 topkeq:RANK (top-k at the density that sends PowerSGD rank RANK's bytes
-per step, without warm-up unless given, dense_below halved until the
+per step, without warm-up and min_entries 0 unless given, dense_below halved until the
 tensors sent whole take at most half of those bytes unless given: PowerSGD rank RANK must have run
 before, in the same call or into the same --out with the same steps).
 
@@ -94,8 +94,9 @@ def one_run(task, kind, spec, steps, rank, world, box, done):
                 kw["dense_below"] = below
             small = whole(below)
             density = min(1.0, max(1e-5, (b - per * small) / 8 / max(1, nparams - small)))
-        if kind == "topkeq":   # the warm-up alone would send more than PowerSGD's budget
-            kw.setdefault("warmup", 0)
+        if kind == "topkeq":   # the warm-up alone would send more than PowerSGD's budget,
+            kw.setdefault("warmup", 0)   # and the selection's floor may
+            kw.setdefault("min_entries", 0)
         plain = kw.pop("plain", False)
         moments = kw.pop("moments", "global")
         client = pbox_client() if box else GlooClient()

@@ -14,7 +14,9 @@ The rule per bucket and step (u: momentum, v: residual, both per entry):
     TopkAdam:        Adam's moments of g on the worker, v += their step
                      direction (bias-corrected m / (sqrt(s) + eps))
     else:            v += g
-    send the top density(step) of v per layer (all of a small tensor's),
+    send the top density(step) of v per layer (all of a small tensor's;
+    select="bucket": of the bucket's sparse tensors together, at least
+    min_entries),
     zero v where sent and, with masking, u there too (sparse layers only).
 Without error feedback v is dropped after each step.
 
@@ -38,6 +40,7 @@ WARMUP_STEPS = 100          # steps of the warm-up (0: none)
 WARMUP_START = 0.25         # density at step 0 of the warm-up
 SELECT = "bucket"           # one selection per bucket ...
 MAX_IDLE = 20               # ... but a tensor idle this many steps gets its share
+MIN_ENTRIES = 1024          # ... and a bucket's selection takes at least this many
 
 
 def topk_select(x, k):
@@ -142,6 +145,8 @@ class Engine:
         self.dense_below = dense_below
         self.select = select
         self.max_idle = max_idle
+        self.min_entries = 0        # a bucket's selection takes at least this many
+                                    # (TopkState sets MIN_ENTRIES)
         self.adam = None            # (beta1, beta2, eps): TopkAdam's moments on the worker
         self.step = 0               # completed steps (a bucket said is_last)
         self.idle = {}              # id(param) -> steps since it last sent an entry
@@ -281,7 +286,8 @@ class Engine:
         else:
             v.zero_()
         if u is not None and self.masking and masked and self.adam is None:
-            u[torch.cat(masked)] = 0
+            sent = torch.cat(masked)
+            u[sent] = 0
         self.sent += idx.numel()
         if not split:
             return idx, val
@@ -317,7 +323,7 @@ class Engine:
         if not sparse:
             return parts, []
         nsparse = sum(rec.params[i].numel() for i in sparse)
-        k = math.ceil(d * nsparse)
+        k = max(math.ceil(d * nsparse), min(self.min_entries, nsparse))
         if rec.perm is None:
             sel, _ = topk_select(v, k)
         else:   # select in the parameters' canonical order, map back

@@ -60,7 +60,7 @@ import torch
 from torch.optim.optimizer import required as _torch_required
 
 from . import _sparse
-from ._sparse import DENSE_BELOW, WARMUP_STEPS, WARMUP_START, MAX_IDLE  # noqa: F401 (docs)
+from ._sparse import DENSE_BELOW, WARMUP_STEPS, WARMUP_START, MAX_IDLE, MIN_ENTRIES  # noqa: F401 (docs)
 from . import Client, Error, EAGAIN, EINVAL, EBUSY, ETIMEDOUT, _cuda_stream, _env, _on_stream
 
 __all__ = ["State", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "key_for",
@@ -394,7 +394,7 @@ class TopkState(State):
               nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
               warmup_start=WARMUP_START, schedule=None,
               dense_below=DENSE_BELOW, whole="dense", select="bucket",
-              max_idle=MAX_IDLE, model=None, host=True)
+              max_idle=MAX_IDLE, min_entries=MIN_ENTRIES, model=None, host=True)
       density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
@@ -425,6 +425,12 @@ class TopkState(State):
                       a tensor that sent nothing for max_idle steps gets its
                       own share then (None: no guard); "layer": each tensor
                       sends its own top density (never starves one).
+      min_entries:    with select="bucket", a bucket's selection takes at
+                      least this many entries (all of its sparse tensors'
+                      if fewer; default 1024: about one 9000-byte frame of
+                      8-byte entries, below which a bucket saves no frames,
+                      and small models' buckets starve at 1%: the suite's
+                      transformer, docs/performance.md). 0: density alone.
       model:          the module (or the parameters, in order) whose
                       residuals state_dict() names; TopkSGD gives its own.
       local:          hierarchical top-k (CPU buckets): (local_rank, local_size)
@@ -458,7 +464,7 @@ class TopkState(State):
                  error_feedback=True, momentum=0.0, local=None, *, nesterov=False,
                  masking=True, clip=None, warmup=None, warmup_start=None, schedule=None,
                  dense_below=None, whole="dense", select=None, max_idle=-1, model=None,
-                 host=True):
+                 host=True, min_entries=None):
         density = _real_arg("density", density)
         momentum = _real_arg("momentum", momentum)
         if not 0 < density <= 1:
@@ -475,6 +481,9 @@ class TopkState(State):
             raise ValueError(f"select must be 'layer' or 'bucket', not {select!r}")
         if max_idle is not None and int(max_idle) < 1:
             raise ValueError(f"max_idle {max_idle} must be >= 1 (None: no guard)")
+        min_entries = _sparse.MIN_ENTRIES if min_entries is None else min_entries
+        if isinstance(min_entries, bool) or not isinstance(min_entries, int) or min_entries < 0:
+            raise ValueError(f"min_entries {min_entries!r} must be an int >= 0")
         dense_below = _sparse.DENSE_BELOW if dense_below is None else int(dense_below)
         if dense_below < 0:
             raise ValueError(f"dense_below {dense_below} must be >= 0")
@@ -519,6 +528,7 @@ class TopkState(State):
         self.whole = whole
         self._wkeys = {}        # bucket key -> the key of its tensors sent whole
         self.host = bool(host)
+        self.engine.min_entries = min_entries
         self._hkeys = {}        # bucket key -> the key of its host sums
         self._layout = None     # (local_rank, local_world) of the client, once asked
         self.optimizer = None
@@ -596,8 +606,8 @@ class TopkState(State):
     def host_layout(self):
         """(local_rank, local_world) this state selects by: the client's
         host level with host=True, else (0, 1)."""
-        if self._layout is None:
-            self._layout = self.client.host_layout if self.host else (0, 1)
+        if self._layout is None:   # (a stand-in client without it: flat)
+            self._layout = getattr(self.client, "host_layout", (0, 1)) if self.host else (0, 1)
         return self._layout
 
     def host_key(self, key, index, numel):

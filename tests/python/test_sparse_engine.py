@@ -17,6 +17,8 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
 - layer-aware selection sends every tensor's share each step and small
   tensors whole; "bucket" selection starves a tensor of small gradients
   (counted) and max_idle gives it entries;
+- the selection's floor (min_entries): at least that many entries a
+  bucket, the density alone above it;
 - the host's rule (TopkState(host=True)): follow() sends nothing and
   the leader's whole positions as zeros; prepare(ranks=L) adds weight
   decay L times;
@@ -26,6 +28,7 @@ TopkState, TopkSGD, TopkAdam) without a box (make pycheck):
   unsplit call sends; the residual is cleared there;
 - state_dict() / load_state_dict() round-trip, pending until the bucket
   appears; other shapes drop the state with a RuntimeWarning."""
+import math
 import os
 import sys
 import warnings
@@ -87,6 +90,9 @@ def bad_input():
     check_raises(ValueError, pt.TopkState, c, warmup=10, schedule=[(0, 0.01)])
     check_raises(ValueError, pt.TopkState, c, select="rows")
     check_raises(ValueError, pt.TopkState, c, whole="sparse", words=("whole",))
+    for bad in (-1, 1.5, "many", True):
+        check_raises(ValueError, pt.TopkState, c, min_entries=bad, words=("min_entries",))
+    check_eq(pt.TopkState(c).engine.min_entries, 1024, "min_entries' default")
     m = torch.nn.Linear(3, 3)
     st = pt.TopkState(c, momentum=0.9)
     check_raises(ValueError, st.attach, torch.optim.Adam(m.parameters()), words=("SGD only",))
@@ -294,6 +300,22 @@ def whole_apart():
     check(out[2] is None and out[0].numel() == 2050, "density 1 sends every entry, none apart")
 
 
+def floor():
+    """min_entries: a bucket's selection takes at least that many entries
+    (all of its sparse tensors' if fewer), the density alone above it."""
+    ps = params((100, 100), (30,), seed=9)
+    for want_floor, dens in ((300, 0.001), (0, 0.001), (300, 0.05), (20000, 0.001)):
+        e = engine(density=dens, select="bucket")
+        e.min_entries = want_floor
+        g = torch.Generator().manual_seed(10)
+        bk = random_grads(ps, g)
+        idx, val = e.prepare(1, bk, bk.buffer().clone(), 1)
+        sparse = int((idx < 10000).sum())   # the weight's; the bias (30) goes whole
+        k = max(math.ceil(dens * 10000), min(want_floor, 10000))
+        check(k - k // 8 <= sparse <= k + k // 8 + 1,
+              f"floor {want_floor} at density {dens}: {sparse} entries, want about {k}")
+
+
 def host_rule():
     """TopkState(host=True)'s pieces: follow() gives a rank that does not
     select no entries and the selecting rank's whole positions, as zeros;
@@ -360,9 +382,10 @@ def main():
     shares_and_masking()
     starvation()
     whole_apart()
+    floor()
     host_rule()
     state_roundtrip()
-    print("sparse engine: bad input, schedule, momentum correction, selection, whole tensors apart, the host's rule, state_dict: ok")
+    print("sparse engine: bad input, schedule, momentum correction, selection, whole tensors apart, the selection's floor, the host's rule, state_dict: ok")
 
 
 if __name__ == "__main__":
