@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline uint32_t hl_mix(uint32_t a, uint32_t b, uint32_t c)
 {
@@ -25,6 +26,33 @@ static inline float hl_value(int r, size_t i, int k)
 {
 	return (float)((int)(hl_mix((uint32_t)r, (uint32_t)i, (uint32_t)k) % 20001u) - 10000) *
 	       0.00137f;
+}
+
+static inline float hl_f_of(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint32_t hl_u_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* f rounded to bf16, to nearest even (finite values only here) */
+static inline uint16_t hl_to_bf16(float f)
+{
+	uint32_t u = hl_u_of(f);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static inline float hl_from_bf16(uint16_t b)
+{
+	return hl_f_of((uint32_t)b << 16);
 }
 
 #endif

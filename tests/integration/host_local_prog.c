@@ -76,43 +76,16 @@ static int dev_allreduce(struct dev *d, pbox_client *c, void *buf, size_t count,
 }
 
 
-static float f_of(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint32_t u_of(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-/* round to nearest even (finite inputs only here) */
-static uint16_t to_bf16(float f)
-{
-	uint32_t u = u_of(f);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t b)
-{
-	return f_of((uint32_t)b << 16);
-}
-
 /* rank r's input at element i of call k, as the dtype holds it */
 static float input(int r, size_t i, int k, int bf)
 {
 	float v = hl_value(r, i, k);
-	return bf ? from_bf16(to_bf16(v)) : v;
+	return bf ? hl_from_bf16(hl_to_bf16(v)) : v;
 }
 
 static float rnd(float f, int bf)
 {
-	return bf ? from_bf16(to_bf16(f)) : f;
+	return bf ? hl_from_bf16(hl_to_bf16(f)) : f;
 }
 
 int main(int argc, char **argv)
@@ -168,7 +141,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < count; i++) {
 			float v = input(rank, i, k, bf);
 			if (bf) {
-				uint16_t b = to_bf16(v);
+				uint16_t b = hl_to_bf16(v);
 				memcpy(buf + i * 2, &b, 2);
 			} else {
 				memcpy(buf + i * 4, &v, 4);
@@ -192,7 +165,7 @@ int main(int argc, char **argv)
 				total = h ? total + s : s;
 			}
 			total = rnd(total, bf);
-			uint32_t want = bf ? to_bf16(total) : u_of(total), got;
+			uint32_t want = bf ? hl_to_bf16(total) : hl_u_of(total), got;
 			if (bf) {
 				uint16_t b;
 				memcpy(&b, buf + i * 2, 2);

@@ -45,33 +45,10 @@ static int has(int r, size_t i, int k)
 	return hl_mix((uint32_t)r + 7777u, (uint32_t)i, (uint32_t)k) % 5u == 0;
 }
 
-static uint32_t bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-/* round to nearest even (finite values only here) */
-static uint16_t to_bf16(float f)
-{
-	uint32_t u = bits(f);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 /* rank r's value at i in call k, as the mode's dtype holds it */
 static float value(int bf, int r, size_t i, int k)
 {
-	return bf ? from_bf16(to_bf16(hl_value(r, i, k))) : hl_value(r, i, k);
+	return bf ? hl_from_bf16(hl_to_bf16(hl_value(r, i, k))) : hl_value(r, i, k);
 }
 
 int main(int argc, char **argv)
@@ -114,13 +91,13 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < count; i++)
 				if (has(rank, i, k)) {
 					idx[n] = (uint32_t)i;
-					val16[n] = to_bf16(hl_value(rank, i, k));
+					val16[n] = hl_to_bf16(hl_value(rank, i, k));
 					val[n++] = hl_value(rank, i, k);
 				}
 			rc = bf ? pbox_allreduce_sparse(c, 9, count, PBOX_BF16, idx, val16, n, out16)
 				: pbox_allreduce_sparse(c, 9, count, PBOX_F32, idx, val, n, buf);
 			for (size_t i = 0; bf && i < count; i++)
-				buf[i] = from_bf16(out16[i]);
+				buf[i] = hl_from_bf16(out16[i]);
 		} else {
 			for (size_t i = 0; i < count; i++)
 				buf[i] = hl_value(rank, i, k);
@@ -146,7 +123,7 @@ int main(int argc, char **argv)
 					any = 1;
 				}
 				hsum[i] = s;
-				sel[i] = any ? (bf ? from_bf16(to_bf16(s)) : s) : 0;
+				sel[i] = any ? (bf ? hl_from_bf16(hl_to_bf16(s)) : s) : 0;
 			}
 			if (strcmp(mode, "topk") == 0) {
 				float *e = resid + (size_t)h * count;
@@ -167,16 +144,16 @@ int main(int argc, char **argv)
 				want[i] = h ? want[i] + sel[i] : sel[i];
 		}
 		for (size_t i = 0; bf && i < count; i++)   /* the box rounds once */
-			want[i] = from_bf16(to_bf16(want[i]));
+			want[i] = hl_from_bf16(hl_to_bf16(want[i]));
 		digest = 1469598103934665603ull;
 		for (size_t i = 0; i < count; i++) {
-			if (bits(buf[i]) != bits(want[i])) {
+			if (hl_u_of(buf[i]) != hl_u_of(want[i])) {
 				fprintf(stderr, "%s call %d element %zu: got %a, want %a\n", mode, k, i,
 					buf[i], want[i]);
 				pbox_close(c);
 				return 1;
 			}
-			digest = (digest ^ bits(buf[i])) * 1099511628211ull;
+			digest = (digest ^ hl_u_of(buf[i])) * 1099511628211ull;
 		}
 	}
 	pbox_stats st;
