@@ -212,15 +212,15 @@ static unsigned key_kind_of(unsigned coll)
 	}
 }
 
-/* What names a key's shared memory beside its key, count and dtype: a
- * PS or top-k key's is not a dense one's. */
+/* What names a key's shared memory beside its key and count: its dtype
+ * and kind (a key of another kind maps another name). */
 static unsigned key_mem_tag(const struct hkey *k)
 {
 	return k->dtype | (unsigned)k->kind << 8;
 }
 
-/* The key of r: found (of r's kind, count and dtype) or, for a dense or
- * top-k call, made now; its shared memory mapped at its first call. */
+/* The key of r: found (of r's kind, count and dtype) or, for a call that
+ * is not a PS one, made now; its shared memory mapped at its first call. */
 static struct hkey *key_of(pbox_client *c, struct host *h, const struct pbox_req *r,
 			   char *msg, size_t len)
 {
