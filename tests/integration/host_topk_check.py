@@ -67,7 +67,8 @@ client = pbox.Client(local_rank=rank % L, local_world=L)
 check(client.host_layout == (rank % L, L), f"host_layout {client.host_layout}")
 model = make_model()
 ddp = DDP(model)
-state = pt.TopkState(client, name="hosttopk", density=0.05, momentum=0.9, warmup=0)
+state = pt.TopkState(client, name="hosttopk", density=0.05, momentum=0.9, warmup=0,
+                     min_entries=0)   # (a real selection of this small model)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 state.attach(opt)
 ddp.register_comm_hook(state, pt.topk_hook)
@@ -79,6 +80,7 @@ engines = []
 for _ in range(world // L):
     e = sp.Engine(e0.density, e0.error_feedback, e0.momentum, e0.nesterov, e0.masking, e0.clip,
                   e0.schedule, e0.dense_below, e0.select, e0.max_idle)
+    e.min_entries = e0.min_entries
     e.params = list(ref.parameters())
     engines.append(e)
 bucket = Bucket(ref.parameters())
