@@ -596,7 +596,8 @@ class TopkState(State):
             wk = self._wkeys.get(key)
             if wk is None:
                 wk = key_for(self.name + "|whole", index, numel, torch.float32)
-                if wk in self._owner or wk in self._wkeys.values():
+                if wk in self._owner or wk in self._wkeys.values() or \
+                        wk in self._hkeys.values():
                     raise Error(EINVAL, f"the whole-sent tensors' key of DDP bucket {index} "
                                         f"hashes to pbox key {wk}, already used; give the "
                                         "TopkState another name")
