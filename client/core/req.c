@@ -139,6 +139,12 @@ void req_end(pbox_client *c, struct pbox_req *r, int rc, const char *msg)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void req_feed(pbox_client *c, struct pbox_req *r, uint64_t elems)
+{
+	__atomic_store_n(&r->feed, elems, __ATOMIC_RELEASE);
+	client_kick(c);
+}
+
 int req_submit(pbox_client *c, struct pbox_req *r)
 {
 	pthread_mutex_lock(&c->lock);

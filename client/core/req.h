@@ -137,6 +137,11 @@ struct pbox_req {
 	struct gpu_key *gk;                   /* a device call: its key's staging
 						 state; NULL for host calls */
 	const struct req_dev_ops *dev;        /* ... and its stages */
+	bool fed;                             /* buf is filled by another thread as
+						 the call runs (req_feed) */
+	uint64_t feed;                        /* ... elements of it filled so far
+						 (atomic: release by req_feed,
+						 acquire by xfer.c) */
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -205,6 +210,11 @@ int req_submit(pbox_client *c, struct pbox_req *r);
  * (r freed). */
 int req_track(pbox_client *c, struct pbox_req *r);
 void req_end(pbox_client *c, struct pbox_req *r, int rc, const char *msg);
+/* A fed request (r->fed, submitted before its buffer is whole: ops/host.c
+ * sums into it as its segments go): the first elems elements of r's
+ * buffer hold their data; the progress thread may send the segments
+ * they fill. elems only grows, to r->count. */
+void req_feed(pbox_client *c, struct pbox_req *r, uint64_t elems);
 /* Whether a call on key is submitted and not finished (under c->lock). */
 bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 /* The keys r holds: its keys (count), or its key. */

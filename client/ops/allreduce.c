@@ -12,15 +12,10 @@ const struct req_op op_allreduce = {
 	.declares = true,
 };
 
-int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
-		    pbox_dtype dtype, pbox_req **req)
+/* The flat call (no host level, no fleet); fed: buf is filled as it runs. */
+static int submit(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
+		  bool fed, pbox_req **req)
 {
-	if (!c)
-		return PBOX_EINVAL;
-	if (c->host)   /* host-local aggregation (host.c) */
-		return host_iallreduce(c, key, buf, count, dtype, req);
-	if (c->fleet)
-		return fleet_iallreduce(c, key, buf, count, dtype, req);
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
 	*req = NULL;
@@ -34,11 +29,35 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 	r->buf = buf;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)dtype;
+	r->fed = fed;
 	rc = req_submit(c, r);
 	if (rc < 0)
 		return rc;
 	*req = r;
 	return 0;
+}
+
+int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
+		    pbox_dtype dtype, pbox_req **req)
+{
+	if (!c)
+		return PBOX_EINVAL;
+	if (c->host)   /* host-local aggregation (host.c) */
+		return host_iallreduce(c, key, buf, count, dtype, req);
+	if (c->fleet)
+		return fleet_iallreduce(c, key, buf, count, dtype, req);
+	return submit(c, key, buf, count, dtype, false, req);
+}
+
+int allreduce_fed(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
+		  pbox_req **req)
+{
+	if (c->host || c->fleet) {
+		*req = NULL;
+		return client_error(c, PBOX_EINVAL, "key %u: a fed call is on a flat client only",
+				    key);
+	}
+	return submit(c, key, buf, count, dtype, true, req);
 }
 
 int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,

@@ -11,9 +11,11 @@
  * pbox_iallreduce of a host buffer becomes a request run by the host
  * thread, one at a time in submission order (the order every member of
  * the host calls in): copy the buffer into this member's slot of the
- * key's shared memory; barrier 1; sum this member's part over the slots in
- * local rank order into result area (n & 1) and allreduce it on the lane;
- * barrier 2; copy the whole result out. A member that starts call n + 1
+ * key's shared memory (but its own part); barrier 1; sum this member's
+ * part over the slots (its own from its buffer) in local rank order into
+ * result area (n & 1) and allreduce it on the lane, fed as the sum goes
+ * (sum_fed); copy its part's result out; barrier 2; copy the other parts'
+ * results out. A member that starts call n + 1
  * has passed barrier 2 of call n, which every member reached after
  * copying call n - 1's result out: two result areas need no third
  * barrier. Slots are rewritten only after barrier 2, when every part of
@@ -58,6 +60,8 @@
 #define HOST_STRIDE_ALIGN 4096u
 #define HOST_SPARSE_HDR   64u     /* a sparse slot: its entry count, then
 				     indices and values */
+#define HOST_FEED_BYTES   (1u << 20)   /* a dense part is summed and fed to
+					  its lane call in chunks of this */
 #define HOST_LATE_MS      2000u   /* barrier 2 waits this past timeout_ms: a
 				     member's lane call has timeout_ms of its
 				     own and then names its failure */
@@ -373,6 +377,40 @@ static int sparse_part(pbox_client *c, struct host *h, struct hkey *k, uint8_t *
 				     res + lo * esz);
 }
 
+/* HK_DENSE on a fleet lane: the part's host sum into dst, then its
+ * allreduce on the lane. */
+static int sum_send(struct host *h, struct hkey *k, uint8_t *dst, const void *const *src)
+{
+	size_t n = k->hi - k->lo;
+
+	sum_chosen()->fn[k->dtype](dst, src, h->lay.local_world, n);
+	return pbox_allreduce(h->lane, k->key, dst, n, (pbox_dtype)k->dtype);
+}
+
+/* HK_DENSE: the part's allreduce on the lane, submitted first and fed as
+ * the host sum fills dst chunk by chunk, so the sum runs while the part's
+ * first segments are on the wire (allreduce_fed). */
+static int sum_fed(struct host *h, struct hkey *k, uint8_t *dst, const void *const *src)
+{
+	uint32_t L = h->lay.local_world;
+	size_t n = k->hi - k->lo, esz = wire_dtype_size(k->dtype);
+	size_t chunk = HOST_FEED_BYTES / esz;
+	const void *at_src[PBOX_HOST_LOCAL_MAX];
+	pbox_req *lr;
+	int rc = allreduce_fed(h->lane, k->key, dst, n, (pbox_dtype)k->dtype, &lr);
+
+	if (rc < 0)
+		return rc;
+	for (size_t at = 0; at < n; at += chunk) {
+		size_t m = n - at < chunk ? n - at : chunk;
+		for (uint32_t i = 0; i < L; i++)
+			at_src[i] = (const uint8_t *)src[i] + at * esz;
+		sum_chosen()->fn[k->dtype](dst + at * esz, at_src, L, m);
+		req_feed(h->lane, lr, at + m);
+	}
+	return pbox_wait(lr);
+}
+
 /* This rank's part of r's call on its lane (module comment); in: what
  * the call takes from the shared memory, res: the result area. */
 static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox_req *r,
@@ -385,17 +423,20 @@ static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox
 	const void *src[PBOX_HOST_LOCAL_MAX];
 	int rc = 0;
 
-	for (uint32_t i = 0; i < L; i++)
-		src[i] = hgroup_slot(k->mem, k->stride, i) + lo * esz;
+	for (uint32_t i = 0; i < L; i++)   /* (this rank's own part: its buffer) */
+		src[i] = i == me && r->src ? (const uint8_t *)r->src + lo * esz :
+			 hgroup_slot(k->mem, k->stride, i) + lo * esz;
 	switch (r->coll) {
 	case HK_DENSE:
+		k->on_lane = true;
+		rc = h->lane->fleet ? sum_send(h, k, res + lo * esz, src) :
+				      sum_fed(h, k, res + lo * esz, src);
+		break;
 	case HK_TOPK:
 		sum_chosen()->fn[k->dtype](res + lo * esz, src, L, n);
 		k->on_lane = true;
-		rc = r->coll == HK_DENSE ?
-			pbox_allreduce(h->lane, k->key, res + lo * esz, n, (pbox_dtype)k->dtype) :
-			pbox_allreduce_topk(h->lane, k->key, res + lo * esz, n,
-					    (pbox_dtype)k->dtype, &r->topk);
+		rc = pbox_allreduce_topk(h->lane, k->key, res + lo * esz, n, (pbox_dtype)k->dtype,
+					 &r->topk);
 		break;
 	case HK_HOSTSUM:
 		sum_chosen()->fn[k->dtype](res + lo * esz, src, L, n);
@@ -473,10 +514,14 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	unsigned tag = k->dtype | (unsigned)r->coll << 8;   /* the calls must match */
 	uint64_t n = ++h->calls;
 	uint8_t *res = hgroup_slot(k->mem, k->stride, L + (uint32_t)(n & 1));
-	/* the inputs into this rank's slot */
+	/* the inputs into this rank's slot: the parts the others sum (its
+	 * own part it sums from its buffer) */
 	if (r->coll == HK_DENSE || r->coll == HK_TOPK || r->coll == HK_HOSTSUM ||
 	    r->coll == HK_PUSH) {
-		memcpy(hgroup_slot(k->mem, k->stride, me), r->src, k->count * esz);
+		uint8_t *slot = hgroup_slot(k->mem, k->stride, me);
+		memcpy(slot, r->src, k->lo * esz);
+		memcpy(slot + k->hi * esz, (const uint8_t *)r->src + k->hi * esz,
+		       (k->count - k->hi) * esz);
 	} else if (r->coll == HK_SPARSE) {
 		uint8_t *slot = hgroup_slot(k->mem, k->stride, me);
 		uint64_t nnz = r->sp_nnz;
@@ -498,18 +543,25 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	uint64_t aux = 0;
 	if (k->hi > k->lo && (rc = lane_part(c, h, k, r, res, &aux, msg, len)) < 0)
 		return rc;
+	bool sum_call = r->coll == HK_DENSE || r->coll == HK_TOPK || r->coll == HK_SPARSE ||
+			r->coll == HK_HOSTSUM;
+	if (sum_call)   /* its own part's result out while the others finish theirs */
+		memcpy((uint8_t *)r->buf + k->lo * esz, res + k->lo * esz,
+		       (k->hi - k->lo) * esz);
 	hgroup_set_aux(h->g, aux);
 	rc = hgroup_barrier(h->g, HG_SUMMED, n, r->key, r->count, tag, call_text,
 			    (uint64_t)c->opts.timeout_ms + HOST_LATE_MS, &h->stop, msg, len);
 	if (rc < 0)
 		return rc;
-	/* the outputs: the whole result out of the result area */
+	/* the outputs: the rest of the result out of the result area */
 	switch (r->coll) {
 	case HK_DENSE:
 	case HK_TOPK:
 	case HK_SPARSE:
 	case HK_HOSTSUM:
-		memcpy(r->buf, res, k->count * esz);
+		memcpy(r->buf, res, k->lo * esz);
+		memcpy((uint8_t *)r->buf + k->hi * esz, res + k->hi * esz,
+		       (k->count - k->hi) * esz);
 		break;
 	case HK_PUSH:
 	case HK_INIT:

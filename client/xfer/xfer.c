@@ -234,6 +234,22 @@ static void send_seg(pbox_client *c, struct pbox_req *r, uint32_t s, uint8_t fla
 		stat_add(&c->stats.retransmits, 1);
 }
 
+/* A fed request (req_feed): its segments whose elements are filled may
+ * go. */
+static void feed_gate(struct pbox_req *r, uint64_t now)
+{
+	const struct seg_layout *lay = &r->ks->lay;
+	uint64_t e = __atomic_load_n(&r->feed, __ATOMIC_ACQUIRE);
+	uint32_t s = r->ready_seg;
+
+	while (s < lay->nsegs && seg_first(lay, s) + seg_len(lay, s) <= e)
+		s++;
+	if (s > r->ready_seg) {
+		r->ready_seg = s;
+		r->progress_ns = now;   /* data came: not stalled */
+	}
+}
+
 void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct key_state *ks = r->ks;
@@ -247,6 +263,10 @@ void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->epoch = 0;
 	r->progress_ns = now;
 	r->state = REQ_STREAMING;
+	if (r->fed) {   /* its segments wait for their data */
+		r->ready_seg = 0;
+		feed_gate(r, now);
+	}
 	/* a device call: its segments wait for their chunks; one whose
 	 * copies could not start sent nothing: a retry is this round again */
 	if (r->gk && !r->dev->start(c, r))
@@ -262,6 +282,8 @@ static bool fill_req(pbox_client *c, struct pbox_req *r, uint64_t now)
 
 	if (ks->resuming)   /* declared again at a rejoined box: its answer first */
 		return true;
+	if (r->fed)
+		feed_gate(r, now);
 	while (r->next_seg < r->ready_seg) {
 		uint32_t s = r->next_seg, i;
 		if (seg_bit(ks->got, s)) { /* result already in: nothing to send */
