@@ -394,7 +394,7 @@ class TopkState(State):
               nesterov=False, masking=True, clip=None, warmup=WARMUP_STEPS,
               warmup_start=WARMUP_START, schedule=None,
               dense_below=DENSE_BELOW, whole="dense", select="bucket",
-              max_idle=MAX_IDLE, min_entries=MIN_ENTRIES, model=None, host=True)
+              max_idle=MAX_IDLE, min_entries=None, model=None, host=True)
       density:        the target fraction of each bucket's entries sent, (0, 1].
       error_feedback: keep what is not sent and add it to the next step's
                       gradient (the residual, per bucket); without it the
@@ -427,10 +427,14 @@ class TopkState(State):
                       sends its own top density (never starves one).
       min_entries:    with select="bucket", a bucket's selection takes at
                       least this many entries (all of its sparse tensors'
-                      if fewer; default 1024: about one 9000-byte frame of
-                      8-byte entries, below which a bucket saves no frames,
-                      and small models' buckets starve at 1%: the suite's
-                      transformer, docs/performance.md). 0: density alone.
+                      if fewer). None (default): MIN_ENTRIES (1024, about
+                      one 9000-byte frame of 8-byte entries, below which a
+                      bucket saves no frames, and small models' buckets
+                      starve at 1%: the suite's transformer), but 0 under
+                      momentum correction with masking (TopkSGD's
+                      default), where each entry sent clears its momentum
+                      and a floor trains worse (the suite's CNN;
+                      docs/performance.md). 0: density alone.
       model:          the module (or the parameters, in order) whose
                       residuals state_dict() names; TopkSGD gives its own.
       local:          hierarchical top-k (CPU buckets): (local_rank, local_size)
@@ -481,9 +485,9 @@ class TopkState(State):
             raise ValueError(f"select must be 'layer' or 'bucket', not {select!r}")
         if max_idle is not None and int(max_idle) < 1:
             raise ValueError(f"max_idle {max_idle} must be >= 1 (None: no guard)")
-        min_entries = _sparse.MIN_ENTRIES if min_entries is None else min_entries
-        if isinstance(min_entries, bool) or not isinstance(min_entries, int) or min_entries < 0:
-            raise ValueError(f"min_entries {min_entries!r} must be an int >= 0")
+        if min_entries is not None and (isinstance(min_entries, bool) or
+                                        not isinstance(min_entries, int) or min_entries < 0):
+            raise ValueError(f"min_entries {min_entries!r} must be an int >= 0 (or None)")
         dense_below = _sparse.DENSE_BELOW if dense_below is None else int(dense_below)
         if dense_below < 0:
             raise ValueError(f"dense_below {dense_below} must be >= 0")

@@ -92,7 +92,13 @@ def bad_input():
     check_raises(ValueError, pt.TopkState, c, whole="sparse", words=("whole",))
     for bad in (-1, 1.5, "many", True):
         check_raises(ValueError, pt.TopkState, c, min_entries=bad, words=("min_entries",))
-    check_eq(pt.TopkState(c).engine.min_entries, 1024, "min_entries' default")
+    check_eq(pt.TopkState(c).engine.floor(), 1024, "min_entries' default without momentum")
+    check_eq(pt.TopkState(c, momentum=0.9).engine.floor(), 0,
+             "min_entries' default under momentum correction with masking")
+    check_eq(pt.TopkState(c, momentum=0.9, masking=False).engine.floor(), 1024,
+             "min_entries' default under momentum correction without masking")
+    check_eq(pt.TopkState(c, momentum=0.9, min_entries=300).engine.floor(), 300,
+             "min_entries given")
     m = torch.nn.Linear(3, 3)
     st = pt.TopkState(c, momentum=0.9)
     check_raises(ValueError, st.attach, torch.optim.Adam(m.parameters()), words=("SGD only",))
