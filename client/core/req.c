@@ -145,6 +145,11 @@ void req_feed(pbox_client *c, struct pbox_req *r, uint64_t elems)
 	client_kick(c);
 }
 
+uint64_t req_drained(const struct pbox_req *r)
+{
+	return __atomic_load_n(&r->drained, __ATOMIC_ACQUIRE);
+}
+
 int req_submit(pbox_client *c, struct pbox_req *r)
 {
 	pthread_mutex_lock(&c->lock);

@@ -138,10 +138,22 @@ struct pbox_req {
 						 state; NULL for host calls */
 	const struct req_dev_ops *dev;        /* ... and its stages */
 	bool fed;                             /* buf is filled by another thread as
-						 the call runs (req_feed) */
+						 the call runs (req_feed), and its
+						 results are read as they come
+						 (req_drained) */
 	uint64_t feed;                        /* ... elements of it filled so far
 						 (atomic: release by req_feed,
 						 acquire by xfer.c) */
+	uint64_t drained;                     /* ... elements of buf from 0 that
+						 hold their results (atomic: release
+						 by xfer.c, acquire by req_drained) */
+	uint32_t drained_seg;                 /* (progress thread: segments below
+						 it have their results) */
+	uint64_t drain_step;                  /* on_drain(drain_arg) runs (progress
+						 thread) when drained crosses a
+						 multiple of this, and at count */
+	void (*on_drain)(void *arg);
+	void *drain_arg;
 	/* under c->lock */
 	bool finished;
 	int rc;
@@ -215,6 +227,9 @@ void req_end(pbox_client *c, struct pbox_req *r, int rc, const char *msg);
  * buffer hold their data; the progress thread may send the segments
  * they fill. elems only grows, to r->count. */
 void req_feed(pbox_client *c, struct pbox_req *r, uint64_t elems);
+/* A fed request: the elements of its buffer from 0 that hold their
+ * results (any thread; it only grows, to r->count). */
+uint64_t req_drained(const struct pbox_req *r);
 /* Whether a call on key is submitted and not finished (under c->lock). */
 bool req_key_busy_locked(const pbox_client *c, uint32_t key);
 /* The keys r holds: its keys (count), or its key. */

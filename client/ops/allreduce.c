@@ -12,9 +12,10 @@ const struct req_op op_allreduce = {
 	.declares = true,
 };
 
-/* The flat call (no host level, no fleet); fed: buf is filled as it runs. */
+/* The flat call (no host level, no fleet); fed (not NULL): buf is filled
+ * as it runs, and its results are read as they come. */
 static int submit(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
-		  bool fed, pbox_req **req)
+		  const struct req_drain *fed, pbox_req **req)
 {
 	if (!req)
 		return client_error(c, PBOX_EINVAL, "pbox_iallreduce key %u: req is NULL", key);
@@ -29,7 +30,12 @@ static int submit(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dt
 	r->buf = buf;
 	r->count = count;
 	r->dtype = r->rdtype = (uint8_t)dtype;
-	r->fed = fed;
+	if (fed) {
+		r->fed = true;
+		r->on_drain = fed->fn;
+		r->drain_arg = fed->arg;
+		r->drain_step = fed->step;
+	}
 	rc = req_submit(c, r);
 	if (rc < 0)
 		return rc;
@@ -46,18 +52,18 @@ int pbox_iallreduce(pbox_client *c, uint32_t key, void *buf, size_t count,
 		return host_iallreduce(c, key, buf, count, dtype, req);
 	if (c->fleet)
 		return fleet_iallreduce(c, key, buf, count, dtype, req);
-	return submit(c, key, buf, count, dtype, false, req);
+	return submit(c, key, buf, count, dtype, NULL, req);
 }
 
 int allreduce_fed(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
-		  pbox_req **req)
+		  const struct req_drain *drain, pbox_req **req)
 {
 	if (c->host || c->fleet) {
 		*req = NULL;
 		return client_error(c, PBOX_EINVAL, "key %u: a fed call is on a flat client only",
 				    key);
 	}
-	return submit(c, key, buf, count, dtype, true, req);
+	return submit(c, key, buf, count, dtype, drain, req);
 }
 
 int pbox_allreduce(pbox_client *c, uint32_t key, void *buf, size_t count,

@@ -62,6 +62,8 @@
 				     indices and values */
 #define HOST_FEED_BYTES   (1u << 20)   /* a dense part is summed and fed to
 					  its lane call in chunks of this */
+#define HOST_DRAIN_WAIT_MS 50u       /* sum_fed looks at its lane call at least
+					  this often (its end rings no bell) */
 #define HOST_LATE_MS      2000u   /* barrier 2 waits this past timeout_ms: a
 				     member's lane call has timeout_ms of its
 				     own and then names its failure */
@@ -377,8 +379,8 @@ static int sparse_part(pbox_client *c, struct host *h, struct hkey *k, uint8_t *
 				     res + lo * esz);
 }
 
-/* HK_DENSE on a fleet lane: the part's host sum into dst, then its
- * allreduce on the lane. */
+/* HK_DENSE on a fleet lane, or of one chunk: the part's host sum into
+ * dst, then its allreduce on the lane. */
 static int sum_send(struct host *h, struct hkey *k, uint8_t *dst, const void *const *src)
 {
 	size_t n = k->hi - k->lo;
@@ -387,26 +389,64 @@ static int sum_send(struct host *h, struct hkey *k, uint8_t *dst, const void *co
 	return pbox_allreduce(h->lane, k->key, dst, n, (pbox_dtype)k->dtype);
 }
 
-/* HK_DENSE: the part's allreduce on the lane, submitted first and fed as
- * the host sum fills dst chunk by chunk, so the sum runs while the part's
- * first segments are on the wire (allreduce_fed). */
-static int sum_fed(struct host *h, struct hkey *k, uint8_t *dst, const void *const *src)
+/* Copy part j's results from the result area res into r->buf: its
+ * elements [got[j], upto) (relative to the part's start). */
+static void copy_out(struct host *h, struct hkey *k, struct pbox_req *r, const uint8_t *res,
+		     uint32_t j, size_t *got, size_t upto)
 {
-	uint32_t L = h->lay.local_world;
-	size_t n = k->hi - k->lo, esz = wire_dtype_size(k->dtype);
+	size_t lo, hi, esz = wire_dtype_size(k->dtype);
+
+	host_slice(k->count, h->lay.local_world, j, &lo, &hi);
+	if (upto > hi - lo)
+		upto = hi - lo;
+	if (upto <= got[j])
+		return;
+	memcpy((uint8_t *)r->buf + (lo + got[j]) * esz, res + (lo + got[j]) * esz,
+	       (upto - got[j]) * esz);
+	got[j] = upto;
+}
+
+/* HK_DENSE: the part's allreduce on the lane, submitted first and fed as
+ * the host sum fills it chunk by chunk, so the sum runs while the part's
+ * first segments are on the wire (allreduce_fed). Then, until the lane's
+ * call ends, the results out as they come: this part's as the lane
+ * delivers them (published to the others: hgroup_publish), the other
+ * parts' as their owners publish theirs; got[j]: part j's elements copied
+ * out. The lane's progress thread rings the host group's bell at each
+ * HOST_FEED_BYTES of results, the others ring it as they publish. */
+static int sum_fed(struct host *h, struct hkey *k, struct pbox_req *r, uint8_t *res,
+		   const void *const *src, uint64_t n, size_t *got)
+{
+	uint32_t L = h->lay.local_world, me = h->lay.local;
+	size_t len = k->hi - k->lo, esz = wire_dtype_size(k->dtype);
 	size_t chunk = HOST_FEED_BYTES / esz;
+	uint8_t *dst = res + k->lo * esz;
 	const void *at_src[PBOX_HOST_LOCAL_MAX];
+	struct req_drain drain = { .fn = hgroup_ring, .arg = h->g, .step = chunk };
 	pbox_req *lr;
-	int rc = allreduce_fed(h->lane, k->key, dst, n, (pbox_dtype)k->dtype, &lr);
+	int rc = allreduce_fed(h->lane, k->key, dst, len, (pbox_dtype)k->dtype, &drain, &lr);
 
 	if (rc < 0)
 		return rc;
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t m = n - at < chunk ? n - at : chunk;
+	for (size_t at = 0; at < len; at += chunk) {
+		size_t m = len - at < chunk ? len - at : chunk;
 		for (uint32_t i = 0; i < L; i++)
 			at_src[i] = (const uint8_t *)src[i] + at * esz;
 		sum_chosen()->fn[k->dtype](dst + at * esz, at_src, L, m);
 		req_feed(h->lane, lr, at + m);
+	}
+	for (bool ended = false; !ended && k->count < HG_PUBLISH_MAX;) {
+		uint32_t bell = hgroup_bell(h->g);
+		ended = pbox_test(lr);
+		size_t mine = got[me];
+		copy_out(h, k, r, res, me, got, req_drained(lr));
+		if (got[me] > mine)
+			hgroup_publish(h->g, n, got[me]);
+		for (uint32_t j = 0; j < L; j++)
+			if (j != me)
+				copy_out(h, k, r, res, j, got, hgroup_published(h->g, j, n));
+		if (!ended)
+			hgroup_bell_wait(h->g, bell, HOST_DRAIN_WAIT_MS);
 	}
 	return pbox_wait(lr);
 }
@@ -414,7 +454,8 @@ static int sum_fed(struct host *h, struct hkey *k, uint8_t *dst, const void *con
 /* This rank's part of r's call on its lane (module comment); in: what
  * the call takes from the shared memory, res: the result area. */
 static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox_req *r,
-		     uint8_t *res, uint64_t *aux, char *msg, size_t len)
+		     uint8_t *res, uint64_t n_call, size_t *got, uint64_t *aux, char *msg,
+		     size_t len)
 {
 	uint32_t L = h->lay.local_world, me = h->lay.local;
 	size_t lo = k->lo, n = k->hi - k->lo, esz = wire_dtype_size(k->dtype);
@@ -429,8 +470,10 @@ static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox
 	switch (r->coll) {
 	case HK_DENSE:
 		k->on_lane = true;
-		rc = h->lane->fleet ? sum_send(h, k, res + lo * esz, src) :
-				      sum_fed(h, k, res + lo * esz, src);
+		/* (a part of one chunk has nothing to overlap) */
+		rc = h->lane->fleet || n * esz <= HOST_FEED_BYTES ?
+			sum_send(h, k, res + lo * esz, src) :
+			sum_fed(h, k, r, res, src, n_call, got);
 		break;
 	case HK_TOPK:
 		sum_chosen()->fn[k->dtype](res + lo * esz, src, L, n);
@@ -541,13 +584,13 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 		k->unlinked = true;
 	}
 	uint64_t aux = 0;
-	if (k->hi > k->lo && (rc = lane_part(c, h, k, r, res, &aux, msg, len)) < 0)
+	size_t got[PBOX_HOST_LOCAL_MAX] = { 0 };   /* each part's elements copied out */
+	if (k->hi > k->lo && (rc = lane_part(c, h, k, r, res, n, got, &aux, msg, len)) < 0)
 		return rc;
 	bool sum_call = r->coll == HK_DENSE || r->coll == HK_TOPK || r->coll == HK_SPARSE ||
 			r->coll == HK_HOSTSUM;
 	if (sum_call)   /* its own part's result out while the others finish theirs */
-		memcpy((uint8_t *)r->buf + k->lo * esz, res + k->lo * esz,
-		       (k->hi - k->lo) * esz);
+		copy_out(h, k, r, res, me, got, SIZE_MAX);
 	hgroup_set_aux(h->g, aux);
 	rc = hgroup_barrier(h->g, HG_SUMMED, n, r->key, r->count, tag, call_text,
 			    (uint64_t)c->opts.timeout_ms + HOST_LATE_MS, &h->stop, msg, len);
@@ -559,9 +602,8 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	case HK_TOPK:
 	case HK_SPARSE:
 	case HK_HOSTSUM:
-		memcpy(r->buf, res, k->lo * esz);
-		memcpy((uint8_t *)r->buf + k->hi * esz, res + k->hi * esz,
-		       (k->count - k->hi) * esz);
+		for (uint32_t j = 0; j < L; j++)
+			copy_out(h, k, r, res, j, got, SIZE_MAX);
 		break;
 	case HK_PUSH:
 	case HK_INIT:

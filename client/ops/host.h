@@ -88,6 +88,19 @@ int hgroup_barrier(struct hgroup *g, unsigned phase, uint64_t n, uint32_t key, u
  * call (pbox_ps_read's steps): set before HG_SUMMED, read after it. */
 void hgroup_set_aux(struct hgroup *g, uint64_t v);
 uint64_t hgroup_aux(const struct hgroup *g, uint32_t local);
+/* A member's progress within call n between the barriers (ops/host.c:
+ * the elements of its part that hold their results): publish says that
+ * this member's is done (elements below 2^40; rings the bell), published
+ * reads local's (0 while it published none for call n). */
+#define HG_PUBLISH_MAX (1ull << 40)
+void hgroup_publish(struct hgroup *g, uint64_t n, uint64_t done);
+uint64_t hgroup_published(const struct hgroup *g, uint32_t local, uint64_t n);
+/* The group's bell (bumped by every arrival, publication and ring), a
+ * wait of at most ms for it to move from seen, and a ring (g: the
+ * struct hgroup; any thread, the lane's progress thread's drain hook). */
+uint32_t hgroup_bell(const struct hgroup *g);
+void hgroup_bell_wait(struct hgroup *g, uint32_t seen, uint32_t ms);
+void hgroup_ring(void *g);
 /* Break the group with this member's reason (the first one is kept). */
 void hgroup_break(struct hgroup *g, const char *why);
 

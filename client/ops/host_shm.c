@@ -59,7 +59,8 @@ struct hg_member {
 	uint32_t closed;            /* its client closed */
 	uint32_t pad0;
 	uint64_t aux;               /* hgroup_set_aux */
-	uint8_t pad[16];
+	uint64_t out;               /* hgroup_publish: call << 40 | elements */
+	uint8_t pad[8];
 };
 
 struct hg_hdr {                     /* from page 1 of the group's object */
@@ -461,4 +462,36 @@ void hgroup_set_aux(struct hgroup *g, uint64_t v)
 uint64_t hgroup_aux(const struct hgroup *g, uint32_t local)
 {
 	return ld64(&g->h->m[local].aux);
+}
+
+#define HG_OUT_BITS 40   /* a published word: the call's low 24 bits, then
+			    40 bits of elements */
+
+void hgroup_publish(struct hgroup *g, uint64_t n, uint64_t done)
+{
+	__atomic_store_n(&g->h->m[g->lay.local].out, n << HG_OUT_BITS | done, __ATOMIC_RELEASE);
+	ring(g);
+}
+
+uint64_t hgroup_published(const struct hgroup *g, uint32_t local, uint64_t n)
+{
+	uint64_t w = ld64(&g->h->m[local].out);
+
+	return w >> HG_OUT_BITS == (n & ((1ull << (64 - HG_OUT_BITS)) - 1)) ?
+	       w & ((1ull << HG_OUT_BITS) - 1) : 0;
+}
+
+uint32_t hgroup_bell(const struct hgroup *g)
+{
+	return ld32(&g->h->bell);
+}
+
+void hgroup_ring(void *g)
+{
+	ring(g);
+}
+
+void hgroup_bell_wait(struct hgroup *g, uint32_t seen, uint32_t ms)
+{
+	bell_wait(&g->h->bell, seen, ms);
 }

@@ -27,9 +27,16 @@
 extern const struct req_op op_allreduce;   /* allreduce.c: buf summed in place */
 /* pbox_iallreduce on a flat client (no host level, no fleet) whose buf is
  * filled as the call runs: its segments go as req_feed says they are
- * filled (ops/host.c sums a lane's part into it). */
+ * filled (ops/host.c sums a lane's part into it), and its results may be
+ * read as req_drained says they came; the progress thread calls
+ * drain->fn(drain->arg) at each drain->step elements of them. */
+struct req_drain {
+	void (*fn)(void *arg);
+	void *arg;
+	uint64_t step;
+};
 int allreduce_fed(pbox_client *c, uint32_t key, void *buf, size_t count, pbox_dtype dtype,
-		  pbox_req **req);
+		  const struct req_drain *drain, pbox_req **req);
 extern const struct req_op op_coll;        /* coll.c: broadcast, allgather,
 					      reduce_scatter (r->coll) */
 extern const struct req_op op_ps_declare;  /* ps.c: key_declare of a PS key */

@@ -250,6 +250,25 @@ static void feed_gate(struct pbox_req *r, uint64_t now)
 	}
 }
 
+/* A fed request's segment has its result: publish the results' prefix
+ * (req_drained), and say so at each drain_step. */
+static void drain_advance(struct pbox_req *r)
+{
+	const struct seg_layout *lay = &r->ks->lay;
+	uint32_t s = r->drained_seg;
+
+	while (s < lay->nsegs && seg_bit(r->ks->got, s))
+		s++;
+	if (s == r->drained_seg)
+		return;
+	r->drained_seg = s;
+	uint64_t was = r->drained, now = s == lay->nsegs ? r->count : seg_first(lay, s);
+	__atomic_store_n(&r->drained, now, __ATOMIC_RELEASE);
+	if (r->on_drain && (now == r->count || !r->drain_step ||
+			    now / r->drain_step != was / r->drain_step))
+		r->on_drain(r->drain_arg);
+}
+
 void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 {
 	struct key_state *ks = r->ks;
@@ -265,6 +284,8 @@ void xfer_start(pbox_client *c, struct pbox_req *r, uint64_t now)
 	r->state = REQ_STREAMING;
 	if (r->fed) {   /* its segments wait for their data */
 		r->ready_seg = 0;
+		r->drained_seg = 0;
+		__atomic_store_n(&r->drained, 0, __ATOMIC_RELEASE);
 		feed_gate(r, now);
 	}
 	/* a device call: its segments wait for their chunks; one whose
@@ -558,6 +579,8 @@ bool xfer_seg_done(pbox_client *c, struct pbox_req *r, uint32_t seg, uint32_t by
 	r->wait_missing = 0;   /* (the next WAIT names whom it waits for) */
 	if (r->gk && !r->dev->seg_done(c, r, seg))   /* (failed: r is finished) */
 		return false;
+	if (r->fed)
+		drain_advance(r);
 	if (r->ndone == ks->lay.nsegs) {
 		xfer_finish(c, r, 0, NULL);
 		return false;

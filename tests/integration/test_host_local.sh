@@ -3,7 +3,8 @@
 # test_host_local.sh - host-local aggregation (docs/architecture.md "The
 # host level") against the real pboxd on DPDK net_af_packet, each "host" a
 # network namespace of its own (WK_HOSTS=1) whose ranks share /dev/shm:
-#   - 2 hosts x 2 ranks and 1 host x 4, f32 and bf16: every rank's result
+#   - 2 hosts x 2 ranks and 1 host x 4, f32 and bf16, parts of a few KiB
+#     and of more than the 1 MiB chunks a lane's call is fed in: every rank's result
 #     is the sum in the order (host, local rank), bit for bit
 #     (host_local_prog.c computes it), every rank's digest equal, and the
 #     box saw one contribution per host (the lane jobs' worlds, no dense
@@ -110,11 +111,17 @@ log "stale /dev/shm/$STALE (pid $DEAD, gone) removed at connect"
 run hl22b 2 2 bf16 70001 3
 run hl14f 1 4 f32 262144 3
 run hl14b 1 4 bf16 1000 2
+# parts above one chunk (1 MiB): the lane's call fed as the host sum
+# fills it, the results copied out as they come (ops/host.c sum_fed)
+run hl22fl 2 2 f32 1500000 3
+run hl22bl 2 2 bf16 1200001 2
+run hl14fl 1 4 f32 1100000 2
 # device buffers (the fake GPU library) through the host level: the same bits
 FAKE_GPU=$(pwd)/$BUILD/tests/libpbox-gpu-fake.so
 [ -f "$FAKE_GPU" ] || die "no $FAKE_GPU (make builds it)"
 HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22fd 2 2 f32 100000 3
 HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22bd 2 2 bf16 70001 2
+HL_DEV=1 PBOX_GPU_LIB=$FAKE_GPU run hl22fdl 2 2 f32 700001 2
 # sparse, top-k and host sums (f32) through the host level
 PROG=$HLSP run hlsp22 2 2 sparse 30000 3
 PROG=$HLSP run hlsp14 1 4 sparse 5000 2
