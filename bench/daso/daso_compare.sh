@@ -16,6 +16,7 @@
 #
 #   bench/daso/daso_compare.sh [--rate 1gbit] [--steps 150] [--reps 3]
 #                              [--local 2] [--modes ddp,daso] [--out DIR]
+#   (modes: ddp, daso, daso-stale: DASO with stale_steps=1)
 #                              [-- daso_train.py options...]
 #
 # Needs root, torch (/usr/bin/python3 or PYTHON) and a build (make).
@@ -110,12 +111,13 @@ med = {}
 for m, rs in by.items():
     med[m] = {k: st.median(r[k] for r in rs) for k in ("held_out_loss", "train_loss_last10", "wall_s", "box_bytes")}
     syncs = ",".join(str(r.get("global_syncs", r["steps"])) for r in rs)
-    print(f"{m:5} {len(rs):4}  {med[m]['held_out_loss']:22.5f}  {med[m]['train_loss_last10']:18.5f}  "
+    print(f"{m:10} {len(rs):4}  {med[m]['held_out_loss']:22.5f}  {med[m]['train_loss_last10']:18.5f}  "
           f"{med[m]['wall_s']:15.2f}  {med[m]['box_bytes'] / 1e6:15.1f}  {syncs}")
-if "ddp" in med and "daso" in med:
-    d, o = med["daso"], med["ddp"]
-    print(f"daso/ddp: held-out loss {d['held_out_loss'] / o['held_out_loss']:.3f} (goal <= 1.05), "
-          f"box bytes 1/{o['box_bytes'] / max(d['box_bytes'], 1):.2f} (goal >= 3x fewer), "
-          f"wall time {d['wall_s'] / o['wall_s']:.3f} (goal < 1)")
+for m in ("daso", "daso-stale"):
+    if "ddp" in med and m in med:
+        d, o = med[m], med["ddp"]
+        print(f"{m}/ddp: held-out loss {d['held_out_loss'] / o['held_out_loss']:.3f} (goal <= 1.05), "
+              f"box bytes 1/{o['box_bytes'] / max(d['box_bytes'], 1):.2f} (goal >= 3x fewer), "
+              f"wall time {d['wall_s'] / o['wall_s']:.3f} (goal < 1)")
 PY
 box_stop || die "pboxd did not stop cleanly"

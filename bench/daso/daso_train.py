@@ -42,7 +42,9 @@ def mlp(width, depth, dim):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("ddp", "daso"), required=True)
+    ap.add_argument("--mode", choices=("ddp", "daso", "daso-stale"), required=True,
+                    help="daso-stale: DASO with stale_steps=1 (each global sum "
+                         "overlapped with the next step)")
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--width", type=int, default=2048)
@@ -72,7 +74,8 @@ def main():
         daso = None
     else:
         net = model
-        daso = pbox.torch.DASO(model, opt, name=a.name)
+        daso = pbox.torch.DASO(model, opt, name=a.name,
+                               stale_steps=1 if a.mode == "daso-stale" else 0)
 
     def batch(seed, n):
         g = torch.Generator().manual_seed(seed)
