@@ -62,7 +62,7 @@ extern "C" {
 /* The version of this header; the one source of pbox's version number (the
  * Makefile, the Python package's check and pboxd's box_status read it). */
 #define PBOX_VERSION_MAJOR 0
-#define PBOX_VERSION_MINOR 16
+#define PBOX_VERSION_MINOR 17
 #define PBOX_VERSION_PATCH 0
 /* The same as one number, comparable with pbox_version(). */
 #define PBOX_VERSION ((PBOX_VERSION_MAJOR << 16) | (PBOX_VERSION_MINOR << 8) | \

@@ -40,7 +40,7 @@ from . import _env
 # The libpbox version this package was written for: equal to
 # PBOX_VERSION_MAJOR.MINOR.PATCH of include/pbox.h (checked by the test), and
 # the package's own version (pyproject.toml reads it from here).
-__version__ = "0.16.0"
+__version__ = "0.17.0"
 VERSION = tuple(int(x) for x in __version__.split("."))
 
 PBOX_F32 = 0
