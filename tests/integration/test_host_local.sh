@@ -4,7 +4,8 @@
 # host level") against the real pboxd on DPDK net_af_packet, each "host" a
 # network namespace of its own (WK_HOSTS=1) whose ranks share /dev/shm:
 #   - 2 hosts x 2 ranks and 1 host x 4, f32 and bf16, parts of a few KiB
-#     and of more than the 1 MiB chunks a lane's call is fed in: every rank's result
+#     and of more than the 1 MiB chunks a lane's call is fed in (also
+#     under 5% loss): every rank's result
 #     is the sum in the order (host, local rank), bit for bit
 #     (host_local_prog.c computes it), every rank's digest equal, and the
 #     box saw one contribution per host (the lane jobs' worlds, no dense
@@ -116,6 +117,11 @@ run hl14b 1 4 bf16 1000 2
 run hl22fl 2 2 f32 1500000 3
 run hl22bl 2 2 bf16 1200001 2
 run hl14fl 1 4 f32 1100000 2
+# the same under 5% loss each way on the hosts' links (nftables on the
+# bridge): lost segments of a fed call go again, results still exact
+loss_rules 5
+run hl22floss 2 2 f32 1500000 2
+loss_rules 0
 # device buffers (the fake GPU library) through the host level: the same bits
 FAKE_GPU=$(pwd)/$BUILD/tests/libpbox-gpu-fake.so
 [ -f "$FAKE_GPU" ] || die "no $FAKE_GPU (make builds it)"
