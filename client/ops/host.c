@@ -487,21 +487,14 @@ static int lane_part(pbox_client *c, struct host *h, struct hkey *k, struct pbox
 	case HK_SPARSE:
 		rc = sparse_part(c, h, k, res, msg, len);
 		break;
-	case HK_PUSH:
-		if (h->scratch_bytes < n * esz) {
-			uint8_t *t = realloc(h->scratch, n * esz);
-			if (!t) {
-				snprintf(msg, len, "job '%s' rank %d key %u: out of memory", c->job,
-					 c->rank, k->key);
-				return PBOX_ENOMEM;
-			}
-			h->scratch = t;
-			h->scratch_bytes = n * esz;
-		}
-		sum_chosen()->fn[k->dtype](h->scratch, src, L, n);
-		rc = pbox_push_pull(h->lane, k->key, h->scratch, res + lo * wesz, n,
-				    (pbox_dtype)k->dtype);
+	case HK_PUSH: {
+		uint8_t *sum = scratch(c, h, k, n * esz, msg, len);
+		if (!sum)
+			return PBOX_ENOMEM;
+		sum_chosen()->fn[k->dtype](sum, src, L, n);
+		rc = pbox_push_pull(h->lane, k->key, sum, res + lo * wesz, n, (pbox_dtype)k->dtype);
 		break;
+	}
 	case HK_INIT:
 		rc = pbox_ps_init(h->lane, k->key, h->lay.host == 0 ? (const float *)up + lo : NULL,
 				  res + lo * wesz);
@@ -597,14 +590,10 @@ static int run_call(pbox_client *c, struct host *h, struct pbox_req *r, char *ms
 	if (rc < 0)
 		return rc;
 	/* the outputs: the rest of the result out of the result area */
-	switch (r->coll) {
-	case HK_DENSE:
-	case HK_TOPK:
-	case HK_SPARSE:
-	case HK_HOSTSUM:
+	if (sum_call)
 		for (uint32_t j = 0; j < L; j++)
 			copy_out(h, k, r, res, j, got, SIZE_MAX);
-		break;
+	switch (r->coll) {
 	case HK_PUSH:
 	case HK_INIT:
 		memcpy(r->buf, res, k->count * wesz);
